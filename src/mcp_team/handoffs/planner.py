@@ -1,0 +1,156 @@
+"""Planned mode: a planner writes an inspectable plan, it is validated, then executed as a DAG.
+
+Ready tasks run concurrently as soon as their dependencies finish (no waves); each task gets its
+dependencies' results as context; a task whose dependency failed is skipped and reported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+import anyio
+from pydantic import ValidationError
+
+from mcp_team.handoffs.executor import RunContext, execute, now
+from mcp_team.handoffs.prompts import PLANNER_INSTRUCTIONS, describe_team
+from mcp_team.handoffs.schema import Handoff, HandoffRecord, Plan
+from mcp_team.llm import Message, ModelError, ModelRequest, ToolDefinition, ToolResultBlock
+from mcp_team.telemetry import spans
+
+
+class PlanError(Exception):
+    """The planner could not produce a valid plan (after one repair round)."""
+
+
+def validate_plan(plan: Plan, team: Collection[str]) -> list[str]:
+    """Every problem with `plan`, in words; empty when it can run."""
+    problems = []
+    if not plan.tasks:
+        problems.append("the plan has no tasks")
+    ids = [t.id for t in plan.tasks]
+    for dup in sorted({i for i in ids if ids.count(i) > 1}):
+        problems.append(f"task id '{dup}' is used more than once")
+    for t in plan.tasks:
+        if t.specialist not in team:
+            problems.append(
+                f"task '{t.id}' names unknown specialist '{t.specialist}' (the team: {', '.join(sorted(team))})"
+            )
+        if not t.description.strip():
+            problems.append(f"task '{t.id}' has an empty description")
+        for dep in t.depends_on:
+            if dep not in ids:
+                problems.append(f"task '{t.id}' depends on unknown task '{dep}'")
+            elif dep == t.id:
+                problems.append(f"task '{t.id}' depends on itself")
+    if cycle := _find_cycle(plan):
+        problems.append("the dependencies form a cycle: " + " -> ".join(cycle))
+    return problems
+
+
+def _find_cycle(plan: Plan) -> list[str]:
+    deps = {t.id: [d for d in t.depends_on if d != t.id] for t in plan.tasks}
+    state: dict[str, int] = {}  # 1 = on the current path, 2 = done
+
+    def visit(node: str, path: list[str]) -> list[str]:
+        state[node] = 1
+        for dep in deps.get(node, []):
+            if state.get(dep) == 1:
+                return [*path[path.index(dep) :], dep] if dep in path else [node, dep]
+            if dep in deps and state.get(dep) is None and (found := visit(dep, [*path, dep])):
+                return found
+        state[node] = 2
+        return []
+
+    for node in deps:
+        if state.get(node) is None and (found := visit(node, [node])):
+            return found
+    return []
+
+
+_PLAN_TOOL = ToolDefinition(name="submit_plan", description="Submit the plan.", input_schema=Plan.model_json_schema())
+
+
+async def make_plan(ctx: RunContext) -> Plan:
+    """Ask the planner for a plan; one repair round if it is invalid. Raises `PlanError`."""
+    system = PLANNER_INSTRUCTIONS.format(team=describe_team(ctx.team.values()))
+    messages = [Message(role="user", content=ctx.request)]
+    with spans.plan_span("supervisor"):
+        for round_ in (1, 2):
+            request = ModelRequest(system=system, messages=messages, tools=[_PLAN_TOOL], phase="plan")
+            try:
+                response = await ctx.supervisor_call(request)
+            except ModelError as exc:
+                raise PlanError(f"the planner's model call failed: {exc.message}") from exc
+            use = next((u for u in response.tool_uses if u.name == "submit_plan"), None)
+            if use is None:
+                problems = ["no plan was submitted: call submit_plan with the plan"]
+            else:
+                try:
+                    plan = Plan.model_validate(use.input)
+                    problems = validate_plan(plan, ctx.team)
+                except ValidationError as exc:
+                    problems = [f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()]
+                if not problems:
+                    return plan
+            if round_ == 2:
+                break
+            messages.append(Message(role="assistant", content=list(response.content)))
+            feedback = "The plan is invalid:\n- " + "\n- ".join(problems) + "\nSubmit a corrected plan."
+            if use is not None:
+                messages.append(
+                    Message(role="user", content=[ToolResultBlock(tool_use_id=use.id, content=feedback, is_error=True)])
+                )
+            else:
+                messages.append(Message(role="user", content=feedback))
+    raise PlanError("the planner did not produce a valid plan after one repair round: " + "; ".join(problems))
+
+
+async def run_plan(ctx: RunContext, plan: Plan) -> None:
+    """Execute the plan's tasks as a DAG; records land in `ctx.records`."""
+    done = {t.id: anyio.Event() for t in plan.tasks}
+    outcome: dict[str, HandoffRecord] = {}
+    by_id = {t.id: t for t in plan.tasks}
+
+    async def run_task(task_id: str) -> None:
+        task = by_id[task_id]
+        try:
+            for dep in task.depends_on:
+                await done[dep].wait()
+            failed = [d for d in task.depends_on if outcome[d].status != "completed"]
+            handoff = Handoff(
+                id=ctx.next_id(),
+                run_id=ctx.run_id,
+                target=task.specialist,
+                call_id=task.id,
+                task=task.description,
+                context="\n\n".join(
+                    f"Result of {d} ({outcome[d].target}):\n{outcome[d].output}" for d in task.depends_on
+                ),
+            )
+            if failed:
+                outcome[task_id] = _skip(ctx, handoff, failed, outcome)
+            else:
+                outcome[task_id] = await execute(ctx, handoff, dedupe=False)
+        finally:
+            done[task_id].set()
+
+    async with anyio.create_task_group() as tg:
+        for task in plan.tasks:
+            tg.start_soon(run_task, task.id)
+
+
+def _skip(ctx: RunContext, handoff: Handoff, failed: list[str], outcome: dict[str, HandoffRecord]) -> HandoffRecord:
+    reason = "skipped because its dependencies did not complete: " + ", ".join(
+        f"{d} ({outcome[d].target}: {outcome[d].status})" for d in failed
+    )
+    record = HandoffRecord(
+        **handoff.model_dump(),
+        status="skipped",
+        started_at=now(),
+        ended_at=now(),
+        error=reason,
+        error_type="dependency_failed",
+    )
+    ctx.records.append(record)
+    ctx.fail("dependency_failed", handoff.target, reason, handoff.task, handoff.id)
+    return record

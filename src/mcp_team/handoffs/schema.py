@@ -1,0 +1,132 @@
+"""The typed records of a run: settings and budgets in; handoffs, failures, usage and the answer out."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from mcp_team.llm import Usage
+from mcp_team.specialists import Verdict
+
+Mode = Literal["adaptive", "planned"]
+RunStatus = Literal["running", "complete", "partial", "failed", "cancelled"]
+HandoffStatus = Literal["running", "completed", "failed", "skipped", "refused", "cancelled"]
+
+
+class Budgets(BaseModel):
+    """Limits shared by the whole run, parallel branches included."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_handoffs: int = Field(default=24, ge=1, description="Handoffs dispatched, retries included.")
+    max_model_calls: int = Field(default=80, ge=2, description="Model calls by the supervisor and specialists.")
+    max_tokens: int = Field(default=400_000, ge=1, description="Input plus output tokens over all calls.")
+    deadline_seconds: float = Field(default=600.0, gt=0, description="Wall-clock limit for the run.")
+
+
+class RunSettings(BaseModel):
+    """How a run behaves. Defaults suit an interactive client; the team file can override them."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    mode: Mode = "adaptive"
+    budgets: Budgets = Field(default_factory=Budgets)
+    max_retries: int = Field(default=2, ge=0, le=10, description="Retries of a failed handoff, each refined.")
+    breaker_threshold: int = Field(default=3, ge=1, description="Failures in a row that open a specialist's circuit.")
+    max_revisions: int = Field(default=2, ge=0, description="REVISE verdicts honoured before review stops.")
+    max_repeats: int = Field(default=2, ge=1, description="Identical handoffs refused before the run is stopped.")
+    max_supervisor_turns: int = Field(default=12, ge=1)
+    call_timeout: float = Field(default=180.0, gt=0, description="Seconds one model call may take.")
+
+
+class HandoffArgs(BaseModel):
+    """The arguments of a `handoff_to_<specialist>` tool call, as the supervisor model writes them."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task: str = Field(min_length=1, description="What the specialist must do, self-contained.")
+    context: str = Field(default="", description="Only the earlier results this task needs.")
+    expected_output: str = Field(default="", description="What a good answer looks like.")
+
+
+class Handoff(HandoffArgs):
+    """A handoff's full payload, as recorded in the run."""
+
+    id: str
+    run_id: str
+    source: str = "supervisor"
+    target: str
+    call_id: str = Field(description="The supervisor's tool-call id, or the plan task id.")
+    attempt: int = 1
+    retry_of: str | None = None
+
+
+class HandoffRecord(Handoff):
+    """A handoff and what became of it."""
+
+    status: HandoffStatus = "running"
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    output: str = ""
+    error: str | None = None
+    error_type: str | None = None
+    turns: int = 0
+    usage: Usage = Field(default_factory=Usage)
+    verdict: Verdict | None = None
+
+    @property
+    def specialist(self) -> str:
+        return self.target
+
+
+class Failure(BaseModel):
+    kind: str = Field(description="e.g. rate_limited, max_turns, unknown_specialist, dependency_failed.")
+    specialist: str
+    task: str = ""
+    reason: str
+    handoff_id: str | None = None
+    recovered: bool = Field(default=False, description="Later work made up for it; nothing is missing.")
+
+
+class UsageReport(BaseModel):
+    total: Usage = Field(default_factory=Usage)
+    by_specialist: dict[str, Usage] = Field(default_factory=dict)
+    model_calls: int = 0
+
+
+class PlanTask(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(min_length=1)
+    specialist: str
+    description: str
+    depends_on: list[str] = Field(default_factory=list)
+
+
+class Plan(BaseModel):
+    """An inspectable plan: tasks with dependencies, and how to combine their results."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tasks: list[PlanTask]
+    combine: str = ""
+
+
+class RunResult(BaseModel):
+    """What a run returns, to the library caller, the CLI (`--json`) and MCP clients."""
+
+    answer: str
+    status: RunStatus
+    handoffs: list[HandoffRecord]
+    failures: list[Failure]
+    usage: UsageReport
+    run_id: str
+    trace_id: str | None = Field(description="32 hex digits; open it in Jaeger. None when tracing is off.")
+    request: str
+    mode: Mode
+    plan: Plan | None = None
+    stopped_by: str | None = Field(default=None, description="Why the run wound down early, if it did.")
+    started_at: datetime
+    ended_at: datetime | None = None

@@ -1,0 +1,158 @@
+"""The public engine API: a `Team` runs requests (adaptive or planned), plans, and single handoffs."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import anyio
+
+from mcp_team.handoffs.executor import (
+    EventSink,
+    RunContext,
+    fallback_answer,
+    missing_section,
+    now,
+    synthesize,
+)
+from mcp_team.handoffs.planner import PlanError, make_plan, run_plan
+from mcp_team.handoffs.schema import Budgets, Mode, Plan, RunResult, RunSettings
+from mcp_team.handoffs.supervisor import run_adaptive
+from mcp_team.llm import ModelSet
+from mcp_team.specialists import DEFAULT_TEAM, Specialist, SpecialistResult, run_specialist
+from mcp_team.telemetry import spans
+from mcp_team.telemetry.attributes import RUN_MODE, RUN_STATUS
+
+
+class UnknownSpecialist(LookupError):
+    def __init__(self, name: str, team: Sequence[str]) -> None:
+        super().__init__(f"there is no specialist '{name}'; the team is: {', '.join(team)}")
+
+
+@dataclass
+class Team:
+    """A supervisor and its specialists on one set of models."""
+
+    models: ModelSet
+    specialists: Sequence[Specialist] = DEFAULT_TEAM
+    settings: RunSettings = field(default_factory=RunSettings)
+
+    def __post_init__(self) -> None:
+        names = [s.name for s in self.specialists]
+        if len(set(names)) != len(names):
+            raise ValueError(f"specialist names must be unique, got {names}")
+        if not names:
+            raise ValueError("a team needs at least one specialist")
+        self.by_name = {s.name: s for s in self.specialists}
+
+    async def run(
+        self,
+        request: str,
+        *,
+        mode: Mode | None = None,
+        budgets: Budgets | None = None,
+        on_event: EventSink | None = None,
+        on_finish: Callable[[RunResult], None] | None = None,
+        run_id: str | None = None,
+    ) -> RunResult:
+        """Run a request through the supervisor. Never raises for failed work: see `status`/`failures`.
+
+        On cancellation the run is recorded as cancelled (`on_finish` still gets it) and the
+        cancellation propagates; every branch has stopped by the time it does.
+        """
+        update: dict[str, object] = {}
+        if mode is not None:
+            update["mode"] = mode
+        if budgets is not None:
+            update["budgets"] = budgets
+        ctx = RunContext(
+            request=request,
+            run_id=run_id or uuid.uuid4().hex,
+            team=self.by_name,
+            models=self.models,
+            settings=self.settings.model_copy(update=update),
+            on_event=on_event,
+        )
+        with (
+            spans.conversation(ctx.run_id),
+            spans.agent_span("supervisor", agent_id=ctx.run_id, provider=self.models.provider) as span,
+        ):
+            ctx.trace_id = spans.current_trace_id()
+            try:
+                await _orchestrate(ctx)
+            except anyio.get_cancelled_exc_class():
+                ctx.status, ctx.ended_at = "cancelled", now()
+                ctx.answer = ctx.answer or "The run was cancelled. " + fallback_answer(ctx)
+                if on_finish is not None:
+                    on_finish(ctx.result())
+                raise
+            ctx.ended_at = now()
+            u = ctx.supervisor_usage
+            spans.record_usage(
+                span, u.input_tokens, u.output_tokens, u.cache_read_input_tokens, u.cache_creation_input_tokens
+            )
+            if span.is_recording():
+                span.set_attribute(RUN_MODE, ctx.settings.mode)
+                span.set_attribute(RUN_STATUS, ctx.status)
+            if ctx.status in ("failed", "partial"):
+                spans.mark_error(span, f"run_{ctx.status}", message=ctx.stopped_by or ctx.status)
+        result = ctx.result()
+        if on_finish is not None:
+            on_finish(result)
+        return result
+
+    async def plan(self, request: str) -> Plan:
+        """The validated plan planned mode would run, without running it. Raises `PlanError`."""
+        ctx = RunContext(
+            request=request, run_id=uuid.uuid4().hex, team=self.by_name, models=self.models, settings=self.settings
+        )
+        with spans.conversation(ctx.run_id):
+            return await make_plan(ctx)
+
+    async def ask(self, name: str, task: str, context: str = "") -> SpecialistResult:
+        """Hand one task straight to one specialist. Raises `UnknownSpecialist`."""
+        if name not in self.by_name:
+            raise UnknownSpecialist(name, list(self.by_name))
+        return await run_specialist(
+            self.by_name[name], task, self.models, context=context, call_timeout=self.settings.call_timeout
+        )
+
+
+async def _orchestrate(ctx: RunContext) -> None:
+    answer: str | None = None
+    with anyio.move_on_after(ctx.settings.budgets.deadline_seconds) as deadline:
+        if ctx.settings.mode == "planned":
+            try:
+                ctx.plan = await make_plan(ctx)
+            except PlanError as exc:
+                ctx.fail("invalid_plan", "supervisor", str(exc))
+                ctx.status, ctx.answer = "failed", f"No answer: {exc}."
+                return
+            await ctx.emit("plan_ready", f"plan: {len(ctx.plan.tasks)} tasks")
+            await run_plan(ctx, ctx.plan)
+            answer = None if ctx.stopped_by else await synthesize(ctx, ctx.plan.combine)
+        else:
+            answer = await run_adaptive(ctx)
+            if answer is None and not ctx.stopped_by and any(r.status == "completed" for r in ctx.records):
+                answer = await synthesize(ctx)
+    if deadline.cancelled_caught:
+        ctx.stopped_by = f"the deadline ({ctx.settings.budgets.deadline_seconds:g} s) passed"
+        for r in ctx.records:
+            if r.status == "cancelled":
+                ctx.fail("deadline", r.target, "stopped by the run's deadline", r.task, r.id)
+    if (
+        answer is None
+        and ctx.stopped_by
+        and any(r.status == "completed" for r in ctx.records)
+        and not deadline.cancelled_caught
+    ):
+        answer = await synthesize(ctx)  # wind down: one closing call from the reserve
+    completed = any(r.status == "completed" for r in ctx.records)
+    if answer is None:
+        answer = fallback_answer(ctx)
+        ctx.status = "partial" if completed else "failed"
+    missing = missing_section(ctx)
+    if ctx.status == "running":
+        ctx.status = "partial" if missing else "complete"
+    ctx.answer = f"{answer}\n\n---\n{missing}" if missing else answer

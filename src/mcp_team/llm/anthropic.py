@@ -1,0 +1,282 @@
+"""The Claude backend: `ModelRequest` in, Messages API call out, `ModelResponse` back.
+
+This module owns everything specific to the Anthropic SDK: building the client, converting our
+messages and tools to the wire shape (with prompt caching on the stable prefix: the system prompt
+and the tool definitions), converting the API's reply back, and turning the SDK's exceptions into
+`ModelError`s a person can act on. Retrying is left to the SDK (exponential backoff that honours
+`retry-after-ms`/`retry-after`, and retries 408/409/429/5xx including 529).
+
+`import anthropic` is slow (~1-2 s), so nothing outside this module imports it, and this module is
+itself imported only when the Anthropic backend is selected.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anthropic
+from anthropic.types import (
+    CacheControlEphemeralParam,
+    ContentBlockParam,
+    MessageParam,
+    TextBlockParam,
+    ToolParam,
+)
+
+from mcp_team.llm.types import (
+    ContentBlock,
+    ErrorKind,
+    Message,
+    ModelError,
+    ModelRequest,
+    ModelResponse,
+    StopReason,
+    TextBlock,
+    ToolDefinition,
+    ToolUseBlock,
+    Usage,
+)
+
+_CACHE: CacheControlEphemeralParam = {"type": "ephemeral"}
+
+_STOP_REASONS: dict[str, StopReason] = {
+    "end_turn": "end_turn",
+    "tool_use": "tool_use",
+    "max_tokens": "max_tokens",
+    "stop_sequence": "stop_sequence",
+    "refusal": "refusal",
+    "pause_turn": "pause_turn",
+    # The reply was cut short by the context window rather than by `max_tokens`: still a truncation.
+    "model_context_window_exceeded": "max_tokens",
+}
+
+
+class AnthropicModel:
+    """A Claude model behind the Anthropic Messages API. Safe to call concurrently.
+
+    The SDK client is created on the first call (and is then bound to that call's event loop).
+    `api_key=None` and `base_url=None` fall back to `ANTHROPIC_API_KEY` and `ANTHROPIC_BASE_URL`.
+    """
+
+    provider = "anthropic"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        max_retries: int = 4,
+        timeout: float = 120.0,
+    ) -> None:
+        self.name = model
+        self.max_retries = max_retries
+        self.timeout = timeout
+        self._api_key = api_key
+        self._base_url = base_url
+        self._client: anthropic.AsyncAnthropic | None = None
+
+    @property
+    def client(self) -> anthropic.AsyncAnthropic:
+        """The SDK client, created on first use."""
+        if self._client is None:
+            self._client = anthropic.AsyncAnthropic(
+                api_key=self._api_key,
+                base_url=self._base_url,
+                max_retries=self.max_retries,
+                timeout=self.timeout,
+                open_telemetry=False,  # the `chat` span is ours (see llm.call)
+            )
+        return self._client
+
+    async def aclose(self) -> None:
+        """Close the SDK client's connections, if it was ever created."""
+        if self._client is not None:
+            await self._client.close()
+            self._client = None
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        """Run one Messages API call (the SDK retries transient failures). Raises `ModelError`."""
+        try:
+            client = self.client  # resolving credentials from a profile on disk can fail here
+        except anthropic.AnthropicError as err:
+            raise self._model_error(err) from None
+        if client.api_key is None and client.auth_token is None and client.credentials is None:
+            raise ModelError("auth", "no Anthropic API key is configured: set ANTHROPIC_API_KEY")
+        system: list[TextBlockParam] = [{"type": "text", "text": request.system, "cache_control": _CACHE}]
+        try:
+            message = await client.messages.create(
+                model=self.name,
+                max_tokens=request.max_tokens,
+                system=system,
+                messages=[to_message_param(m) for m in request.messages],
+                tools=to_tool_params(request.tools),
+            )
+        except anthropic.AnthropicError as err:
+            raise self._model_error(err) from None
+        return from_api_message(message)
+
+    # -- errors ------------------------------------------------------------------------------------
+
+    def _model_error(self, err: anthropic.AnthropicError) -> ModelError:
+        """The `ModelError` for an SDK exception raised after the SDK's own retries."""
+        kind, status, message = self._describe(err)
+        return ModelError(kind, self._scrub(message), status=status)
+
+    def _describe(self, err: anthropic.AnthropicError) -> tuple[ErrorKind, int | None, str]:
+        model = self.name
+        if isinstance(err, anthropic.APIStatusError):
+            status = err.status_code
+            attempts = _attempts(err.response.request.headers, self.max_retries)
+            detail = _api_detail(err)
+            if status == 429:
+                return (
+                    "rate_limited",
+                    status,
+                    f"the Anthropic API rate-limited the {model} call (HTTP 429){detail}; gave up after "
+                    f"{_n(attempts)}; lower the concurrency or wait and try again",
+                )
+            if status == 529:
+                return (
+                    "overloaded",
+                    status,
+                    f"the Anthropic API is overloaded (HTTP 529){detail}; the {model} call gave up after "
+                    f"{_n(attempts)}; try again later",
+                )
+            if status >= 500:
+                return (
+                    "server_error",
+                    status,
+                    f"the Anthropic API failed the {model} call with HTTP {status}{detail}; gave up "
+                    f"after {_n(attempts)}; try again later",
+                )
+            if status in (401, 403):
+                what = "rejected the API key" if status == 401 else "denied this API key access"
+                return ("auth", status, f"the Anthropic API {what} (HTTP {status}){detail}; check ANTHROPIC_API_KEY")
+            if status == 408:
+                return (
+                    "timeout",
+                    status,
+                    f"the Anthropic API timed out the {model} call (HTTP 408){detail}; gave up after {_n(attempts)}",
+                )
+            hint = f"; check that the model name {model!r} is right" if status == 404 else ""
+            return (
+                "bad_request",
+                status,
+                f"the Anthropic API rejected the {model} request (HTTP {status}){detail}{hint}",
+            )
+        if isinstance(err, anthropic.APITimeoutError):
+            attempts = _attempts(err.request.headers, self.max_retries)
+            return (
+                "timeout",
+                None,
+                f"the {model} call timed out ({self.timeout:g} s per attempt); gave up after {_n(attempts)}",
+            )
+        if isinstance(err, anthropic.APIConnectionError):
+            attempts = _attempts(err.request.headers, self.max_retries)
+            cause = f": {type(err.__cause__).__name__}: {err.__cause__}" if err.__cause__ else ""
+            return (
+                "connection",
+                None,
+                f"could not reach the Anthropic API at {self.client.base_url}{cause}; gave up after "
+                f"{_n(attempts)}; check the network and the base URL (ANTHROPIC_BASE_URL)",
+            )
+        if isinstance(err, anthropic.CredentialsError):
+            return ("auth", None, f"the Anthropic credentials could not be loaded: {err}; check ANTHROPIC_API_KEY")
+        if isinstance(err, anthropic.APIResponseValidationError):
+            return (
+                "server_error",
+                err.status_code,
+                f"the Anthropic API returned a reply to the {model} call that could not be read: {err}",
+            )
+        return ("unavailable", None, f"the {model} call failed: {type(err).__name__}: {err}")
+
+    def _scrub(self, text: str) -> str:
+        """`text` with the API key (should it ever be echoed back) masked."""
+        for secret in (self._api_key, self._client.api_key if self._client else None):
+            if secret:
+                text = text.replace(secret, "[redacted]")
+        return text
+
+
+def _attempts(headers: Any, max_retries: int) -> int:
+    """How many attempts the SDK made, from the retry count it stamps on each request."""
+    try:
+        return int(headers.get("x-stainless-retry-count")) + 1
+    except (TypeError, ValueError):
+        return max_retries + 1
+
+
+def _n(attempts: int) -> str:
+    """`3 attempts` / `1 attempt`."""
+    return f"{attempts} attempt" if attempts == 1 else f"{attempts} attempts"
+
+
+def _api_detail(err: anthropic.APIStatusError) -> str:
+    """`: <the API's error message> (request-id ...)`, as far as the API gave them."""
+    detail = f": {err.api_message}" if err.api_message else ""
+    if err.request_id:
+        detail += f" (request-id {err.request_id})"
+    return detail
+
+
+# -- conversion ------------------------------------------------------------------------------------
+
+
+def to_block_param(block: ContentBlock) -> ContentBlockParam:
+    """One of our content blocks (text, tool_use or tool_result) in the Messages API shape."""
+    if isinstance(block, TextBlock):
+        return {"type": "text", "text": block.text}
+    if isinstance(block, ToolUseBlock):
+        return {"type": "tool_use", "id": block.id, "name": block.name, "input": dict(block.input)}
+    if block.is_error:
+        return {"type": "tool_result", "tool_use_id": block.tool_use_id, "content": block.content, "is_error": True}
+    return {"type": "tool_result", "tool_use_id": block.tool_use_id, "content": block.content}
+
+
+def to_message_param(message: Message) -> MessageParam:
+    """One of our messages in the Messages API shape.
+
+    Empty text blocks next to other blocks are dropped: the API rejects empty text blocks.
+    """
+    if isinstance(message.content, str):
+        content: str | list[ContentBlockParam] = message.content
+    else:
+        blocks = list(message.content)
+        if len(blocks) > 1:
+            blocks = [b for b in blocks if not (isinstance(b, TextBlock) and not b.text)] or blocks[:1]
+        content = [to_block_param(b) for b in blocks]
+    if message.role == "user":
+        return {"role": "user", "content": content}
+    return {"role": "assistant", "content": content}
+
+
+def to_tool_params(tools: list[ToolDefinition]) -> list[ToolParam]:
+    """Our tool definitions in the Messages API shape; the last one carries the cache breakpoint."""
+    params: list[ToolParam] = [
+        {"name": t.name, "description": t.description, "input_schema": dict(t.input_schema)} for t in tools
+    ]
+    if params:
+        params[-1]["cache_control"] = _CACHE
+    return params
+
+
+def from_api_message(message: anthropic.types.Message) -> ModelResponse:
+    """The API's reply as our `ModelResponse`; block types we do not model (thinking, ...) are skipped."""
+    content: list[TextBlock | ToolUseBlock] = []
+    for block in message.content:
+        if block.type == "text":
+            content.append(TextBlock(text=block.text))
+        elif block.type == "tool_use":
+            content.append(ToolUseBlock(id=block.id, name=block.name, input=dict(block.input)))
+    u = message.usage
+    cache_read = u.cache_read_input_tokens or 0
+    cache_creation = u.cache_creation_input_tokens or 0
+    usage = Usage(
+        input_tokens=u.input_tokens + cache_read + cache_creation,
+        output_tokens=u.output_tokens,
+        cache_read_input_tokens=cache_read,
+        cache_creation_input_tokens=cache_creation,
+    )
+    stop_reason = _STOP_REASONS.get(message.stop_reason or "end_turn", "end_turn")
+    return ModelResponse(content=content, stop_reason=stop_reason, usage=usage, model=message.model, id=message.id)

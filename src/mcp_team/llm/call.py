@@ -1,0 +1,91 @@
+"""Making a model call: the role's model, the backend's concurrency limit, a timeout, a budget check
+and the `chat` span, in the one place every caller goes through."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import anyio
+
+from mcp_team.llm.types import Model, ModelError, ModelRequest, ModelResponse, Usage
+from mcp_team.telemetry import spans
+from mcp_team.telemetry.attributes import RESPONSE_FINISH_REASONS, RESPONSE_ID, RESPONSE_MODEL
+
+SUPERVISOR = "supervisor"
+SPECIALIST = "specialist"
+
+
+class Meter(Protocol):
+    """Something that counts model calls and tokens against a budget (see handoffs.budget)."""
+
+    def before_call(self) -> None:
+        """Raise `ModelError("budget_exhausted", ...)` when no further call is allowed."""
+
+    def after_call(self, usage: Usage) -> None:
+        """Charge a finished call's tokens."""
+
+
+@dataclass
+class ModelSet:
+    """The models of one backend, by role, sharing one concurrency limit.
+
+    Parallel branches of a run (and concurrent runs of a server) all go through `limiter`, so
+    they can never exceed what the provider allows at once.
+    """
+
+    models: Mapping[str, Model]
+    max_concurrency: int = 8
+    limiter: anyio.CapacityLimiter = field(init=False)
+
+    def __post_init__(self) -> None:
+        if SUPERVISOR not in self.models or SPECIALIST not in self.models:
+            raise ValueError("a ModelSet needs a 'supervisor' and a 'specialist' model")
+        self.limiter = anyio.CapacityLimiter(self.max_concurrency)
+
+    @classmethod
+    def single(cls, model: Model, max_concurrency: int = 8) -> ModelSet:
+        """One model for every role."""
+        return cls({SUPERVISOR: model, SPECIALIST: model}, max_concurrency)
+
+    def for_role(self, role: str) -> Model:
+        """The model for `role`; roles this set does not name fall back to the specialist model."""
+        return self.models.get(role) or self.models[SPECIALIST]
+
+    @property
+    def provider(self) -> str:
+        return self.models[SUPERVISOR].provider
+
+
+async def chat(
+    models: ModelSet,
+    role: str,
+    request: ModelRequest,
+    *,
+    timeout: float | None = None,
+    meter: Meter | None = None,
+) -> ModelResponse:
+    """One model call for `role`, traced as `chat {model}`. Raises `ModelError`."""
+    model = models.for_role(role)
+    if meter is not None:
+        meter.before_call()
+    with spans.chat_span(model.name, model.provider, request.phase, request.max_tokens) as span:
+        async with models.limiter:
+            try:
+                with anyio.fail_after(timeout):
+                    response = await model.complete(request)
+            except TimeoutError:
+                raise ModelError("timeout", f"the {model.name} call took longer than {timeout:g} s") from None
+        u = response.usage
+        if span.is_recording():
+            span.set_attribute(RESPONSE_MODEL, response.model)
+            span.set_attribute(RESPONSE_FINISH_REASONS, [response.stop_reason])
+            if response.id:
+                span.set_attribute(RESPONSE_ID, response.id)
+            spans.record_usage(
+                span, u.input_tokens, u.output_tokens, u.cache_read_input_tokens, u.cache_creation_input_tokens
+            )
+    if meter is not None:
+        meter.after_call(u)
+    return response

@@ -1,0 +1,408 @@
+"""The offline backend: a deterministic stand-in for an LLM that needs no network.
+
+It reads requests the way a model would, from the prompt and the offered tools, never from a
+side channel:
+- offered `finalize` and `handoff_to_*` tools, it acts as the supervisor and delegates by simple
+  keyword rules (independent specialists in one turn, then the writer, then the reviewer);
+- offered only `finalize`, it synthesizes an answer from the results in the prompt;
+- offered `submit_plan` or `refine_task`, it plans or rewrites a failed task;
+- otherwise it is the specialist named in its system prompt and answers plainly, calling its
+  `calculate` tool when the task contains arithmetic.
+
+Every answer says it is offline. Faults can be injected on demand so tests drive every failure
+path through the real engine.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, get_args
+
+import anyio
+
+from mcp_team.llm.types import (
+    Message,
+    ModelError,
+    ModelRequest,
+    ModelResponse,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    Usage,
+)
+
+OFFLINE_NOTICE = "offline backend: deterministic answers, no LLM is called"
+
+FaultKind = Literal[
+    "rate_limit",  # raise a 429
+    "server_error",  # raise a 500
+    "overloaded",  # raise a 529
+    "timeout",  # never answer (the engine's call timeout cuts it)
+    "unknown_specialist",  # supervisor: also hand off to a specialist that does not exist
+    "malformed_tool_call",  # supervisor: a handoff whose arguments do not match the schema
+    "repeat_handoff",  # supervisor: emit the same handoff forever
+    "endless_tools",  # specialist: keep calling tools, never answer
+    "revise",  # reviewer: always ask for a revision
+]
+FAULT_KINDS: tuple[str, ...] = get_args(FaultKind)
+
+_GATHER_RULES: dict[str, re.Pattern[str]] = {
+    "researcher": re.compile(r"research|find|investigat|history|compar|look up|sources?|market|who|what", re.I),
+    "analyst": re.compile(r"analy|calculat|compute|estimat|number|cost|price|trend|\d\s*[-+*/^]\s*\d", re.I),
+    "coder": re.compile(r"\bcode|function|script|implement|program|python|bug|refactor", re.I),
+}
+_WRITER_RULE = re.compile(r"writ|draft|report|summar|explain|article|email|blog|document", re.I)
+_REVIEW_RULE = re.compile(r"review|check|verif|critique|proofread", re.I)
+_EXPRESSION = re.compile(r"[\d.(][\d.\s()+\-*/%^]*[+\-*/%^][\d.\s()+\-*/%^]*[\d.)]")
+_SPECIALIST_NAME = re.compile(r"You are the ([A-Za-z0-9_.-]+) specialist")
+MAX_REVISIONS_OFFLINE = 2
+
+
+@dataclass
+class Fault:
+    """Inject `kind` into calls made as `agent` ("*" for any), `times` times (None: always)."""
+
+    kind: FaultKind
+    agent: str = "*"
+    times: int | None = None
+
+    def take(self, agent: str) -> bool:
+        if self.agent not in ("*", agent) or self.times == 0:
+            return False
+        if self.times is not None:
+            self.times -= 1
+        return True
+
+
+def parse_faults(spec: str) -> list[Fault]:
+    """Parse `kind[:agent[:times]]`, comma-separated, e.g. `rate_limit:researcher:1,repeat_handoff`."""
+    faults = []
+    for item in filter(None, (part.strip() for part in spec.split(","))):
+        parts = item.split(":")
+        if len(parts) > 3 or parts[0] not in FAULT_KINDS:
+            raise ValueError(
+                f"bad offline fault {item!r}: expected KIND[:AGENT[:TIMES]] with KIND one of {', '.join(FAULT_KINDS)}"
+            )
+        agent = parts[1] if len(parts) > 1 and parts[1] else "*"
+        times = parts[2] if len(parts) > 2 else ""
+        if times and not times.isdigit():
+            raise ValueError(f"bad offline fault {item!r}: TIMES must be a whole number, got {times!r}")
+        faults.append(Fault(parts[0], agent, int(times) if times else None))  # type: ignore[arg-type]
+    return faults
+
+
+@dataclass
+class OfflineModel:
+    """Deterministic model. `latency` seconds are slept per call (anyio, so cancellable)."""
+
+    latency: float = 0.0
+    faults: list[Fault] = field(default_factory=list)
+    name: str = "offline"
+    provider: str = "offline"
+    calls: int = 0
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        self.calls += 1
+        tools = {t.name for t in request.tools}
+        agent = _agent_of(request, tools)
+        if self.latency:
+            await anyio.sleep(self.latency)
+        fault = self._fault(agent)
+        if fault == "timeout":
+            await anyio.sleep_forever()
+        if fault in ("rate_limit", "server_error", "overloaded"):
+            status = {"rate_limit": 429, "server_error": 500, "overloaded": 529}[fault]
+            kind = {"rate_limit": "rate_limited", "server_error": "server_error", "overloaded": "overloaded"}[fault]
+            raise ModelError(kind, f"offline fault injected: HTTP {status} for {agent}", status=status)  # type: ignore[arg-type]
+
+        if "finalize" in tools and len(tools) > 1:
+            content = _supervise(request, fault)
+        elif "finalize" in tools:
+            content = [_call("finalize", {"answer": _synthesis(request)})]
+        elif "submit_plan" in tools:
+            content = [_call("submit_plan", _plan(request))]
+        elif "refine_task" in tools:
+            content = [_call("refine_task", {"task": _refine(request)})]
+        else:
+            content = _specialist(request, agent, tools, fault)
+        return _response(request, content)
+
+    def _fault(self, agent: str) -> str | None:
+        for fault in self.faults:
+            if fault.take(agent):
+                return fault.kind
+        return None
+
+
+def _agent_of(request: ModelRequest, tools: set[str]) -> str:
+    if tools & {"finalize", "submit_plan", "refine_task"}:
+        return "supervisor"
+    match = _SPECIALIST_NAME.search(request.system)
+    return match.group(1) if match else "specialist"
+
+
+def _response(request: ModelRequest, content: list[TextBlock | ToolUseBlock]) -> ModelResponse:
+    # Token counts are a size estimate (4 characters a token) so budgets behave realistically.
+    prompt_chars = len(request.system) + sum(len(_text_of(m)) for m in request.messages)
+    out_chars = sum(len(b.text) if isinstance(b, TextBlock) else len(json.dumps(b.input)) for b in content)
+    stop = "tool_use" if any(isinstance(b, ToolUseBlock) for b in content) else "end_turn"
+    return ModelResponse.model_construct(
+        content=content,
+        stop_reason=stop,
+        usage=Usage.model_construct(
+            input_tokens=prompt_chars // 4 + 1,
+            output_tokens=out_chars // 4 + 1,
+            cache_read_input_tokens=0,
+            cache_creation_input_tokens=0,
+        ),
+        model="offline",
+        id=None,
+    )
+
+
+def _call(name: str, args: dict[str, Any], n: int = 0) -> ToolUseBlock:
+    return ToolUseBlock.model_construct(type="tool_use", id=f"offline_{name}_{n}", name=name, input=args)
+
+
+def _text_of(message: Message) -> str:
+    if isinstance(message.content, str):
+        return message.content
+    parts = []
+    for block in message.content:
+        if isinstance(block, TextBlock):
+            parts.append(block.text)
+        elif isinstance(block, ToolResultBlock):
+            parts.append(block.content)
+        else:
+            parts.append(json.dumps(block.input))
+    return "\n".join(parts)
+
+
+# --- supervisor --------------------------------------------------------------------------------
+
+
+@dataclass
+class _Done:
+    specialist: str
+    task: str
+    output: str
+    ok: bool
+
+
+def _history(messages: Sequence[Message]) -> list[_Done]:
+    """The handoffs made so far and what came back, read from the conversation."""
+    asked: dict[str, ToolUseBlock] = {}
+    done: list[_Done] = []
+    for message in messages:
+        for block in message.blocks:
+            if isinstance(block, ToolUseBlock):
+                asked[block.id] = block
+            elif isinstance(block, ToolResultBlock) and block.tool_use_id in asked:
+                use = asked[block.tool_use_id]
+                name = use.name.removeprefix("handoff_to_")
+                done.append(_Done(name, str(use.input.get("task", "")), block.content, not block.is_error))
+    return done
+
+
+def _select(request_text: str, team: Iterable[str]) -> tuple[list[str], bool, bool]:
+    """Which specialists a request needs: (independent gatherers, writer?, reviewer?)."""
+    team = list(team)
+    known = {*_GATHER_RULES, "writer", "reviewer"}
+    custom = [s for s in team if s not in known]
+    if custom and len(custom) == len(team):
+        gatherers = custom  # a team of its own specialists only: every one of them works independently
+    else:
+        gatherers = [s for s, rule in _GATHER_RULES.items() if s in team and rule.search(request_text)]
+        gatherers += [s for s in custom if s.replace("_", " ") in request_text.lower()]
+    writer = "writer" in team and (bool(_WRITER_RULE.search(request_text)) or not gatherers)
+    reviewer = "reviewer" in team and bool(_REVIEW_RULE.search(request_text))
+    if not gatherers and not writer and team:
+        gatherers = [team[0]]
+    return gatherers, writer, reviewer
+
+
+def _supervise(request: ModelRequest, fault: str | None) -> list[TextBlock | ToolUseBlock]:
+    request_text = _text_of(request.messages[0])
+    team = [t.name.removeprefix("handoff_to_") for t in request.tools if t.name.startswith("handoff_to_")]
+    done = _history(request.messages)
+    gatherers, writer, reviewer = _select(request_text, team)
+
+    if fault == "repeat_handoff":
+        return [_call(f"handoff_to_{team[0]}", {"task": f"Work on: {request_text}"})]
+    if fault == "malformed_tool_call":
+        return [_call(f"handoff_to_{team[0]}", {"task": ["not", "a", "string"], "priority": "high"})]
+
+    calls: list[ToolUseBlock] = []
+    if not done:
+        for i, name in enumerate(gatherers):
+            calls.append(_call(f"handoff_to_{name}", _gather_task(name, request_text), i))
+        if fault == "unknown_specialist":
+            calls.append(_call("handoff_to_ghost", {"task": "Haunt the request"}, len(calls)))
+        if calls:
+            return [TextBlock(text=f"Delegating to {len(calls)} specialists in parallel."), *calls]
+
+    drafts = [d for d in done if d.specialist == "writer" and d.ok]
+    reviews = [d for d in done if d.specialist == "reviewer"]
+    writer_tries = [d for d in done if d.specialist == "writer"]
+    gathered = [d for d in done if d.specialist not in ("writer", "reviewer") and d.ok]
+    if writer and not writer_tries:
+        context = "\n\n".join(f"{d.specialist}: {d.output}" for d in gathered)
+        return [
+            _call(
+                "handoff_to_writer",
+                {
+                    "task": f"Write the answer to: {request_text}",
+                    "context": context,
+                    "expected_output": "A clear, well-structured draft.",
+                },
+            )
+        ]
+    if reviewer and drafts:
+        reviewed_latest = len(reviews) >= len(drafts)
+        if not reviewed_latest:
+            return [
+                _call(
+                    "handoff_to_reviewer",
+                    {"task": f"Review this draft against the request: {request_text}", "context": drafts[-1].output},
+                )
+            ]
+        last = reviews[-1]
+        if last.ok and "VERDICT: REVISE" in last.output and len(drafts) <= MAX_REVISIONS_OFFLINE:
+            return [
+                _call(
+                    "handoff_to_writer",
+                    {
+                        "task": f"Revise the draft for: {request_text}",
+                        "context": f"Draft:\n{drafts[-1].output}\n\nReview:\n{last.output}",
+                    },
+                )
+            ]
+    return [_call("finalize", {"answer": _final_answer(request_text, done)})]
+
+
+def _gather_task(name: str, request_text: str) -> dict[str, Any]:
+    verbs = {
+        "researcher": "Research the facts needed for",
+        "analyst": "Analyse the quantitative parts of",
+        "coder": "Write the code needed for",
+    }
+    return {
+        "task": f"{verbs.get(name, 'Handle your part of')}: {request_text}",
+        "expected_output": "Findings the writer can use.",
+    }
+
+
+def _final_answer(request_text: str, done: list[_Done]) -> str:
+    latest: dict[str, _Done] = {}
+    for d in done:
+        if d.ok:
+            latest[d.specialist] = d
+    if "writer" in latest:
+        body = latest["writer"].output
+    else:
+        body = "\n\n".join(f"## {d.specialist}\n{d.output}" for d in latest.values()) or "No specialist succeeded."
+    return f"[{OFFLINE_NOTICE}]\nAnswer to: {request_text}\n\n{body}"
+
+
+def _synthesis(request: ModelRequest) -> str:
+    return f"[{OFFLINE_NOTICE}]\nSynthesis of the team's results.\n\n{_text_of(request.messages[-1])}"
+
+
+def _plan(request: ModelRequest) -> dict[str, Any]:
+    request_text = _text_of(request.messages[0])
+    team = re.findall(r"^- ([A-Za-z0-9_.-]+):", request.system, re.M)
+    gatherers, writer, reviewer = _select(request_text, team)
+    tasks: list[dict[str, Any]] = [
+        {
+            "id": f"t{i + 1}",
+            "specialist": name,
+            "description": _gather_task(name, request_text)["task"],
+            "depends_on": [],
+        }
+        for i, name in enumerate(gatherers)
+    ]
+    if writer:
+        tasks.append(
+            {
+                "id": f"t{len(tasks) + 1}",
+                "specialist": "writer",
+                "description": f"Write the answer to: {request_text}",
+                "depends_on": [t["id"] for t in tasks],
+            }
+        )
+    if reviewer and writer:
+        tasks.append(
+            {
+                "id": f"t{len(tasks) + 1}",
+                "specialist": "reviewer",
+                "description": f"Review the draft against the request: {request_text}",
+                "depends_on": [tasks[-1]["id"]],
+            }
+        )
+    return {"tasks": tasks, "combine": "Lead with the writer's draft if there is one; otherwise merge the findings."}
+
+
+def _refine(request: ModelRequest) -> str:
+    text = _text_of(request.messages[-1])
+    task = re.search(r"Failed task:\s*(.*?)\n\s*\nError:", text, re.S)
+    error = re.search(r"Error:\s*(.*?)(\n\s*\n|$)", text, re.S)
+    original = task.group(1).strip() if task else text.strip()
+    reason = error.group(1).strip() if error else "unknown error"
+    return f"{original}\n(Retry: the previous attempt failed with '{reason}'. Keep the answer short and focused.)"
+
+
+# --- specialists -------------------------------------------------------------------------------
+
+
+def _specialist(request: ModelRequest, name: str, tools: set[str], fault: str | None) -> list[TextBlock | ToolUseBlock]:
+    last = request.messages[-1]
+    task = _text_of(request.messages[0])
+    if fault == "endless_tools":
+        tool = sorted(tools)[0] if tools else "nonexistent_tool"
+        return [_call(tool, {"expression": "1+1"}, len(request.messages))]
+    results = [b for b in last.blocks if isinstance(b, ToolResultBlock)] if last.role == "user" else []
+    if "calculate" in tools and not results:
+        expression = _EXPRESSION.search(task)
+        if expression:
+            return [_call("calculate", {"expression": expression.group(0).strip()})]
+    if name == "reviewer":
+        if fault == "revise" or "TODO" in task:
+            return [
+                TextBlock(
+                    text="VERDICT: REVISE\n- Tighten the structure and state the key figures up front.\n"
+                    f"[{OFFLINE_NOTICE}]"
+                )
+            ]
+        return [
+            TextBlock(
+                text=f"VERDICT: PASS\n- The draft addresses the request and uses the findings given.\n"
+                f"[{OFFLINE_NOTICE}]"
+            )
+        ]
+    body = _section(task, "Task:")
+    context = _section(task, "Context from the supervisor:")
+    if name == "writer":
+        lines = [f"[offline writer] Draft: {body[:300]}"]
+        if context:
+            lines += ["", "Drawing on the team's findings:", context]
+    else:
+        lines = [f"[offline {name}] Notes on: {body[:300]}"]
+        if context:
+            lines.append(f"(Used {context.count(chr(10)) + 1} lines of context.)")
+    lines += [f"Tool result: {r.content}" for r in results]
+    lines.append(f"({OFFLINE_NOTICE}.)")
+    return [TextBlock(text="\n".join(lines))]
+
+
+def _section(text: str, heading: str) -> str:
+    """The body under `heading` in a handoff message (see specialists.loop.handoff_message)."""
+    start = text.find(heading + "\n")
+    if start < 0:
+        return "" if heading != "Task:" else text.strip()
+    body = text[start + len(heading) + 1 :]
+    for other in ("\n\nContext from the supervisor:\n", "\n\nExpected output:\n"):
+        body = body.split(other, 1)[0]
+    return body.strip()

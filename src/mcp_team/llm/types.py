@@ -1,0 +1,156 @@
+"""The model interface: what goes into a model call, what comes out, and how it fails.
+
+Every backend (anthropic, offline, scripted, and later MCP sampling) takes a `ModelRequest`
+and returns a `ModelResponse`, or raises `ModelError`. Nothing above this layer knows which
+backend it is talking to.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Phase = Literal["act", "plan", "refine", "synthesize", "specialist"]
+"""Why a call is made; recorded on the `chat` span so planning and synthesis are told apart."""
+
+StopReason = Literal["end_turn", "tool_use", "max_tokens", "stop_sequence", "refusal", "pause_turn"]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class TextBlock(_Frozen):
+    type: Literal["text"] = "text"
+    text: str
+
+
+class ToolUseBlock(_Frozen):
+    type: Literal["tool_use"] = "tool_use"
+    id: str
+    name: str
+    input: dict[str, Any] = Field(default_factory=dict)
+
+
+class ToolResultBlock(_Frozen):
+    type: Literal["tool_result"] = "tool_result"
+    tool_use_id: str
+    content: str
+    is_error: bool = False
+
+
+ContentBlock = TextBlock | ToolUseBlock | ToolResultBlock
+
+
+class Message(_Frozen):
+    role: Literal["user", "assistant"]
+    content: str | list[ContentBlock]
+
+    @property
+    def blocks(self) -> list[ContentBlock]:
+        """The content as a list of blocks, whatever form it was given in."""
+        if isinstance(self.content, str):
+            return [TextBlock(text=self.content)]
+        return list(self.content)
+
+
+class ToolDefinition(_Frozen):
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+
+
+class Usage(_Frozen):
+    """Token counts of one call or a sum of calls. `input_tokens` includes cached input."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_input_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage.model_construct(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cache_read_input_tokens=self.cache_read_input_tokens + other.cache_read_input_tokens,
+            cache_creation_input_tokens=self.cache_creation_input_tokens + other.cache_creation_input_tokens,
+        )
+
+
+class ModelRequest(_Frozen):
+    system: str
+    messages: list[Message]
+    tools: list[ToolDefinition] = Field(default_factory=list)
+    max_tokens: int = 4096
+    phase: Phase = "specialist"
+
+
+class ModelResponse(_Frozen):
+    content: list[TextBlock | ToolUseBlock]
+    stop_reason: StopReason = "end_turn"
+    usage: Usage = Field(default_factory=Usage)
+    model: str
+    id: str | None = None
+
+    @property
+    def text(self) -> str:
+        return "".join(b.text for b in self.content if isinstance(b, TextBlock))
+
+    @property
+    def tool_uses(self) -> list[ToolUseBlock]:
+        return [b for b in self.content if isinstance(b, ToolUseBlock)]
+
+
+ErrorKind = Literal[
+    "rate_limited",  # 429
+    "server_error",  # 5xx
+    "overloaded",  # 529
+    "timeout",
+    "connection",
+    "auth",
+    "bad_request",
+    "budget_exhausted",
+    "unavailable",  # no backend can serve the call (e.g. no sampling support)
+]
+
+
+class ModelError(Exception):
+    """A model call that failed after the backend's own retries.
+
+    `kind` is low-cardinality (it becomes `error.type` on spans); `message` is for people and
+    never contains credentials.
+    """
+
+    def __init__(self, kind: ErrorKind, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.kind: ErrorKind = kind
+        self.message = message
+        self.status = status
+
+    @property
+    def retryable(self) -> bool:
+        return self.kind in ("rate_limited", "server_error", "overloaded", "timeout", "connection")
+
+
+@runtime_checkable
+class Model(Protocol):
+    """One model backend. Implementations must be safe to call concurrently."""
+
+    @property
+    def name(self) -> str:
+        """The model name recorded as `gen_ai.request.model` (e.g. `claude-sonnet-4-5`)."""
+        ...
+
+    @property
+    def provider(self) -> str:
+        """`gen_ai.provider.name`: `anthropic`, `offline`, `scripted`, `mcp_sampling`."""
+        ...
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        """Run one model call. Raises `ModelError` on failure."""
+        ...

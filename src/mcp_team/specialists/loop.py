@@ -1,0 +1,181 @@
+"""The specialist agent loop: call the model, run the tools it asks for, repeat until it answers.
+
+The loop never raises for a failed model call or tool: it returns a `SpecialistResult` with
+status `failed` and the reason. Cancellation propagates (the caller records it).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import anyio
+from pydantic import BaseModel, Field
+
+from mcp_team.llm import (
+    ContentBlock,
+    Message,
+    Meter,
+    ModelError,
+    ModelRequest,
+    ModelSet,
+    ToolResultBlock,
+    ToolUseBlock,
+    Usage,
+    chat,
+)
+from mcp_team.specialists.definition import Specialist
+from mcp_team.specialists.tools import ToolFailed
+from mcp_team.specialists.verdict import Verdict, parse_verdict
+from mcp_team.telemetry import spans
+from mcp_team.telemetry.attributes import AGENT_TURNS
+
+TOOL_TIMEOUT = 60.0
+
+
+class SpecialistResult(BaseModel):
+    specialist: str
+    status: Literal["completed", "failed"]
+    output: str = ""
+    error: str | None = None
+    error_type: str | None = Field(default=None, description="Low-cardinality failure kind, e.g. rate_limited.")
+    turns: int = 0
+    usage: Usage = Field(default_factory=Usage)
+    verdict: Verdict | None = None
+
+
+def handoff_message(task: str, context: str = "", expected_output: str = "") -> str:
+    """What a specialist sees as its one user message: the task and only the context it was given."""
+    parts = [f"Task:\n{task}"]
+    if context:
+        parts.append(f"Context from the supervisor:\n{context}")
+    if expected_output:
+        parts.append(f"Expected output:\n{expected_output}")
+    return "\n\n".join(parts)
+
+
+async def run_specialist(
+    specialist: Specialist,
+    task: str,
+    models: ModelSet,
+    *,
+    context: str = "",
+    expected_output: str = "",
+    meter: Meter | None = None,
+    call_timeout: float | None = None,
+    agent_id: str = "",
+) -> SpecialistResult:
+    """Run `specialist` on one task, traced as `invoke_agent {name}`."""
+    model = models.for_role(specialist.model_role)
+    with spans.agent_span(
+        specialist.name, description=specialist.description, agent_id=agent_id, provider=model.provider
+    ) as span:
+        result = await _loop(specialist, task, context, expected_output, models, meter, call_timeout)
+        u = result.usage
+        spans.record_usage(
+            span, u.input_tokens, u.output_tokens, u.cache_read_input_tokens, u.cache_creation_input_tokens
+        )
+        if span.is_recording():
+            span.set_attribute(AGENT_TURNS, result.turns)
+        if result.status == "failed":
+            spans.mark_error(span, result.error_type or "failed", message=result.error or "")
+        return result
+
+
+async def _loop(
+    specialist: Specialist,
+    task: str,
+    context: str,
+    expected_output: str,
+    models: ModelSet,
+    meter: Meter | None,
+    call_timeout: float | None,
+) -> SpecialistResult:
+    messages = [Message(role="user", content=handoff_message(task, context, expected_output))]
+    tools = [t.definition for t in specialist.tools]
+    usage = Usage()
+    last_text = ""
+
+    def failed(error_type: str, error: str, turns: int) -> SpecialistResult:
+        return SpecialistResult(
+            specialist=specialist.name,
+            status="failed",
+            output=last_text,
+            error=error,
+            error_type=error_type,
+            turns=turns,
+            usage=usage,
+        )
+
+    for turn in range(1, specialist.max_turns + 1):
+        request = ModelRequest(system=specialist.instructions, messages=messages, tools=tools)
+        try:
+            response = await chat(models, specialist.model_role, request, timeout=call_timeout, meter=meter)
+        except ModelError as exc:
+            return failed(exc.kind, exc.message, turn)
+        usage = usage + response.usage
+        last_text = response.text or last_text
+        uses = response.tool_uses
+        if not uses:
+            if not response.text.strip():
+                return failed("empty_answer", "the model returned an empty answer", turn)
+            return SpecialistResult(
+                specialist=specialist.name,
+                status="completed",
+                output=response.text,
+                turns=turn,
+                usage=usage,
+                verdict=parse_verdict(response.text),
+            )
+        if specialist.max_tokens is not None and usage.total_tokens >= specialist.max_tokens:
+            return failed(
+                "budget_exhausted",
+                f"{specialist.name} used {usage.total_tokens} tokens, its budget is "
+                f"{specialist.max_tokens}, before reaching an answer",
+                turn,
+            )
+        messages.append(Message(role="assistant", content=list(response.content)))
+        messages.append(Message(role="user", content=await _run_tools(specialist, uses)))
+
+    called = sorted({b.name for m in messages for b in m.blocks if isinstance(b, ToolUseBlock)})
+    return failed(
+        "max_turns",
+        f"{specialist.name} stopped after {specialist.max_turns} turns without a final "
+        f"answer (it kept calling: {', '.join(called)})",
+        specialist.max_turns,
+    )
+
+
+async def _run_tools(specialist: Specialist, uses: list[ToolUseBlock]) -> list[ContentBlock]:
+    """Run the requested tools concurrently; every outcome, error or not, becomes a tool result."""
+    results: list[ToolResultBlock | None] = [None] * len(uses)
+
+    async def run_one(i: int, use: ToolUseBlock) -> None:
+        results[i] = await _run_tool(specialist, use)
+
+    if len(uses) == 1:
+        await run_one(0, uses[0])
+    else:
+        async with anyio.create_task_group() as tg:
+            for i, use in enumerate(uses):
+                tg.start_soon(run_one, i, use)
+    return [r for r in results if r is not None]
+
+
+async def _run_tool(specialist: Specialist, use: ToolUseBlock) -> ToolResultBlock:
+    with spans.tool_span(use.name, use.id, specialist.name) as span:
+        tool = specialist.tool(use.name)
+        if tool is None:
+            own = ", ".join(t.name for t in specialist.tools) or "none"
+            error, kind = f"unknown tool '{use.name}'; your tools are: {own}", "unknown_tool"
+        else:
+            try:
+                with anyio.fail_after(TOOL_TIMEOUT):
+                    return ToolResultBlock(tool_use_id=use.id, content=await tool.run(use.input))
+            except ToolFailed as exc:
+                error, kind = str(exc), "tool_refused"
+            except TimeoutError:
+                error, kind = f"{use.name} took longer than {TOOL_TIMEOUT:g} s", "timeout"
+            except Exception as exc:  # a broken tool must not crash the specialist
+                error, kind = f"{use.name} failed: {type(exc).__name__}: {exc}", type(exc).__name__
+        spans.mark_error(span, kind, message=error)
+        return ToolResultBlock(tool_use_id=use.id, content=error, is_error=True)
