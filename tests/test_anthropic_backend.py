@@ -148,6 +148,13 @@ async def test_wire_shape_caching_and_usage(api: FakeMessagesAPI) -> None:
     assert "anthropic-version" in headers
 
 
+async def test_no_system_and_no_tools_are_left_out(api: FakeMessagesAPI) -> None:
+    api.reply(200, message([text_block("ok")]))
+    await model_for(api).complete(ModelRequest(system="", messages=[Message(role="user", content="hi")]))
+    assert "system" not in api.requests[0]
+    assert "tools" not in api.requests[0]
+
+
 async def test_unknown_stop_reason_is_end_turn(api: FakeMessagesAPI) -> None:
     api.reply(200, message([text_block("ok")], stop_reason="something_new"))
     assert (await model_for(api).complete(ask())).stop_reason == "end_turn"

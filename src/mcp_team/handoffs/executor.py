@@ -366,12 +366,17 @@ def missing_section(ctx: RunContext) -> str:
     lines = []
     if ctx.stopped_by:
         lines.append(f"- The run stopped early: {ctx.stopped_by}.")
+    superseded = {r.retry_of for r in ctx.records if r.retry_of}
     seen = set()
     for f in ctx.failures:
-        key = (f.specialist, f.task, f.kind)
-        if f.recovered or key in seen:
+        key = (f.specialist, f.kind, f.reason)
+        if f.recovered or f.handoff_id in superseded or key in seen:
             continue
         seen.add(key)
-        task = f' on "{f.task[:160]}"' if f.task else ""
-        lines.append(f"- {f.specialist}{task}: {f.kind}: {f.reason}")
+        task = _short(f.task.split("\n", 1)[0]) if f.task else ""
+        lines.append(f"- {f.specialist}" + (f' on "{task}"' if task else "") + f": {f.kind}: {f.reason}")
     return "Incomplete. This answer is missing:\n" + "\n".join(lines) if lines else ""
+
+
+def _short(text: str, width: int = 160) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"

@@ -154,5 +154,5 @@ async def _orchestrate(ctx: RunContext) -> None:
         ctx.status = "partial" if completed else "failed"
     missing = missing_section(ctx)
     if ctx.status == "running":
-        ctx.status = "partial" if missing else "complete"
+        ctx.status = "complete" if not missing else "partial" if completed else "failed"
     ctx.answer = f"{answer}\n\n---\n{missing}" if missing else answer

@@ -103,14 +103,18 @@ class AnthropicModel:
             raise self._model_error(err) from None
         if client.api_key is None and client.auth_token is None and client.credentials is None:
             raise ModelError("auth", "no Anthropic API key is configured: set ANTHROPIC_API_KEY")
-        system: list[TextBlockParam] = [{"type": "text", "text": request.system, "cache_control": _CACHE}]
+        # The API rejects empty text blocks and accepts no tools list at all, so both are left out.
+        system: list[TextBlockParam] = (
+            [{"type": "text", "text": request.system, "cache_control": _CACHE}] if request.system else []
+        )
+        tools = to_tool_params(request.tools)
         try:
             message = await client.messages.create(
                 model=self.name,
                 max_tokens=request.max_tokens,
-                system=system,
+                system=system or anthropic.omit,
                 messages=[to_message_param(m) for m in request.messages],
-                tools=to_tool_params(request.tools),
+                tools=tools or anthropic.omit,
             )
         except anthropic.AnthropicError as err:
             raise self._model_error(err) from None

@@ -235,14 +235,14 @@ def _supervise(request: ModelRequest, fault: str | None) -> list[TextBlock | Too
     if fault == "malformed_tool_call":
         return [_call(f"handoff_to_{team[0]}", {"task": ["not", "a", "string"], "priority": "high"})]
 
-    calls: list[ToolUseBlock] = []
-    if not done:
-        for i, name in enumerate(gatherers):
-            calls.append(_call(f"handoff_to_{name}", _gather_task(name, request_text), i))
+    # Errors about the call itself (bad arguments, unknown names) mean the handoff never ran.
+    done = [d for d in done if not d.output.startswith(("malformed handoff", "there is no specialist"))]
+    pending = [g for g in gatherers if not any(d.specialist == g for d in done)]
+    if pending and not any(d.specialist in ("writer", "reviewer") for d in done):
+        calls = [_call(f"handoff_to_{name}", _gather_task(name, request_text), i) for i, name in enumerate(pending)]
         if fault == "unknown_specialist":
             calls.append(_call("handoff_to_ghost", {"task": "Haunt the request"}, len(calls)))
-        if calls:
-            return [TextBlock(text=f"Delegating to {len(calls)} specialists in parallel."), *calls]
+        return [TextBlock(text=f"Delegating to {len(calls)} specialists in parallel."), *calls]
 
     drafts = [d for d in done if d.specialist == "writer" and d.ok]
     reviews = [d for d in done if d.specialist == "reviewer"]

@@ -19,6 +19,7 @@ class Specialist(BaseModel):
     tools: tuple[Tool, ...] = ()
     max_turns: int = Field(default=6, ge=1, le=100)
     max_tokens: int | None = Field(default=None, ge=1, description="Token budget for one handoff.")
+    returns_verdict: bool = Field(default=False, description="Its answers end in a PASS/REVISE verdict.")
 
     @property
     def instructions(self) -> str:

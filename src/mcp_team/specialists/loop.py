@@ -124,7 +124,7 @@ async def _loop(
                 output=response.text,
                 turns=turn,
                 usage=usage,
-                verdict=parse_verdict(response.text),
+                verdict=parse_verdict(response.text) if specialist.returns_verdict else None,
             )
         if specialist.max_tokens is not None and usage.total_tokens >= specialist.max_tokens:
             return failed(
@@ -134,6 +134,8 @@ async def _loop(
                 turn,
             )
         messages.append(Message(role="assistant", content=list(response.content)))
+        if turn == specialist.max_turns:
+            break  # no turn is left to read tool results in: don't run them
         messages.append(Message(role="user", content=await _run_tools(specialist, uses)))
 
     called = sorted({b.name for m in messages for b in m.blocks if isinstance(b, ToolUseBlock)})

@@ -58,5 +58,6 @@ DEFAULT_TEAM: tuple[Specialist, ...] = (
             + _COMMON
         ),
         max_turns=2,
+        returns_verdict=True,
     ),
 )

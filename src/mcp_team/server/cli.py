@@ -1,0 +1,176 @@
+"""The `mcp-team` command line: `run` a request through the team, `serve` the team over MCP.
+
+Imports stay light at module level: clients spawn `mcp-team serve` at every launch, and the
+anthropic SDK and rich are only imported by the commands that use them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mcp_team.handoffs import RunEvent, RunResult
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_PARTIAL, EXIT_CANCELLED = 0, 1, 2, 3, 130
+
+
+def _model_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--model",
+        choices=["anthropic", "offline"],
+        help="model backend (default: $MCP_TEAM_MODEL, else anthropic when ANTHROPIC_API_KEY is set)",
+    )
+    parser.add_argument(
+        "--offline-latency-ms", type=float, metavar="MS", help="offline backend: simulated latency per call"
+    )
+    parser.add_argument(
+        "--fault",
+        action="append",
+        default=[],
+        metavar="KIND[:AGENT[:TIMES]]",
+        help="offline backend: inject a fault, e.g. rate_limit:researcher:1 (repeatable)",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mcp-team", description="A team of LLM specialists and a supervisor, as an MCP server."
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = sub.add_parser("run", help="run one request through the team and print the answer")
+    run.add_argument("request", help="what you want the team to do")
+    _model_flags(run)
+    run.add_argument("--mode", choices=["adaptive", "planned"], help="adaptive (default) or planned")
+    run.add_argument("--json", action="store_true", help="print the structured run result as JSON")
+    run.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    run.add_argument("--max-handoffs", type=int, metavar="N")
+    run.add_argument("--max-model-calls", type=int, metavar="N")
+    run.add_argument("--max-tokens", type=int, metavar="N")
+    run.add_argument("--deadline", type=float, metavar="SECONDS")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "run":
+            return _run(args)
+    except KeyboardInterrupt:
+        print("mcp-team: cancelled", file=sys.stderr)
+        return EXIT_CANCELLED
+    raise AssertionError(f"unhandled command {args.command}")
+
+
+def _model_settings(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from pydantic import ValidationError
+
+    from mcp_team.llm.settings import ConfigError, ModelSettings
+
+    overrides: dict[str, object] = {}
+    if args.model:
+        overrides["model"] = args.model
+    if args.offline_latency_ms is not None:
+        overrides["offline_latency_ms"] = args.offline_latency_ms
+    if args.fault:
+        overrides["offline_faults"] = ",".join(args.fault)
+    try:
+        return ModelSettings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise ConfigError(f"invalid settings: {problems}") from None
+
+
+def _run(args: argparse.Namespace) -> int:
+    import anyio
+    from pydantic import ValidationError
+
+    from mcp_team.handoffs import Budgets, Team
+    from mcp_team.llm.settings import ConfigError, build_models
+
+    if not args.request.strip():
+        return _error("the request is empty; say what you want the team to do, e.g. mcp-team run \"...\"")
+    try:
+        settings = _model_settings(args)
+        models = build_models(settings)
+        limits = {
+            k: v
+            for k, v in {
+                "max_handoffs": args.max_handoffs,
+                "max_model_calls": args.max_model_calls,
+                "max_tokens": args.max_tokens,
+                "deadline_seconds": args.deadline,
+            }.items()
+            if v is not None
+        }
+        budgets = Budgets(**limits) if limits else None  # type: ignore[arg-type]
+    except ConfigError as exc:
+        return _error(str(exc), EXIT_USAGE)
+    except ValidationError as exc:
+        problems = "; ".join(f"--{str(e['loc'][0]).replace('_', '-')}: {e['msg']}" for e in exc.errors())
+        return _error(f"invalid budget: {problems}", EXIT_USAGE)
+
+    from rich.console import Console
+
+    console = Console(stderr=True, highlight=False, soft_wrap=True)
+    if settings.backend() == "offline":
+        console.print("[yellow]mcp-team: offline backend: deterministic answers, no LLM is called[/yellow]")
+    team = Team(models)
+    on_event = None if args.quiet else _progress(console)
+    result = anyio.run(lambda: team.run(args.request, mode=args.mode, budgets=budgets, on_event=on_event))
+    if args.json:
+        print(result.model_dump_json(indent=2))
+    else:
+        print(result.answer)
+    if not args.quiet:
+        _summary(console, result)
+    return {"complete": EXIT_OK, "partial": EXIT_PARTIAL}.get(result.status, EXIT_FAILED)
+
+
+def _progress(console):  # type: ignore[no-untyped-def]
+    async def on_event(event: RunEvent) -> None:
+        r = event.record
+        if event.kind == "handoff_started" and r is not None:
+            retry = f" (retry {r.attempt - 1})" if r.attempt > 1 else ""
+            console.print(f"[cyan]→ {r.id} {r.target}{retry}[/cyan] {_short(r.task)}")
+        elif event.kind == "handoff_finished" and r is not None:
+            seconds = (r.ended_at - r.started_at).total_seconds() if r.ended_at and r.started_at else 0.0
+            if r.status == "completed":
+                verdict = f" {r.verdict.verdict}" if r.verdict else ""
+                tokens = r.usage.total_tokens
+                console.print(f"[green]✓ {r.id} {r.target}[/green]{verdict} {seconds:.1f}s {tokens} tokens")
+            else:
+                console.print(f"[red]✗ {r.id} {r.target} {r.status} ({r.error_type})[/red] {_short(r.error or '')}")
+        else:
+            console.print(f"[dim]· {event.message}[/dim]")
+
+    return on_event
+
+
+def _summary(console, result: RunResult) -> None:  # type: ignore[no-untyped-def]
+    style = {"complete": "green", "partial": "yellow"}.get(result.status, "red")
+    u = result.usage
+    console.print(
+        f"[{style}]{result.status}[/{style}]: {len(result.handoffs)} handoffs, {u.model_calls} model calls, "
+        f"{u.total.total_tokens} tokens, run {result.run_id}"
+        + (f", trace {result.trace_id}" if result.trace_id else "")
+    )
+
+
+def _short(text: str, width: int = 90) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _error(message: str, code: int = EXIT_USAGE) -> int:
+    print(f"mcp-team: error: {message}", file=sys.stderr)
+    return code
+
+
+if __name__ == "__main__":  # pragma: no cover
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    sys.exit(main())

@@ -1,0 +1,61 @@
+"""Shared fixtures: the anyio backend and one session-wide in-memory span exporter.
+
+OpenTelemetry lets a process set its tracer provider once, so every test shares this one and
+`spans` clears it first.
+"""
+
+from __future__ import annotations
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+_EXPORTER = InMemorySpanExporter()
+_provider = TracerProvider()
+_provider.add_span_processor(SimpleSpanProcessor(_EXPORTER))
+trace.set_tracer_provider(_provider)
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+class Spans:
+    """The finished spans of one test, with helpers to walk the tree."""
+
+    def __init__(self, exporter: InMemorySpanExporter) -> None:
+        self._exporter = exporter
+
+    @property
+    def all(self) -> list[ReadableSpan]:
+        return list(self._exporter.get_finished_spans())
+
+    def named(self, name: str) -> list[ReadableSpan]:
+        return [s for s in self.all if s.name == name]
+
+    def one(self, name: str) -> ReadableSpan:
+        found = self.named(name)
+        assert len(found) == 1, f"expected one span {name!r}, found {len(found)}: {[s.name for s in self.all]}"
+        return found[0]
+
+    def children(self, parent: ReadableSpan) -> list[ReadableSpan]:
+        pid = parent.context.span_id
+        return sorted((s for s in self.all if s.parent is not None and s.parent.span_id == pid),
+                      key=lambda s: s.start_time or 0)
+
+    def parent(self, span: ReadableSpan) -> ReadableSpan | None:
+        if span.parent is None:
+            return None
+        return next((s for s in self.all if s.context.span_id == span.parent.span_id), None)
+
+    def attr(self, span: ReadableSpan, key: str) -> object:
+        return (span.attributes or {}).get(key)
+
+
+@pytest.fixture
+def spans() -> Spans:
+    _EXPORTER.clear()
+    return Spans(_EXPORTER)
