@@ -43,8 +43,9 @@ class Spans:
 
     def children(self, parent: ReadableSpan) -> list[ReadableSpan]:
         pid = parent.context.span_id
-        return sorted((s for s in self.all if s.parent is not None and s.parent.span_id == pid),
-                      key=lambda s: s.start_time or 0)
+        return sorted(
+            (s for s in self.all if s.parent is not None and s.parent.span_id == pid), key=lambda s: s.start_time or 0
+        )
 
     def parent(self, span: ReadableSpan) -> ReadableSpan | None:
         if span.parent is None:

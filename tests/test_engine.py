@@ -32,8 +32,12 @@ async def test_adaptive_run_delegates_in_parallel_and_traces_every_step(spans) -
     result = await offline_team().run(FULL_REQUEST)
 
     assert result.status == "complete", result.answer
-    assert statuses(result) == [("researcher", "completed"), ("analyst", "completed"),
-                                ("writer", "completed"), ("reviewer", "completed")]
+    assert statuses(result) == [
+        ("researcher", "completed"),
+        ("analyst", "completed"),
+        ("writer", "completed"),
+        ("reviewer", "completed"),
+    ]
     assert "12*(3+4)/2 = 42" in result.answer  # the analyst used its calculator; the writer used the result
     assert result.failures == []
     assert result.trace_id and len(result.trace_id) == 32
@@ -46,8 +50,9 @@ async def test_adaptive_run_delegates_in_parallel_and_traces_every_step(spans) -
     assert spans.attr(root, A.CONVERSATION_ID) == result.run_id
     assert format(root.context.trace_id, "032x") == result.trace_id
     transfers = [s for s in spans.children(root) if s.name.startswith("execute_tool transfer_to_")]
-    assert [s.name for s in transfers] == [f"execute_tool transfer_to_{n}"
-                                          for n in ("researcher", "analyst", "writer", "reviewer")]
+    assert [s.name for s in transfers] == [
+        f"execute_tool transfer_to_{n}" for n in ("researcher", "analyst", "writer", "reviewer")
+    ]
     analyst_transfer = transfers[1]
     assert spans.attr(analyst_transfer, A.TRANSFER_TARGET_NAME) == "analyst"
     assert spans.attr(analyst_transfer, A.AGENT_NAME) == "supervisor"
@@ -100,19 +105,25 @@ async def test_retries_stop_at_the_cap_and_the_answer_says_what_is_missing(spans
 
 
 def _supervisor_script(*turns: list[tuple[str, dict[str, object]]], answer: str = "done") -> list[ModelResponse]:
-    return [*(tool_calls(*turn, prefix=f"t{i}") for i, turn in enumerate(turns)),
-            tool_calls(("finalize", {"answer": answer}), prefix="fin")]
+    return [
+        *(tool_calls(*turn, prefix=f"t{i}") for i, turn in enumerate(turns)),
+        tool_calls(("finalize", {"answer": answer}), prefix="fin"),
+    ]
 
 
 async def test_circuit_breaker_opens_after_repeated_failures(spans) -> None:
-    supervisor = ScriptedModel(_supervisor_script(
-        [("handoff_to_researcher", {"task": "find A"})],
-        [("handoff_to_researcher", {"task": "find B"})],
-        [("handoff_to_researcher", {"task": "find C"})],
-    ))
+    supervisor = ScriptedModel(
+        _supervisor_script(
+            [("handoff_to_researcher", {"task": "find A"})],
+            [("handoff_to_researcher", {"task": "find B"})],
+            [("handoff_to_researcher", {"task": "find C"})],
+        )
+    )
     specialist = OfflineModel(faults=parse_faults("server_error:researcher"))
-    team = Team(ModelSet({SUPERVISOR: supervisor, SPECIALIST: specialist}),
-                settings=RunSettings(max_retries=0, breaker_threshold=2))
+    team = Team(
+        ModelSet({SUPERVISOR: supervisor, SPECIALIST: specialist}),
+        settings=RunSettings(max_retries=0, breaker_threshold=2),
+    )
 
     result = await team.run("Research A, B and C")
 
@@ -128,8 +139,9 @@ async def test_circuit_breaker_opens_after_repeated_failures(spans) -> None:
 
 
 async def test_unknown_specialist_goes_back_to_the_supervisor_as_an_error(spans) -> None:
-    supervisor = ScriptedModel(_supervisor_script(
-        [("handoff_to_ghost", {"task": "haunt"}), ("handoff_to_researcher", {"task": "find bees"})]))
+    supervisor = ScriptedModel(
+        _supervisor_script([("handoff_to_ghost", {"task": "haunt"}), ("handoff_to_researcher", {"task": "find bees"})])
+    )
     team = Team(ModelSet({SUPERVISOR: supervisor, SPECIALIST: OfflineModel()}))
 
     result = await team.run("Research bees")
@@ -199,8 +211,9 @@ async def test_planned_mode_runs_the_dag_and_passes_dependency_results() -> None
 
 async def test_invalid_plan_gets_one_repair_round() -> None:
     bad = tool_calls(("submit_plan", {"tasks": [{"id": "t1", "specialist": "wizard", "description": "x"}]}))
-    good = tool_calls(("submit_plan", {"tasks": [{"id": "t1", "specialist": "researcher", "description": "x"}],
-                                       "combine": "as is"}))
+    good = tool_calls(
+        ("submit_plan", {"tasks": [{"id": "t1", "specialist": "researcher", "description": "x"}], "combine": "as is"})
+    )
     supervisor = ScriptedModel([bad, good, tool_calls(("finalize", {"answer": "final"}))])
     team = Team(ModelSet({SUPERVISOR: supervisor, SPECIALIST: OfflineModel()}))
 
@@ -212,8 +225,12 @@ async def test_invalid_plan_gets_one_repair_round() -> None:
 
 
 async def test_a_plan_that_stays_invalid_fails_the_run_clearly() -> None:
-    cyclic = {"tasks": [{"id": "a", "specialist": "researcher", "description": "x", "depends_on": ["b"]},
-                        {"id": "b", "specialist": "writer", "description": "y", "depends_on": ["a"]}]}
+    cyclic = {
+        "tasks": [
+            {"id": "a", "specialist": "researcher", "description": "x", "depends_on": ["b"]},
+            {"id": "b", "specialist": "writer", "description": "y", "depends_on": ["a"]},
+        ]
+    }
     supervisor = ScriptedModel([tool_calls(("submit_plan", cyclic)), tool_calls(("submit_plan", cyclic))])
     team = Team(ModelSet({SUPERVISOR: supervisor, SPECIALIST: OfflineModel()}))
 
@@ -230,7 +247,10 @@ async def test_reviewer_loop_is_capped() -> None:
 
     reviews = [h for h in result.handoffs if h.target == "reviewer"]
     assert [(h.status, h.verdict.verdict if h.verdict else None) for h in reviews] == [
-        ("completed", "REVISE"), ("completed", "REVISE"), ("refused", None)]
+        ("completed", "REVISE"),
+        ("completed", "REVISE"),
+        ("refused", None),
+    ]
     assert reviews[-1].error_type == "revision_cap"
     assert len([h for h in result.handoffs if h.target == "writer"]) == 3
     assert result.status == "complete"  # the cap is a decision, not lost work
@@ -307,8 +327,11 @@ async def test_cancellation_stops_every_branch_and_records_the_run(spans) -> Non
     names = {s.name for s in spans.all}
     assert "invoke_agent researcher" in names
     assert spans.attr(spans.one("invoke_agent supervisor"), A.ERROR_TYPE) == "cancelled"
-    assert all(spans.attr(s, A.ERROR_TYPE) == "cancelled" for s in spans.named("chat offline")
-               if spans.parent(s) and spans.parent(s).name == "invoke_agent researcher")
+    assert all(
+        spans.attr(s, A.ERROR_TYPE) == "cancelled"
+        for s in spans.named("chat offline")
+        if spans.parent(s) and spans.parent(s).name == "invoke_agent researcher"
+    )
 
 
 class _CountingModel:

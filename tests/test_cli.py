@@ -1,0 +1,115 @@
+"""`mcp-team run` as a user runs it: a subprocess, offline and through the anthropic backend."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+
+from fake_messages_api import FakeMessagesAPI
+from mcp_team.handoffs import RunResult
+from mcp_team.llm import ModelRequest, ModelResponse
+from mcp_team.llm.offline import OfflineModel
+
+MCP_TEAM = str(Path(sys.executable).parent / "mcp-team")
+REQUEST = "Research the history of the transistor, compute 12*(3+4)/2, write a short report, then review it."
+SECRET = "sk-ant-test-SECRET-0123456789"
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "MCP_TEAM_"))}
+    return subprocess.run([MCP_TEAM, *args], capture_output=True, text=True, timeout=60, env={**base, **(env or {})})
+
+
+def test_offline_run_prints_the_answer_and_progress() -> None:
+    proc = run_cli("run", "--model", "offline", REQUEST)
+
+    assert proc.returncode == 0, proc.stderr
+    assert "offline backend" in proc.stderr and "no LLM is called" in proc.stderr
+    assert "12*(3+4)/2 = 42" in proc.stdout
+    for name in ("researcher", "analyst", "writer", "reviewer"):
+        assert re.search(rf"→ h\d+ {name}", proc.stderr) and re.search(rf"✓ h\d+ {name}", proc.stderr)
+    assert "complete: 4 handoffs" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_json_output_is_the_structured_run_result() -> None:
+    proc = run_cli("run", "--model", "offline", "--json", "--quiet", "--mode", "planned", REQUEST)
+
+    assert proc.returncode == 0, proc.stderr
+    result = RunResult.model_validate_json(proc.stdout)
+    assert result.status == "complete" and result.mode == "planned"
+    assert [h.target for h in result.handoffs] == ["researcher", "analyst", "writer", "reviewer"]
+    assert result.plan is not None and len(result.plan.tasks) == 4
+    assert proc.stderr.strip() == "mcp-team: offline backend: deterministic answers, no LLM is called"
+
+
+def test_no_model_configured_is_a_clear_error_listing_the_options() -> None:
+    proc = run_cli("run", "Research bees")
+    assert proc.returncode == 2
+    assert "no model is configured" in proc.stderr
+    for option in ("ANTHROPIC_API_KEY", "--model offline", "sampling"):
+        assert option in proc.stderr
+    assert proc.stdout == "" and "Traceback" not in proc.stderr
+
+
+def test_bad_input_gets_a_clear_error() -> None:
+    assert "the request is empty" in run_cli("run", "--model", "offline", "  ").stderr
+    budget = run_cli("run", "--model", "offline", "--max-handoffs", "0", "x")
+    assert (
+        budget.returncode == 2 and "--max-handoffs" in budget.stderr and "greater than or equal to 1" in budget.stderr
+    )
+    fault = run_cli("run", "--model", "offline", "--fault", "meteor", "x")
+    assert fault.returncode == 2 and "bad offline fault 'meteor'" in fault.stderr and "rate_limit" in fault.stderr
+    assert all("Traceback" not in p.stderr for p in (budget, fault))
+
+
+def test_partial_run_exits_3_and_lists_what_is_missing() -> None:
+    proc = run_cli("run", "--model", "offline", "--fault", "server_error:researcher", "Research bees, calculate 2+2")
+    assert proc.returncode == 3, proc.stderr
+    assert "Incomplete. This answer is missing:" in proc.stdout and "researcher" in proc.stdout
+    assert "✗" in proc.stderr and "server_error" in proc.stderr
+
+
+def _offline_brain(request: ModelRequest) -> ModelResponse:
+    # The fake API's "model": the offline backend reading what came over the wire.
+    return anyio.run(OfflineModel().complete, request)
+
+
+def test_run_through_the_anthropic_backend_against_a_local_messages_api() -> None:
+    with FakeMessagesAPI(brain=_offline_brain) as api:
+        proc = run_cli("run", "--json", REQUEST, env={"ANTHROPIC_API_KEY": SECRET, "ANTHROPIC_BASE_URL": api.base_url})
+        bodies = list(api.requests)
+
+    assert proc.returncode == 0, proc.stderr
+    result = RunResult.model_validate_json(proc.stdout)
+    assert result.status == "complete"
+    assert "12*(3+4)/2 = 42" in result.answer
+    models = {b["model"] for b in bodies}
+    assert models == {"claude-sonnet-4-5", "claude-haiku-4-5"}  # supervisor and specialists, per role
+    supervisor_calls = [b for b in bodies if b["model"] == "claude-sonnet-4-5"]
+    assert any(t["name"] == "handoff_to_researcher" for t in supervisor_calls[0]["tools"])
+    assert supervisor_calls[0]["tools"][-1]["cache_control"] == {"type": "ephemeral"}
+    assert result.usage.model_calls == len(bodies)
+    assert "offline backend" not in proc.stderr  # it is the anthropic backend, not the offline one
+    assert SECRET not in proc.stdout + proc.stderr
+
+
+def test_anthropic_backend_failure_is_reported_without_the_key() -> None:
+    with FakeMessagesAPI() as api:
+        for _ in range(2):
+            api.reply(401, {"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}})
+        proc = run_cli(
+            "run", "--json", "Research bees", env={"ANTHROPIC_API_KEY": SECRET, "ANTHROPIC_BASE_URL": api.base_url}
+        )
+
+    assert proc.returncode == 1
+    result = json.loads(proc.stdout)
+    assert result["status"] == "failed"
+    assert result["failures"][0]["kind"] == "auth" and "ANTHROPIC_API_KEY" in result["failures"][0]["reason"]
+    assert SECRET not in proc.stdout + proc.stderr
