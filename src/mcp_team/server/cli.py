@@ -52,6 +52,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--max-model-calls", type=int, metavar="N")
     run.add_argument("--max-tokens", type=int, metavar="N")
     run.add_argument("--deadline", type=float, metavar="SECONDS")
+
+    serve = sub.add_parser("serve", help="serve the team over MCP (stdio by default)")
+    _model_flags(serve)
+    serve.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
+    serve.add_argument("--host", help="HTTP bind address (default 127.0.0.1; others need a token, see README)")
+    serve.add_argument("--port", type=int, help="HTTP port (default 8765)")
     return parser
 
 
@@ -60,6 +66,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "run":
             return _run(args)
+        if args.command == "serve":
+            return _serve(args)
     except KeyboardInterrupt:
         print("mcp-team: cancelled", file=sys.stderr)
         return EXIT_CANCELLED
@@ -93,7 +101,7 @@ def _run(args: argparse.Namespace) -> int:
     from mcp_team.llm.settings import ConfigError, build_models
 
     if not args.request.strip():
-        return _error("the request is empty; say what you want the team to do, e.g. mcp-team run \"...\"")
+        return _error('the request is empty; say what you want the team to do, e.g. mcp-team run "..."')
     try:
         settings = _model_settings(args)
         models = build_models(settings)
@@ -107,7 +115,7 @@ def _run(args: argparse.Namespace) -> int:
             }.items()
             if v is not None
         }
-        budgets = Budgets(**limits) if limits else None  # type: ignore[arg-type]
+        budgets = Budgets(**limits) if limits else None
     except ConfigError as exc:
         return _error(str(exc), EXIT_USAGE)
     except ValidationError as exc:
@@ -129,6 +137,51 @@ def _run(args: argparse.Namespace) -> int:
     if not args.quiet:
         _summary(console, result)
     return {"complete": EXIT_OK, "partial": EXIT_PARTIAL}.get(result.status, EXIT_FAILED)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import logging
+
+    import anyio
+    from pydantic import ValidationError
+
+    from mcp_team.llm.settings import ConfigError
+
+    # stdout is the stdio transport: everything else goes to stderr.
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="mcp-team: %(levelname)s %(message)s")
+    try:
+        settings = _model_settings(args)
+        if settings.model is None and settings.anthropic_api_key is None:
+            print(
+                "mcp-team: no model configured; tools will run on the client's model through MCP sampling",
+                file=sys.stderr,
+            )
+        elif settings.backend() == "offline":
+            print("mcp-team: offline backend: deterministic answers, no LLM is called", file=sys.stderr)
+        if not args.http:
+            from mcp_team.server.app import build_server
+
+            anyio.run(build_server(settings).run_stdio_async)
+            return EXIT_OK
+        from mcp_team.server.http import HttpSettings, auth_for, check_bind, http_app
+
+        overrides = {k: v for k, v in {"host": args.host, "port": args.port}.items() if v is not None}
+        http = HttpSettings(**overrides)
+        check_bind(http)
+    except ConfigError as exc:
+        return _error(str(exc), EXIT_USAGE)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        return _error(f"invalid settings: {problems}", EXIT_USAGE)
+
+    import uvicorn
+
+    from mcp_team.server.app import build_server
+
+    app = http_app(build_server(settings, auth=auth_for(http)), http)
+    print(f"mcp-team: serving streamable HTTP on http://{http.host}:{http.port}/mcp", file=sys.stderr)
+    uvicorn.run(app, host=http.host, port=http.port, log_level="warning")
+    return EXIT_OK
 
 
 def _progress(console):  # type: ignore[no-untyped-def]

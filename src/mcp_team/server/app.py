@@ -1,0 +1,316 @@
+"""The MCP surface: the team as tools, prompts and resources on one `MCPServer`.
+
+Tools: `run_team`, `plan_team`, and one tool per specialist. Prompts: `supervisor` and one per
+specialist. Resources: `team://specialists`, `team://runs` and `team://runs/{run_id}`.
+
+No `from __future__ import annotations` here: the SDK reads these signatures at runtime to build
+the tools' JSON schemas.
+"""
+
+import logging
+import warnings
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal
+
+from mcp.server.auth.provider import TokenVerifier
+from mcp.server.auth.settings import AuthSettings
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
+from mcp.server.mcpserver.prompts.base import Prompt, UserMessage
+from mcp_types import ToolAnnotations
+from pydantic import Field
+
+from mcp_team.handoffs import Budgets, Plan, PlanError, RunEvent, RunResult, RunSettings, Team
+from mcp_team.handoffs.prompts import PLANNING_INSTRUCTIONS, describe_team
+from mcp_team.llm import ModelSet
+from mcp_team.llm.settings import ConfigError, ModelSettings, build_models
+from mcp_team.server.sampling import SamplingModel, client_can_sample
+from mcp_team.server.store import MemoryRunStore, RunStore
+from mcp_team.specialists import DEFAULT_TEAM, Specialist, SpecialistResult, handoff_message
+
+log = logging.getLogger("mcp_team.server")
+
+INSTRUCTIONS = """\
+mcp-team puts a team of specialists ({names}) and a supervisor behind these tools.
+- run_team: for a request that needs several kinds of work (e.g. research, then analysis, then writing and
+  review). The supervisor delegates, runs independent work in parallel, retries failures and returns one
+  answer with status complete, partial (saying what is missing) or failed. It can take minutes; progress is
+  reported as handoffs start and finish.
+- a specialist's own tool ({names}): for one focused task that needs only that skill; faster and cheaper.
+- plan_team: to preview how the team would split a request, without running it.
+Run records (every handoff with its payload and result) are resources at team://runs/{{run_id}}."""
+
+_READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=False, open_world_hint=True)
+
+
+@dataclass
+class ServerState:
+    """What the server holds for its lifetime: settings, the team, the model (built lazily), run records."""
+
+    model_settings: ModelSettings
+    specialists: Sequence[Specialist]
+    run_settings: RunSettings = field(default_factory=RunSettings)
+    store: RunStore = field(default_factory=MemoryRunStore)
+    _models: ModelSet | None = None
+
+    def models_for(self, ctx: Context[Any, Any]) -> ModelSet:
+        """The configured model (built on first use, off the initialize path) or the client's, via sampling."""
+        settings = self.model_settings
+        if settings.model != "sampling" and (settings.model is not None or settings.anthropic_api_key is not None):
+            if self._models is None:
+                try:
+                    self._models = build_models(settings)
+                except ConfigError as exc:
+                    raise ToolError(f"mcp-team is misconfigured: {exc}") from None
+            return self._models
+        if client_can_sample(ctx):
+            return ModelSet.single(SamplingModel(ctx), settings.max_concurrency)
+        raise ToolError(
+            "no model is available for this call. Either configure one for the server (set ANTHROPIC_API_KEY, "
+            "or MCP_TEAM_MODEL=offline for deterministic offline answers, in the server's env), or call from a client "
+            "that supports MCP sampling with tools over a connection that allows server requests "
+            "(2025-11-25 over stdio or stateful HTTP)."
+        )
+
+    def team(self, ctx: Context[Any, Any]) -> Team:
+        return Team(self.models_for(ctx), self.specialists, self.run_settings)
+
+
+def _state(ctx: Context[Any, Any]) -> ServerState:
+    state: ServerState = ctx.request_context.lifespan_context
+    return state
+
+
+def _progress(ctx: Context[Any, Any]):  # type: ignore[no-untyped-def]
+    last = 0
+
+    async def on_event(event: RunEvent) -> None:
+        nonlocal last
+        # Progress must grow with every notification: count starts and finishes, out of two per handoff.
+        progress = event.started + event.finished
+        if progress > last:
+            last = progress
+            await ctx.report_progress(progress, 2 * event.started, event.message)
+        if event.kind == "handoff_finished" and event.record is not None and event.record.status != "completed":
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # protocol logging is deprecated on 2026-07-28 but still honoured
+                await ctx.warning(f"{event.record.target} {event.record.status}: {event.record.error}")
+
+    return on_event
+
+
+async def run_team(
+    request: Annotated[str, Field(description="What the team should do, in plain language.", min_length=1)],
+    ctx: Context[Any, Any],
+    mode: Annotated[
+        Literal["adaptive", "planned"] | None,
+        Field(description="adaptive (default): the supervisor re-plans after each round; planned: plan first."),
+    ] = None,
+    max_handoffs: Annotated[int | None, Field(ge=1, description="Cap on handoffs, retries included.")] = None,
+    max_model_calls: Annotated[int | None, Field(ge=2, description="Cap on model calls.")] = None,
+    max_tokens: Annotated[int | None, Field(ge=1, description="Cap on tokens over all calls.")] = None,
+    deadline_seconds: Annotated[float | None, Field(gt=0, description="Wall-clock limit in seconds.")] = None,
+) -> RunResult:
+    """Run a request through the supervisor and its specialists and return one answer.
+
+    The result lists every handoff, any failures and token usage; `status` is complete, partial (the
+    answer says what is missing) or failed."""
+    state = _state(ctx)
+    if not request.strip():
+        raise ToolError("'request' is empty: say what the team should do")
+    overrides = {
+        "max_handoffs": max_handoffs,
+        "max_model_calls": max_model_calls,
+        "max_tokens": max_tokens,
+        "deadline_seconds": deadline_seconds,
+    }
+    budgets = None
+    if any(v is not None for v in overrides.values()):
+        base = state.run_settings.budgets.model_dump()
+        budgets = Budgets(**{**base, **{k: v for k, v in overrides.items() if v is not None}})
+    result = await state.team(ctx).run(
+        request, mode=mode, budgets=budgets, on_event=_progress(ctx), on_finish=state.store.save
+    )
+    if result.status == "failed":
+        reasons = "; ".join(f"{f.specialist}: {f.kind}: {f.reason}" for f in result.failures if not f.recovered)
+        raise ToolError(
+            f"the team could not answer (run {result.run_id}, see team://runs/{result.run_id}). "
+            f"{reasons or result.answer}"
+        )
+    return result
+
+
+async def plan_team(
+    request: Annotated[str, Field(description="The request to plan.", min_length=1)],
+    ctx: Context[Any, Any],
+) -> Plan:
+    """Show the validated plan the team would run for a request (tasks, specialists, dependencies), without
+    running it."""
+    try:
+        return await _state(ctx).team(ctx).plan(request)
+    except PlanError as exc:
+        raise ToolError(str(exc)) from None
+
+
+def _specialist_tool(specialist: Specialist):  # type: ignore[no-untyped-def]
+    async def call(
+        task: Annotated[
+            str, Field(description="The task, self-contained: the specialist sees nothing else.", min_length=1)
+        ],
+        ctx: Context[Any, Any],
+        context: Annotated[str, Field(description="Facts or earlier results the task needs.")] = "",
+    ) -> SpecialistResult:
+        state = _state(ctx)
+        await ctx.report_progress(0, 1, f"{specialist.name}: {task[:100]}")
+        result = await state.team(ctx).ask(specialist.name, task, context)
+        await ctx.report_progress(1, 1, f"{specialist.name} {result.status}")
+        if result.status == "failed":
+            raise ToolError(f"{specialist.name} failed ({result.error_type}): {result.error}")
+        return result
+
+    return call
+
+
+def _supervisor_prompt(specialists: Sequence[Specialist]):  # type: ignore[no-untyped-def]
+    def supervisor(request: Annotated[str, Field(description="The request to orchestrate.")]) -> list[UserMessage]:
+        system = PLANNING_INSTRUCTIONS.format(team=describe_team(specialists))
+        return [
+            UserMessage(
+                f"{system}\n\nYou cannot call the specialists' tools from this prompt unless your "
+                f"client exposes them; if it does, they are named after each specialist.\n\n"
+                f"Request:\n{request}"
+            )
+        ]
+
+    return supervisor
+
+
+def _specialist_prompt(specialist: Specialist):  # type: ignore[no-untyped-def]
+    def prompt(
+        task: Annotated[str, Field(description="The task for this specialist.")],
+        context: Annotated[str, Field(description="Context the task needs.")] = "",
+    ) -> list[UserMessage]:
+        return [UserMessage(f"{specialist.instructions}\n\n{handoff_message(task, context)}")]
+
+    return prompt
+
+
+def build_server(
+    model_settings: ModelSettings | None = None,
+    specialists: Sequence[Specialist] = DEFAULT_TEAM,
+    run_settings: RunSettings | None = None,
+    store: RunStore | None = None,
+    auth: tuple[TokenVerifier, AuthSettings] | None = None,
+) -> MCPServer[ServerState]:
+    """The MCP server for a team. Cheap: no model is built until a tool needs one."""
+    state = ServerState(
+        model_settings or ModelSettings(), specialists, run_settings or RunSettings(), store or MemoryRunStore()
+    )
+
+    @asynccontextmanager
+    async def lifespan(_server: MCPServer[ServerState]) -> AsyncIterator[ServerState]:
+        yield state
+
+    names = ", ".join(s.name for s in specialists)
+    server: MCPServer[ServerState] = MCPServer(
+        "mcp-team",
+        title="mcp-team",
+        version=_version(),
+        instructions=INSTRUCTIONS.format(names=names),
+        lifespan=lifespan,
+        token_verifier=auth[0] if auth else None,
+        auth=auth[1] if auth else None,
+    )
+    server.add_tool(run_team, name="run_team", title="Run the team", annotations=_READ_ONLY)
+    server.add_tool(
+        plan_team,
+        name="plan_team",
+        title="Plan a request",
+        annotations=ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False),
+    )
+    reserved = {"run_team", "plan_team", "supervisor"}
+    for s in specialists:
+        if s.name in reserved:
+            raise ConfigError(f"a specialist cannot be named '{s.name}': that name is taken by the server")
+        server.add_tool(
+            _specialist_tool(s),
+            name=s.name,
+            title=s.name.replace("_", " ").title(),
+            description=f"{s.description} Hand it one self-contained task.",
+            annotations=_READ_ONLY,
+        )
+        server.add_prompt(
+            Prompt.from_function(_specialist_prompt(s), name=s.name, description=f"Play the {s.name}: {s.description}")
+        )
+    server.add_prompt(
+        Prompt.from_function(
+            _supervisor_prompt(specialists),
+            name="supervisor",
+            description="Play the supervisor: plan and delegate a request.",
+        )
+    )
+
+    @server.resource(
+        "team://specialists",
+        name="specialists",
+        mime_type="application/json",
+        description="The team: names, descriptions, tools and budgets.",
+    )
+    def team_resource() -> dict[str, Any]:
+        return {
+            "specialists": [
+                {
+                    "name": s.name,
+                    "description": s.description,
+                    "model_role": s.model_role,
+                    "tools": [t.name for t in s.tools],
+                    "max_turns": s.max_turns,
+                    "max_tokens": s.max_tokens,
+                }
+                for s in specialists
+            ],
+            "budgets": state.run_settings.budgets.model_dump(),
+        }
+
+    @server.resource("team://runs", name="runs", mime_type="application/json", description="Recent runs, newest first.")
+    def runs_resource() -> dict[str, Any]:
+        return {
+            "runs": [
+                {
+                    "run_id": r.run_id,
+                    "status": r.status,
+                    "request": r.request[:200],
+                    "started_at": r.started_at.isoformat(),
+                    "uri": f"team://runs/{r.run_id}",
+                }
+                for r in state.store.recent()
+            ]
+        }
+
+    @server.resource(
+        "team://runs/{run_id}",
+        name="run",
+        mime_type="application/json",
+        description="A run's record: request, plan, every handoff with payload and result, status, usage, trace id.",
+    )
+    def run_resource(run_id: str) -> str:
+        run = state.store.get(run_id)
+        if run is None:
+            raise ResourceNotFoundError(
+                f"no run '{run_id}' (runs are kept in memory, newest "
+                f"{getattr(state.store, 'max_runs', '')} only; see team://runs)"
+            )
+        return run.model_dump_json(indent=2)
+
+    return server
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("mcp-team")
+    except PackageNotFoundError:  # pragma: no cover - running from a source tree
+        return "0"
