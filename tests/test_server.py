@@ -147,15 +147,25 @@ async def test_prompts_let_the_client_model_play_each_role(mode: str) -> None:
     assert text.startswith("You are the writer specialist") and "Write a haiku" in text and "about bees" in text
 
 
+class _SignallingStore(MemoryRunStore):
+    def __init__(self) -> None:
+        super().__init__()
+        self.saved = anyio.Event()
+
+    def save(self, run: RunResult) -> None:
+        super().save(run)
+        self.saved.set()
+
+
 async def test_cancellation_stops_all_work_promptly_and_records_the_run(mode: str) -> None:
-    store = MemoryRunStore()
+    store = _SignallingStore()
     server = build_server(offline(offline_latency_ms=300), store=store)
     async with Client(server, mode=mode) as client:
         with anyio.move_on_after(0.45):  # the supervisor turn is done; two specialists are mid-call
             await client.call_tool("run_team", {"request": "Research bees and calculate 2+2"})
         cancelled_at = time.perf_counter()
-        while not store.recent() and time.perf_counter() - cancelled_at < 2:
-            await anyio.sleep(0.005)
+        with anyio.fail_after(2):
+            await store.saved.wait()
         recorded_after = time.perf_counter() - cancelled_at
         (run,) = store.recent()
         await anyio.sleep(0.5)  # had anything kept running, it would have finished by now
