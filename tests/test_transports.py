@@ -1,0 +1,152 @@
+"""`mcp-team serve` in a subprocess, started the way users start it: stdio and streamable HTTP."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import httpx2
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+
+pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")]
+
+MCP_TEAM = str(Path(sys.executable).parent / "mcp-team")
+TOKEN = "test-token-4f1c9a7e"
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "MCP_TEAM_"))}
+    return {**env, **extra}
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"], ids=["2025-11-25", "2026-07-28"])
+async def test_stdio_server_started_as_the_claude_desktop_config_starts_it(mode: str) -> None:
+    # README: {"command": "/abs/path/.venv/bin/mcp-team", "args": ["serve"], "env": {"MCP_TEAM_MODEL": "offline"}}
+    params = StdioServerParameters(command=MCP_TEAM, args=["serve"], env=clean_env(MCP_TEAM_MODEL="offline"))
+    progress: list[float] = []
+
+    async def on_progress(p: float, total: float | None, message: str | None) -> None:
+        progress.append(p)
+
+    async with Client(params, mode=mode) as client:
+        tools = {t.name for t in (await client.list_tools()).tools}
+        result = await client.call_tool(
+            "run_team", {"request": "Research bees and calculate 2+2"}, progress_callback=on_progress
+        )
+
+    assert {"run_team", "plan_team", "researcher"} <= tools
+    assert result.structured_content["status"] == "complete"
+    assert progress == [1, 2, 3, 4]
+
+
+def test_stdio_stdout_carries_only_protocol_messages() -> None:
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+    }
+    proc = subprocess.run(
+        [MCP_TEAM, "serve"],
+        input=json.dumps(init) + "\n",
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env=clean_env(MCP_TEAM_MODEL="offline"),
+    )
+    lines = [line for line in proc.stdout.splitlines() if line.strip()]
+    assert lines, proc.stderr
+    for line in lines:
+        assert json.loads(line)["jsonrpc"] == "2.0"
+    assert json.loads(lines[0])["result"]["serverInfo"]["name"] == "mcp-team"
+    assert "offline backend" in proc.stderr  # notices go to stderr
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def http_server() -> Iterator[str]:
+    port = _free_port()
+    env = clean_env(MCP_TEAM_MODEL="offline", MCP_TEAM_HTTP_TOKEN=TOKEN, MCP_TEAM_OFFLINE_LATENCY_MS="200")
+    proc = subprocess.Popen(
+        [MCP_TEAM, "serve", "--http", "--port", str(port)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            if httpx2.get(f"{base}/healthz", timeout=1).status_code == 200:
+                break
+        except httpx2.TransportError:
+            pass
+        if time.monotonic() > deadline or proc.poll() is not None:
+            proc.kill()
+            raise RuntimeError(f"server did not start: {proc.stderr.read().decode() if proc.stderr else ''}")
+        time.sleep(0.1)
+    yield base
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+def test_http_health_auth_and_host_checks(http_server: str) -> None:
+    health = httpx2.get(f"{http_server}/healthz")
+    assert health.json() == {"ok": True, "server": "mcp-team"}
+
+    ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    no_token = httpx2.post(f"{http_server}/mcp", json=ping, headers=headers)
+    wrong = httpx2.post(f"{http_server}/mcp", json=ping, headers={**headers, "Authorization": "Bearer nope"})
+    assert no_token.status_code == 401 and wrong.status_code == 401
+    assert "resource_metadata" in no_token.headers.get("www-authenticate", "")
+    bad_host = httpx2.post(
+        f"{http_server}/mcp",
+        json=ping,
+        headers={**headers, "Authorization": f"Bearer {TOKEN}", "Host": "evil.example:80"},
+    )
+    assert bad_host.status_code == 421
+
+
+async def test_http_call_with_progress_and_cancellation(http_server: str) -> None:
+    progress: list[str] = []
+
+    async def on_progress(p: float, total: float | None, message: str | None) -> None:
+        progress.append(message or "")
+
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30) as http:
+        async with Client(streamable_http_client(f"{http_server}/mcp", http_client=http), mode="legacy") as client:
+            result = await client.call_tool("run_team", {"request": "Research bees"}, progress_callback=on_progress)
+            assert result.structured_content["status"] == "complete"
+            assert progress[0].startswith("researcher:") and "researcher done" in progress
+
+            with anyio.move_on_after(0.3):  # mid-call: the supervisor's 200 ms turn is done, the researcher's is not
+                await client.call_tool("run_team", {"request": "Research wasps"})
+            await anyio.sleep(0.3)
+            runs = json.loads((await client.read_resource("team://runs")).contents[0].text)["runs"]
+
+    assert runs[0]["request"] == "Research wasps" and runs[0]["status"] == "cancelled"
+
+
+def test_non_loopback_bind_without_token_is_refused() -> None:
+    proc = subprocess.run(
+        [MCP_TEAM, "serve", "--http", "--host", "0.0.0.0", "--port", str(_free_port())],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env=clean_env(MCP_TEAM_MODEL="offline"),
+    )
+    assert proc.returncode == 2
+    assert "MCP_TEAM_HTTP_TOKEN" in proc.stderr and "MCP_TEAM_ALLOWED_HOSTS" in proc.stderr
+    assert "Traceback" not in proc.stderr
