@@ -125,16 +125,16 @@ async def test_http_call_with_progress_and_cancellation(http_server: str) -> Non
     async def on_progress(p: float, total: float | None, message: str | None) -> None:
         progress.append(message or "")
 
-    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30) as http:
-        async with Client(streamable_http_client(f"{http_server}/mcp", http_client=http), mode="legacy") as client:
-            result = await client.call_tool("run_team", {"request": "Research bees"}, progress_callback=on_progress)
-            assert result.structured_content["status"] == "complete"
-            assert progress[0].startswith("researcher:") and "researcher done" in progress
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30)
+    async with http, Client(streamable_http_client(f"{http_server}/mcp", http_client=http), mode="legacy") as client:
+        result = await client.call_tool("run_team", {"request": "Research bees"}, progress_callback=on_progress)
+        assert result.structured_content["status"] == "complete"
+        assert progress[0].startswith("researcher:") and "researcher done" in progress
 
-            with anyio.move_on_after(0.3):  # mid-call: the supervisor's 200 ms turn is done, the researcher's is not
-                await client.call_tool("run_team", {"request": "Research wasps"})
-            await anyio.sleep(0.3)
-            runs = json.loads((await client.read_resource("team://runs")).contents[0].text)["runs"]
+        with anyio.move_on_after(0.3):  # mid-call: the supervisor's 200 ms turn is done, the researcher's is not
+            await client.call_tool("run_team", {"request": "Research wasps"})
+        await anyio.sleep(0.3)
+        runs = json.loads((await client.read_resource("team://runs")).contents[0].text)["runs"]
 
     assert runs[0]["request"] == "Research wasps" and runs[0]["status"] == "cancelled"
 
