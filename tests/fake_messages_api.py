@@ -107,8 +107,11 @@ def _block_from_json(block: dict[str, Any]) -> ContentBlock:
     if kind == "tool_use":
         return ToolUseBlock(id=block["id"], name=block["name"], input=block.get("input") or {})
     if kind == "tool_result":
-        return ToolResultBlock(tool_use_id=block["tool_use_id"], content=_text_of(block.get("content", "")),
-                               is_error=bool(block.get("is_error", False)))
+        return ToolResultBlock(
+            tool_use_id=block["tool_use_id"],
+            content=_text_of(block.get("content", "")),
+            is_error=bool(block.get("is_error", False)),
+        )
     raise ValueError(f"content block type {kind!r} is not supported by the fake API")
 
 
@@ -125,8 +128,9 @@ def request_from_json(body: dict[str, Any]) -> ModelRequest:
         ToolDefinition(name=t["name"], description=t.get("description", ""), input_schema=t["input_schema"])
         for t in body.get("tools", [])
     ]
-    return ModelRequest(system=_text_of(body.get("system", "")), messages=messages, tools=tools,
-                        max_tokens=body["max_tokens"])
+    return ModelRequest(
+        system=_text_of(body.get("system", "")), messages=messages, tools=tools, max_tokens=body["max_tokens"]
+    )
 
 
 def response_to_json(resp: ModelResponse) -> dict[str, Any]:
@@ -137,8 +141,7 @@ def response_to_json(resp: ModelResponse) -> dict[str, Any]:
     """
     u = resp.usage
     blocks = [
-        text_block(b.text) if isinstance(b, TextBlock) else tool_use_block(b.id, b.name, b.input)
-        for b in resp.content
+        text_block(b.text) if isinstance(b, TextBlock) else tool_use_block(b.id, b.name, b.input) for b in resp.content
     ]
     usage = {
         "input_tokens": max(0, u.input_tokens - u.cache_read_input_tokens - u.cache_creation_input_tokens),
@@ -180,8 +183,9 @@ class FakeMessagesAPI:
 
     # -- scripting --
 
-    def reply(self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None, *,
-              delay: float = 0.0) -> None:
+    def reply(
+        self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None, *, delay: float = 0.0
+    ) -> None:
         """Queue one reply."""
         with self._lock:
             self._replies.append(Reply(status, body, dict(headers or {}), delay))
@@ -205,8 +209,9 @@ class FakeMessagesAPI:
         handler = type("Handler", (_Handler,), {"api": self})
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02},
-                                        name="fake-messages-api", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, name="fake-messages-api", daemon=True
+        )
         self._thread.start()
         return self
 
@@ -222,8 +227,9 @@ class FakeMessagesAPI:
     def __enter__(self) -> FakeMessagesAPI:
         return self.start()
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.stop()
 
     # -- serving (called from the server's threads) --
@@ -239,8 +245,11 @@ class FakeMessagesAPI:
                 return self._replies.pop(0)
         if self.brain is None:
             # `x-should-retry: false` stops the SDK retrying this test bug.
-            return Reply(500, error_body("api_error", "FakeMessagesAPI: no scripted reply left and no brain"),
-                         {"x-should-retry": "false"})
+            return Reply(
+                500,
+                error_body("api_error", "FakeMessagesAPI: no scripted reply left and no brain"),
+                {"x-should-retry": "false"},
+            )
         try:
             request = request_from_json(body)
         except (KeyError, TypeError, ValueError) as err:

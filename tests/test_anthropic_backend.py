@@ -37,10 +37,16 @@ KEY = "sk-ant-test-SECRET-0123456789"
 MODEL = "claude-test-model"
 
 TOOLS = [
-    ToolDefinition(name="search", description="Search the notes.",
-                   input_schema={"type": "object", "properties": {"q": {"type": "string"}}}),
-    ToolDefinition(name="read", description="Read one note.",
-                   input_schema={"type": "object", "properties": {"id": {"type": "string"}}}),
+    ToolDefinition(
+        name="search",
+        description="Search the notes.",
+        input_schema={"type": "object", "properties": {"q": {"type": "string"}}},
+    ),
+    ToolDefinition(
+        name="read",
+        description="Read one note.",
+        input_schema={"type": "object", "properties": {"id": {"type": "string"}}},
+    ),
 ]
 
 
@@ -60,8 +66,9 @@ def model_for(api: FakeMessagesAPI, *, max_retries: int = 2, timeout: float = 5.
 
 
 def ask(text: str = "Find the launch notes.") -> ModelRequest:
-    return ModelRequest(system="You are the researcher.", messages=[Message(role="user", content=text)],
-                        tools=TOOLS, max_tokens=1234)
+    return ModelRequest(
+        system="You are the researcher.", messages=[Message(role="user", content=text)], tools=TOOLS, max_tokens=1234
+    )
 
 
 def closed_port() -> int:
@@ -77,8 +84,15 @@ async def test_is_a_model() -> None:
 
 
 async def test_tool_use_round_trip(api: FakeMessagesAPI) -> None:
-    api.reply(200, message([text_block("Let me look."), tool_use_block("toolu_1", "search", {"q": "launch"})],
-                           stop_reason="tool_use", model="claude-test-model-20250101", id="msg_1"))
+    api.reply(
+        200,
+        message(
+            [text_block("Let me look."), tool_use_block("toolu_1", "search", {"q": "launch"})],
+            stop_reason="tool_use",
+            model="claude-test-model-20250101",
+            id="msg_1",
+        ),
+    )
     api.reply(200, message([text_block("The launch is on Monday.")]))
     model = model_for(api)
 
@@ -95,10 +109,13 @@ async def test_tool_use_round_trip(api: FakeMessagesAPI) -> None:
         messages=[
             Message(role="user", content="Find the launch notes."),
             Message(role="assistant", content=list(first.content)),
-            Message(role="user", content=[
-                ToolResultBlock(tool_use_id="toolu_1", content="launch: Monday"),
-                ToolResultBlock(tool_use_id="toolu_2", content="no such note", is_error=True),
-            ]),
+            Message(
+                role="user",
+                content=[
+                    ToolResultBlock(tool_use_id="toolu_1", content="launch: Monday"),
+                    ToolResultBlock(tool_use_id="toolu_2", content="no such note", is_error=True),
+                ],
+            ),
         ],
     )
     second = await model.complete(follow_up)
@@ -108,37 +125,52 @@ async def test_tool_use_round_trip(api: FakeMessagesAPI) -> None:
     assert len(api.requests) == 2
     assert api.requests[1]["messages"] == [
         {"role": "user", "content": "Find the launch notes."},
-        {"role": "assistant", "content": [
-            {"type": "text", "text": "Let me look."},
-            {"type": "tool_use", "id": "toolu_1", "name": "search", "input": {"q": "launch"}},
-        ]},
-        {"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": "toolu_1", "content": "launch: Monday"},
-            {"type": "tool_result", "tool_use_id": "toolu_2", "content": "no such note", "is_error": True},
-        ]},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "Let me look."},
+                {"type": "tool_use", "id": "toolu_1", "name": "search", "input": {"q": "launch"}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_1", "content": "launch: Monday"},
+                {"type": "tool_result", "tool_use_id": "toolu_2", "content": "no such note", "is_error": True},
+            ],
+        },
     ]
     await model.aclose()
 
 
 async def test_wire_shape_caching_and_usage(api: FakeMessagesAPI) -> None:
-    api.reply(200, message(
-        [{"type": "thinking", "thinking": "hmm", "signature": "sig"}, text_block("done")],
-        stop_reason="model_context_window_exceeded",
-        usage={"input_tokens": 7, "output_tokens": 11, "cache_read_input_tokens": 100,
-               "cache_creation_input_tokens": 20},
-    ))
+    api.reply(
+        200,
+        message(
+            [{"type": "thinking", "thinking": "hmm", "signature": "sig"}, text_block("done")],
+            stop_reason="model_context_window_exceeded",
+            usage={
+                "input_tokens": 7,
+                "output_tokens": 11,
+                "cache_read_input_tokens": 100,
+                "cache_creation_input_tokens": 20,
+            },
+        ),
+    )
     response = await model_for(api).complete(ask())
 
     assert response.content == [TextBlock(text="done")]  # the thinking block is skipped
     assert response.stop_reason == "max_tokens"
-    assert response.usage == Usage(input_tokens=127, output_tokens=11, cache_read_input_tokens=100,
-                                   cache_creation_input_tokens=20)
+    assert response.usage == Usage(
+        input_tokens=127, output_tokens=11, cache_read_input_tokens=100, cache_creation_input_tokens=20
+    )
 
     body, headers = api.requests[0], api.request_headers[0]
     assert body["model"] == MODEL
     assert body["max_tokens"] == 1234
-    assert body["system"] == [{"type": "text", "text": "You are the researcher.",
-                               "cache_control": {"type": "ephemeral"}}]
+    assert body["system"] == [
+        {"type": "text", "text": "You are the researcher.", "cache_control": {"type": "ephemeral"}}
+    ]
     assert [t["name"] for t in body["tools"]] == ["search", "read"]
     assert "cache_control" not in body["tools"][0]
     assert body["tools"][-1]["cache_control"] == {"type": "ephemeral"}
@@ -162,8 +194,7 @@ async def test_unknown_stop_reason_is_end_turn(api: FakeMessagesAPI) -> None:
 
 @pytest.mark.parametrize("retry_header", [{"retry-after-ms": "10"}, {"retry-after": "0"}])
 async def test_rate_limit_then_success(api: FakeMessagesAPI, retry_header: dict[str, str]) -> None:
-    api.reply(429, error_body("rate_limit_error", "Number of requests has exceeded your rate limit"),
-              retry_header)
+    api.reply(429, error_body("rate_limit_error", "Number of requests has exceeded your rate limit"), retry_header)
     api.reply(200, message([text_block("finally")]))
     response = await model_for(api).complete(ask())
     assert response.text == "finally"
@@ -244,10 +275,18 @@ async def test_timeout(api: FakeMessagesAPI) -> None:
 
 
 @pytest.mark.parametrize("config_dir", [None, "missing"])
-async def test_no_credentials_is_auth(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, api: FakeMessagesAPI,
-                                      config_dir: str | None) -> None:
-    for var in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_PROFILE", "ANTHROPIC_CONFIG_DIR",
-                "ANTHROPIC_IDENTITY_TOKEN", "ANTHROPIC_IDENTITY_TOKEN_FILE", "ANTHROPIC_FEDERATION_RULE_ID"):
+async def test_no_credentials_is_auth(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, api: FakeMessagesAPI, config_dir: str | None
+) -> None:
+    for var in (
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_AUTH_TOKEN",
+        "ANTHROPIC_PROFILE",
+        "ANTHROPIC_CONFIG_DIR",
+        "ANTHROPIC_IDENTITY_TOKEN",
+        "ANTHROPIC_IDENTITY_TOKEN_FILE",
+        "ANTHROPIC_FEDERATION_RULE_ID",
+    ):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))  # no profile on disk
     if config_dir is not None:  # a config dir that names no usable profile: the SDK raises CredentialsError
@@ -264,8 +303,11 @@ async def test_brain_answers_when_the_script_is_empty() -> None:
 
     def brain(request: ModelRequest) -> ModelResponse:
         seen.append(request)
-        return ModelResponse(content=[TextBlock(text=f"{len(request.tools)} tools")], model="brain",
-                             usage=Usage(input_tokens=50, output_tokens=3, cache_read_input_tokens=40))
+        return ModelResponse(
+            content=[TextBlock(text=f"{len(request.tools)} tools")],
+            model="brain",
+            usage=Usage(input_tokens=50, output_tokens=3, cache_read_input_tokens=40),
+        )
 
     with FakeMessagesAPI(brain=brain) as api:
         response = await model_for(api).complete(ask())
@@ -314,8 +356,13 @@ def test_json_conversion_round_trips() -> None:
     assert request_from_json(wire) == request
 
     blocks: list[TextBlock | ToolUseBlock] = [TextBlock(text="x"), ToolUseBlock(id="b", name="s")]
-    response = ModelResponse(content=blocks, stop_reason="tool_use", model="m", id="msg_x",
-                             usage=Usage(input_tokens=9, output_tokens=2, cache_creation_input_tokens=4))
+    response = ModelResponse(
+        content=blocks,
+        stop_reason="tool_use",
+        model="m",
+        id="msg_x",
+        usage=Usage(input_tokens=9, output_tokens=2, cache_creation_input_tokens=4),
+    )
     body = response_to_json(response)
     assert body["usage"]["input_tokens"] == 5
     assert body["id"] == "msg_x" and body["stop_reason"] == "tool_use"

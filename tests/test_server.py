@@ -220,11 +220,11 @@ class ClientModel:
         )
 
 
-async def test_sampling_runs_the_team_on_the_client_model() -> None:
+async def test_sampling_runs_the_team_on_the_client_model(mode: str) -> None:
     client_model = ClientModel()
     async with Client(
         build_server(ModelSettings()),
-        mode="legacy",
+        mode=mode,
         sampling_callback=client_model,
         sampling_capabilities=SamplingCapability(tools=SamplingToolsCapability()),
     ) as client:
@@ -246,3 +246,23 @@ async def test_no_model_and_no_sampling_is_a_clear_error(mode: str) -> None:
     assert result.is_error
     text = result.content[0].text
     assert "no model is available" in text and "ANTHROPIC_API_KEY" in text and "sampling" in text
+
+
+async def test_sampling_rounds_batch_parallel_branches_to_fit_the_round_limit() -> None:
+    from mcp_team.specialists import Specialist
+
+    crew = [Specialist(name=f"w{i}", description="works", system_prompt="work") for i in range(12)]
+    client_model = ClientModel()
+    # 14 model calls (supervisor, 12 specialists, supervisor) would need 14 rounds one by one; the client allows 10.
+    async with Client(
+        build_server(ModelSettings(), specialists=crew),
+        mode="auto",
+        sampling_callback=client_model,
+        sampling_capabilities=SamplingCapability(tools=SamplingToolsCapability()),
+    ) as client:
+        result = await client.call_tool("run_team", {"request": "Do the work"})
+
+    assert not result.is_error, result.content
+    assert result.structured_content["status"] == "complete"
+    assert len(result.structured_content["handoffs"]) == 12
+    assert len(client_model.requests) == 14

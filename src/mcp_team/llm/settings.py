@@ -23,7 +23,9 @@ class ConfigError(Exception):
 
 
 class ModelSettings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="MCP_TEAM_", extra="ignore", populate_by_name=True)
+    model_config = SettingsConfigDict(
+        env_prefix="MCP_TEAM_", extra="ignore", populate_by_name=True, env_ignore_empty=True
+    )
 
     model: Backend | None = Field(default=None, description="Backend: anthropic, offline or sampling.")
     supervisor_model: str = "claude-sonnet-4-5"

@@ -9,28 +9,30 @@ the tools' JSON schemas.
 
 import logging
 import warnings
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
+import anyio
 from mcp.server.auth.provider import TokenVerifier
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
 from mcp.server.mcpserver.prompts.base import Prompt, UserMessage
-from mcp_types import ToolAnnotations
+from mcp_types import InputRequiredResult, ToolAnnotations
 from pydantic import Field
 
 from mcp_team.handoffs import Budgets, Plan, PlanError, RunEvent, RunResult, RunSettings, Team
 from mcp_team.handoffs.prompts import PLANNING_INSTRUCTIONS, describe_team
 from mcp_team.llm import ModelSet
 from mcp_team.llm.settings import ConfigError, ModelSettings, build_models
-from mcp_team.server.sampling import SamplingModel, client_can_sample
+from mcp_team.server.sampling import CtxGetter, RoundRunner, SamplingModel, can_sample_in_rounds, can_sample_now
 from mcp_team.server.store import MemoryRunStore, RunStore
 from mcp_team.specialists import DEFAULT_TEAM, Specialist, SpecialistResult, handoff_message
 
 log = logging.getLogger("mcp_team.server")
+T = TypeVar("T")
 
 INSTRUCTIONS = """\
 mcp-team puts a team of specialists ({names}) and a supervisor behind these tools.
@@ -53,29 +55,45 @@ class ServerState:
     specialists: Sequence[Specialist]
     run_settings: RunSettings = field(default_factory=RunSettings)
     store: RunStore = field(default_factory=MemoryRunStore)
+    rounds: RoundRunner = field(default_factory=RoundRunner)
     _models: ModelSet | None = None
 
-    def models_for(self, ctx: Context[Any, Any]) -> ModelSet:
-        """The configured model (built on first use, off the initialize path) or the client's, via sampling."""
+    def configured_models(self) -> ModelSet | None:
+        """The server's own model (built on first use, off the initialize path), if one is configured."""
         settings = self.model_settings
-        if settings.model != "sampling" and (settings.model is not None or settings.anthropic_api_key is not None):
-            if self._models is None:
-                try:
-                    self._models = build_models(settings)
-                except ConfigError as exc:
-                    raise ToolError(f"mcp-team is misconfigured: {exc}") from None
-            return self._models
-        if client_can_sample(ctx):
-            return ModelSet.single(SamplingModel(ctx), settings.max_concurrency)
+        if settings.model == "sampling" or (settings.model is None and settings.anthropic_api_key is None):
+            return None
+        if self._models is None:
+            try:
+                self._models = build_models(settings)
+            except ConfigError as exc:
+                raise ToolError(f"mcp-team is misconfigured: {exc}") from None
+        return self._models
+
+    async def execute(
+        self, ctx: Context[Any, Any], work: Callable[[Team, CtxGetter], Awaitable[T]]
+    ) -> T | InputRequiredResult:
+        """Run `work` on the configured model, or on the client's model through sampling."""
+
+        def team(models: ModelSet) -> Team:
+            return Team(models, self.specialists, self.run_settings)
+
+        models = self.configured_models()
+        if models is not None:
+            return await work(team(models), lambda: ctx)
+        if can_sample_now(ctx):
+            return await work(
+                team(ModelSet.single(SamplingModel(ctx), self.model_settings.max_concurrency)), lambda: ctx
+            )
+        if can_sample_in_rounds(ctx):
+            return await self.rounds.run(
+                ctx, self.model_settings.max_concurrency, lambda m, get_ctx: work(team(m), get_ctx)
+            )
         raise ToolError(
             "no model is available for this call. Either configure one for the server (set ANTHROPIC_API_KEY, "
             "or MCP_TEAM_MODEL=offline for deterministic offline answers, in the server's env), or call from a client "
-            "that supports MCP sampling with tools over a connection that allows server requests "
-            "(2025-11-25 over stdio or stateful HTTP)."
+            "that supports MCP sampling with tools."
         )
-
-    def team(self, ctx: Context[Any, Any]) -> Team:
-        return Team(self.models_for(ctx), self.specialists, self.run_settings)
 
 
 def _state(ctx: Context[Any, Any]) -> ServerState:
@@ -83,7 +101,7 @@ def _state(ctx: Context[Any, Any]) -> ServerState:
     return state
 
 
-def _progress(ctx: Context[Any, Any]):  # type: ignore[no-untyped-def]
+def _progress(get_ctx: CtxGetter):  # type: ignore[no-untyped-def]
     last = 0
 
     async def on_event(event: RunEvent) -> None:
@@ -92,11 +110,11 @@ def _progress(ctx: Context[Any, Any]):  # type: ignore[no-untyped-def]
         progress = event.started + event.finished
         if progress > last:
             last = progress
-            await ctx.report_progress(progress, 2 * event.started, event.message)
+            await get_ctx().report_progress(progress, 2 * event.started, event.message)
         if event.kind == "handoff_finished" and event.record is not None and event.record.status != "completed":
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # protocol logging is deprecated on 2026-07-28 but still honoured
-                await ctx.warning(f"{event.record.target} {event.record.status}: {event.record.error}")
+                await get_ctx().warning(f"{event.record.target} {event.record.status}: {event.record.error}")
 
     return on_event
 
@@ -112,7 +130,7 @@ async def run_team(
     max_model_calls: Annotated[int | None, Field(ge=2, description="Cap on model calls.")] = None,
     max_tokens: Annotated[int | None, Field(ge=1, description="Cap on tokens over all calls.")] = None,
     deadline_seconds: Annotated[float | None, Field(gt=0, description="Wall-clock limit in seconds.")] = None,
-) -> RunResult:
+) -> RunResult | InputRequiredResult:
     """Run a request through the supervisor and its specialists and return one answer.
 
     The result lists every handoff, any failures and token usage; `status` is complete, partial (the
@@ -130,9 +148,15 @@ async def run_team(
     if any(v is not None for v in overrides.values()):
         base = state.run_settings.budgets.model_dump()
         budgets = Budgets(**{**base, **{k: v for k, v in overrides.items() if v is not None}})
-    result = await state.team(ctx).run(
-        request, mode=mode, budgets=budgets, on_event=_progress(ctx), on_finish=state.store.save
-    )
+
+    async def work(team: Team, get_ctx: CtxGetter) -> RunResult:
+        return await team.run(
+            request, mode=mode, budgets=budgets, on_event=_progress(get_ctx), on_finish=state.store.save
+        )
+
+    result = await state.execute(ctx, work)
+    if isinstance(result, InputRequiredResult):
+        return result
     if result.status == "failed":
         reasons = "; ".join(f"{f.specialist}: {f.kind}: {f.reason}" for f in result.failures if not f.recovered)
         raise ToolError(
@@ -145,11 +169,11 @@ async def run_team(
 async def plan_team(
     request: Annotated[str, Field(description="The request to plan.", min_length=1)],
     ctx: Context[Any, Any],
-) -> Plan:
+) -> Plan | InputRequiredResult:
     """Show the validated plan the team would run for a request (tasks, specialists, dependencies), without
     running it."""
     try:
-        return await _state(ctx).team(ctx).plan(request)
+        return await _state(ctx).execute(ctx, lambda team, _get_ctx: team.plan(request))
     except PlanError as exc:
         raise ToolError(str(exc)) from None
 
@@ -161,10 +185,11 @@ def _specialist_tool(specialist: Specialist):  # type: ignore[no-untyped-def]
         ],
         ctx: Context[Any, Any],
         context: Annotated[str, Field(description="Facts or earlier results the task needs.")] = "",
-    ) -> SpecialistResult:
-        state = _state(ctx)
+    ) -> SpecialistResult | InputRequiredResult:
         await ctx.report_progress(0, 1, f"{specialist.name}: {task[:100]}")
-        result = await state.team(ctx).ask(specialist.name, task, context)
+        result = await _state(ctx).execute(ctx, lambda team, _get_ctx: team.ask(specialist.name, task, context))
+        if isinstance(result, InputRequiredResult):
+            return result
         await ctx.report_progress(1, 1, f"{specialist.name} {result.status}")
         if result.status == "failed":
             raise ToolError(f"{specialist.name} failed ({result.error_type}): {result.error}")
@@ -211,7 +236,13 @@ def build_server(
 
     @asynccontextmanager
     async def lifespan(_server: MCPServer[ServerState]) -> AsyncIterator[ServerState]:
-        yield state
+        # Runs parked between 2026-07-28 sampling rounds live in this task group.
+        async with anyio.create_task_group() as tg:
+            state.rounds.task_group = tg
+            try:
+                yield state
+            finally:
+                tg.cancel_scope.cancel()
 
     names = ", ".join(s.name for s in specialists)
     server: MCPServer[ServerState] = MCPServer(

@@ -1,19 +1,31 @@
-"""The sampling backend: the team runs on the MCP client's own model through `sampling/createMessage`.
+"""The sampling backend: the team runs on the MCP client's own model.
 
-Used when the server has no model configured and the client supports sampling with tools, on
-connections with a back-channel (2025-11-25 over stdio or stateful HTTP). Every request is sent
-with `related_request_id` so the client ties it to the tool call it belongs to.
+Two ways, by protocol revision:
+- 2025-11-25 with a back-channel (stdio, stateful HTTP): each model call is a
+  `sampling/createMessage` request sent mid-call with `related_request_id`.
+- 2026-07-28 (no back-channel): the run is parked in the server's task group and its model calls
+  become `input_required` rounds. Requests that parallel branches make at about the same time are
+  batched into one round, so a whole run fits the client's round limit.
 """
 
 from __future__ import annotations
 
+import itertools
+import time
+import uuid
 import warnings
-from typing import Any
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
+import anyio
 import mcp_types as types
+from anyio.abc import TaskGroup
 from mcp import MCPError
 from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ToolError
 
+from mcp_team.llm import ModelSet
 from mcp_team.llm.types import (
     ContentBlock,
     ModelError,
@@ -26,6 +38,12 @@ from mcp_team.llm.types import (
     Usage,
 )
 
+T = TypeVar("T")
+CtxGetter = Callable[[], Context[Any, Any]]
+
+SETTLE_SECONDS = 0.03  # quiet time before a round is sent, so parallel branches share it
+JOB_TTL_SECONDS = 600.0  # a parked run the client stopped answering is cancelled after this
+
 _STOP: dict[str, StopReason] = {
     "endTurn": "end_turn",
     "toolUse": "tool_use",
@@ -34,54 +52,49 @@ _STOP: dict[str, StopReason] = {
 }
 
 
-def client_can_sample(ctx: Context[Any, Any]) -> bool:
-    """True when this call can ask the client's model: sampling with tools over a back-channel."""
+def _has_sampling_tools(ctx: Context[Any, Any]) -> bool:
     caps = ctx.client_capabilities
-    has_tools = caps is not None and caps.sampling is not None and caps.sampling.tools is not None
-    return has_tools and ctx.session.can_send_request
+    return caps is not None and caps.sampling is not None and caps.sampling.tools is not None
 
 
-class SamplingModel:
-    """A `Model` that forwards every call to the client of one MCP request."""
+def can_sample_now(ctx: Context[Any, Any]) -> bool:
+    """Sampling with tools over a back-channel (2025-11-25 stdio or stateful HTTP)."""
+    return _has_sampling_tools(ctx) and ctx.session.can_send_request
 
-    provider = "mcp_sampling"
-    name = "client-model"
 
-    def __init__(self, ctx: Context[Any, Any]) -> None:
-        self._ctx = ctx
+def can_sample_in_rounds(ctx: Context[Any, Any]) -> bool:
+    """Sampling with tools through input_required rounds (2026-07-28)."""
+    return _has_sampling_tools(ctx) and not ctx.session.can_send_request and (ctx.protocol_version or "") >= "2026"
 
-    async def complete(self, request: ModelRequest) -> ModelResponse:
-        messages = [
+
+def sampling_params(request: ModelRequest) -> types.CreateMessageRequestParams:
+    return types.CreateMessageRequestParams(
+        messages=[
             types.SamplingMessage(role=m.role, content=[_to_wire(b) for b in m.blocks]) for m in request.messages
-        ]
-        tools = [types.Tool(name=t.name, description=t.description, input_schema=t.input_schema) for t in request.tools]
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # sampling is deprecated in 2026-07-28; we use it on 2025-11-25
-                result = await self._ctx.session.create_message(
-                    messages,
-                    max_tokens=request.max_tokens,
-                    system_prompt=request.system,
-                    tools=tools or None,
-                    tool_choice=types.ToolChoice(mode="auto"),
-                    related_request_id=self._ctx.request_id,
-                )
-        except MCPError as exc:
-            raise ModelError("unavailable", f"the client's model refused the sampling request: {exc}") from None
-        content: list[TextBlock | ToolUseBlock] = []
-        for block in result.content_as_list:
-            if isinstance(block, types.TextContent):
-                content.append(TextBlock(text=block.text))
-            elif isinstance(block, types.ToolUseContent):
-                content.append(ToolUseBlock(id=block.id, name=block.name, input=dict(block.input)))
-        default: StopReason = "tool_use" if any(isinstance(b, ToolUseBlock) for b in content) else "end_turn"
-        stop = _STOP.get(result.stop_reason or "", default)
-        return ModelResponse(
-            content=content,
-            stop_reason=stop,
-            model=result.model or self.name,
-            usage=Usage(),
-        )
+        ],
+        system_prompt=request.system,
+        max_tokens=request.max_tokens,
+        tools=[types.Tool(name=t.name, description=t.description, input_schema=t.input_schema) for t in request.tools]
+        or None,
+        tool_choice=types.ToolChoice(mode="auto") if request.tools else None,
+    )
+
+
+def from_sampling_result(result: types.CreateMessageResult | types.CreateMessageResultWithTools) -> ModelResponse:
+    blocks = result.content_as_list if isinstance(result, types.CreateMessageResultWithTools) else [result.content]
+    content: list[TextBlock | ToolUseBlock] = []
+    for block in blocks:
+        if isinstance(block, types.TextContent):
+            content.append(TextBlock(text=block.text))
+        elif isinstance(block, types.ToolUseContent):
+            content.append(ToolUseBlock(id=block.id, name=block.name, input=dict(block.input)))
+    default: StopReason = "tool_use" if any(isinstance(b, ToolUseBlock) for b in content) else "end_turn"
+    return ModelResponse(
+        content=content,
+        stop_reason=_STOP.get(result.stop_reason or "", default),
+        model=result.model or "client-model",
+        usage=Usage(),
+    )
 
 
 def _to_wire(block: ContentBlock) -> types.SamplingMessageContentBlock:
@@ -96,3 +109,174 @@ def _to_wire(block: ContentBlock) -> types.SamplingMessageContentBlock:
         is_error=block.is_error,
         content=[types.TextContent(type="text", text=block.content)],
     )
+
+
+class SamplingModel:
+    """A `Model` that sends every call to the client of one request, over the back-channel."""
+
+    provider = "mcp_sampling"
+    name = "client-model"
+
+    def __init__(self, ctx: Context[Any, Any]) -> None:
+        self._ctx = ctx
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        p = sampling_params(request)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # sampling is deprecated on 2026-07-28; this is the 2025 path
+                result = await self._ctx.session.create_message(
+                    p.messages,
+                    max_tokens=p.max_tokens,
+                    system_prompt=p.system_prompt,
+                    tools=p.tools,
+                    tool_choice=p.tool_choice or types.ToolChoice(mode="auto"),
+                    related_request_id=self._ctx.request_id,
+                )
+        except MCPError as exc:
+            raise ModelError("unavailable", f"the client's model refused the sampling request: {exc}") from None
+        return from_sampling_result(result)
+
+
+@dataclass
+class _Slot:
+    request: types.CreateMessageRequest
+    answered: anyio.Event = field(default_factory=anyio.Event)
+    response: types.CreateMessageResultWithTools | None = None
+    sent: bool = False
+
+
+@dataclass
+class ParkedJob:
+    """A run waiting between input_required rounds."""
+
+    ctx: Context[Any, Any]
+    id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    slots: dict[str, _Slot] = field(default_factory=dict)
+    changed: anyio.Event = field(default_factory=anyio.Event)
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    done: bool = False
+    outcome: Any = None
+    error: BaseException | None = None
+    touched: float = field(default_factory=time.monotonic)
+    _keys: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+
+    def poke(self) -> None:
+        self.changed.set()
+
+
+class RoundModel:
+    """A `Model` whose calls wait for the client to answer them in the next input_required round."""
+
+    provider = "mcp_sampling"
+    name = "client-model"
+
+    def __init__(self, job: ParkedJob) -> None:
+        self._job = job
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        key = f"llm-{next(self._job._keys)}"
+        slot = _Slot(types.CreateMessageRequest(params=sampling_params(request)))
+        self._job.slots[key] = slot
+        self._job.poke()
+        try:
+            await slot.answered.wait()
+        finally:
+            self._job.slots.pop(key, None)
+        assert slot.response is not None
+        return from_sampling_result(slot.response)
+
+
+@dataclass
+class RoundRunner:
+    """Owns parked runs: starts them in the server's task group and moves them round by round."""
+
+    task_group: TaskGroup | None = None
+    jobs: dict[str, ParkedJob] = field(default_factory=dict)
+
+    async def run(
+        self,
+        ctx: Context[Any, Any],
+        max_concurrency: int,
+        work: Callable[[ModelSet, CtxGetter], Awaitable[T]],
+    ) -> T | types.InputRequiredResult:
+        self._expire()
+        job = self._start(ctx, max_concurrency, work) if ctx.request_state is None else self._resume(ctx)
+        try:
+            await self._settle(job)
+        except anyio.get_cancelled_exc_class():
+            job.scope.cancel()  # the client gave up on this call: stop the run
+            self.jobs.pop(job.id, None)
+            raise
+        if job.done:
+            self.jobs.pop(job.id, None)
+            if job.error is not None:
+                raise job.error
+            return job.outcome
+        requests: dict[str, types.InputRequest] = {}
+        for key, slot in job.slots.items():
+            if not slot.sent:
+                slot.sent = True
+                requests[key] = slot.request
+        return types.InputRequiredResult(input_requests=requests, request_state=job.id)
+
+    def _start(
+        self, ctx: Context[Any, Any], max_concurrency: int, work: Callable[[ModelSet, CtxGetter], Awaitable[T]]
+    ) -> ParkedJob:
+        if self.task_group is None:
+            raise ToolError("the server is not running its background task group; this is a bug in mcp-team")
+        job = ParkedJob(ctx)
+        self.jobs[job.id] = job
+        models = ModelSet.single(RoundModel(job), max_concurrency)
+
+        async def runner() -> None:
+            with job.scope:
+                try:
+                    job.outcome = await work(models, lambda: job.ctx)
+                except Exception as exc:  # delivered to the client on its next round
+                    job.error = exc
+            job.done = True
+            job.poke()
+
+        self.task_group.start_soon(runner)
+        return job
+
+    def _resume(self, ctx: Context[Any, Any]) -> ParkedJob:
+        job = self.jobs.get(ctx.request_state or "")
+        if job is None:
+            raise ToolError(
+                "this run is no longer waiting for input (it finished, expired or was cancelled); "
+                "call the tool again to start a new run"
+            )
+        job.ctx, job.touched = ctx, time.monotonic()
+        for key, answer in (ctx.input_responses or {}).items():
+            slot = job.slots.get(key)
+            if slot is None:
+                continue
+            slot.response = types.CreateMessageResultWithTools.model_validate(
+                answer.model_dump(by_alias=True, exclude_none=True)
+            )
+            slot.answered.set()
+        return job
+
+    @staticmethod
+    async def _settle(job: ParkedJob) -> None:
+        """Wait until the run finishes, or has unsent requests and has been quiet for a moment."""
+        while True:
+            job.changed = anyio.Event()
+            if job.done:
+                return
+            if any(not s.sent for s in job.slots.values()):
+                with anyio.move_on_after(SETTLE_SECONDS) as quiet:
+                    await job.changed.wait()
+                if quiet.cancelled_caught:
+                    return
+            else:
+                await job.changed.wait()
+
+    def _expire(self) -> None:
+        now = time.monotonic()
+        for job in list(self.jobs.values()):
+            if now - job.touched > JOB_TTL_SECONDS:
+                job.scope.cancel()
+                self.jobs.pop(job.id, None)

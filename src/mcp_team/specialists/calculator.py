@@ -44,7 +44,7 @@ def evaluate(expression: str) -> float | int:
     if len(expression) > MAX_EXPRESSION:
         raise ToolFailed(f"expression is {len(expression)} characters; the limit is {MAX_EXPRESSION}")
     try:
-        tree = ast.parse(expression.replace("^", "**"), mode="eval")
+        tree = ast.parse(expression.strip().replace("^", "**"), mode="eval")
     except SyntaxError as exc:
         raise ToolFailed(f"not an arithmetic expression: {exc.msg}") from None
     try:
@@ -53,11 +53,15 @@ def evaluate(expression: str) -> float | int:
         raise ToolFailed("division by zero") from None
     except (OverflowError, ValueError) as exc:
         raise ToolFailed(f"cannot compute: {exc}") from None
+    except TypeError as exc:
+        raise ToolFailed(f"wrong arguments: {exc}") from None
+    except RecursionError:
+        raise ToolFailed("the expression is nested too deeply") from None
 
 
 def _eval(node: ast.expr) -> Any:
     if isinstance(node, ast.Constant) and type(node.value) in (int, float):
-        return node.value
+        return _check(node.value)
     if isinstance(node, ast.Name) and node.id in _CONSTANTS:
         return _CONSTANTS[node.id]
     if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
@@ -66,7 +70,7 @@ def _eval(node: ast.expr) -> Any:
             raise ToolFailed(f"exponent {right} is too large (limit {MAX_EXPONENT})")
         return _check(_BINARY[type(node.op)](left, right))
     if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
-        return _UNARY[type(node.op)](_eval(node.operand))
+        return _check(_UNARY[type(node.op)](_eval(node.operand)))
     if (
         isinstance(node, ast.Call)
         and isinstance(node.func, ast.Name)
@@ -81,8 +85,8 @@ def _eval(node: ast.expr) -> Any:
 def _check(value: Any) -> Any:
     if isinstance(value, complex):
         raise ToolFailed("the result is a complex number")
-    if abs(value) > MAX_MAGNITUDE:
-        raise ToolFailed("the result is too large")
+    if (isinstance(value, float) and not math.isfinite(value)) or abs(value) > MAX_MAGNITUDE:
+        raise ToolFailed("the result is too large (or not a finite number)")
     return value
 
 
