@@ -32,6 +32,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
+import cold_start
 from mcp_team.handoffs.schema import Budgets, Mode, RunResult, RunSettings
 from mcp_team.handoffs.team import Team
 from mcp_team.llm.call import ModelSet
@@ -422,6 +423,10 @@ def main() -> int:
     print(f"   DAG request: {DAG_REQUEST!r}; handoff records of the last run:")
     for line in dag_timeline(dag[-1].result):
         print(line)
+    print()
+
+    print("3. ", end="")
+    cold_start.main()
     print()
 
     print(f"Correctness: {'all runs complete, no handoff lost, span counts exact' if not checks.errors else 'FAIL'}")

@@ -7,6 +7,8 @@ malformed arguments) go back to it as error results, never crash the run.
 
 from __future__ import annotations
 
+import functools
+
 from pydantic import ValidationError
 
 from mcp_team.handoffs.executor import FINALIZE_TOOL, RunContext, dispatch
@@ -18,17 +20,22 @@ from mcp_team.specialists import Specialist
 HANDOFF_PREFIX = "handoff_to_"
 
 
-def handoff_tool(specialist: Specialist) -> ToolDefinition:
-    schema = HandoffArgs.model_json_schema()
-    schema.pop("title", None)
+_HANDOFF_SCHEMA = {k: v for k, v in HandoffArgs.model_json_schema().items() if k != "title"}
+
+
+@functools.lru_cache(maxsize=1024)
+def _handoff_tool(name: str, description: str) -> ToolDefinition:
     return ToolDefinition(
-        name=f"{HANDOFF_PREFIX}{specialist.name}",
-        description=(
-            f"Hand a task to the {specialist.name}: {specialist.description} It sees only the task, "
-            f"context and expected_output you give it."
-        ),
-        input_schema=schema,
+        name=f"{HANDOFF_PREFIX}{name}",
+        description=f"Hand a task to the {name}: {description} It sees only the task, context and "
+        f"expected_output you give it.",
+        input_schema=_HANDOFF_SCHEMA,
     )
+
+
+def handoff_tool(specialist: Specialist) -> ToolDefinition:
+    """The `handoff_to_<name>` tool; cached, since every run offers it again."""
+    return _handoff_tool(specialist.name, specialist.description)
 
 
 async def run_adaptive(ctx: RunContext) -> str | None:

@@ -12,12 +12,11 @@ from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 
 import anyio
-from opentelemetry import trace
+from opentelemetry import context, trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from mcp_team.telemetry import attributes as A
 
-_tracer = trace.get_tracer("mcp_team")
 _conversation_id: ContextVar[str | None] = ContextVar("mcp_team_conversation_id", default=None)
 
 
@@ -31,24 +30,58 @@ def conversation(run_id: str) -> Iterator[None]:
         _conversation_id.reset(token)
 
 
-@contextmanager
-def _span(name: str, kind: SpanKind, attributes: dict[str, str | int]) -> Iterator[Span]:
-    run_id = _conversation_id.get()
-    if run_id is not None:
-        attributes[A.CONVERSATION_ID] = run_id
-    with _tracer.start_as_current_span(
-        name, kind=kind, attributes=attributes, record_exception=False, set_status_on_exception=False
-    ) as span:
+_real_tracer: trace.Tracer | None = None
+
+
+def _tracer() -> trace.Tracer:
+    """The tracer, resolved once a real provider is installed (the proxy costs a lookup per span)."""
+    global _real_tracer
+    if _real_tracer is not None:
+        return _real_tracer
+    provider = trace.get_tracer_provider()
+    tracer = provider.get_tracer("mcp_team")
+    if not isinstance(provider, trace.ProxyTracerProvider):
+        _real_tracer = tracer
+    return tracer
+
+
+class _SpanScope:
+    """Start a span, make it current, and mark it failed or cancelled on the way out.
+
+    A small class rather than `start_as_current_span`: this is on every handoff's hot path and
+    the generator-based context managers cost several times more.
+    """
+
+    __slots__ = ("span", "token")
+
+    def __init__(self, name: str, kind: SpanKind, attributes: dict[str, str | int]) -> None:
+        run_id = _conversation_id.get()
+        if run_id is not None:
+            attributes[A.CONVERSATION_ID] = run_id
+        self.span = _tracer().start_span(
+            name, kind=kind, attributes=attributes, record_exception=False, set_status_on_exception=False
+        )
+
+    def __enter__(self) -> Span:
+        self.token = context.attach(trace.set_span_in_context(self.span))
+        return self.span
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, _tb: object) -> None:
         try:
-            yield span
-        except anyio.get_cancelled_exc_class():
-            # Cancellation is a BaseException that OTel would not record: without this a
-            # cancelled branch looks like a success in Jaeger.
-            mark_error(span, "cancelled")
-            raise
-        except Exception as exc:
-            mark_error(span, getattr(exc, "kind", None) or type(exc).__name__, exc)
-            raise
+            if exc is not None:
+                if isinstance(exc, anyio.get_cancelled_exc_class()):
+                    # Cancellation is a BaseException that OTel would not record: without this a
+                    # cancelled branch looks like a success in Jaeger.
+                    mark_error(self.span, "cancelled")
+                elif isinstance(exc, Exception):
+                    mark_error(self.span, getattr(exc, "kind", None) or type(exc).__name__, exc)
+        finally:
+            context.detach(self.token)
+            self.span.end()
+
+
+def _span(name: str, kind: SpanKind, attributes: dict[str, str | int]) -> _SpanScope:
+    return _SpanScope(name, kind, attributes)
 
 
 def mark_error(span: Span, error_type: str, exc: BaseException | None = None, message: str = "") -> None:
