@@ -17,6 +17,7 @@ from mcp_team.llm.offline import OfflineModel
 from mcp_team.llm.settings import ModelSettings
 from mcp_team.server.app import build_server
 from mcp_team.server.store import MemoryRunStore
+from mcp_team.server.teamfile import TeamSpec
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")]
 REQUEST = "Research bees, calculate 2+2, write a short report and review it"
@@ -255,7 +256,7 @@ async def test_sampling_rounds_batch_parallel_branches_to_fit_the_round_limit() 
     client_model = ClientModel()
     # 14 model calls (supervisor, 12 specialists, supervisor) would need 14 rounds one by one; the client allows 10.
     async with Client(
-        build_server(ModelSettings(), specialists=crew),
+        build_server(ModelSettings(), TeamSpec.of(crew)),
         mode="auto",
         sampling_callback=client_model,
         sampling_capabilities=SamplingCapability(tools=SamplingToolsCapability()),

@@ -234,7 +234,7 @@ def _refusal(ctx: RunContext, handoff: Handoff) -> HandoffRecord | None:
             f"{handoff.target} failed {ctx.settings.breaker_threshold} times in a row; its circuit is open "
             f"for the rest of this run. Work around it or finalize without it."
         )
-    elif handoff.target == "reviewer" and ctx.revisions >= ctx.settings.max_revisions > 0:
+    elif ctx.team[handoff.target].returns_verdict and ctx.revisions >= ctx.settings.max_revisions > 0:
         error_type = "revision_cap"
         error = (
             f"the review cap ({ctx.settings.max_revisions} revisions) is reached; finalize with the latest "

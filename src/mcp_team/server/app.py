@@ -9,17 +9,23 @@ the tools' JSON schemas.
 
 import logging
 import warnings
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+import weakref
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
 import anyio
+from anyio.abc import TaskGroup, TaskStatus
 from mcp.server.auth.provider import TokenVerifier
 from mcp.server.auth.settings import AuthSettings
+from mcp.server.context import CallNext, ServerRequestContext
+from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
 from mcp.server.mcpserver.prompts.base import Prompt, UserMessage
+from mcp.server.subscriptions import InMemorySubscriptionBus, PromptsListChanged, ToolsListChanged
 from mcp_types import InputRequiredResult, ToolAnnotations
 from pydantic import Field
 
@@ -29,7 +35,9 @@ from mcp_team.llm import ModelSet
 from mcp_team.llm.settings import ConfigError, ModelSettings, build_models
 from mcp_team.server.sampling import CtxGetter, RoundRunner, SamplingModel, can_sample_in_rounds, can_sample_now
 from mcp_team.server.store import MemoryRunStore, RunStore
-from mcp_team.specialists import DEFAULT_TEAM, Specialist, SpecialistResult, handoff_message
+from mcp_team.server.teamfile import TeamSpec, load_team, load_team_file
+from mcp_team.specialists import Specialist, SpecialistResult, handoff_message
+from mcp_team.specialists.mcp_tools import McpServerConfig, McpToolPool
 
 log = logging.getLogger("mcp_team.server")
 T = TypeVar("T")
@@ -49,14 +57,53 @@ _READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempo
 
 @dataclass
 class ServerState:
-    """What the server holds for its lifetime: settings, the team, the model (built lazily), run records."""
+    """What the server holds for its lifetime: settings, the current team, the model (built lazily), the
+    external MCP servers, run records, and the client sessions to tell when the team changes."""
 
     model_settings: ModelSettings
-    specialists: Sequence[Specialist]
-    run_settings: RunSettings = field(default_factory=RunSettings)
+    team: TeamSpec
     store: RunStore = field(default_factory=MemoryRunStore)
+    bus: InMemorySubscriptionBus = field(default_factory=InMemorySubscriptionBus)
     rounds: RoundRunner = field(default_factory=RoundRunner)
+    pool: McpToolPool | None = None
+    specialists: tuple[Specialist, ...] = ()
+    run_settings: RunSettings = field(default_factory=RunSettings)
+    sessions: weakref.WeakSet[Any] = field(default_factory=weakref.WeakSet)
+    registered: list[str] = field(default_factory=list)
     _models: ModelSet | None = None
+    _pool_stop: anyio.Event | None = None
+
+    def __post_init__(self) -> None:
+        # The team without its external MCP tools until the lifespan starts their servers.
+        self.specialists, self.run_settings = self.team.build(None, lenient=True), self.team.run_settings
+
+    async def load(self, server: MCPServer["ServerState"], team: TeamSpec, task_group: TaskGroup) -> None:
+        """Make `team` current: (re)start its MCP servers if they changed, then register its specialists."""
+        if self._pool_stop is None or team.mcp_servers != self.team.mcp_servers:
+            old_stop = self._pool_stop
+            self.pool, self._pool_stop = (None, anyio.Event())
+            if team.mcp_servers:
+                # Each pool lives in a task of its own: its sessions must be entered and left in one task.
+                self.pool, self._pool_stop = await task_group.start(_run_pool, team.mcp_servers)
+            if old_stop is not None:
+                old_stop.set()
+        self.team, self.specialists, self.run_settings = team, team.build(self.pool), team.run_settings
+        _register_specialists(server, self)
+
+    def close_pool(self) -> None:
+        if self._pool_stop is not None:
+            self._pool_stop.set()
+
+    async def announce_change(self) -> None:
+        """Tell clients the tool and prompt lists changed: 2025 sessions by notification, 2026 by the bus."""
+        await self.bus.publish(ToolsListChanged())
+        await self.bus.publish(PromptsListChanged())
+        for session in list(self.sessions):
+            try:
+                await session.send_tool_list_changed()
+                await session.send_prompt_list_changed()
+            except Exception:  # a connection that went away since
+                self.sessions.discard(session)
 
     def configured_models(self) -> ModelSet | None:
         """The server's own model (built on first use, off the initialize path), if one is configured."""
@@ -75,8 +122,10 @@ class ServerState:
     ) -> T | InputRequiredResult:
         """Run `work` on the configured model, or on the client's model through sampling."""
 
+        specialists, run_settings = self.specialists, self.run_settings  # a reload mid-call must not mix teams
+
         def team(models: ModelSet) -> Team:
-            return Team(models, self.specialists, self.run_settings)
+            return Team(models, specialists, run_settings)
 
         models = self.configured_models()
         if models is not None:
@@ -198,14 +247,13 @@ def _specialist_tool(specialist: Specialist):  # type: ignore[no-untyped-def]
     return call
 
 
-def _supervisor_prompt(specialists: Sequence[Specialist]):  # type: ignore[no-untyped-def]
+def _supervisor_prompt(state: ServerState):  # type: ignore[no-untyped-def]
     def supervisor(request: Annotated[str, Field(description="The request to orchestrate.")]) -> list[UserMessage]:
-        system = PLANNING_INSTRUCTIONS.format(team=describe_team(specialists))
+        system = PLANNING_INSTRUCTIONS.format(team=describe_team(state.specialists))
         return [
             UserMessage(
-                f"{system}\n\nYou cannot call the specialists' tools from this prompt unless your "
-                f"client exposes them; if it does, they are named after each specialist.\n\n"
-                f"Request:\n{request}"
+                f"{system}\n\nIf your client exposes this server's tools, each specialist is a tool named after "
+                f"it.\n\nRequest:\n{request}"
             )
         ]
 
@@ -224,36 +272,49 @@ def _specialist_prompt(specialist: Specialist):  # type: ignore[no-untyped-def]
 
 def build_server(
     model_settings: ModelSettings | None = None,
-    specialists: Sequence[Specialist] = DEFAULT_TEAM,
-    run_settings: RunSettings | None = None,
+    team: TeamSpec | None = None,
+    *,
     store: RunStore | None = None,
     auth: tuple[TokenVerifier, AuthSettings] | None = None,
+    watch: bool = False,
 ) -> MCPServer[ServerState]:
-    """The MCP server for a team. Cheap: no model is built until a tool needs one."""
-    state = ServerState(
-        model_settings or ModelSettings(), specialists, run_settings or RunSettings(), store or MemoryRunStore()
-    )
+    """The MCP server for a team (by default the one `load_team` finds). Cheap to build: the model is made on
+    first use, and external MCP servers start with the server's lifespan. With `watch`, edits to the team file
+    reload the team and tell clients that the tool and prompt lists changed."""
+    team = team or load_team()
+    model_settings = (model_settings or ModelSettings()).model_copy(update=team.model_overrides)
+    bus = InMemorySubscriptionBus()
+    state = ServerState(model_settings, team, store or MemoryRunStore(), bus=bus)
 
     @asynccontextmanager
-    async def lifespan(_server: MCPServer[ServerState]) -> AsyncIterator[ServerState]:
-        # Runs parked between 2026-07-28 sampling rounds live in this task group.
+    async def lifespan(server: MCPServer[ServerState]) -> AsyncIterator[ServerState]:
+        # Runs parked between 2026-07-28 sampling rounds, and the team-file watcher, live in this task group.
         async with anyio.create_task_group() as tg:
             state.rounds.task_group = tg
+            await state.load(server, state.team, tg)
+            watcher = anyio.CancelScope()
+            if watch and state.team.path is not None:
+                tg.start_soon(_watch, server, state, state.team.path, tg, watcher)
             try:
                 yield state
             finally:
-                tg.cancel_scope.cancel()
+                # Let the pool's task close the external servers in order; stop everything else.
+                watcher.cancel()
+                state.rounds.cancel_all()
+                state.close_pool()
 
-    names = ", ".join(s.name for s in specialists)
     server: MCPServer[ServerState] = MCPServer(
         "mcp-team",
         title="mcp-team",
         version=_version(),
-        instructions=INSTRUCTIONS.format(names=names),
+        instructions=INSTRUCTIONS.format(names=", ".join(s.name for s in state.specialists)),
         lifespan=lifespan,
         token_verifier=auth[0] if auth else None,
         auth=auth[1] if auth else None,
+        subscriptions=bus,
+        middleware=[_remember_session(state)],
     )
+    _advertise_list_changed(server)
     server.add_tool(run_team, name="run_team", title="Run the team", annotations=_READ_ONLY)
     server.add_tool(
         plan_team,
@@ -261,27 +322,14 @@ def build_server(
         title="Plan a request",
         annotations=ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False),
     )
-    reserved = {"run_team", "plan_team", "supervisor"}
-    for s in specialists:
-        if s.name in reserved:
-            raise ConfigError(f"a specialist cannot be named '{s.name}': that name is taken by the server")
-        server.add_tool(
-            _specialist_tool(s),
-            name=s.name,
-            title=s.name.replace("_", " ").title(),
-            description=f"{s.description} Hand it one self-contained task.",
-            annotations=_READ_ONLY,
-        )
-        server.add_prompt(
-            Prompt.from_function(_specialist_prompt(s), name=s.name, description=f"Play the {s.name}: {s.description}")
-        )
     server.add_prompt(
         Prompt.from_function(
-            _supervisor_prompt(specialists),
+            _supervisor_prompt(state),
             name="supervisor",
             description="Play the supervisor: plan and delegate a request.",
         )
     )
+    _register_specialists(server, state)
 
     @server.resource(
         "team://specialists",
@@ -291,6 +339,7 @@ def build_server(
     )
     def team_resource() -> dict[str, Any]:
         return {
+            "source": state.team.source,
             "specialists": [
                 {
                     "name": s.name,
@@ -300,9 +349,10 @@ def build_server(
                     "max_turns": s.max_turns,
                     "max_tokens": s.max_tokens,
                 }
-                for s in specialists
+                for s in state.specialists
             ],
             "budgets": state.run_settings.budgets.model_dump(),
+            "mcp_servers": state.pool.status() if state.pool is not None else {},
         }
 
     @server.resource("team://runs", name="runs", mime_type="application/json", description="Recent runs, newest first.")
@@ -336,6 +386,105 @@ def build_server(
         return run.model_dump_json(indent=2)
 
     return server
+
+
+def _register_specialists(server: MCPServer[ServerState], state: ServerState) -> None:
+    """One tool and one prompt per specialist of the current team, replacing the previous team's."""
+    for name in state.registered:
+        server.remove_tool(name)
+        server.remove_prompt(name)
+    state.registered = []
+    for s in state.specialists:
+        server.add_tool(
+            _specialist_tool(s),
+            name=s.name,
+            title=s.name.replace("_", " ").title(),
+            description=f"{s.description} Hand it one self-contained task.",
+            annotations=_READ_ONLY,
+        )
+        server.add_prompt(
+            Prompt.from_function(_specialist_prompt(s), name=s.name, description=f"Play the {s.name}: {s.description}")
+        )
+        state.registered.append(s.name)
+
+
+def _remember_session(state: ServerState):  # type: ignore[no-untyped-def]
+    """Middleware that keeps the 2025-era connections, which get list-changed notifications on reload."""
+
+    async def middleware(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> Any:
+        if ctx.protocol_version and ctx.protocol_version < "2026":
+            # The session object is made per request; its connection is what lives as long as the client
+            # and can send on the standalone channel. The SDK exposes it to middleware only privately.
+            state.sessions.add(getattr(ctx.session, "_connection", ctx.session))
+        return await call_next(ctx)
+
+    return middleware
+
+
+def _advertise_list_changed(server: MCPServer[ServerState]) -> None:
+    """Advertise `listChanged` for tools and prompts to 2025-era clients (the SDK's default is off).
+
+    `MCPServer` has no public switch for this; its transports all build their initialization
+    options through the low-level server, so that is where the default changes.
+    """
+    lowlevel = server._lowlevel_server
+    create = lowlevel.create_initialization_options
+
+    def with_list_changed(notification_options: NotificationOptions | None = None, *args: Any, **kw: Any) -> Any:
+        return create(
+            notification_options or NotificationOptions(prompts_changed=True, tools_changed=True), *args, **kw
+        )
+
+    lowlevel.create_initialization_options = with_list_changed  # type: ignore[method-assign]
+
+
+WATCH_INTERVAL = 0.5
+
+
+async def _run_pool(
+    configs: list[McpServerConfig], *, task_status: TaskStatus[tuple[McpToolPool, anyio.Event]]
+) -> None:
+    stop = anyio.Event()
+    async with McpToolPool(configs) as pool:
+        task_status.started((pool, stop))
+        await stop.wait()
+
+
+async def _watch(
+    server: MCPServer[ServerState], state: ServerState, path: Path, task_group: TaskGroup, scope: anyio.CancelScope
+) -> None:
+    """Reload the team when its file changes; a broken edit keeps the current team and logs why."""
+    with scope:
+        await _watch_loop(server, state, path, task_group)
+
+
+async def _watch_loop(server: MCPServer[ServerState], state: ServerState, path: Path, task_group: TaskGroup) -> None:
+    last = _mtime(path)
+    while True:
+        await anyio.sleep(WATCH_INTERVAL)
+        current = _mtime(path)
+        if current == last:
+            continue
+        last = current
+        try:
+            team = load_team_file(path)
+        except ConfigError as exc:
+            log.error("%s\nkeeping the current team", exc)
+            continue
+        try:
+            await state.load(server, team, task_group)
+        except ConfigError as exc:
+            log.error("cannot apply %s: %s; keeping the current team", path, exc)
+            continue
+        log.warning("reloaded the team from %s: %s", path, ", ".join(s.name for s in state.specialists))
+        await state.announce_change()
+
+
+def _mtime(path: Path) -> int | None:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return None
 
 
 def _version() -> str:

@@ -45,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run one request through the team and print the answer")
     run.add_argument("request", help="what you want the team to do")
     _model_flags(run)
+    _team_flag(run)
     run.add_argument("--mode", choices=["adaptive", "planned"], help="adaptive (default) or planned")
     run.add_argument("--json", action="store_true", help="print the structured run result as JSON")
     run.add_argument("--quiet", action="store_true", help="no progress on stderr")
@@ -55,10 +56,27 @@ def build_parser() -> argparse.ArgumentParser:
 
     serve = sub.add_parser("serve", help="serve the team over MCP (stdio by default)")
     _model_flags(serve)
+    _team_flag(serve)
+    serve.add_argument("--watch", action="store_true", help="reload the team when its file changes")
     serve.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
     serve.add_argument("--host", help="HTTP bind address (default 127.0.0.1; others need a token, see README)")
     serve.add_argument("--port", type=int, help="HTTP port (default 8765)")
+
+    init = sub.add_parser("init", help="write a commented starter team.toml (the default team, or a preset)")
+    init.add_argument("path", nargs="?", default="team.toml", help="where to write it (default: team.toml)")
+    init.add_argument("--preset", help="start from a preset team (see --list)")
+    init.add_argument("--list", action="store_true", help="list the presets")
+    init.add_argument("--force", action="store_true", help="overwrite an existing file")
+
+    check = sub.add_parser("check", help="validate a team file and show the team")
+    check.add_argument("path", nargs="?", help="the team file (default: the one `serve` would load)")
     return parser
+
+
+def _team_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--team", metavar="PATH", help="team file (default: $MCP_TEAM_FILE, else ./team.toml, else the built-in team)"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -68,6 +86,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _run(args)
         if args.command == "serve":
             return _serve(args)
+        if args.command == "init":
+            return _init(args)
+        if args.command == "check":
+            return _check(args)
     except KeyboardInterrupt:
         print("mcp-team: cancelled", file=sys.stderr)
         return EXIT_CANCELLED
@@ -97,13 +119,15 @@ def _run(args: argparse.Namespace) -> int:
     import anyio
     from pydantic import ValidationError
 
-    from mcp_team.handoffs import Budgets, Team
+    from mcp_team.handoffs import Budgets
     from mcp_team.llm.settings import ConfigError, build_models
+    from mcp_team.server.teamfile import load_team
 
     if not args.request.strip():
         return _error('the request is empty; say what you want the team to do, e.g. mcp-team run "..."')
     try:
-        settings = _model_settings(args)
+        spec = load_team(args.team)
+        settings = _model_settings(args).model_copy(update=spec.model_overrides)
         models = build_models(settings)
         limits = {
             k: v
@@ -127,9 +151,8 @@ def _run(args: argparse.Namespace) -> int:
     console = Console(stderr=True, highlight=False, soft_wrap=True)
     if settings.backend() == "offline":
         console.print("[yellow]mcp-team: offline backend: deterministic answers, no LLM is called[/yellow]")
-    team = Team(models)
     on_event = None if args.quiet else _progress(console)
-    result = anyio.run(lambda: team.run(args.request, mode=args.mode, budgets=budgets, on_event=on_event))
+    result = anyio.run(_run_team, spec, models, args.request, args.mode, budgets, on_event)
     if args.json:
         print(result.model_dump_json(indent=2))
     else:
@@ -158,10 +181,13 @@ def _serve(args: argparse.Namespace) -> int:
             )
         elif settings.backend() == "offline":
             print("mcp-team: offline backend: deterministic answers, no LLM is called", file=sys.stderr)
+        from mcp_team.server.teamfile import load_team
+
+        spec = load_team(args.team)
         if not args.http:
             from mcp_team.server.app import build_server
 
-            anyio.run(build_server(settings).run_stdio_async)
+            anyio.run(build_server(settings, spec, watch=args.watch).run_stdio_async)
             return EXIT_OK
         from mcp_team.server.http import HttpSettings, auth_for, check_bind, http_app
 
@@ -178,9 +204,72 @@ def _serve(args: argparse.Namespace) -> int:
 
     from mcp_team.server.app import build_server
 
-    app = http_app(build_server(settings, auth=auth_for(http)), http)
+    app = http_app(build_server(settings, spec, auth=auth_for(http), watch=args.watch), http)
     print(f"mcp-team: serving streamable HTTP on http://{http.host}:{http.port}/mcp", file=sys.stderr)
     uvicorn.run(app, host=http.host, port=http.port, log_level="warning")
+    return EXIT_OK
+
+
+async def _run_team(spec, models, request, mode, budgets, on_event):  # type: ignore[no-untyped-def]
+    """One run of the team file's team, with its external MCP servers up for the run's duration."""
+    from mcp_team.handoffs import Team
+    from mcp_team.specialists.mcp_tools import McpToolPool
+
+    if not spec.mcp_servers:
+        team = Team(models, spec.build(), spec.run_settings)
+        return await team.run(request, mode=mode, budgets=budgets, on_event=on_event)
+    async with McpToolPool(spec.mcp_servers) as pool:
+        team = Team(models, spec.build(pool), spec.run_settings)
+        return await team.run(request, mode=mode, budgets=budgets, on_event=on_event)
+
+
+def _init(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from mcp_team.llm.settings import ConfigError
+    from mcp_team.server.teamfile import PRESETS, preset_text, render_team_file
+
+    if args.list:
+        for name in PRESETS:
+            print(name)
+        return EXIT_OK
+    path = Path(args.path)
+    if path.exists() and not args.force:
+        return _error(f"{path} already exists; pass --force to overwrite it", EXIT_USAGE)
+    try:
+        text = preset_text(args.preset) if args.preset else render_team_file()
+    except ConfigError as exc:
+        return _error(str(exc), EXIT_USAGE)
+    path.write_text(text, encoding="utf-8")
+    print(f"mcp-team: wrote {path}" + (f" (preset {args.preset})" if args.preset else ""), file=sys.stderr)
+    return EXIT_OK
+
+
+def _check(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from mcp_team.llm.settings import ConfigError
+    from mcp_team.server.teamfile import load_team
+
+    try:
+        spec = load_team(args.path)
+        team = spec.build(None, lenient=True)
+    except ConfigError as exc:
+        print(f"mcp-team: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    table = Table(title=f"{spec.source}: {len(team)} specialists, {spec.run_settings.mode} mode")
+    for column in ("name", "description", "tools", "max turns", "token budget", "model role"):
+        table.add_column(column, overflow="fold")
+    grants = {s.name: s.tools for s in spec.model.specialists} if spec.model else {}
+    for s in team:
+        tools = grants.get(s.name) or [t.name for t in s.tools]
+        table.add_row(
+            s.name, s.description, ", ".join(tools) or "-", str(s.max_turns), str(s.max_tokens or "-"), s.model_role
+        )
+    Console(soft_wrap=False).print(table)
+    if spec.mcp_servers:
+        print("MCP servers: " + ", ".join(m.name for m in spec.mcp_servers))
     return EXIT_OK
 
 

@@ -274,6 +274,12 @@ class RoundRunner:
             else:
                 await job.changed.wait()
 
+    def cancel_all(self) -> None:
+        """Stop every parked run (the server is shutting down)."""
+        for job in self.jobs.values():
+            job.scope.cancel()
+        self.jobs.clear()
+
     def _expire(self) -> None:
         now = time.monotonic()
         for job in list(self.jobs.values()):

@@ -1,0 +1,394 @@
+"""The team file (`team.toml`): finding it, validating it, turning it into a team, and writing one.
+
+Loading is two steps. `load_team_file` parses and validates without starting anything, so
+`mcp-team check` and a reload can reject a bad file before it replaces a good team; `TeamSpec.build`
+then makes the specialists, given the pool of external MCP servers the server keeps running.
+Every error names the file, the key path and what was expected.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from mcp_team.handoffs import Budgets, RunSettings
+from mcp_team.llm.settings import ConfigError
+from mcp_team.specialists import DEFAULT_TEAM, Specialist, Tool
+from mcp_team.specialists.calculator import CALCULATE
+from mcp_team.specialists.definition import NAME_PATTERN
+from mcp_team.specialists.files import file_tools
+from mcp_team.specialists.mcp_tools import McpServerConfig, McpToolPool
+from mcp_team.specialists.notes import notes_tools
+from mcp_team.specialists.web import fetch_url_tool
+
+BUILTIN_TOOLS = ("calculate", "fetch_url", "read_file", "list_files", "write_note", "read_notes")
+RESERVED_NAMES = ("run_team", "plan_team", "supervisor")
+PRESETS = ("competitive-intelligence", "patient-case", "portfolio", "curriculum", "product-launch", "contract-review")
+
+
+class TeamFileError(ConfigError):
+    """A team file that cannot be used; `problems` lists each one as `key.path: what is wrong`."""
+
+    def __init__(self, path: Path | str, problems: Sequence[str]) -> None:
+        self.path, self.problems = str(path), list(problems)
+        super().__init__(f"{path}: invalid team file:\n" + "\n".join(f"  - {p}" for p in problems))
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SupervisorSpec(_Strict):
+    mode: Literal["adaptive", "planned"] = "adaptive"
+    max_retries: int = Field(default=2, ge=0, le=10)
+    breaker_threshold: int = Field(default=3, ge=1)
+    max_revisions: int = Field(default=2, ge=0)
+    max_repeats: int = Field(default=2, ge=1)
+    max_supervisor_turns: int = Field(default=12, ge=1)
+    call_timeout: float = Field(default=180.0, gt=0)
+    max_concurrency: int | None = Field(default=None, ge=1)
+    budgets: Budgets = Field(default_factory=Budgets)
+
+
+class ModelsSpec(_Strict):
+    supervisor: str | None = None
+    specialist: str | None = None
+
+
+class ToolSettings(_Strict):
+    read_dirs: list[str] = Field(default_factory=list, description="Directories read_file/list_files may read.")
+    fetch_allow_private: bool = False
+    fetch_allowed_hosts: list[str] = Field(default_factory=list)
+    fetch_max_bytes: int = Field(default=1_000_000, ge=1)
+    notes_file: str = ".mcp-team/notes.jsonl"
+
+
+class SpecialistSpec(_Strict):
+    name: str = Field(pattern=NAME_PATTERN)
+    description: str = Field(min_length=1)
+    prompt: str | None = None
+    prompt_file: str | None = None
+    model_role: Literal["supervisor", "specialist"] = "specialist"
+    max_turns: int = Field(default=6, ge=1, le=100)
+    max_tokens: int | None = Field(default=None, ge=1)
+    tools: list[str] = Field(default_factory=list)
+    returns_verdict: bool = False
+
+
+class TeamFileModel(_Strict):
+    supervisor: SupervisorSpec = Field(default_factory=SupervisorSpec)
+    models: ModelsSpec = Field(default_factory=ModelsSpec)
+    tools: ToolSettings = Field(default_factory=ToolSettings)
+    mcp_servers: list[McpServerConfig] = Field(default_factory=list)
+    specialists: list[SpecialistSpec] = Field(min_length=1)
+
+
+@dataclass(frozen=True)
+class TeamSpec:
+    """A validated team file, or a team defined in code (the default team is one), ready to build."""
+
+    source: str  # the file's path, or a description such as "built-in default team"
+    model: TeamFileModel | None = None  # None for a team defined in code
+    prompts: dict[str, str] = field(default_factory=dict)  # specialist name -> system prompt
+    base_dir: Path = field(default_factory=Path.cwd)
+    specialists: tuple[Specialist, ...] = DEFAULT_TEAM  # a team defined in code
+    settings: RunSettings = field(default_factory=RunSettings)
+
+    @classmethod
+    def of(
+        cls,
+        specialists: Sequence[Specialist],
+        settings: RunSettings | None = None,
+        source: str = "team defined in code",
+    ) -> TeamSpec:
+        return cls(source, specialists=tuple(specialists), settings=settings or RunSettings())
+
+    @property
+    def path(self) -> Path | None:
+        return Path(self.source) if self.model is not None else None
+
+    @property
+    def run_settings(self) -> RunSettings:
+        if self.model is None:
+            return self.settings
+        s = self.model.supervisor
+        return RunSettings(
+            mode=s.mode,
+            budgets=s.budgets,
+            max_retries=s.max_retries,
+            breaker_threshold=s.breaker_threshold,
+            max_revisions=s.max_revisions,
+            max_repeats=s.max_repeats,
+            max_supervisor_turns=s.max_supervisor_turns,
+            call_timeout=s.call_timeout,
+        )
+
+    @property
+    def model_overrides(self) -> dict[str, Any]:
+        """Settings the file overrides in `ModelSettings`: model names per role, concurrency."""
+        if self.model is None:
+            return {}
+        overrides: dict[str, Any] = {}
+        if self.model.models.supervisor:
+            overrides["supervisor_model"] = self.model.models.supervisor
+        if self.model.models.specialist:
+            overrides["specialist_model"] = self.model.models.specialist
+        if self.model.supervisor.max_concurrency:
+            overrides["max_concurrency"] = self.model.supervisor.max_concurrency
+        return overrides
+
+    @property
+    def mcp_servers(self) -> list[McpServerConfig]:
+        return list(self.model.mcp_servers) if self.model else []
+
+    def build(self, pool: McpToolPool | None = None, *, lenient: bool = False) -> tuple[Specialist, ...]:
+        """The specialists, each with only the tools granted to it.
+
+        Tools of external MCP servers come from `pool`; without one, `lenient` leaves them out (for
+        the moment before the servers start) instead of raising.
+        """
+        if self.model is None:
+            return self.specialists
+        granted = {grant for spec in self.model.specialists for grant in spec.tools if "/" not in grant}
+        builtins = _builtin_tools(self.model.tools, self.base_dir, granted)
+        team = []
+        for spec in self.model.specialists:
+            tools: list[Tool] = []
+            for grant in spec.tools:
+                if "/" not in grant:
+                    tools.append(builtins[grant])
+                    continue
+                server, _, name = grant.partition("/")
+                if pool is not None:
+                    tools.extend(pool.tools(server, None if name == "*" else [name]))
+                elif not lenient:
+                    raise ConfigError(
+                        f"{self.source}: specialist {spec.name} is granted '{grant}', but the MCP "
+                        f"servers are not running"
+                    )
+            team.append(
+                Specialist(
+                    name=spec.name,
+                    description=spec.description,
+                    system_prompt=self.prompts[spec.name],
+                    model_role=spec.model_role,
+                    tools=tuple(tools),
+                    max_turns=spec.max_turns,
+                    max_tokens=spec.max_tokens,
+                    returns_verdict=spec.returns_verdict,
+                )
+            )
+        return tuple(team)
+
+
+def _builtin_tools(settings: ToolSettings, base_dir: Path, granted: set[str]) -> dict[str, Tool]:
+    """The built-in tools some specialist is granted, configured by the `[tools]` section."""
+    tools: dict[str, Tool] = {"calculate": CALCULATE}
+    if "fetch_url" in granted:
+        tools["fetch_url"] = fetch_url_tool(
+            allow_private=settings.fetch_allow_private,
+            allowed_hosts=settings.fetch_allowed_hosts,
+            max_bytes=settings.fetch_max_bytes,
+        )
+    if granted & {"read_file", "list_files"}:
+        tools.update((t.name, t) for t in file_tools([(base_dir / d).resolve() for d in settings.read_dirs]))
+    if granted & {"write_note", "read_notes"}:
+        tools.update((t.name, t) for t in notes_tools(base_dir / settings.notes_file))
+    return tools
+
+
+def find_team_file(explicit: str | None = None) -> Path | None:
+    """`--team PATH`, else `MCP_TEAM_FILE`, else `./team.toml` if it exists, else None (the default team)."""
+    if explicit:
+        return Path(explicit)
+    if env := os.environ.get("MCP_TEAM_FILE"):
+        return Path(env)
+    local = Path("team.toml")
+    return local if local.is_file() else None
+
+
+def load_team(explicit: str | None = None) -> TeamSpec:
+    """The team the server would load. Raises `TeamFileError`."""
+    path = find_team_file(explicit)
+    if path is None:
+        return TeamSpec("built-in default team")
+    return load_team_file(path)
+
+
+def load_team_file(path: Path) -> TeamSpec:
+    """Parse and validate one team file. Raises `TeamFileError` listing every problem found."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise TeamFileError(path, ["the file does not exist (create one with `mcp-team init`)"]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TeamFileError(path, [f"cannot read the file: {exc}"]) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise TeamFileError(path, [f"not valid TOML: {exc}"]) from None
+    try:
+        model = TeamFileModel.model_validate(data)
+    except ValidationError as exc:
+        raise TeamFileError(path, [_describe(e) for e in exc.errors()]) from None
+    base = path.resolve().parent
+    problems, prompts = _check(model, base)
+    if problems:
+        raise TeamFileError(path, problems)
+    return TeamSpec(str(path), model, prompts, base)
+
+
+def _describe(error: Any) -> str:
+    loc = ""
+    for part in error["loc"]:
+        loc += f"[{part}]" if isinstance(part, int) else (f".{part}" if loc else str(part))
+    message = error["msg"]
+    if error["type"] == "extra_forbidden":
+        message = "unknown key (check the spelling; `mcp-team init` writes a commented example)"
+    elif error["type"] == "string_pattern_mismatch":
+        message = "must be a valid MCP tool name: a letter, then letters, digits, _ or - (at most 64)"
+    elif error["type"] == "missing":
+        message = "is required"
+    return f"{loc or 'the file'}: {message}"
+
+
+def _check(model: TeamFileModel, base: Path) -> tuple[list[str], dict[str, str]]:
+    """The problems a schema cannot see: duplicates, unknown tools, prompt files."""
+    problems: list[str] = []
+    prompts: dict[str, str] = {}
+    servers = {s.name: s for s in model.mcp_servers}
+    for i, server in enumerate(model.mcp_servers):
+        if [s.name for s in model.mcp_servers].count(server.name) > 1:
+            problems.append(f"mcp_servers[{i}].name: '{server.name}' is declared more than once")
+    seen: set[str] = set()
+    for i, spec in enumerate(model.specialists):
+        where = f"specialists[{i}]"
+        if spec.name in seen:
+            problems.append(f"{where}.name: '{spec.name}' is used by another specialist; names must be unique")
+        seen.add(spec.name)
+        if spec.name in RESERVED_NAMES:
+            problems.append(f"{where}.name: '{spec.name}' is taken by the server; choose another name")
+        if (spec.prompt is None) == (spec.prompt_file is None):
+            problems.append(f"{where}: give exactly one of `prompt` (inline) or `prompt_file` (a path)")
+        elif spec.prompt_file is not None:
+            prompt_path = base / spec.prompt_file
+            try:
+                prompts[spec.name] = prompt_path.read_text(encoding="utf-8").strip()
+            except OSError:
+                problems.append(f"{where}.prompt_file: cannot read '{spec.prompt_file}' (looked at {prompt_path})")
+        else:
+            prompts[spec.name] = (spec.prompt or "").strip()
+        if spec.name in prompts and not prompts[spec.name]:
+            problems.append(f"{where}: the prompt is empty")
+        for j, grant in enumerate(spec.tools):
+            problems.extend(_check_grant(f"{where}.tools[{j}]", grant, servers))
+        if {"read_file", "list_files"} & set(spec.tools) and not model.tools.read_dirs:
+            problems.append(
+                f"{where}.tools: read_file/list_files are granted but tools.read_dirs is empty; "
+                f"list the directories they may read"
+            )
+        if len(set(spec.tools)) != len(spec.tools):
+            problems.append(f"{where}.tools: a tool is listed more than once")
+    return problems, prompts
+
+
+def _check_grant(where: str, grant: str, servers: dict[str, McpServerConfig]) -> list[str]:
+    if "/" not in grant:
+        if grant in BUILTIN_TOOLS:
+            return []
+        return [
+            f"{where}: unknown tool '{grant}'; built-in tools are {', '.join(BUILTIN_TOOLS)}, and tools of an "
+            f"MCP server are granted as 'server/tool' or 'server/*'"
+        ]
+    server, _, name = grant.partition("/")
+    if server not in servers:
+        known = ", ".join(servers) or "none are declared"
+        return [f"{where}: '{grant}' names MCP server '{server}', which is not declared in [[mcp_servers]] ({known})"]
+    allowed = servers[server].allowed_tools
+    if name != "*" and allowed is not None and name not in allowed:
+        return [f"{where}: '{name}' is not in mcp_servers '{server}' allowed_tools ({', '.join(allowed)})"]
+    return []
+
+
+# --- writing team files ------------------------------------------------------------------------------
+
+
+def preset_text(name: str) -> str:
+    """The text of a shipped preset team file."""
+    if name not in PRESETS:
+        raise ConfigError(f"unknown preset '{name}'; presets: {', '.join(PRESETS)}")
+    return resources.files("mcp_team.server").joinpath("presets", f"{name}.toml").read_text(encoding="utf-8")
+
+
+def _toml_string(text: str) -> str:
+    if "\n" in text and "'''" not in text:
+        return f"'''\n{text}'''"
+    return json.dumps(text, ensure_ascii=False)  # a JSON string is a valid TOML basic string
+
+
+def render_team_file(specialists: Sequence[Specialist] = DEFAULT_TEAM, settings: RunSettings | None = None) -> str:
+    """A commented team file equal to the given team (by default, the built-in one)."""
+    settings = settings or RunSettings()
+    b = settings.budgets
+    out = [
+        "# mcp-team team file. Check it with `mcp-team check`; serve it with `mcp-team serve --team team.toml`.",
+        "",
+        "[supervisor]",
+        f'mode = "{settings.mode}"            # adaptive: re-plan after each round; planned: plan first, run a DAG',
+        f"max_retries = {settings.max_retries}              # retries of a failed handoff, each with a refined task",
+        f"breaker_threshold = {settings.breaker_threshold}        # failures in a row that open a specialist's circuit",
+        f"max_revisions = {settings.max_revisions}            # reviewer REVISE verdicts honoured",
+        f"max_repeats = {settings.max_repeats}              # identical handoffs refused before the run stops",
+        f"max_supervisor_turns = {settings.max_supervisor_turns}",
+        f"call_timeout = {settings.call_timeout:g}          # seconds one model call may take",
+        "# max_concurrency = 8        # model calls in flight at once (default: MCP_TEAM_MAX_CONCURRENCY or 8)",
+        "",
+        "[supervisor.budgets]         # shared by the whole run, parallel branches included",
+        f"max_handoffs = {b.max_handoffs}",
+        f"max_model_calls = {b.max_model_calls}",
+        f"max_tokens = {b.max_tokens}",
+        f"deadline_seconds = {b.deadline_seconds:g}",
+        "",
+        "[models]                     # model names per role (anthropic backend); unset: the environment's",
+        '# supervisor = "claude-sonnet-4-5"',
+        '# specialist = "claude-haiku-4-5"',
+        "",
+        "[tools]                      # settings of the built-in tools a specialist can be granted:",
+        "# calculate, fetch_url, read_file, list_files, write_note, read_notes",
+        "read_dirs = []               # directories read_file/list_files may read (relative to this file)",
+        "fetch_allow_private = false  # let fetch_url reach loopback/private/link-local addresses",
+        "fetch_allowed_hosts = []     # hosts fetch_url may reach even if they are private",
+        'notes_file = ".mcp-team/notes.jsonl"   # where write_note/read_notes keep the team\'s memory',
+        "",
+        '# Tools from other MCP servers, granted to a specialist as "server/tool" or "server/*":',
+        "# [[mcp_servers]]",
+        '# name = "search"',
+        '# command = "uvx"                # or: url = "http://127.0.0.1:9000/mcp"',
+        '# args = ["some-search-mcp"]',
+        '# allowed_tools = ["web_search"]',
+    ]
+    for s in specialists:
+        out += [
+            "",
+            "[[specialists]]",
+            f"name = {_toml_string(s.name)}",
+            f"description = {_toml_string(s.description)}   # one line; the supervisor routes by it",
+            f'model_role = "{s.model_role}"     # supervisor or specialist: which model it runs on',
+            f"max_turns = {s.max_turns}",
+            (
+                f"max_tokens = {s.max_tokens}"
+                if s.max_tokens
+                else "# max_tokens = 50000          # token budget per handoff"
+            ),
+            f"tools = {json.dumps([t.name for t in s.tools])}",
+        ]
+        if s.returns_verdict:
+            out.append("returns_verdict = true      # its answers end in VERDICT: PASS or VERDICT: REVISE")
+        out.append(f"prompt = {_toml_string(s.system_prompt)}")
+    return "\n".join(out) + "\n"
