@@ -29,6 +29,7 @@ from mcp.server.subscriptions import InMemorySubscriptionBus, PromptsListChanged
 from mcp_types import InputRequiredResult, ToolAnnotations
 from pydantic import Field
 
+from mcp_team import __version__
 from mcp_team.handoffs import Budgets, Plan, PlanError, RunEvent, RunResult, RunSettings, Team
 from mcp_team.handoffs.prompts import PLANNING_INSTRUCTIONS, describe_team
 from mcp_team.llm import ModelSet
@@ -306,7 +307,7 @@ def build_server(
     server: MCPServer[ServerState] = MCPServer(
         "mcp-team",
         title="mcp-team",
-        version=_version(),
+        version=__version__,
         instructions=INSTRUCTIONS.format(names=", ".join(s.name for s in state.specialists)),
         lifespan=lifespan,
         token_verifier=auth[0] if auth else None,
@@ -487,10 +488,3 @@ def _mtime(path: Path) -> int | None:
         return None
 
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("mcp-team")
-    except PackageNotFoundError:  # pragma: no cover - running from a source tree
-        return "0"
