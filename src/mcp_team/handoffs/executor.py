@@ -30,6 +30,9 @@ from mcp_team.handoffs.schema import (
 from mcp_team.llm import SUPERVISOR, Message, ModelError, ModelRequest, ModelSet, ToolDefinition, Usage, chat
 from mcp_team.specialists import Specialist, run_specialist
 from mcp_team.telemetry import spans
+from mcp_team.telemetry.attributes import HANDOFF_TASK, TOOL_CALL_ARGUMENTS, TOOL_CALL_RESULT
+
+_PAYLOAD = {"task", "context", "expected_output"}
 
 # Failures that a retry cannot fix.
 _FINAL_ERRORS = {"budget_exhausted", "unavailable", "auth", "bad_request", "circuit_open", "cancelled"}
@@ -261,6 +264,8 @@ async def _attempt(ctx: RunContext, handoff: Handoff) -> HandoffRecord:
     await ctx.emit("handoff_started", f"{handoff.target}: {handoff.task[:120]}", record)
     try:
         with spans.transfer_span(handoff.source, handoff.target, handoff.call_id, handoff.id, handoff.attempt) as span:
+            spans.record_content(span, HANDOFF_TASK, lambda: handoff.task)
+            spans.record_content(span, TOOL_CALL_ARGUMENTS, lambda: handoff.model_dump(include=_PAYLOAD))
             result = await run_specialist(
                 specialist,
                 handoff.task,
@@ -271,6 +276,7 @@ async def _attempt(ctx: RunContext, handoff: Handoff) -> HandoffRecord:
                 call_timeout=ctx.settings.call_timeout,
                 agent_id=handoff.id,
             )
+            spans.record_content(span, TOOL_CALL_RESULT, lambda: result.output if result.output else result.error)
             if result.status == "failed":
                 spans.mark_error(span, result.error_type or "failed", message=result.error or "")
     except anyio.get_cancelled_exc_class():

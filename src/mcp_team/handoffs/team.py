@@ -22,7 +22,7 @@ from mcp_team.handoffs.supervisor import run_adaptive
 from mcp_team.llm import ModelSet
 from mcp_team.specialists import DEFAULT_TEAM, Specialist, SpecialistResult, run_specialist
 from mcp_team.telemetry import spans
-from mcp_team.telemetry.attributes import RUN_MODE, RUN_STATUS
+from mcp_team.telemetry.attributes import INPUT_MESSAGES, OUTPUT_MESSAGES, RUN_MODE, RUN_STATUS
 
 
 class UnknownSpecialist(LookupError):
@@ -88,16 +88,30 @@ class Team:
                     on_finish(ctx.result())
                 raise
             ctx.ended_at = now()
-            u = ctx.supervisor_usage
+            result = ctx.result()
+            u = result.usage.total  # the whole run's tokens, specialists included, on the run's root span
             spans.record_usage(
                 span, u.input_tokens, u.output_tokens, u.cache_read_input_tokens, u.cache_creation_input_tokens
+            )
+            spans.record_content(
+                span, INPUT_MESSAGES, lambda: [{"role": "user", "parts": [{"type": "text", "content": request}]}]
+            )
+            spans.record_content(
+                span,
+                OUTPUT_MESSAGES,
+                lambda: [
+                    {
+                        "role": "assistant",
+                        "parts": [{"type": "text", "content": result.answer}],
+                        "finish_reason": result.status,
+                    }
+                ],
             )
             if span.is_recording():
                 span.set_attribute(RUN_MODE, ctx.settings.mode)
                 span.set_attribute(RUN_STATUS, ctx.status)
             if ctx.status in ("failed", "partial"):
                 spans.mark_error(span, f"run_{ctx.status}", message=ctx.stopped_by or ctx.status)
-        result = ctx.result()
         if on_finish is not None:
             on_finish(result)
         return result

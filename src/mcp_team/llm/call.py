@@ -3,15 +3,31 @@ and the `chat` span, in the one place every caller goes through."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import anyio
 
-from mcp_team.llm.types import Model, ModelError, ModelRequest, ModelResponse, Usage
+from mcp_team.llm.types import (
+    ContentBlock,
+    Model,
+    ModelError,
+    ModelRequest,
+    ModelResponse,
+    TextBlock,
+    ToolUseBlock,
+    Usage,
+)
 from mcp_team.telemetry import spans
-from mcp_team.telemetry.attributes import RESPONSE_FINISH_REASONS, RESPONSE_ID, RESPONSE_MODEL
+from mcp_team.telemetry.attributes import (
+    INPUT_MESSAGES,
+    OUTPUT_MESSAGES,
+    RESPONSE_FINISH_REASONS,
+    RESPONSE_ID,
+    RESPONSE_MODEL,
+    SYSTEM_INSTRUCTIONS,
+)
 
 SUPERVISOR = "supervisor"
 SPECIALIST = "specialist"
@@ -71,6 +87,8 @@ async def chat(
     if meter is not None:
         meter.before_call()
     with spans.chat_span(model.name, model.provider, request.phase, request.max_tokens) as span:
+        spans.record_content(span, SYSTEM_INSTRUCTIONS, lambda: [{"type": "text", "content": request.system}])
+        spans.record_content(span, INPUT_MESSAGES, lambda: [_semconv(m.role, m.blocks) for m in request.messages])
         async with models.limiter:
             try:
                 with anyio.fail_after(timeout):
@@ -83,9 +101,27 @@ async def chat(
             span.set_attribute(RESPONSE_FINISH_REASONS, [response.stop_reason])
             if response.id:
                 span.set_attribute(RESPONSE_ID, response.id)
+            spans.record_content(
+                span,
+                OUTPUT_MESSAGES,
+                lambda: [{**_semconv("assistant", response.content), "finish_reason": response.stop_reason}],
+            )
             spans.record_usage(
                 span, u.input_tokens, u.output_tokens, u.cache_read_input_tokens, u.cache_creation_input_tokens
             )
     if meter is not None:
         meter.after_call(u)
     return response
+
+
+def _semconv(role: str, blocks: Sequence[ContentBlock]) -> dict[str, Any]:
+    """A message in the GenAI conventions' JSON shape (role + typed parts)."""
+    parts: list[dict[str, Any]] = []
+    for b in blocks:
+        if isinstance(b, TextBlock):
+            parts.append({"type": "text", "content": b.text})
+        elif isinstance(b, ToolUseBlock):
+            parts.append({"type": "tool_call", "id": b.id, "name": b.name, "arguments": b.input})
+        else:
+            parts.append({"type": "tool_call_response", "id": b.tool_use_id, "result": b.content})
+    return {"role": "tool" if parts and all(p["type"] == "tool_call_response" for p in parts) else role, "parts": parts}

@@ -27,7 +27,7 @@ from mcp_team.specialists.definition import Specialist
 from mcp_team.specialists.tools import ToolFailed
 from mcp_team.specialists.verdict import Verdict, parse_verdict
 from mcp_team.telemetry import spans
-from mcp_team.telemetry.attributes import AGENT_TURNS
+from mcp_team.telemetry.attributes import AGENT_TURNS, TOOL_CALL_ARGUMENTS, TOOL_CALL_RESULT
 
 TOOL_TIMEOUT = 60.0
 
@@ -165,6 +165,7 @@ async def _run_tools(specialist: Specialist, uses: list[ToolUseBlock]) -> list[C
 
 async def _run_tool(specialist: Specialist, use: ToolUseBlock) -> ToolResultBlock:
     with spans.tool_span(use.name, use.id, specialist.name) as span:
+        spans.record_content(span, TOOL_CALL_ARGUMENTS, lambda: use.input)
         tool = specialist.tool(use.name)
         if tool is None:
             own = ", ".join(t.name for t in specialist.tools) or "none"
@@ -172,7 +173,9 @@ async def _run_tool(specialist: Specialist, use: ToolUseBlock) -> ToolResultBloc
         else:
             try:
                 with anyio.fail_after(TOOL_TIMEOUT):
-                    return ToolResultBlock(tool_use_id=use.id, content=await tool.run(use.input))
+                    output = await tool.run(use.input)
+                spans.record_content(span, TOOL_CALL_RESULT, lambda: output)
+                return ToolResultBlock(tool_use_id=use.id, content=output)
             except ToolFailed as exc:
                 error, kind = str(exc), "tool_refused"
             except TimeoutError:
@@ -180,4 +183,5 @@ async def _run_tool(specialist: Specialist, use: ToolUseBlock) -> ToolResultBloc
             except Exception as exc:  # a broken tool must not crash the specialist
                 error, kind = f"{use.name} failed: {type(exc).__name__}: {exc}", type(exc).__name__
         spans.mark_error(span, kind, message=error)
+        spans.record_content(span, TOOL_CALL_RESULT, lambda: error)
         return ToolResultBlock(tool_use_id=use.id, content=error, is_error=True)

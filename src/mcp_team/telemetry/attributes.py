@@ -35,11 +35,19 @@ TRANSFER_MODE: Final = "gen_ai.transfer.mode"
 TRANSFER_TARGET_NAME: Final = "gen_ai.transfer.target.name"
 ERROR_TYPE: Final = "error.type"
 
+# Opt-in content (OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT), as JSON strings.
+INPUT_MESSAGES: Final = "gen_ai.input.messages"
+OUTPUT_MESSAGES: Final = "gen_ai.output.messages"
+SYSTEM_INSTRUCTIONS: Final = "gen_ai.system_instructions"
+TOOL_CALL_ARGUMENTS: Final = "gen_ai.tool.call.arguments"
+TOOL_CALL_RESULT: Final = "gen_ai.tool.call.result"
+
 # mcp-team's own attributes, for what the conventions do not cover yet.
 PHASE: Final = "mcp_team.phase"  # act | plan | refine | synthesize | specialist
 HANDOFF_ID: Final = "mcp_team.handoff.id"
 HANDOFF_ATTEMPT: Final = "mcp_team.handoff.attempt"
 HANDOFF_STATUS: Final = "mcp_team.handoff.status"
+HANDOFF_TASK: Final = "mcp_team.handoff.task"  # content: only when capture is on
 RUN_MODE: Final = "mcp_team.run.mode"
 RUN_STATUS: Final = "mcp_team.run.status"
 AGENT_TURNS: Final = "mcp_team.agent.turns"

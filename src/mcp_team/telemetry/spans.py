@@ -7,15 +7,16 @@ helpers cost a few microseconds.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
+from typing import Any
 
-import anyio
 from opentelemetry import context, trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from mcp_team.telemetry import attributes as A
+from mcp_team.telemetry import content
 
 _conversation_id: ContextVar[str | None] = ContextVar("mcp_team_conversation_id", default=None)
 
@@ -68,13 +69,12 @@ class _SpanScope:
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, _tb: object) -> None:
         try:
-            if exc is not None:
-                if isinstance(exc, anyio.get_cancelled_exc_class()):
-                    # Cancellation is a BaseException that OTel would not record: without this a
-                    # cancelled branch looks like a success in Jaeger.
-                    mark_error(self.span, "cancelled")
-                elif isinstance(exc, Exception):
-                    mark_error(self.span, getattr(exc, "kind", None) or type(exc).__name__, exc)
+            if isinstance(exc, Exception):
+                mark_error(self.span, getattr(exc, "kind", None) or type(exc).__name__, exc)
+            elif exc is not None:
+                # Cancellation (or an interrupt) is a BaseException that OTel would not record:
+                # without this a cancelled branch looks like a success in Jaeger.
+                mark_error(self.span, "cancelled")
         finally:
             context.detach(self.token)
             self.span.end()
@@ -169,6 +169,13 @@ def record_usage(
         span.set_attribute(A.USAGE_CACHE_READ_INPUT_TOKENS, cache_read)
     if cache_creation:
         span.set_attribute(A.USAGE_CACHE_CREATION_INPUT_TOKENS, cache_creation)
+
+
+def record_content(span: Span, key: str, value: Callable[[], Any]) -> None:
+    """Record content (prompts, payloads, results) as a redacted, truncated JSON attribute, only when
+    capture is on. `value` is a function so nothing is built when it is off."""
+    if span.is_recording() and content.capture_enabled():
+        span.set_attribute(key, content.to_json(value()))
 
 
 def current_trace_id() -> str | None:

@@ -1,0 +1,473 @@
+"""Jaeger JSON conversion and validation, per-run trace files, and the terminal waterfall.
+
+Spans are made with a local `TracerProvider` (not the global one) so their times, statuses and
+resource are exactly what the test says; one test replays the real span helpers' spans too.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind, Status, StatusCode
+
+from conftest import Spans
+from mcp_team.telemetry import attributes as A
+from mcp_team.telemetry import spans as helpers
+from mcp_team.telemetry.jaeger import TraceFileProcessor, load_trace_file, to_jaeger, validate_jaeger
+from mcp_team.telemetry.waterfall import render_waterfall, span_label
+
+T0 = 1_760_000_000_000_000_000  # ns since the epoch
+TASK = "mcp_team.handoff.task"
+
+
+def ms(x: float) -> int:
+    return T0 + int(x * 1_000_000)
+
+
+class Local:
+    """A local provider with an in-memory exporter and a trace-file processor."""
+
+    def __init__(self, trace_dir: Path, **processor_args: Any) -> None:
+        self.exporter = InMemorySpanExporter()
+        self.files = TraceFileProcessor(trace_dir, **processor_args)
+        self.provider = TracerProvider(
+            resource=Resource.create({"service.name": "team-test", "service.version": "9.9", "host.name": "box"}),
+            shutdown_on_exit=False,
+        )
+        self.provider.add_span_processor(self.files)
+        self.provider.add_span_processor(SimpleSpanProcessor(self.exporter))
+        self.tracer = self.provider.get_tracer("mcp_team", "0.1.0")
+
+    @property
+    def finished(self) -> list[ReadableSpan]:
+        return list(self.exporter.get_finished_spans())
+
+
+@pytest.fixture
+def local(tmp_path: Path) -> Iterator[Local]:
+    loc = Local(tmp_path / "traces")
+    yield loc
+    loc.provider.shutdown()
+
+
+def build_run(tracer: trace.Tracer, run_id: str = "run-1", task: str | None = "find papers on tracing") -> None:
+    """supervisor ─ plan chat, handoff → researcher (chat, failing web_search), synthesis chat."""
+    conv = {A.CONVERSATION_ID: run_id}
+
+    def start(
+        name: str, parent: trace.Span | None, at: float, kind: SpanKind = SpanKind.INTERNAL, **attrs: Any
+    ) -> trace.Span:
+        ctx = trace.set_span_in_context(parent) if parent is not None else None
+        return tracer.start_span(name, context=ctx, kind=kind, attributes={**conv, **attrs}, start_time=ms(at))
+
+    sup = start(
+        "invoke_agent supervisor",
+        None,
+        0,
+        **{A.OPERATION_NAME: "invoke_agent", A.AGENT_NAME: "supervisor", A.PROVIDER_NAME: "anthropic"},
+    )
+    plan = start(
+        "chat claude-sonnet-4-5",
+        sup,
+        10,
+        SpanKind.CLIENT,
+        **{A.OPERATION_NAME: "chat", A.REQUEST_MODEL: "claude-sonnet-4-5", A.PHASE: "plan"},
+    )
+    plan.set_attribute(A.USAGE_INPUT_TOKENS, 900)
+    plan.set_attribute(A.USAGE_OUTPUT_TOKENS, 120)
+    plan.set_attribute(A.RESPONSE_FINISH_REASONS, ["tool_use", "end_turn"])
+    plan.end(end_time=ms(400))
+    xfer_attrs: dict[str, Any] = {
+        A.OPERATION_NAME: "execute_tool",
+        A.TOOL_NAME: "transfer_to_researcher",
+        A.TRANSFER_TARGET_NAME: "researcher",
+        A.HANDOFF_ATTEMPT: 1,
+    }
+    if task:
+        xfer_attrs[TASK] = task
+    xfer = start("execute_tool transfer_to_researcher", sup, 410, **xfer_attrs)
+    res = start("invoke_agent researcher", xfer, 420, **{A.OPERATION_NAME: "invoke_agent", A.AGENT_NAME: "researcher"})
+    chat = start(
+        "chat claude-haiku-4-5",
+        res,
+        430,
+        SpanKind.CLIENT,
+        **{A.OPERATION_NAME: "chat", A.REQUEST_MODEL: "claude-haiku-4-5", A.PHASE: "specialist"},
+    )
+    chat.set_attribute(A.USAGE_INPUT_TOKENS, 1200)
+    chat.set_attribute(A.USAGE_OUTPUT_TOKENS, 300)
+    chat.end(end_time=ms(900))
+    tool = start("execute_tool web_search", res, 900, **{A.OPERATION_NAME: "execute_tool", A.TOOL_NAME: "web_search"})
+    tool.set_attribute(A.ERROR_TYPE, "TimeoutError")
+    tool.set_attribute("mcp_team.score", 0.25)
+    tool.add_event("retry", {"attempt": 2, "ok": False}, timestamp=ms(950))
+    tool.set_status(Status(StatusCode.ERROR, "search timed out"))
+    tool.end(end_time=ms(1000))
+    res.end(end_time=ms(1900))
+    xfer.end(end_time=ms(1910))
+    synth = start(
+        "chat claude-sonnet-4-5",
+        sup,
+        1920,
+        SpanKind.CLIENT,
+        **{A.OPERATION_NAME: "chat", A.REQUEST_MODEL: "claude-sonnet-4-5", A.PHASE: "synthesize"},
+    )
+    synth.set_status(Status(StatusCode.OK))
+    synth.end(end_time=ms(2400))
+    sup.set_attribute(A.USAGE_INPUT_TOKENS, 2100)
+    sup.set_attribute(A.USAGE_OUTPUT_TOKENS, 640)
+    sup.end(end_time=ms(2500))
+
+
+def tags_of(span: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {t["key"]: t for t in span["tags"]}
+
+
+def by_name(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for span in doc["data"][0]["spans"]:
+        out.setdefault(span["operationName"], span)  # first (earliest) of a name
+    return out
+
+
+# -- to_jaeger ---------------------------------------------------------------------------------------
+
+
+def test_to_jaeger_shape(local: Local) -> None:
+    build_run(local.tracer)
+    doc = to_jaeger(local.finished)
+    assert validate_jaeger(doc) == []
+    json.loads(json.dumps(doc))  # plain JSON
+
+    (trace_doc,) = doc["data"]
+    spans = trace_doc["spans"]
+    assert len(spans) == 7
+    assert [s["startTime"] for s in spans] == sorted(s["startTime"] for s in spans)
+    assert len(trace_doc["traceID"]) == 32
+    assert int(trace_doc["traceID"], 16)
+    for span in spans:
+        assert len(span["spanID"]) == 16
+        assert span["traceID"] == trace_doc["traceID"]
+        assert span["processID"] == "p1"
+        assert isinstance(span["startTime"], int)
+        assert isinstance(span["duration"], int)
+
+    named = by_name(doc)
+    sup = named["invoke_agent supervisor"]
+    assert sup["references"] == []
+    assert sup["startTime"] == T0 // 1000
+    assert sup["duration"] == 2_500_000  # µs
+    xfer = named["execute_tool transfer_to_researcher"]
+    assert xfer["references"] == [{"refType": "CHILD_OF", "traceID": trace_doc["traceID"], "spanID": sup["spanID"]}]
+    assert named["invoke_agent researcher"]["references"][0]["spanID"] == xfer["spanID"]
+
+    # Typed tags.
+    plan = tags_of(named["chat claude-sonnet-4-5"])
+    assert plan[A.USAGE_INPUT_TOKENS] == {"key": A.USAGE_INPUT_TOKENS, "type": "int64", "value": 900}
+    assert plan[A.PHASE]["type"] == "string"
+    assert plan["span.kind"]["value"] == "client"
+    assert plan[A.RESPONSE_FINISH_REASONS]["type"] == "string"
+    assert json.loads(plan[A.RESPONSE_FINISH_REASONS]["value"]) == ["tool_use", "end_turn"]
+    assert "error" not in plan
+    assert "otel.status_code" not in plan
+    assert tags_of(sup)["span.kind"]["value"] == "internal"
+    assert tags_of(sup)["otel.scope.name"]["value"] == "mcp_team"
+
+    # Error span: status, error flag, description, float tag, event as a log.
+    tool = tags_of(named["execute_tool web_search"])
+    assert tool["otel.status_code"] == {"key": "otel.status_code", "type": "string", "value": "ERROR"}
+    assert tool["error"] == {"key": "error", "type": "bool", "value": True}
+    assert tool["otel.status_description"]["value"] == "search timed out"
+    assert tool[A.ERROR_TYPE]["value"] == "TimeoutError"
+    assert tool["mcp_team.score"] == {"key": "mcp_team.score", "type": "float64", "value": 0.25}
+    (log,) = named["execute_tool web_search"]["logs"]
+    assert log["timestamp"] == ms(950) // 1000
+    fields = {f["key"]: f for f in log["fields"]}
+    assert fields["event"]["value"] == "retry"
+    assert fields["attempt"] == {"key": "attempt", "type": "int64", "value": 2}
+    assert fields["ok"] == {"key": "ok", "type": "bool", "value": False}
+    synth = [s for s in spans if s["operationName"] == "chat claude-sonnet-4-5"][1]
+    assert tags_of(synth)["otel.status_code"]["value"] == "OK"
+
+    # Resource -> process.
+    process = trace_doc["processes"]["p1"]
+    assert process["serviceName"] == "team-test"
+    ptags = {t["key"]: t["value"] for t in process["tags"]}
+    assert ptags["service.version"] == "9.9"
+    assert ptags["host.name"] == "box"
+    assert "service.name" not in ptags
+    assert to_jaeger(local.finished, service_name="override")["data"][0]["processes"]["p1"]["serviceName"] == "override"
+
+
+def test_to_jaeger_groups_traces_and_keeps_outside_parents(local: Local) -> None:
+    build_run(local.tracer, "run-1")
+    build_run(local.tracer, "run-2")
+    doc = to_jaeger(local.finished)
+    assert validate_jaeger(doc) == []
+    assert len(doc["data"]) == 2
+    assert {len(t["spans"]) for t in doc["data"]} == {7}
+
+    # Only the researcher subtree: its root still references the (absent) transfer span.
+    subset = [s for s in local.finished if s.name in ("invoke_agent researcher", "chat claude-haiku-4-5")][:2]
+    sub = to_jaeger(subset)
+    assert validate_jaeger(sub) == []
+    research = next(s for s in sub["data"][0]["spans"] if s["operationName"] == "invoke_agent researcher")
+    assert research["references"][0]["refType"] == "CHILD_OF"
+    assert len(research["references"][0]["spanID"]) == 16
+    assert to_jaeger([]) == {"data": []}
+
+
+def test_ids_are_zero_padded() -> None:
+    from opentelemetry.sdk.trace.id_generator import IdGenerator
+
+    class SmallIds(IdGenerator):
+        def generate_span_id(self) -> int:
+            return 0xABC
+
+        def generate_trace_id(self) -> int:
+            return 0x1F
+
+    provider = TracerProvider(id_generator=SmallIds(), shutdown_on_exit=False)
+    exporter = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    provider.get_tracer("t").start_span("x").end()
+    span = to_jaeger(exporter.get_finished_spans())["data"][0]["spans"][0]
+    assert span["traceID"] == "0" * 30 + "1f"
+    assert span["spanID"] == "0" * 13 + "abc"
+
+
+@pytest.mark.anyio
+async def test_real_span_helpers_convert_cleanly(spans: Spans, tmp_path: Path) -> None:
+    # Async: the helpers ask anyio for the cancellation class when an exception passes through.
+    with helpers.conversation("helpers-run"), helpers.agent_span("supervisor", provider="anthropic") as sup:
+        with helpers.chat_span("claude-sonnet-4-5", "anthropic", "plan", 1024) as chat:
+            helpers.record_usage(chat, 10, 2)
+        with (
+            helpers.transfer_span("supervisor", "analyst", "toolu_9", "h9", 1),
+            helpers.agent_span("analyst"),
+            pytest.raises(ZeroDivisionError),
+            helpers.tool_span("calculator", "toolu_10", "analyst"),
+        ):
+            1 / 0  # noqa: B018
+        helpers.record_usage(sup, 10, 2)
+    doc = to_jaeger(spans.all)
+    assert validate_jaeger(doc) == []
+    calc = tags_of(by_name(doc)["execute_tool calculator"])
+    assert calc["error"]["value"] is True
+    assert calc[A.ERROR_TYPE]["value"] == "ZeroDivisionError"
+    assert any(
+        f["value"] == "exception" for log in by_name(doc)["execute_tool calculator"]["logs"] for f in log["fields"]
+    )
+
+    # The same spans replayed through a trace-file processor, in end order.
+    proc = TraceFileProcessor(tmp_path)
+    for span in spans.all:
+        proc.on_end(span)
+    written = load_trace_file(tmp_path / "helpers-run.json")
+    assert len(written["data"][0]["spans"]) == 5
+    lines = render_waterfall(written)
+    assert any("→ analyst" in line for line in lines)
+    assert any("ZeroDivisionError" in line for line in lines)
+
+
+# -- validate_jaeger -----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def good_doc(local: Local) -> dict[str, Any]:
+    build_run(local.tracer)
+    doc = to_jaeger(local.finished)
+    assert validate_jaeger(doc) == []
+    return doc
+
+
+@pytest.mark.parametrize(
+    ("breakage", "message"),
+    [
+        (lambda d: d["data"][0]["spans"][1].update(spanID="abc"), "is not 16 hex digits"),
+        (lambda d: d["data"][0]["spans"][1].update(spanID="z" * 16), "is not 16 hex digits"),
+        (lambda d: d["data"][0].update(traceID="1234"), "is not 32 hex digits"),
+        (lambda d: d["data"][0]["spans"][0].update(startTime=1.5), "startTime 1.5 must be an integer"),
+        (lambda d: d["data"][0]["spans"][0].update(duration="10"), "duration '10' must be an integer"),
+        (lambda d: d["data"][0]["spans"][0].update(duration=-1), "negative"),
+        (lambda d: d["data"][0]["spans"][0]["tags"].append({"key": "n", "type": "int", "value": 1}), "type 'int'"),
+        (lambda d: d["data"][0]["spans"][0]["tags"].append({"key": "n", "type": "int64", "value": "1"}), "'n'"),
+        (lambda d: d["data"][0]["spans"][0]["tags"].append({"key": "b", "type": "bool", "value": 1}), "'b'"),
+        (lambda d: d["data"][0]["spans"][0]["tags"].append({"key": "i", "type": "int64", "value": True}), "'i'"),
+        (lambda d: d["data"][0]["spans"][0].update(processID="p9"), "processID 'p9'"),
+        (lambda d: d["data"][0]["spans"][1]["references"][0].update(spanID="12"), "reference spanID"),
+        (lambda d: d["data"][0]["spans"][1]["references"][0].update(refType="PARENT"), "refType 'PARENT'"),
+        (lambda d: d["data"][0]["spans"][2].update(spanID=d["data"][0]["spans"][1]["spanID"]), "duplicate spanID"),
+        (lambda d: d["data"][0]["spans"][2].update(traceID="f" * 32), "differs from the trace"),
+        (lambda d: d["data"][0]["processes"]["p1"].update(serviceName=""), "serviceName"),
+        (lambda d: d.update(data=[]), "no trace"),
+        (lambda d: d.pop("data"), '"data" list'),
+    ],
+)
+def test_validate_catches_broken_documents(good_doc: dict[str, Any], breakage: Any, message: str) -> None:
+    doc = copy.deepcopy(good_doc)
+    breakage(doc)
+    problems = validate_jaeger(doc)
+    assert problems, "the broken document passed validation"
+    assert any(message in p for p in problems), problems
+
+
+def test_validate_rejects_non_documents() -> None:
+    assert validate_jaeger([]) != []
+    assert validate_jaeger({"data": [{"traceID": "0" * 32, "spans": [], "processes": {}}]}) != []
+
+
+# -- TraceFileProcessor ------------------------------------------------------------------------------
+
+
+def test_trace_file_written_when_the_root_ends(tmp_path: Path) -> None:
+    loc = Local(tmp_path / "traces")
+    tracer = loc.tracer
+    path = loc.files.path_for("run-1")
+    assert path == tmp_path / "traces" / "run-1.json"
+
+    # Spans without a run id are ignored; nothing is written before the root ends.
+    tracer.start_span("tools/call run_team").end()
+    sup = tracer.start_span("invoke_agent supervisor", attributes={A.CONVERSATION_ID: "run-1"})
+    ctx = trace.set_span_in_context(sup)
+    tracer.start_span("chat m", context=ctx, attributes={A.CONVERSATION_ID: "run-1"}).end()
+    # A nested supervisor span (parent inside the run) is not the root.
+    tracer.start_span("invoke_agent supervisor", context=ctx, attributes={A.CONVERSATION_ID: "run-1"}).end()
+    assert not path.exists()
+    assert loc.files.open_runs() == {"run-1": 2}
+    sup.end()
+    assert path.exists()
+    assert loc.files.last_path == path
+    assert loc.files.open_runs() == {}
+    doc = load_trace_file(path)
+    assert len(doc["data"][0]["spans"]) == 3
+    assert list(path.parent.iterdir()) == [path]  # no temporary files left
+    loc.provider.shutdown()
+
+
+def test_trace_file_of_a_full_run_and_waterfall(local: Local) -> None:
+    build_run(local.tracer, "run-1")
+    doc = load_trace_file(local.files.path_for("run-1"))
+    assert len(doc["data"][0]["spans"]) == 7
+
+    lines = render_waterfall(doc, width=100)
+    text = "\n".join(lines)
+    print(text)
+    assert all(len(line) <= 100 for line in lines), max(lines, key=len)
+    assert lines[0].startswith("run run-1 · trace ")
+    assert "2.5s" in lines[0]
+    assert "7 spans" in lines[0]
+    assert "1 failed" in lines[0]
+    assert "tokens 2.1k/640" in lines[0]
+
+    rows = lines[2:]
+    assert len(rows) == 7
+    labels = [row[:40].strip() for row in rows]
+    assert labels[0].startswith("supervisor")
+    assert labels[1].startswith("chat claude-sonnet-4-5 (plan)")
+    assert labels[2].startswith("→ researcher: find papers")
+    assert labels[3].startswith("researcher")
+    assert labels[4].startswith("chat claude-haiku-4-5 (specialist)")
+    assert labels[5].startswith("tool web_search")
+    assert labels[6].startswith("chat claude-sonnet-4-5 (synthe")
+    # Indentation follows depth.
+    assert rows[3].startswith("    researcher")
+    assert rows[5].startswith("      tool web_search")
+
+    def row(prefix: str) -> str:
+        return next(r for r in rows if r.strip().startswith(prefix))
+
+    assert "2.5s" in row("supervisor") and "ok" in row("supervisor") and "2.1k/640" in row("supervisor")
+    assert "390ms" in row("chat claude-sonnet-4-5 (plan)") and "900/120" in row("chat claude-sonnet-4-5 (plan)")
+    assert "TimeoutError" in row("tool web_search") and "100ms" in row("tool web_search")
+    assert "1.2k/300" in row("chat claude-haiku")
+    # Bars: the root spans the whole timeline, the synthesis sits at the right end.
+    assert row("supervisor").count("█") >= 20
+    synth_row = row("chat claude-sonnet-4-5 (synthesize)")
+    bar_start = synth_row.index("█")
+    assert bar_start > row("chat claude-sonnet-4-5 (plan)").index("█") + 10
+
+
+def test_waterfall_without_task_shows_only_the_target(local: Local) -> None:
+    build_run(local.tracer, "run-x", task=None)
+    lines = render_waterfall(load_trace_file(local.files.path_for("run-x")))
+    handoff = next(line for line in lines if "→ researcher" in line)
+    assert "→ researcher " in handoff
+    assert ":" not in handoff.split("→ researcher")[1][:5]
+    assert render_waterfall({"data": []}) == ["(no trace)"]
+
+
+def test_waterfall_narrow_width(local: Local) -> None:
+    build_run(local.tracer, "run-n")
+    lines = render_waterfall(to_jaeger(local.finished), width=60)
+    assert all(len(line) <= 60 for line in lines[1:])
+
+
+def test_span_labels() -> None:
+    assert span_label("execute_tool transfer_to_writer", {}) == "→ writer"
+    assert span_label("invoke_agent researcher", {A.AGENT_NAME: "researcher"}) == "researcher"
+    assert span_label("chat m1", {A.PHASE: "refine"}) == "chat m1 (refine)"
+    assert span_label("chat m1", {}) == "chat m1"
+    assert span_label("execute_tool web_fetch", {}) == "tool web_fetch"
+    assert span_label("plan supervisor", {}) == "plan supervisor"
+    assert span_label("tools/call run_team", {}) == "tools/call run_team"
+
+
+def test_trace_file_bounds(tmp_path: Path) -> None:
+    loc = Local(tmp_path, max_spans_per_run=3, max_runs=2)
+    tracer = loc.tracer
+    for run in ("a", "b", "c"):  # three open runs, cap two: "a" is dropped
+        tracer.start_span("chat m", attributes={A.CONVERSATION_ID: run}).end()
+    assert set(loc.files.open_runs()) == {"b", "c"}
+
+    sup = tracer.start_span("invoke_agent supervisor", attributes={A.CONVERSATION_ID: "big"})
+    for _ in range(10):
+        tracer.start_span("chat m", context=trace.set_span_in_context(sup), attributes={A.CONVERSATION_ID: "big"}).end()
+    sup.end()
+    doc = load_trace_file(tmp_path / "big.json")
+    names = [s["operationName"] for s in doc["data"][0]["spans"]]
+    assert len(names) == 4  # the cap, plus the root which is always kept
+    assert "invoke_agent supervisor" in names
+    assert "dropped" in doc["data"][0]["warnings"][0]
+    loc.provider.shutdown()
+
+
+def test_trace_file_names_are_safe(tmp_path: Path) -> None:
+    proc = TraceFileProcessor(tmp_path / "d")
+    assert proc.path_for("../../etc/passwd").parent == tmp_path / "d"
+    assert proc.path_for("run/1 x").name == "run_1_x.json"
+
+
+def test_trace_file_errors_are_logged_not_raised(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("x")
+    loc = Local(blocker)
+    with caplog.at_level(logging.ERROR, logger="mcp_team.telemetry"):
+        loc.tracer.start_span("invoke_agent supervisor", attributes={A.CONVERSATION_ID: "r"}).end()
+    assert loc.files.last_path is None
+    assert any("could not write" in r.getMessage() for r in caplog.records)
+    # Garbage in on_end does not raise either.
+    loc.files.on_end(object())  # type: ignore[arg-type]
+    loc.provider.shutdown()
+
+
+def test_load_trace_file_errors(tmp_path: Path) -> None:
+    bad_json = tmp_path / "bad.json"
+    bad_json.write_text("{not json")
+    with pytest.raises(ValueError, match="not JSON"):
+        load_trace_file(bad_json)
+    invalid = tmp_path / "invalid.json"
+    invalid.write_text(json.dumps({"data": [{"traceID": "x", "spans": [], "processes": {}}]}))
+    with pytest.raises(ValueError, match="traceID 'x' is not 32 hex digits"):
+        load_trace_file(invalid)
