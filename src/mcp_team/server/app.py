@@ -39,6 +39,8 @@ from mcp_team.server.store import MemoryRunStore, RunStore
 from mcp_team.server.teamfile import TeamSpec, load_team, load_team_file
 from mcp_team.specialists import Specialist, SpecialistResult, handoff_message
 from mcp_team.specialists.mcp_tools import McpServerConfig, McpToolPool
+from mcp_team.telemetry.content import redact_value
+from mcp_team.telemetry.setup import Tracing
 
 log = logging.getLogger("mcp_team.server")
 T = TypeVar("T")
@@ -94,6 +96,10 @@ class ServerState:
     def close_pool(self) -> None:
         if self._pool_stop is not None:
             self._pool_stop.set()
+
+    def save_run(self, run: RunResult) -> None:
+        """Keep a run's record, with any secret that slipped into its text redacted."""
+        self.store.save(RunResult.model_validate(redact_value(run.model_dump(mode="json"))))
 
     async def announce_change(self) -> None:
         """Tell clients the tool and prompt lists changed: 2025 sessions by notification, 2026 by the bus."""
@@ -201,7 +207,7 @@ async def run_team(
 
     async def work(team: Team, get_ctx: CtxGetter) -> RunResult:
         return await team.run(
-            request, mode=mode, budgets=budgets, on_event=_progress(get_ctx), on_finish=state.store.save
+            request, mode=mode, budgets=budgets, on_event=_progress(get_ctx), on_finish=state.save_run
         )
 
     result = await state.execute(ctx, work)
@@ -278,10 +284,12 @@ def build_server(
     store: RunStore | None = None,
     auth: tuple[TokenVerifier, AuthSettings] | None = None,
     watch: bool = False,
+    tracing: Tracing | None = None,
 ) -> MCPServer[ServerState]:
     """The MCP server for a team (by default the one `load_team` finds). Cheap to build: the model is made on
     first use, and external MCP servers start with the server's lifespan. With `watch`, edits to the team file
-    reload the team and tell clients that the tool and prompt lists changed."""
+    reload the team and tell clients that the tool and prompt lists changed. With `tracing`, spans are
+    flushed after every tool call (in the background, so an absent collector never delays a reply)."""
     team = team or load_team()
     model_settings = (model_settings or ModelSettings()).model_copy(update=team.model_overrides)
     bus = InMemorySubscriptionBus()
@@ -313,7 +321,7 @@ def build_server(
         token_verifier=auth[0] if auth else None,
         auth=auth[1] if auth else None,
         subscriptions=bus,
-        middleware=[_remember_session(state)],
+        middleware=[_remember_session(state), *([_flush_after_calls(state, tracing)] if tracing else [])],
     )
     _advertise_list_changed(server)
     server.add_tool(run_team, name="run_team", title="Run the team", annotations=_READ_ONLY)
@@ -418,6 +426,29 @@ def _remember_session(state: ServerState):  # type: ignore[no-untyped-def]
             # and can send on the standalone channel. The SDK exposes it to middleware only privately.
             state.sessions.add(getattr(ctx.session, "_connection", ctx.session))
         return await call_next(ctx)
+
+    return middleware
+
+
+def _flush_after_calls(state: ServerState, tracing: Tracing):  # type: ignore[no-untyped-def]
+    """Middleware: after each tool call, export its spans, so a client closing the server loses none."""
+    pending = False
+
+    async def flush() -> None:
+        nonlocal pending
+        try:
+            await anyio.to_thread.run_sync(tracing.flush)
+        finally:
+            pending = False
+
+    async def middleware(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> Any:
+        nonlocal pending
+        try:
+            return await call_next(ctx)
+        finally:
+            if ctx.method == "tools/call" and not pending and state.rounds.task_group is not None:
+                pending = True
+                state.rounds.task_group.start_soon(flush)
 
     return middleware
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import tempfile
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -16,6 +17,7 @@ if TYPE_CHECKING:
     from mcp_team.handoffs import RunEvent, RunResult
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_PARTIAL, EXIT_CANCELLED = 0, 1, 2, 3, 130
+GRACE_SECONDS = 1.0  # after SIGTERM, how long running work gets to wind down
 
 
 def _model_flags(parser: argparse.ArgumentParser) -> None:
@@ -46,6 +48,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("request", help="what you want the team to do")
     _model_flags(run)
     _team_flag(run)
+    _trace_flags(run)
+    run.add_argument(
+        "--jaeger-json", metavar="FILE", help="write this run's trace as Jaeger JSON (for Jaeger's Upload)"
+    )
     run.add_argument("--mode", choices=["adaptive", "planned"], help="adaptive (default) or planned")
     run.add_argument("--json", action="store_true", help="print the structured run result as JSON")
     run.add_argument("--quiet", action="store_true", help="no progress on stderr")
@@ -57,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="serve the team over MCP (stdio by default)")
     _model_flags(serve)
     _team_flag(serve)
+    _trace_flags(serve)
     serve.add_argument("--watch", action="store_true", help="reload the team when its file changes")
     serve.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
     serve.add_argument("--host", help="HTTP bind address (default 127.0.0.1; others need a token, see README)")
@@ -70,7 +77,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     check = sub.add_parser("check", help="validate a team file and show the team")
     check.add_argument("path", nargs="?", help="the team file (default: the one `serve` would load)")
+
+    show = sub.add_parser("trace", help="show a run's trace as a waterfall (from a trace directory or file)")
+    show.add_argument("run", help="a run id (looked up in --dir) or a Jaeger JSON file")
+    show.add_argument("--dir", metavar="DIR", help="the trace directory (default: $MCP_TEAM_TRACE_DIR)")
+    show.add_argument("--jaeger-json", metavar="FILE", help="also write the trace to FILE for Jaeger's Upload")
+    show.add_argument("--width", type=int, default=100, help="columns (default 100)")
     return parser
+
+
+def _trace_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("tracing (default: the OTEL_* variables; off when none is set)")
+    group.add_argument("--otlp-endpoint", metavar="URL", help="export spans over OTLP, e.g. http://localhost:4318")
+    group.add_argument("--trace-exporter", choices=["otlp", "console", "none"], help="console writes to stderr")
+    group.add_argument("--trace-dir", metavar="DIR", help="write every run as a Jaeger JSON file in DIR")
 
 
 def _team_flag(parser: argparse.ArgumentParser) -> None:
@@ -90,6 +110,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _init(args)
         if args.command == "check":
             return _check(args)
+        if args.command == "trace":
+            return _trace(args)
     except KeyboardInterrupt:
         print("mcp-team: cancelled", file=sys.stderr)
         return EXIT_CANCELLED
@@ -115,6 +137,29 @@ def _model_settings(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         raise ConfigError(f"invalid settings: {problems}") from None
 
 
+def _start_tracing(args: argparse.Namespace, trace_dir: str | None = None):  # type: ignore[no-untyped-def]
+    """Tracing as the OTEL_* variables and flags say (None when off). Raises `ConfigError` on bad values."""
+    from mcp_team.llm.settings import ConfigError
+    from mcp_team.telemetry.setup import TracingConfig, setup_tracing
+
+    try:
+        config = TracingConfig.from_env(
+            exporter=args.trace_exporter, endpoint=args.otlp_endpoint, trace_dir=trace_dir or args.trace_dir
+        )
+        return setup_tracing(config)
+    except ValueError as exc:
+        raise ConfigError(f"tracing: {exc}") from None
+
+
+def _register_secrets(settings) -> None:  # type: ignore[no-untyped-def]
+    """Secrets never appear in spans, logs or records, whatever the capture setting."""
+    from mcp_team.telemetry.content import register_secret
+
+    for secret in (settings.anthropic_api_key, settings.supervisor_api_key, settings.specialist_api_key):
+        if secret is not None:
+            register_secret(secret.get_secret_value())
+
+
 def _run(args: argparse.Namespace) -> int:
     import anyio
     from pydantic import ValidationError
@@ -128,7 +173,10 @@ def _run(args: argparse.Namespace) -> int:
     try:
         spec = load_team(args.team)
         settings = _model_settings(args).model_copy(update=spec.model_overrides)
+        _register_secrets(settings)
         models = build_models(settings)
+        temp_dir = tempfile.mkdtemp(prefix="mcp-team-trace-") if args.jaeger_json and not args.trace_dir else None
+        tracing = _start_tracing(args, temp_dir)
         limits = {
             k: v
             for k, v in {
@@ -152,7 +200,14 @@ def _run(args: argparse.Namespace) -> int:
     if settings.backend() == "offline":
         console.print("[yellow]mcp-team: offline backend: deterministic answers, no LLM is called[/yellow]")
     on_event = None if args.quiet else _progress(console)
-    result = anyio.run(_run_team, spec, models, args.request, args.mode, budgets, on_event)
+    try:
+        result = anyio.run(_run_team, spec, models, args.request, args.mode, budgets, on_event)
+    finally:
+        if tracing is not None:
+            tracing.shutdown()
+    if args.jaeger_json:
+        written = _save_jaeger(tracing, result.run_id, args.jaeger_json)
+        console.print(f"mcp-team: trace written to {written}" if written else "mcp-team: no trace was recorded")
     if args.json:
         print(result.model_dump_json(indent=2))
     else:
@@ -169,11 +224,15 @@ def _serve(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
     from mcp_team.llm.settings import ConfigError
+    from mcp_team.telemetry.content import RedactingFilter, register_secret
 
-    # stdout is the stdio transport: everything else goes to stderr.
+    # stdout is the stdio transport: everything else goes to stderr, redacted.
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="mcp-team: %(levelname)s %(message)s")
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(RedactingFilter())
     try:
         settings = _model_settings(args)
+        _register_secrets(settings)
         if settings.model is None and settings.anthropic_api_key is None:
             print(
                 "mcp-team: no model configured; tools will run on the client's model through MCP sampling",
@@ -184,30 +243,75 @@ def _serve(args: argparse.Namespace) -> int:
         from mcp_team.server.teamfile import load_team
 
         spec = load_team(args.team)
-        if not args.http:
-            from mcp_team.server.app import build_server
+        http = None
+        if args.http:
+            from mcp_team.server.http import HttpSettings, check_bind
 
-            anyio.run(build_server(settings, spec, watch=args.watch).run_stdio_async)
-            return EXIT_OK
-        from mcp_team.server.http import HttpSettings, auth_for, check_bind, http_app
-
-        overrides = {k: v for k, v in {"host": args.host, "port": args.port}.items() if v is not None}
-        http = HttpSettings(**overrides)
-        check_bind(http)
+            overrides = {k: v for k, v in {"host": args.host, "port": args.port}.items() if v is not None}
+            http = HttpSettings(**overrides)
+            check_bind(http)
+            if http.http_token is not None:
+                register_secret(http.http_token.get_secret_value())
+        tracing = _start_tracing(args)
     except ConfigError as exc:
         return _error(str(exc), EXIT_USAGE)
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
         return _error(f"invalid settings: {problems}", EXIT_USAGE)
 
-    import uvicorn
-
     from mcp_team.server.app import build_server
 
-    app = http_app(build_server(settings, spec, auth=auth_for(http), watch=args.watch), http)
-    print(f"mcp-team: serving streamable HTTP on http://{http.host}:{http.port}/mcp", file=sys.stderr)
-    uvicorn.run(app, host=http.host, port=http.port, log_level="warning")
-    return EXIT_OK
+    try:
+        if http is None:
+            server = build_server(settings, spec, watch=args.watch, tracing=tracing)
+            anyio.run(_serve_stdio, server, tracing)
+            return EXIT_OK
+        import uvicorn
+
+        from mcp_team.server.http import auth_for, http_app
+
+        server = build_server(settings, spec, auth=auth_for(http), watch=args.watch, tracing=tracing)
+        print(f"mcp-team: serving streamable HTTP on http://{http.host}:{http.port}/mcp", file=sys.stderr)
+        uvicorn.run(http_app(server, http), host=http.host, port=http.port, log_level="warning")
+        return EXIT_OK
+    finally:
+        # Stdin closed, SIGTERM or Ctrl-C: whatever ended the server, export what is left.
+        if tracing is not None:
+            tracing.shutdown()
+
+
+async def _serve_stdio(server, tracing) -> None:  # type: ignore[no-untyped-def]
+    """Serve until stdin closes or SIGTERM/SIGINT arrives; either way running work is cancelled and its spans
+    exported. MCP clients stop stdio servers with close-stdin, then SIGTERM, then SIGKILL."""
+    import signal
+
+    import anyio
+
+    stopped = anyio.Event()
+
+    async def stop_on_signal(serving: anyio.CancelScope) -> None:
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async for _ in signals:
+                serving.cancel()
+                with anyio.move_on_after(GRACE_SECONDS):
+                    await stopped.wait()
+                if not stopped.is_set():
+                    # The stdin reader is a blocking read in a worker thread that no cancellation can
+                    # interrupt while the client keeps stdin open. The runs are cancelled by now: export
+                    # their spans and leave.
+                    if tracing is not None:
+                        tracing.shutdown()
+                    os._exit(0)
+                return
+
+    async with anyio.create_task_group() as tg:
+        with anyio.CancelScope() as serving:
+            tg.start_soon(stop_on_signal, serving)
+            try:
+                await server.run_stdio_async()
+            finally:
+                stopped.set()
+        tg.cancel_scope.cancel()
 
 
 async def _run_team(spec, models, request, mode, budgets, on_event):  # type: ignore[no-untyped-def]
@@ -221,6 +325,50 @@ async def _run_team(spec, models, request, mode, budgets, on_event):  # type: ig
     async with McpToolPool(spec.mcp_servers) as pool:
         team = Team(models, spec.build(pool), spec.run_settings)
         return await team.run(request, mode=mode, budgets=budgets, on_event=on_event)
+
+
+def _save_jaeger(tracing, run_id: str, target: str) -> str | None:  # type: ignore[no-untyped-def]
+    import shutil
+
+    files = tracing.trace_files if tracing is not None else None
+    if files is None or not files.path_for(run_id).is_file():
+        return None
+    shutil.copyfile(files.path_for(run_id), target)
+    return target
+
+
+def _trace(args: argparse.Namespace) -> int:
+    import shutil
+    from pathlib import Path
+
+    from mcp_team.telemetry.jaeger import load_trace_file
+    from mcp_team.telemetry.waterfall import render_waterfall
+
+    path = Path(args.run)
+    if not path.is_file():
+        directory = args.dir or os.environ.get("MCP_TEAM_TRACE_DIR")
+        if not directory:
+            return _error(
+                "no trace directory: pass --dir DIR or set MCP_TEAM_TRACE_DIR (where `run`/`serve` "
+                "wrote traces with --trace-dir), or give the path of a trace file"
+            )
+        path = Path(directory) / f"{args.run}.json"
+        if not path.is_file():
+            known = sorted(p.stem for p in Path(directory).glob("*.json"))[-5:]
+            return _error(
+                f"no trace for run '{args.run}' in {directory}"
+                + (f" (latest: {', '.join(known)})" if known else " (it is empty)"),
+                EXIT_FAILED,
+            )
+    try:
+        doc = load_trace_file(path)
+    except (OSError, ValueError) as exc:
+        return _error(f"{path} is not a usable trace file: {exc}", EXIT_FAILED)
+    print("\n".join(render_waterfall(doc, width=args.width)))
+    if args.jaeger_json:
+        shutil.copyfile(path, args.jaeger_json)
+        print(f"mcp-team: wrote {args.jaeger_json} (Jaeger UI: Search > Upload > JSON File)", file=sys.stderr)
+    return EXIT_OK
 
 
 def _init(args: argparse.Namespace) -> int:

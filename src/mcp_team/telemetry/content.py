@@ -22,6 +22,7 @@ from typing import Any, Final
 __all__ = [
     "CAPTURE_ENV",
     "REDACTED",
+    "RedactingFilter",
     "capture_enabled",
     "clear_secrets",
     "parse_capture_mode",
@@ -305,3 +306,11 @@ def to_json(value: Any, *, max_string: int = 2000, max_items: int = 50) -> str:
         # Lone surrogates (e.g. from bad bytes decoded with surrogateescape) cannot go over OTLP.
         text = text.encode("utf-8", "replace").decode("utf-8")
     return text
+
+
+class RedactingFilter(logging.Filter):
+    """A logging filter that redacts every record's message, for the handlers mcp-team installs."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg, record.args = redact(record.getMessage()), ()
+        return True

@@ -1,0 +1,231 @@
+"""Traces as operators see them: OTLP export from a stdio server, trace-context join, redaction, files."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from mcp import Client, StdioServerParameters
+from opentelemetry import trace
+
+from mcp_team.llm.settings import ModelSettings
+from mcp_team.server.app import build_server
+from mcp_team.telemetry import attributes as A
+from mcp_team.telemetry import content
+from mcp_team.telemetry.jaeger import load_trace_file, validate_jaeger
+from otlp_receiver import OTLPReceiver
+
+pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")]
+
+MCP_TEAM = str(Path(sys.executable).parent / "mcp-team")
+SECRET = "sk-ant-api03-SECRETSECRETSECRET-0123456789"
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "MCP_TEAM_", "OTEL_"))}
+    return {**env, **extra}
+
+
+def by_id(spans: list[dict]) -> dict[str, dict]:
+    return {s["span_id"]: s for s in spans}
+
+
+async def test_stdio_server_exports_every_span_before_the_client_closes_it() -> None:
+    with OTLPReceiver() as receiver:
+        env = clean_env(
+            MCP_TEAM_MODEL="offline", OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint, OTEL_SERVICE_NAME="team-under-test"
+        )
+        async with Client(StdioServerParameters(command=MCP_TEAM, args=["serve"], env=env), mode="legacy") as client:
+            result = await client.call_tool("run_team", {"request": "Research bees and calculate 2+2"})
+        run = result.structured_content
+        spans = receiver.wait_for(lambda s: any(x["name"] == "invoke_agent analyst" for x in s))
+
+    ours = [s for s in spans if s["attributes"].get(A.CONVERSATION_ID) == run["run_id"]]
+    assert {s["trace_id"] for s in ours} == {run["trace_id"]}
+    index = by_id(spans)
+    root = next(s for s in ours if s["name"] == "invoke_agent supervisor")
+    assert index[root["parent_span_id"]]["name"] == "tools/call run_team"  # under the SDK's server span
+    transfer = next(s for s in ours if s["name"] == "execute_tool transfer_to_analyst")
+    assert transfer["parent_span_id"] == root["span_id"]
+    assert transfer["attributes"][A.TRANSFER_TARGET_NAME] == "analyst"
+    analyst = next(s for s in ours if s["name"] == "invoke_agent analyst")
+    assert analyst["parent_span_id"] == transfer["span_id"]
+    tool = next(s for s in ours if s["name"] == "execute_tool calculate")
+    assert tool["parent_span_id"] == analyst["span_id"]
+    chats = [s for s in ours if s["name"] == "chat offline"]
+    assert all(s["kind"] == "client" and s["attributes"][A.USAGE_INPUT_TOKENS] > 0 for s in chats)
+    assert root["attributes"][A.USAGE_INPUT_TOKENS] == run["usage"]["total"]["input_tokens"]
+    assert root["resource"]["service.name"] == "team-under-test"
+    assert A.INPUT_MESSAGES not in chats[0]["attributes"]  # content capture is off by default
+
+
+def test_sigterm_mid_run_cancels_cleanly_and_exports_what_ran() -> None:
+    with OTLPReceiver() as receiver:
+        env = clean_env(
+            MCP_TEAM_MODEL="offline", MCP_TEAM_OFFLINE_LATENCY_MS="300", OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint
+        )
+        proc = subprocess.Popen(
+            [MCP_TEAM, "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+        )
+        assert proc.stdin is not None and proc.stdout is not None
+        messages = [
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-11-25",
+                    "capabilities": {},
+                    "clientInfo": {"name": "t", "version": "1"},
+                },
+            },
+            {"jsonrpc": "2.0", "method": "notifications/initialized"},
+            {
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "tools/call",
+                "params": {"name": "run_team", "arguments": {"request": "Research bees and calculate 2+2"}},
+            },
+        ]
+        for message in messages:
+            proc.stdin.write((json.dumps(message) + "\n").encode())
+        proc.stdin.flush()
+        assert b'"serverInfo"' in proc.stdout.readline()
+        time.sleep(0.5)  # the supervisor's turn (300 ms) is done; both specialists are mid-call
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=15) == 0
+        spans = receiver.wait_for(lambda s: any(x["name"] == "invoke_agent supervisor" for x in s))
+
+    names = [s["name"] for s in spans]
+    assert "chat offline" in names and "invoke_agent researcher" in names
+    researcher = next(s for s in spans if s["name"] == "invoke_agent researcher")
+    assert researcher["attributes"][A.ERROR_TYPE] == "cancelled" and researcher["status"] == "ERROR"
+    supervisor = next(s for s in spans if s["name"] == "invoke_agent supervisor")
+    assert supervisor["attributes"][A.ERROR_TYPE] == "cancelled"
+
+
+async def test_run_joins_the_clients_trace(spans) -> None:
+    tracer = trace.get_tracer("test-client")
+    async with Client(build_server(ModelSettings(model="offline")), mode="legacy") as client:
+        with tracer.start_as_current_span("client turn") as turn:
+            result = await client.call_tool("run_team", {"request": "Research bees"})
+
+    trace_id = format(turn.get_span_context().trace_id, "032x")
+    assert result.structured_content["trace_id"] == trace_id
+    root = spans.one("invoke_agent supervisor")
+    server_span = spans.parent(root)
+    assert server_span is not None and server_span.name == "tools/call run_team"
+    client_span = spans.parent(server_span)
+    assert client_span is not None and client_span.name == "MCP send tools/call run_team"
+    assert spans.parent(client_span).name == "client turn"
+    run_spans = [s for s in spans.all if spans.attr(s, A.CONVERSATION_ID) == result.structured_content["run_id"]]
+    assert len(run_spans) >= 5 and all(format(s.context.trace_id, "032x") == trace_id for s in run_spans)
+
+
+@pytest.fixture
+def capture_on():
+    content.set_capture_enabled(True)
+    yield
+    content.set_capture_enabled(None)
+
+
+async def test_secrets_never_reach_spans_or_records_even_with_content_capture(
+    spans, capture_on, caplog: pytest.LogCaptureFixture
+) -> None:
+    content.register_secret(SECRET)
+    request = f"Research bees. My key is {SECRET} and my header is Authorization: Bearer tok_abcdefghijklmnop"
+    async with Client(build_server(ModelSettings(model="offline")), mode="legacy") as client:
+        result = await client.call_tool("run_team", {"request": request})
+        record = (await client.read_resource(f"team://runs/{result.structured_content['run_id']}")).contents[0].text
+
+    chat = spans.named("chat offline")[0]
+    messages = json.loads(str(spans.attr(chat, A.INPUT_MESSAGES)))
+    assert messages[0]["role"] == "user" and "Research bees" in messages[0]["parts"][0]["content"]
+    transfer = spans.one("execute_tool transfer_to_researcher")
+    assert "Research" in json.loads(str(spans.attr(transfer, A.TOOL_CALL_ARGUMENTS)))["task"]
+    everything = json.dumps([dict(s.attributes or {}) for s in spans.all]) + record + caplog.text
+    assert "Research bees" in everything  # content was captured...
+    assert SECRET not in everything and "tok_abcdefghijklmnop" not in everything  # ...without the secrets
+    assert "[redacted]" in record
+
+
+def test_run_writes_a_jaeger_file_and_trace_shows_it(tmp_path: Path) -> None:
+    target = tmp_path / "run.json"
+    proc = subprocess.run(
+        [
+            MCP_TEAM,
+            "run",
+            "--model",
+            "offline",
+            "--json",
+            "--quiet",
+            "--trace-dir",
+            str(tmp_path / "traces"),
+            "--jaeger-json",
+            str(target),
+            "Research bees and calculate 2+2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=clean_env(),
+    )
+    assert proc.returncode == 0, proc.stderr
+    run_id = json.loads(proc.stdout)["run_id"]
+    doc = load_trace_file(target)
+    assert validate_jaeger(doc) == []
+    (trace_doc,) = doc["data"]
+    assert trace_doc["traceID"] == json.loads(proc.stdout)["trace_id"]
+    names = {s["operationName"] for s in trace_doc["spans"]}
+    assert {"invoke_agent supervisor", "execute_tool transfer_to_analyst", "execute_tool calculate"} <= names
+
+    shown = subprocess.run(
+        [MCP_TEAM, "trace", run_id, "--dir", str(tmp_path / "traces")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=clean_env(),
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert f"run {run_id}" in shown.stdout and "→ analyst" in shown.stdout and "tool calculate" in shown.stdout
+
+    missing = subprocess.run(
+        [MCP_TEAM, "trace", "nope", "--dir", str(tmp_path / "traces")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=clean_env(),
+    )
+    assert missing.returncode == 1 and "no trace for run 'nope'" in missing.stderr and run_id in missing.stderr
+
+
+def test_console_exporter_writes_to_stderr_never_to_stdio_stdout() -> None:
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+    }
+    call = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/call",
+        "params": {"name": "researcher", "arguments": {"task": "bees"}},
+    }
+    lines = json.dumps(init) + "\n" + json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n"
+    proc = subprocess.run(
+        [MCP_TEAM, "serve"],
+        input=lines + json.dumps(call) + "\n",
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env=clean_env(MCP_TEAM_MODEL="offline", OTEL_TRACES_EXPORTER="console"),
+    )
+    assert all(json.loads(line)["jsonrpc"] == "2.0" for line in proc.stdout.splitlines() if line.strip())
+    assert '"invoke_agent researcher"' in proc.stderr
