@@ -428,6 +428,9 @@ def main() -> int:
     print("3. ", end="")
     cold_start.main()
     print()
+    print("4. ", end="")
+    export_cost.main()
+    print()
 
     print(f"Correctness: {'all runs complete, no handoff lost, span counts exact' if not checks.errors else 'FAIL'}")
     for err in checks.errors:
