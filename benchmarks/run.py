@@ -33,6 +33,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
 import cold_start
+import export_cost
 from mcp_team.handoffs.schema import Budgets, Mode, RunResult, RunSettings
 from mcp_team.handoffs.team import Team
 from mcp_team.llm.call import ModelSet

@@ -338,7 +338,7 @@ def build_server(
             description="Play the supervisor: plan and delegate a request.",
         )
     )
-    _register_specialists(server, state)
+    # The specialists' tools and prompts are registered by the lifespan, once their MCP servers are up.
 
     @server.resource(
         "team://specialists",

@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -175,7 +174,11 @@ def _run(args: argparse.Namespace) -> int:
         settings = _model_settings(args).model_copy(update=spec.model_overrides)
         _register_secrets(settings)
         models = build_models(settings)
-        temp_dir = tempfile.mkdtemp(prefix="mcp-team-trace-") if args.jaeger_json and not args.trace_dir else None
+        temp_dir = None
+        if args.jaeger_json and not args.trace_dir:
+            import tempfile
+
+            temp_dir = tempfile.mkdtemp(prefix="mcp-team-trace-")
         tracing = _start_tracing(args, temp_dir)
         limits = {
             k: v
