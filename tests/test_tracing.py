@@ -229,3 +229,35 @@ def test_console_exporter_writes_to_stderr_never_to_stdio_stdout() -> None:
     )
     assert all(json.loads(line)["jsonrpc"] == "2.0" for line in proc.stdout.splitlines() if line.strip())
     assert '"invoke_agent researcher"' in proc.stderr
+
+
+def test_otlp_over_grpc(tmp_path: Path) -> None:
+    from concurrent import futures
+
+    import grpc
+    from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
+
+    received: list[str] = []
+
+    class Collector(trace_service_pb2_grpc.TraceServiceServicer):
+        def Export(self, request, context):  # type: ignore[no-untyped-def]  # noqa: N802 - the gRPC method name
+            received.extend(s.name for rs in request.resource_spans for ss in rs.scope_spans for s in ss.spans)
+            return trace_service_pb2.ExportTraceServiceResponse()
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(Collector(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        env = clean_env(OTEL_EXPORTER_OTLP_PROTOCOL="grpc", OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{port}")
+        proc = subprocess.run(
+            [MCP_TEAM, "run", "--model", "offline", "--quiet", "Research bees"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env,
+        )
+    finally:
+        server.stop(grace=None)
+    assert proc.returncode == 0, proc.stderr
+    assert "invoke_agent supervisor" in received and "invoke_agent researcher" in received
