@@ -240,7 +240,7 @@ def test_otlp_over_grpc(tmp_path: Path) -> None:
     received: list[str] = []
 
     class Collector(trace_service_pb2_grpc.TraceServiceServicer):
-        def Export(self, request, context):  # type: ignore[no-untyped-def]  # noqa: N802 - the gRPC method name
+        def Export(self, request, context):  # type: ignore[no-untyped-def]
             received.extend(s.name for rs in request.resource_spans for ss in rs.scope_spans for s in ss.spans)
             return trace_service_pb2.ExportTraceServiceResponse()
 
