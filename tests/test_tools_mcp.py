@@ -135,14 +135,15 @@ async def test_servers_that_fail_to_start_do_not_fail_the_pool() -> None:
         McpServerConfig(name="nothing", url=f"http://127.0.0.1:{free_port()}/mcp"),
     ]
     started = time.monotonic()
-    async with McpToolPool(configs, start_timeout=0.5) as pool:
-        assert time.monotonic() - started < 5  # 0.5 s, plus the SDK's 2 s grace to stop the silent process
+    # The echo server (a fresh Python importing the MCP SDK) needs well under 3 s even on a loaded machine.
+    async with McpToolPool(configs, start_timeout=3) as pool:
+        assert time.monotonic() - started < 8  # 3 s, plus the SDK's 2 s grace to stop the silent process
         status = pool.status()
         assert status["echo"] == "running"
         assert status["missing"] == "command not found: /nonexistent/mcp-server"
         assert status["crashes"].startswith("the server exited before it finished starting (")
         assert status["crashes"].endswith("its stderr ends: no API key configured")
-        assert status["silent"] == "did not start within 0.5 s"
+        assert status["silent"] == "did not start within 3 s"
         assert status["nothing"].startswith(f"cannot connect to {configs[4].url}: ConnectError")
 
         missing = by_name(pool.tools("missing"))  # the granted names, from allowed_tools
