@@ -134,8 +134,10 @@ class Team:
 
 
 async def _orchestrate(ctx: RunContext) -> None:
+    """Plan or supervise, then synthesize; on a deadline or a dead end, the best partial answer."""
     answer: str | None = None
     with anyio.move_on_after(ctx.settings.budgets.deadline_seconds) as deadline:
+        how = ""
         if ctx.settings.mode == "planned":
             try:
                 ctx.plan = await make_plan(ctx)
@@ -145,28 +147,22 @@ async def _orchestrate(ctx: RunContext) -> None:
                 return
             await ctx.emit("plan_ready", f"plan: {len(ctx.plan.tasks)} tasks")
             await run_plan(ctx, ctx.plan)
-            answer = None if ctx.stopped_by else await synthesize(ctx, ctx.plan.combine)
+            how = ctx.plan.combine
         else:
             answer = await run_adaptive(ctx)
-            if answer is None and not ctx.stopped_by and any(r.status == "completed" for r in ctx.records):
-                answer = await synthesize(ctx)
+        if answer is None and _completed(ctx):
+            # The synthesis prompt closes the run; after a budget ran out it spends the reserved call.
+            answer = await synthesize(ctx, how)
     if deadline.cancelled_caught:
         ctx.stopped_by = f"the deadline ({ctx.settings.budgets.deadline_seconds:g} s) passed"
         for r in ctx.records:
             if r.status == "cancelled":
                 ctx.fail("deadline", r.target, "stopped by the run's deadline", r.task, r.id)
-    if (
-        answer is None
-        and ctx.stopped_by
-        and any(r.status == "completed" for r in ctx.records)
-        and not deadline.cancelled_caught
-    ):
-        answer = await synthesize(ctx)  # wind down: one closing call from the reserve
-    completed = any(r.status == "completed" for r in ctx.records)
-    if answer is None:
-        answer = fallback_answer(ctx)
-        ctx.status = "partial" if completed else "failed"
     missing = missing_section(ctx)
-    if ctx.status == "running":
-        ctx.status = "complete" if not missing else "partial" if completed else "failed"
+    ctx.status = "complete" if not missing else "partial" if _completed(ctx) else "failed"
+    answer = answer or fallback_answer(ctx)
     ctx.answer = f"{answer}\n\n---\n{missing}" if missing else answer
+
+
+def _completed(ctx: RunContext) -> bool:
+    return any(r.status == "completed" for r in ctx.records)
