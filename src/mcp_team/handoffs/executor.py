@@ -8,10 +8,11 @@ siblings' results. Both adaptive and planned runs go through here.
 from __future__ import annotations
 
 import itertools
+import logging
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Literal
 
 import anyio
 
@@ -27,12 +28,24 @@ from mcp_team.handoffs.schema import (
     RunStatus,
     UsageReport,
 )
-from mcp_team.llm import SUPERVISOR, Message, ModelError, ModelRequest, ModelSet, ToolDefinition, Usage, chat
+from mcp_team.llm import (
+    SUPERVISOR,
+    Message,
+    ModelError,
+    ModelRequest,
+    ModelResponse,
+    ModelSet,
+    ToolDefinition,
+    Usage,
+    chat,
+)
 from mcp_team.specialists import Specialist, run_specialist
 from mcp_team.telemetry import spans
 from mcp_team.telemetry.attributes import HANDOFF_TASK, TOOL_CALL_ARGUMENTS, TOOL_CALL_RESULT
 
 _PAYLOAD = {"task", "context", "expected_output"}
+
+log = logging.getLogger("mcp_team.handoffs")
 
 # Failures that a retry cannot fix.
 _FINAL_ERRORS = {"budget_exhausted", "unavailable", "auth", "bad_request", "circuit_open", "cancelled"}
@@ -49,11 +62,14 @@ _REFINE_TOOL = ToolDefinition(
 )
 
 
+EventKind = Literal["plan_ready", "handoff_started", "handoff_finished", "synthesizing"]
+
+
 @dataclass(frozen=True)
 class RunEvent:
     """A step of a run, for progress displays. `record` is set for handoff events."""
 
-    kind: Literal["plan_ready", "handoff_started", "handoff_finished", "synthesizing"]
+    kind: EventKind
     message: str
     record: HandoffRecord | None = None
     started: int = 0
@@ -105,12 +121,16 @@ class RunContext:
     def next_id(self) -> str:
         return f"h{next(self._ids)}"
 
-    async def emit(self, kind: Any, message: str, record: HandoffRecord | None = None) -> None:
+    async def emit(self, kind: EventKind, message: str, record: HandoffRecord | None = None) -> None:
+        """Tell the progress sink; a sink that fails (e.g. a client gone away) never stops the run."""
         if self.on_event is not None:
             finished = sum(r.status != "running" for r in self.records)
-            await self.on_event(RunEvent(kind, message, record, len(self.records), finished))
+            try:
+                await self.on_event(RunEvent(kind, message, record, len(self.records), finished))
+            except Exception:
+                log.warning("progress report failed; the run goes on", exc_info=True)
 
-    async def supervisor_call(self, request: ModelRequest, *, final: bool = False) -> Any:
+    async def supervisor_call(self, request: ModelRequest, *, final: bool = False) -> ModelResponse:
         """A supervisor model call, charged to the run budget (the closing one may use the reserve)."""
         meter = FinalCall(self.budget) if final else self.budget
         response = await chat(self.models, SUPERVISOR, request, timeout=self.settings.call_timeout, meter=meter)
@@ -237,16 +257,20 @@ def _refusal(ctx: RunContext, handoff: Handoff) -> HandoffRecord | None:
             f"{handoff.target} failed {ctx.settings.breaker_threshold} times in a row; its circuit is open "
             f"for the rest of this run. Work around it or finalize without it."
         )
-    elif ctx.team[handoff.target].returns_verdict and ctx.revisions >= ctx.settings.max_revisions > 0:
+    elif ctx.team[handoff.target].returns_verdict and ctx.revisions > ctx.settings.max_revisions:
+        # Each REVISE honoured is re-reviewed once; past the cap the latest draft stands.
         error_type = "revision_cap"
         error = (
-            f"the review cap ({ctx.settings.max_revisions} revisions) is reached; finalize with the latest "
+            f"the revision cap ({ctx.settings.max_revisions}) is reached; finalize with the latest "
             f"draft and mention the open review points."
         )
-    elif ctx.stopped_by is not None or not ctx.budget.take_handoff():
+    elif ctx.stopped_by is not None:
+        error_type = "stopped"
+        error = f"not started: the run is stopping ({ctx.stopped_by}). Finalize with what you have."
+    elif not ctx.budget.take_handoff():
         error_type = "budget_exhausted"
-        error = f"not started: {ctx.stopped_by or ctx.budget.exhausted}. Finalize with what you have."
-        ctx.stopped_by = ctx.stopped_by or ctx.budget.exhausted
+        error = f"not started: {ctx.budget.exhausted}. Finalize with what you have."
+        ctx.stopped_by = ctx.budget.exhausted
     if error_type is None:
         return None
     record = HandoffRecord(
@@ -261,8 +285,8 @@ async def _attempt(ctx: RunContext, handoff: Handoff) -> HandoffRecord:
     specialist = ctx.team[handoff.target]
     record = HandoffRecord(**handoff.model_dump(), started_at=now())
     ctx.records.append(record)
-    await ctx.emit("handoff_started", f"{handoff.target}: {handoff.task[:120]}", record)
     try:
+        await ctx.emit("handoff_started", f"{handoff.target}: {handoff.task[:120]}", record)
         with spans.transfer_span(handoff.source, handoff.target, handoff.call_id, handoff.id, handoff.attempt) as span:
             spans.record_content(span, HANDOFF_TASK, lambda: handoff.task)
             spans.record_content(span, TOOL_CALL_ARGUMENTS, lambda: handoff.model_dump(include=_PAYLOAD))
@@ -272,7 +296,7 @@ async def _attempt(ctx: RunContext, handoff: Handoff) -> HandoffRecord:
                 ctx.models,
                 context=handoff.context,
                 expected_output=handoff.expected_output,
-                meter=ctx.budget,
+                meter=_HandoffMeter(ctx.budget, record),
                 call_timeout=ctx.settings.call_timeout,
                 agent_id=handoff.id,
             )
@@ -286,7 +310,7 @@ async def _attempt(ctx: RunContext, handoff: Handoff) -> HandoffRecord:
     record.status = result.status
     record.ended_at = now()
     record.output, record.error, record.error_type = result.output, result.error, result.error_type
-    record.turns, record.usage, record.verdict = result.turns, result.usage, result.verdict
+    record.turns, record.verdict = result.turns, result.verdict
     ctx.breakers.record(handoff.target, result.status == "completed")
     if result.status == "failed":
         ctx.fail(result.error_type or "failed", handoff.target, result.error or "", handoff.task, handoff.id)
@@ -295,6 +319,22 @@ async def _attempt(ctx: RunContext, handoff: Handoff) -> HandoffRecord:
     status = "done" if result.status == "completed" else f"failed ({result.error_type})"
     await ctx.emit("handoff_finished", f"{handoff.target} {status}", record)
     return record
+
+
+@dataclass
+class _HandoffMeter:
+    """Charges the run budget and keeps the handoff's own usage current, call by call, so a cancelled
+    handoff still reports the tokens it spent."""
+
+    budget: Budget
+    record: HandoffRecord
+
+    def before_call(self) -> None:
+        self.budget.before_call()
+
+    def after_call(self, usage: Usage) -> None:
+        self.budget.after_call(usage)
+        self.record.usage = self.record.usage + usage
 
 
 async def _refine(ctx: RunContext, handoff: Handoff, error: str) -> str:
@@ -373,9 +413,9 @@ def missing_section(ctx: RunContext) -> str:
     if ctx.stopped_by:
         lines.append(f"- The run stopped early: {ctx.stopped_by}.")
     superseded = {r.retry_of for r in ctx.records if r.retry_of}
-    seen = set()
+    seen: set[object] = set()
     for f in ctx.failures:
-        key = (f.specialist, f.kind, f.reason)
+        key = f.handoff_id or (f.specialist, f.kind, f.reason)
         if f.recovered or f.handoff_id in superseded or key in seen:
             continue
         seen.add(key)

@@ -57,7 +57,10 @@ async def run_adaptive(ctx: RunContext) -> str | None:
             return None
         uses = response.tool_uses
         if not uses:
-            return response.text or None
+            if response.text.strip():
+                return response.text
+            ctx.fail("empty_answer", "supervisor", "the supervisor's model returned neither an answer nor a handoff")
+            return None
         handoff_uses = [u for u in uses if u.name != "finalize"]
         finalize = next((u for u in uses if u.name == "finalize"), None)
         if finalize is not None and not handoff_uses:

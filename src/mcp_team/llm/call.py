@@ -90,11 +90,10 @@ async def chat(
         spans.record_content(span, SYSTEM_INSTRUCTIONS, lambda: [{"type": "text", "content": request.system}])
         spans.record_content(span, INPUT_MESSAGES, lambda: [_semconv(m.role, m.blocks) for m in request.messages])
         async with models.limiter:
-            try:
-                with anyio.fail_after(timeout):
-                    response = await model.complete(request)
-            except TimeoutError:
-                raise ModelError("timeout", f"the {model.name} call took longer than {timeout:g} s") from None
+            with anyio.move_on_after(timeout) as limit:
+                response = await model.complete(request)
+            if limit.cancelled_caught:
+                raise ModelError("timeout", f"the {model.name} call took longer than {timeout:g} s")
         u = response.usage
         if span.is_recording():
             span.set_attribute(RESPONSE_MODEL, response.model)

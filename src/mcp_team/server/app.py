@@ -82,15 +82,23 @@ class ServerState:
 
     async def load(self, server: MCPServer["ServerState"], team: TeamSpec, task_group: TaskGroup) -> None:
         """Make `team` current: (re)start its MCP servers if they changed, then register its specialists."""
-        if self._pool_stop is None or team.mcp_servers != self.team.mcp_servers:
-            old_stop = self._pool_stop
-            self.pool, self._pool_stop = (None, anyio.Event())
+        pool, stop = self.pool, self._pool_stop
+        fresh = stop is None or team.mcp_servers != self.team.mcp_servers
+        if fresh:
+            pool, stop = None, anyio.Event()
             if team.mcp_servers:
                 # Each pool lives in a task of its own: its sessions must be entered and left in one task.
-                self.pool, self._pool_stop = await task_group.start(_run_pool, team.mcp_servers)
-            if old_stop is not None:
-                old_stop.set()
-        self.team, self.specialists, self.run_settings = team, team.build(self.pool), team.run_settings
+                pool, stop = await task_group.start(_run_pool, team.mcp_servers)
+        try:
+            specialists = team.build(pool)
+        except ConfigError:
+            if fresh and stop is not None:
+                stop.set()  # keep the current team and its servers
+            raise
+        if fresh and self._pool_stop is not None:
+            self._pool_stop.set()
+        self.pool, self._pool_stop = pool, stop
+        self.team, self.specialists, self.run_settings = team, specialists, team.run_settings
         _register_specialists(server, self)
 
     def close_pool(self) -> None:
@@ -512,8 +520,11 @@ async def _watch_loop(server: MCPServer[ServerState], state: ServerState, path: 
         await state.announce_change()
 
 
-def _mtime(path: Path) -> int | None:
+def _mtime(path: Path) -> tuple[int, int] | None:
+    """What tells an edit: modification time and size (a same-tick rewrite still changes one of them
+    in practice)."""
     try:
-        return path.stat().st_mtime_ns
+        stat = path.stat()
     except OSError:
         return None
+    return stat.st_mtime_ns, stat.st_size

@@ -135,6 +135,10 @@ class SamplingModel:
                 )
         except MCPError as exc:
             raise ModelError("unavailable", f"the client's model refused the sampling request: {exc}") from None
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream):
+            raise ModelError("connection", "the client went away before answering the sampling request") from None
+        except Exception as exc:  # the SDK also raises ValueError and NoBackChannelError
+            raise ModelError("unavailable", f"cannot sample from the client: {type(exc).__name__}: {exc}") from None
         return from_sampling_result(result)
 
 
@@ -180,9 +184,12 @@ class RoundModel:
         self._job.slots[key] = slot
         self._job.poke()
         try:
-            await slot.answered.wait()
+            with anyio.move_on_after(JOB_TTL_SECONDS) as waited:
+                await slot.answered.wait()
         finally:
             self._job.slots.pop(key, None)
+        if waited.cancelled_caught:
+            raise ModelError("timeout", f"the client did not answer a sampling round within {JOB_TTL_SECONDS:g} s")
         assert slot.response is not None
         return from_sampling_result(slot.response)
 
@@ -281,8 +288,9 @@ class RoundRunner:
         self.jobs.clear()
 
     def _expire(self) -> None:
+        """Forget runs no client came back for (finished ones whose result nobody fetched, too)."""
         now = time.monotonic()
         for job in list(self.jobs.values()):
-            if now - job.touched > JOB_TTL_SECONDS:
+            if now - job.touched > 2 * JOB_TTL_SECONDS:
                 job.scope.cancel()
                 self.jobs.pop(job.id, None)

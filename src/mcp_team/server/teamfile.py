@@ -168,7 +168,10 @@ class TeamSpec:
                     continue
                 server, _, name = grant.partition("/")
                 if pool is not None:
-                    tools.extend(pool.tools(server, None if name == "*" else [name]))
+                    try:
+                        tools.extend(pool.tools(server, None if name == "*" else [name]))
+                    except ValueError as exc:
+                        raise ConfigError(f"{self.source}: specialist {spec.name}: {exc}") from None
                 elif not lenient:
                     raise ConfigError(
                         f"{self.source}: specialist {spec.name} is granted '{grant}', but the MCP "

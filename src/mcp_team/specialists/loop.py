@@ -116,6 +116,10 @@ async def _loop(
         last_text = response.text or last_text
         uses = response.tool_uses
         if not uses:
+            if response.stop_reason == "refusal":
+                return failed("model_refused", f"the model declined the task: {response.text[:300]}", turn)
+            if response.stop_reason == "max_tokens":
+                return failed("truncated", "the answer was cut off at the output token limit; ask for less", turn)
             if not response.text.strip():
                 return failed("empty_answer", "the model returned an empty answer", turn)
             return SpecialistResult(

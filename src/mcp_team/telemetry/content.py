@@ -16,6 +16,7 @@ import math
 import os
 import re
 import threading
+import traceback
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -313,4 +314,7 @@ class RedactingFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         record.msg, record.args = redact(record.getMessage()), ()
+        if record.exc_info:  # format the traceback now, redacted, instead of letting the handler do it
+            record.exc_text = redact("".join(traceback.format_exception(*record.exc_info)).rstrip())
+            record.exc_info = None
         return True

@@ -12,7 +12,6 @@ must stay fast); `setup_tracing` imports them when tracing is really on.
 from __future__ import annotations
 
 import atexit
-import importlib.metadata
 import logging
 import os
 import sys
@@ -22,6 +21,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal, cast, get_args
 from urllib.parse import urlsplit
+
+from mcp_team import __version__
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
@@ -225,13 +226,6 @@ class TracingConfig:
         )
 
 
-def _package_version() -> str:
-    try:
-        return importlib.metadata.version("mcp-team")
-    except importlib.metadata.PackageNotFoundError:
-        return "0"
-
-
 def _run_bounded(fn: Callable[[], object], timeout_s: float, name: str) -> tuple[bool, object]:
     """Run `fn` in a daemon thread and wait at most `timeout_s` (the SDK's batch flush ignores its timeout)."""
     result: list[object] = []
@@ -340,7 +334,7 @@ def setup_tracing(config: TracingConfig, *, set_global: bool = True) -> Tracing 
         # Never stdout: with the stdio transport stdout *is* the MCP protocol stream.
         exporter = ConsoleSpanExporter(out=sys.stderr)
 
-    resource = Resource.create({"service.name": config.service_name, "service.version": _package_version()})
+    resource = Resource.create({"service.name": config.service_name, "service.version": __version__})
     provider = TracerProvider(resource=resource, shutdown_on_exit=False)
 
     trace_files: TraceFileProcessor | None = None

@@ -7,6 +7,7 @@ helpers cost a few microseconds.
 
 from __future__ import annotations
 
+import traceback
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
@@ -89,9 +90,14 @@ def mark_error(span: Span, error_type: str, exc: BaseException | None = None, me
     if not span.is_recording():
         return
     span.set_attribute(A.ERROR_TYPE, error_type)
-    span.set_status(Status(StatusCode.ERROR, message or (str(exc) if exc else error_type)))
+    # Error text can quote what the user or a tool said, so it is redacted like captured content.
+    span.set_status(Status(StatusCode.ERROR, content.redact(message or (str(exc) if exc else error_type))))
     if exc is not None:
-        span.record_exception(exc)
+        stack = "".join(traceback.format_exception(exc))
+        span.record_exception(
+            exc,
+            attributes={"exception.message": content.redact(str(exc)), "exception.stacktrace": content.redact(stack)},
+        )
 
 
 def agent_span(

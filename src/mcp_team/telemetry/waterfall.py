@@ -15,7 +15,7 @@ from mcp_team.telemetry import attributes as A
 
 __all__ = ["render_waterfall", "span_label"]
 
-TASK_TAG: Final = "mcp_team.handoff.task"
+TASK_TAG: Final = A.HANDOFF_TASK
 _TRANSFER_PREFIX: Final = "transfer_to_"
 _BAR: Final = "█"
 _TICK: Final = "▏"
