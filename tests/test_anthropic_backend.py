@@ -208,7 +208,7 @@ async def test_overloaded_every_time(api: FakeMessagesAPI) -> None:
     with pytest.raises(ModelError) as caught:
         await model_for(api, max_retries=2).complete(ask())
     err = caught.value
-    assert (err.kind, err.status, err.retryable) == ("overloaded", 529, True)
+    assert (err.kind, err.status) == ("overloaded", 529)
     assert len(api.requests) == 3
     assert "3 attempts" in err.message
     assert KEY not in err.message and KEY not in str(err)
@@ -229,7 +229,7 @@ async def test_auth_error(api: FakeMessagesAPI) -> None:
     with pytest.raises(ModelError) as caught:
         await model_for(api).complete(ask())
     err = caught.value
-    assert (err.kind, err.status, err.retryable) == ("auth", 401, False)
+    assert (err.kind, err.status) == ("auth", 401)
     assert "ANTHROPIC_API_KEY" in err.message
     assert KEY not in err.message
     assert len(api.requests) == 1  # not retried
@@ -249,7 +249,7 @@ async def test_unknown_model_is_bad_request(api: FakeMessagesAPI) -> None:
     with pytest.raises(ModelError) as caught:
         await model_for(api).complete(ask())
     err = caught.value
-    assert (err.kind, err.status, err.retryable) == ("bad_request", 400, False)
+    assert (err.kind, err.status) == ("bad_request", 400)
     assert f"model: {MODEL} is not a known model" in err.message
     assert len(api.requests) == 1
 
@@ -260,7 +260,7 @@ async def test_connection_refused() -> None:
     with pytest.raises(ModelError) as caught:
         await model.complete(ask())
     err = caught.value
-    assert (err.kind, err.retryable) == ("connection", True)
+    assert err.kind == "connection"
     assert base_url in err.message
     assert "2 attempts" in err.message
     assert KEY not in err.message
@@ -270,7 +270,7 @@ async def test_timeout(api: FakeMessagesAPI) -> None:
     api.reply(200, message([text_block("too late")]), delay=1.0)
     with pytest.raises(ModelError) as caught:
         await model_for(api, max_retries=0, timeout=0.2).complete(ask())
-    assert (caught.value.kind, caught.value.retryable) == ("timeout", True)
+    assert caught.value.kind == "timeout"
     assert "1 attempt" in caught.value.message
 
 

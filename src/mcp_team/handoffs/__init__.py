@@ -12,6 +12,7 @@ from mcp_team.handoffs.schema import (
     RunResult,
     RunSettings,
     UsageReport,
+    validation_problems,
 )
 from mcp_team.handoffs.team import Team, UnknownSpecialist
 
@@ -30,4 +31,5 @@ __all__ = [
     "UnknownSpecialist",
     "UsageReport",
     "validate_plan",
+    "validation_problems",
 ]

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from mcp_team.handoffs.executor import RunContext, execute, now
 from mcp_team.handoffs.prompts import PLANNER_INSTRUCTIONS, describe_team
-from mcp_team.handoffs.schema import Handoff, HandoffRecord, Plan
+from mcp_team.handoffs.schema import Handoff, HandoffRecord, Plan, validation_problems
 from mcp_team.llm import Message, ModelError, ModelRequest, ToolDefinition, ToolResultBlock
 from mcp_team.telemetry import spans
 
@@ -89,7 +89,7 @@ async def make_plan(ctx: RunContext) -> Plan:
                     plan = Plan.model_validate(use.input)
                     problems = validate_plan(plan, ctx.team)
                 except ValidationError as exc:
-                    problems = [f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()]
+                    problems = validation_problems(exc)
                 if not problems:
                     return plan
             if round_ == 2:

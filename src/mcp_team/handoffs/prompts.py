@@ -1,4 +1,4 @@
-"""The supervisor's prompts: planning (adaptive turns), planner, refine and synthesis are separate."""
+"""The supervisor's prompts, each separate: its turns in adaptive mode, the planner, refine, and synthesis."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 from mcp_team.specialists import Specialist
 
-PLANNING_INSTRUCTIONS = """\
+SUPERVISOR_INSTRUCTIONS = """\
 You are the supervisor of a team of specialists. You do not do the work yourself: you delegate it.
 
 How to work:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from mcp_team.llm import Usage
 from mcp_team.specialists import Verdict
@@ -22,7 +22,12 @@ class Budgets(BaseModel):
 
     max_handoffs: int = Field(default=24, ge=1, description="Handoffs dispatched, retries included.")
     max_model_calls: int = Field(default=80, ge=2, description="Model calls by the supervisor and specialists.")
-    max_tokens: int = Field(default=400_000, ge=1, description="Input plus output tokens over all calls.")
+    max_tokens: int = Field(
+        default=400_000,
+        ge=1,
+        description="Input plus output tokens over all calls. Checked before each call, so parallel calls "
+        "already in flight may finish past it.",
+    )
     deadline_seconds: float = Field(default=600.0, gt=0, description="Wall-clock limit for the run.")
 
 
@@ -76,10 +81,6 @@ class HandoffRecord(Handoff):
     usage: Usage = Field(default_factory=Usage)
     verdict: Verdict | None = None
 
-    @property
-    def specialist(self) -> str:
-        return self.target
-
 
 class Failure(BaseModel):
     kind: str = Field(description="e.g. rate_limited, max_turns, unknown_specialist, dependency_failed.")
@@ -87,7 +88,11 @@ class Failure(BaseModel):
     task: str = ""
     reason: str
     handoff_id: str | None = None
-    recovered: bool = Field(default=False, description="Later work made up for it; nothing is missing.")
+    recovered: bool = Field(
+        default=False,
+        description="Nothing is missing from the answer because of it: a retry succeeded, or no work was lost "
+        "(e.g. a handoff to an unknown specialist, a refused duplicate).",
+    )
 
 
 class UsageReport(BaseModel):
@@ -130,3 +135,8 @@ class RunResult(BaseModel):
     stopped_by: str | None = Field(default=None, description="Why the run wound down early, if it did.")
     started_at: datetime
     ended_at: datetime | None = None
+
+
+def validation_problems(exc: ValidationError, prefix: str = "") -> list[str]:
+    """Each error of `exc` as `key.path: what is wrong`, for messages a person can act on."""
+    return [f"{prefix}{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}" for e in exc.errors()]

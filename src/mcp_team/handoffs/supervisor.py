@@ -12,8 +12,8 @@ import functools
 from pydantic import ValidationError
 
 from mcp_team.handoffs.executor import FINALIZE_TOOL, RunContext, dispatch
-from mcp_team.handoffs.prompts import PLANNING_INSTRUCTIONS, describe_team
-from mcp_team.handoffs.schema import Handoff, HandoffArgs, HandoffRecord
+from mcp_team.handoffs.prompts import SUPERVISOR_INSTRUCTIONS, describe_team
+from mcp_team.handoffs.schema import Handoff, HandoffArgs, HandoffRecord, validation_problems
 from mcp_team.llm import ContentBlock, Message, ModelError, ModelRequest, ToolDefinition, ToolResultBlock, ToolUseBlock
 from mcp_team.specialists import Specialist
 
@@ -40,7 +40,7 @@ def handoff_tool(specialist: Specialist) -> ToolDefinition:
 
 async def run_adaptive(ctx: RunContext) -> str | None:
     """Drive the supervisor until it finalizes; None when it stopped without an answer."""
-    system = PLANNING_INSTRUCTIONS.format(team=describe_team(ctx.team.values()))
+    system = SUPERVISOR_INSTRUCTIONS.format(team=describe_team(ctx.team.values()))
     tools = [*(handoff_tool(s) for s in ctx.team.values()), FINALIZE_TOOL]
     messages = [Message(role="user", content=ctx.request)]
     for _turn in range(ctx.settings.max_supervisor_turns):
@@ -99,7 +99,7 @@ async def _run_turn(ctx: RunContext, uses: list[ToolUseBlock]) -> list[ContentBl
         try:
             args = HandoffArgs.model_validate(use.input)
         except ValidationError as exc:
-            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}" for e in exc.errors())
+            problems = "; ".join(validation_problems(exc))
             reason = f"malformed handoff to {target}: {problems}. Expected {{task, context?, expected_output?}}."
             ctx.fail("malformed_handoff", target, reason, recovered=True)
             answers[use.id] = ToolResultBlock(tool_use_id=use.id, content=reason, is_error=True)

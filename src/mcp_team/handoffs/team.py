@@ -121,7 +121,10 @@ class Team:
         ctx = RunContext(
             request=request, run_id=uuid.uuid4().hex, team=self.by_name, models=self.models, settings=self.settings
         )
-        with spans.conversation(ctx.run_id):
+        with (
+            spans.conversation(ctx.run_id),
+            spans.agent_span("supervisor", agent_id=ctx.run_id, provider=self.models.provider),
+        ):
             return await make_plan(ctx)
 
     async def ask(self, name: str, task: str, context: str = "") -> SpecialistResult:

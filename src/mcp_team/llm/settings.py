@@ -15,7 +15,6 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from mcp_team.llm.call import SPECIALIST, SUPERVISOR, ModelSet
 
 Backend = Literal["anthropic", "offline", "sampling"]
-BACKENDS: tuple[str, ...] = ("anthropic", "offline", "sampling")
 
 
 class ConfigError(Exception):
@@ -45,12 +44,18 @@ class ModelSettings(BaseSettings):
     offline_latency_ms: float = Field(default=0.0, ge=0)
     offline_faults: str = ""
 
-    def backend(self) -> Backend:
-        """The backend these settings select, or `ConfigError` listing the options."""
+    def configured_backend(self) -> Backend | None:
+        """The backend these settings name or imply (an API key implies anthropic); None if none."""
         if self.model is not None:
             return self.model
-        if self.anthropic_api_key is not None or self.supervisor_api_key is not None:
+        if any(k is not None for k in (self.anthropic_api_key, self.supervisor_api_key, self.specialist_api_key)):
             return "anthropic"
+        return None
+
+    def backend(self) -> Backend:
+        """The backend these settings select, or `ConfigError` listing the options."""
+        if (backend := self.configured_backend()) is not None:
+            return backend
         raise ConfigError(
             "no model is configured. Choose one:\n"
             "  - anthropic: set ANTHROPIC_API_KEY (and optionally ANTHROPIC_BASE_URL), or pass --model anthropic\n"

@@ -132,10 +132,6 @@ class ModelError(Exception):
         self.message = message
         self.status = status
 
-    @property
-    def retryable(self) -> bool:
-        return self.kind in ("rate_limited", "server_error", "overloaded", "timeout", "connection")
-
 
 @runtime_checkable
 class Model(Protocol):

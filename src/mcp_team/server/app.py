@@ -31,7 +31,7 @@ from pydantic import Field
 
 from mcp_team import __version__
 from mcp_team.handoffs import Budgets, Plan, PlanError, RunEvent, RunResult, RunSettings, Team
-from mcp_team.handoffs.prompts import PLANNING_INSTRUCTIONS, describe_team
+from mcp_team.handoffs.prompts import SUPERVISOR_INSTRUCTIONS, describe_team
 from mcp_team.llm import ModelSet
 from mcp_team.llm.settings import ConfigError, ModelSettings, build_models
 from mcp_team.server.sampling import CtxGetter, RoundRunner, SamplingModel, can_sample_in_rounds, can_sample_now
@@ -39,7 +39,7 @@ from mcp_team.server.store import MemoryRunStore, RunStore
 from mcp_team.server.teamfile import TeamSpec, load_team, load_team_file
 from mcp_team.specialists import Specialist, SpecialistResult, handoff_message
 from mcp_team.specialists.mcp_tools import McpServerConfig, McpToolPool
-from mcp_team.telemetry.content import redact_value
+from mcp_team.telemetry.content import redact_value, register_secret
 from mcp_team.telemetry.setup import Tracing
 
 log = logging.getLogger("mcp_team.server")
@@ -123,7 +123,7 @@ class ServerState:
     def configured_models(self) -> ModelSet | None:
         """The server's own model (built on first use, off the initialize path), if one is configured."""
         settings = self.model_settings
-        if settings.model == "sampling" or (settings.model is None and settings.anthropic_api_key is None):
+        if settings.configured_backend() in (None, "sampling"):
             return None
         if self._models is None:
             try:
@@ -264,7 +264,7 @@ def _specialist_tool(specialist: Specialist):  # type: ignore[no-untyped-def]
 
 def _supervisor_prompt(state: ServerState):  # type: ignore[no-untyped-def]
     def supervisor(request: Annotated[str, Field(description="The request to orchestrate.")]) -> list[UserMessage]:
-        system = PLANNING_INSTRUCTIONS.format(team=describe_team(state.specialists))
+        system = SUPERVISOR_INSTRUCTIONS.format(team=describe_team(state.specialists))
         return [
             UserMessage(
                 f"{system}\n\nIf your client exposes this server's tools, each specialist is a tool named after "
@@ -511,6 +511,8 @@ async def _watch_loop(server: MCPServer[ServerState], state: ServerState, path: 
         except ConfigError as exc:
             log.error("%s\nkeeping the current team", exc)
             continue
+        for secret in team.secrets():
+            register_secret(secret)
         try:
             await state.load(server, team, task_group)
         except ConfigError as exc:

@@ -100,26 +100,42 @@ def _team_flag(parser: argparse.ArgumentParser) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    commands = {"run": _run, "serve": _serve, "init": _init, "check": _check, "trace": _trace}
     try:
-        if args.command == "run":
-            return _run(args)
-        if args.command == "serve":
-            return _serve(args)
-        if args.command == "init":
-            return _init(args)
-        if args.command == "check":
-            return _check(args)
-        if args.command == "trace":
-            return _trace(args)
+        return commands[args.command](args)
     except KeyboardInterrupt:
         print("mcp-team: cancelled", file=sys.stderr)
         return EXIT_CANCELLED
-    raise AssertionError(f"unhandled command {args.command}")
+    except BaseException as exc:
+        if os.environ.get("MCP_TEAM_DEBUG"):
+            raise
+        return _report(exc)
+
+
+def _report(exc: BaseException) -> int:
+    """A clear one-line error instead of a traceback (MCP_TEAM_DEBUG=1 shows the traceback)."""
+    from mcp_team.llm.settings import ConfigError
+
+    leaf = exc
+    while isinstance(leaf, BaseExceptionGroup) and len(leaf.exceptions) == 1:
+        leaf = leaf.exceptions[0]  # the server's task groups wrap a start-up failure
+    if isinstance(leaf, ConfigError):
+        return _error(str(leaf), EXIT_USAGE)
+    if isinstance(leaf, OSError):
+        where = f" ({leaf.filename})" if leaf.filename else ""
+        return _error(f"{leaf.strerror or leaf}{where}", EXIT_FAILED)
+    if isinstance(leaf, SystemExit):
+        return int(leaf.code or 0) if isinstance(leaf.code, int) else EXIT_FAILED
+    return _error(
+        f"unexpected {type(leaf).__name__}: {leaf} (set MCP_TEAM_DEBUG=1 to see the traceback; please report it)",
+        EXIT_FAILED,
+    )
 
 
 def _model_settings(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     from pydantic import ValidationError
 
+    from mcp_team.handoffs import validation_problems
     from mcp_team.llm.settings import ConfigError, ModelSettings
 
     overrides: dict[str, object] = {}
@@ -132,8 +148,7 @@ def _model_settings(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     try:
         return ModelSettings(**overrides)  # type: ignore[arg-type]
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-        raise ConfigError(f"invalid settings: {problems}") from None
+        raise ConfigError(f"invalid settings: {'; '.join(validation_problems(exc))}") from None
 
 
 def _start_tracing(args: argparse.Namespace, trace_dir: str | None = None):  # type: ignore[no-untyped-def]
@@ -150,36 +165,32 @@ def _start_tracing(args: argparse.Namespace, trace_dir: str | None = None):  # t
         raise ConfigError(f"tracing: {exc}") from None
 
 
-def _register_secrets(settings) -> None:  # type: ignore[no-untyped-def]
+def _register_secrets(settings, spec) -> None:  # type: ignore[no-untyped-def]
     """Secrets never appear in spans, logs or records, whatever the capture setting."""
     from mcp_team.telemetry.content import register_secret
 
     for secret in (settings.anthropic_api_key, settings.supervisor_api_key, settings.specialist_api_key):
         if secret is not None:
             register_secret(secret.get_secret_value())
+    for value in spec.secrets():
+        register_secret(value)
 
 
 def _run(args: argparse.Namespace) -> int:
-    import anyio
     from pydantic import ValidationError
 
-    from mcp_team.handoffs import Budgets
+    from mcp_team.handoffs import Budgets, validation_problems
     from mcp_team.llm.settings import ConfigError, build_models
     from mcp_team.server.teamfile import load_team
 
     if not args.request.strip():
         return _error('the request is empty; say what you want the team to do, e.g. mcp-team run "..."')
+    _log_to_stderr()
     try:
         spec = load_team(args.team)
         settings = _model_settings(args).model_copy(update=spec.model_overrides)
-        _register_secrets(settings)
+        _register_secrets(settings, spec)
         models = build_models(settings)
-        temp_dir = None
-        if args.jaeger_json and not args.trace_dir:
-            import tempfile
-
-            temp_dir = tempfile.mkdtemp(prefix="mcp-team-trace-")
-        tracing = _start_tracing(args, temp_dir)
         limits = {
             k: v
             for k, v in {
@@ -194,10 +205,21 @@ def _run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         return _error(str(exc), EXIT_USAGE)
     except ValidationError as exc:
-        problems = "; ".join(f"--{str(e['loc'][0]).replace('_', '-')}: {e['msg']}" for e in exc.errors())
+        problems = "; ".join(p.replace("_", "-") for p in validation_problems(exc, prefix="--"))
         return _error(f"invalid budget: {problems}", EXIT_USAGE)
+    if args.jaeger_json and not args.trace_dir:
+        import tempfile
 
+        with tempfile.TemporaryDirectory(prefix="mcp-team-trace-") as trace_dir:
+            return _run_traced(args, spec, settings, models, budgets, trace_dir)
+    return _run_traced(args, spec, settings, models, budgets, None)
+
+
+def _run_traced(args, spec, settings, models, budgets, trace_dir):  # type: ignore[no-untyped-def]
+    import anyio
     from rich.console import Console
+
+    tracing = _start_tracing(args, trace_dir)
 
     console = Console(stderr=True, highlight=False, soft_wrap=True)
     if settings.backend() == "offline":
@@ -208,35 +230,39 @@ def _run(args: argparse.Namespace) -> int:
     finally:
         if tracing is not None:
             tracing.shutdown()
+    print(result.model_dump_json(indent=2) if args.json else result.answer, flush=True)  # the answer comes first
+    if not args.quiet:
+        _summary(console, result)
     if args.jaeger_json:
         written = _save_jaeger(tracing, result.run_id, args.jaeger_json)
         console.print(f"mcp-team: trace written to {written}" if written else "mcp-team: no trace was recorded")
-    if args.json:
-        print(result.model_dump_json(indent=2))
-    else:
-        print(result.answer)
-    if not args.quiet:
-        _summary(console, result)
     return {"complete": EXIT_OK, "partial": EXIT_PARTIAL}.get(result.status, EXIT_FAILED)
 
 
-def _serve(args: argparse.Namespace) -> int:
+def _log_to_stderr() -> None:
+    """Warnings and errors to stderr (stdout is the answer, or the stdio transport), redacted."""
     import logging
+
+    from mcp_team.telemetry.content import RedactingFilter
+
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="mcp-team: %(levelname)s %(message)s")
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(RedactingFilter())
+
+
+def _serve(args: argparse.Namespace) -> int:
 
     import anyio
     from pydantic import ValidationError
 
+    from mcp_team.handoffs import validation_problems
     from mcp_team.llm.settings import ConfigError
-    from mcp_team.telemetry.content import RedactingFilter, register_secret
+    from mcp_team.telemetry.content import register_secret
 
-    # stdout is the stdio transport: everything else goes to stderr, redacted.
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="mcp-team: %(levelname)s %(message)s")
-    for handler in logging.getLogger().handlers:
-        handler.addFilter(RedactingFilter())
+    _log_to_stderr()
     try:
         settings = _model_settings(args)
-        _register_secrets(settings)
-        if settings.model is None and settings.anthropic_api_key is None:
+        if settings.configured_backend() in (None, "sampling"):
             print(
                 "mcp-team: no model configured; tools will run on the client's model through MCP sampling",
                 file=sys.stderr,
@@ -246,6 +272,7 @@ def _serve(args: argparse.Namespace) -> int:
         from mcp_team.server.teamfile import load_team
 
         spec = load_team(args.team)
+        _register_secrets(settings, spec)
         http = None
         if args.http:
             from mcp_team.server.http import HttpSettings, check_bind
@@ -259,8 +286,7 @@ def _serve(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         return _error(str(exc), EXIT_USAGE)
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-        return _error(f"invalid settings: {problems}", EXIT_USAGE)
+        return _error(f"invalid settings: {'; '.join(validation_problems(exc))}", EXIT_USAGE)
 
     from mcp_team.server.app import build_server
 

@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from mcp_team.handoffs import Budgets, RunSettings
+from mcp_team.handoffs import RunSettings
 from mcp_team.llm.settings import ConfigError
 from mcp_team.specialists import DEFAULT_TEAM, Specialist, Tool
 from mcp_team.specialists.calculator import CALCULATE
@@ -46,16 +46,10 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class SupervisorSpec(_Strict):
-    mode: Literal["adaptive", "planned"] = "adaptive"
-    max_retries: int = Field(default=2, ge=0, le=10)
-    breaker_threshold: int = Field(default=3, ge=1)
-    max_revisions: int = Field(default=2, ge=0)
-    max_repeats: int = Field(default=2, ge=1)
-    max_supervisor_turns: int = Field(default=12, ge=1)
-    call_timeout: float = Field(default=180.0, gt=0)
+class SupervisorSpec(RunSettings):
+    """`[supervisor]`: the run settings, plus the model concurrency of the whole server."""
+
     max_concurrency: int | None = Field(default=None, ge=1)
-    budgets: Budgets = Field(default_factory=Budgets)
 
 
 class ModelsSpec(_Strict):
@@ -119,17 +113,7 @@ class TeamSpec:
     def run_settings(self) -> RunSettings:
         if self.model is None:
             return self.settings
-        s = self.model.supervisor
-        return RunSettings(
-            mode=s.mode,
-            budgets=s.budgets,
-            max_retries=s.max_retries,
-            breaker_threshold=s.breaker_threshold,
-            max_revisions=s.max_revisions,
-            max_repeats=s.max_repeats,
-            max_supervisor_turns=s.max_supervisor_turns,
-            call_timeout=s.call_timeout,
-        )
+        return RunSettings(**self.model.supervisor.model_dump(exclude={"max_concurrency"}))
 
     @property
     def model_overrides(self) -> dict[str, Any]:
@@ -144,6 +128,10 @@ class TeamSpec:
         if self.model.supervisor.max_concurrency:
             overrides["max_concurrency"] = self.model.supervisor.max_concurrency
         return overrides
+
+    def secrets(self) -> list[str]:
+        """Values that must never be logged or traced: the MCP servers' env values and headers."""
+        return [v for m in self.mcp_servers for v in [*m.env.values(), *m.headers.values()]]
 
     @property
     def mcp_servers(self) -> list[McpServerConfig]:

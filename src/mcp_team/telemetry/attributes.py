@@ -46,7 +46,6 @@ TOOL_CALL_RESULT: Final = "gen_ai.tool.call.result"
 PHASE: Final = "mcp_team.phase"  # act | plan | refine | synthesize | specialist
 HANDOFF_ID: Final = "mcp_team.handoff.id"
 HANDOFF_ATTEMPT: Final = "mcp_team.handoff.attempt"
-HANDOFF_STATUS: Final = "mcp_team.handoff.status"
 HANDOFF_TASK: Final = "mcp_team.handoff.task"  # content: only when capture is on
 RUN_MODE: Final = "mcp_team.run.mode"
 RUN_STATUS: Final = "mcp_team.run.status"

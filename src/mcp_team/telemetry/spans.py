@@ -81,10 +81,6 @@ class _SpanScope:
             self.span.end()
 
 
-def _span(name: str, kind: SpanKind, attributes: dict[str, str | int]) -> _SpanScope:
-    return _SpanScope(name, kind, attributes)
-
-
 def mark_error(span: Span, error_type: str, exc: BaseException | None = None, message: str = "") -> None:
     """Mark a span failed with a low-cardinality `error.type` (and the exception, if any)."""
     if not span.is_recording():
@@ -111,13 +107,13 @@ def agent_span(
         attrs[A.AGENT_ID] = agent_id
     if provider:
         attrs[A.PROVIDER_NAME] = provider
-    return _span(f"{A.OP_INVOKE_AGENT} {agent}", SpanKind.INTERNAL, attrs)
+    return _SpanScope(f"{A.OP_INVOKE_AGENT} {agent}", SpanKind.INTERNAL, attrs)
 
 
 def plan_span(agent: str) -> AbstractContextManager[Span]:
     """`plan {agent}`: the planning step of planned mode (its model call is a child)."""
     attrs: dict[str, str | int] = {A.OPERATION_NAME: A.OP_PLAN, A.AGENT_NAME: agent}
-    return _span(f"{A.OP_PLAN} {agent}", SpanKind.INTERNAL, attrs)
+    return _SpanScope(f"{A.OP_PLAN} {agent}", SpanKind.INTERNAL, attrs)
 
 
 def chat_span(model: str, provider: str, phase: str, max_tokens: int) -> AbstractContextManager[Span]:
@@ -129,7 +125,7 @@ def chat_span(model: str, provider: str, phase: str, max_tokens: int) -> Abstrac
         A.REQUEST_MAX_TOKENS: max_tokens,
         A.PHASE: phase,
     }
-    return _span(f"{A.OP_CHAT} {model}", SpanKind.CLIENT, attrs)
+    return _SpanScope(f"{A.OP_CHAT} {model}", SpanKind.CLIENT, attrs)
 
 
 def tool_span(tool: str, call_id: str, agent: str) -> AbstractContextManager[Span]:
@@ -141,7 +137,7 @@ def tool_span(tool: str, call_id: str, agent: str) -> AbstractContextManager[Spa
         A.TOOL_TYPE: "function",
         A.AGENT_NAME: agent,
     }
-    return _span(f"{A.OP_EXECUTE_TOOL} {tool}", SpanKind.INTERNAL, attrs)
+    return _SpanScope(f"{A.OP_EXECUTE_TOOL} {tool}", SpanKind.INTERNAL, attrs)
 
 
 def transfer_span(
@@ -160,7 +156,7 @@ def transfer_span(
         A.HANDOFF_ID: handoff_id,
         A.HANDOFF_ATTEMPT: attempt,
     }
-    return _span(f"{A.OP_EXECUTE_TOOL} {tool}", SpanKind.INTERNAL, attrs)
+    return _SpanScope(f"{A.OP_EXECUTE_TOOL} {tool}", SpanKind.INTERNAL, attrs)
 
 
 def record_usage(
