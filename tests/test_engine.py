@@ -7,7 +7,7 @@ import time
 import anyio
 import pytest
 
-from mcp_team.handoffs import Budgets, RunResult, RunSettings, Team
+from mcp_team.handoffs import Budgets, RunEvent, RunResult, RunSettings, Team
 from mcp_team.llm import ModelRequest, ModelResponse, ModelSet, ToolResultBlock
 from mcp_team.llm.call import SPECIALIST, SUPERVISOR
 from mcp_team.llm.offline import OfflineModel, parse_faults
@@ -318,8 +318,16 @@ async def test_deadline_cancels_running_work_and_returns_promptly(spans) -> None
 async def test_cancellation_stops_every_branch_and_records_the_run(spans) -> None:
     finished: list[RunResult] = []
     team = offline_team(latency=0.3)
-    with anyio.move_on_after(0.45):  # the supervisor's first turn is done; the specialists are mid-call
-        await team.run("Research bees and calculate 2+2", on_finish=finished.append)
+    both_started = anyio.Event()
+
+    async def on_event(event: RunEvent) -> None:
+        if event.kind == "handoff_started" and event.started == 2:
+            both_started.set()  # both specialists are now inside their 300 ms model calls
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lambda: team.run("Research bees and calculate 2+2", on_event=on_event, on_finish=finished.append))
+        await both_started.wait()
+        tg.cancel_scope.cancel()
 
     (record,) = finished
     assert record.status == "cancelled"
@@ -380,3 +388,61 @@ async def test_supervisor_answering_in_plain_text_is_accepted() -> None:
     team = Team(ModelSet({SUPERVISOR: ScriptedModel([text("Paris.")]), SPECIALIST: OfflineModel()}))
     result = await team.run("Capital of France?")
     assert (result.status, result.answer, result.handoffs) == ("complete", "Paris.", [])
+
+
+async def test_a_failing_progress_sink_never_stops_the_run() -> None:
+    async def broken_sink(event: RunEvent) -> None:
+        raise ConnectionResetError("the client went away")
+
+    result = await offline_team().run("Research bees and calculate 2+2", on_event=broken_sink)
+    assert result.status == "complete" and len(result.handoffs) == 2
+
+
+async def test_a_supervisor_that_says_nothing_fails_the_run() -> None:
+    team = Team(ModelSet({SUPERVISOR: ScriptedModel([text("")]), SPECIALIST: OfflineModel()}))
+    result = await team.run("Research bees")
+    assert result.status == "failed"
+    assert [f.kind for f in result.failures] == ["empty_answer"]
+
+
+async def test_truncated_specialist_answer_is_a_failure_that_is_retried() -> None:
+    from mcp_team.llm import ModelResponse, TextBlock, Usage
+
+    cut = ModelResponse(
+        content=[TextBlock(text="The history of the transis")],
+        stop_reason="max_tokens",
+        model="scripted",
+        usage=Usage(input_tokens=5, output_tokens=4096),
+    )
+    specialist = ScriptedModel([cut, text("A short history of the transistor.")])
+    supervisor = ScriptedModel(
+        [
+            tool_calls(("handoff_to_researcher", {"task": "history of the transistor"})),
+            lambda request: (
+                text("ok") if request.phase != "refine" else tool_calls(("refine_task", {"task": "shorter"}))
+            ),
+            tool_calls(("finalize", {"answer": "done"})),
+        ]
+    )
+    result = await Team(ModelSet({SUPERVISOR: supervisor, SPECIALIST: specialist})).run("History of the transistor")
+
+    first, retry = result.handoffs
+    assert (first.status, first.error_type) == ("failed", "truncated")
+    assert first.usage.output_tokens == 4096  # what it spent is kept
+    assert (retry.status, retry.task) == ("completed", "shorter")
+    assert result.status == "complete"
+
+
+async def test_every_failed_task_is_listed_as_missing() -> None:
+    supervisor = ScriptedModel(
+        _supervisor_script(
+            [("handoff_to_researcher", {"task": "find A"}), ("handoff_to_researcher", {"task": "find B"})]
+        )
+    )
+    team = Team(
+        ModelSet({SUPERVISOR: supervisor, SPECIALIST: OfflineModel(faults=parse_faults("server_error"))}),
+        settings=RunSettings(max_retries=0),
+    )
+    result = await team.run("Find A and B")
+    assert result.status == "failed"
+    assert 'researcher on "find A"' in result.answer and 'researcher on "find B"' in result.answer

@@ -161,9 +161,21 @@ class _SignallingStore(MemoryRunStore):
 async def test_cancellation_stops_all_work_promptly_and_records_the_run(mode: str) -> None:
     store = _SignallingStore()
     server = build_server(offline(offline_latency_ms=300), store=store)
+    both_started = anyio.Event()
+
+    async def on_progress(p: float, total: float | None, message: str | None) -> None:
+        if p == 2:  # two handoffs started: both specialists are inside their 300 ms model calls
+            both_started.set()
+
     async with Client(server, mode=mode) as client:
-        with anyio.move_on_after(0.45):  # the supervisor turn is done; two specialists are mid-call
-            await client.call_tool("run_team", {"request": "Research bees and calculate 2+2"})
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(
+                lambda: client.call_tool(
+                    "run_team", {"request": "Research bees and calculate 2+2"}, progress_callback=on_progress
+                )
+            )
+            await both_started.wait()
+            tg.cancel_scope.cancel()
         cancelled_at = time.perf_counter()
         with anyio.fail_after(2):
             await store.saved.wait()

@@ -335,3 +335,14 @@ async def test_served_team_reports_its_external_servers(tmp_path: Path) -> None:
     assert team["mcp_servers"] == {"echo": "running"}
     assert {"adder", "poet"} <= tools
     assert next(s for s in team["specialists"] if s["name"] == "adder")["tools"] == ["add"]
+
+
+def test_a_tool_the_mcp_server_does_not_offer_is_a_clear_error(tmp_path: Path) -> None:
+    body = ADDER_TEAM.replace('allowed_tools = ["add", "echo"]\n', "").replace('"echo/add"', '"echo/multiply"')
+    write(tmp_path, body)
+    proc = subprocess.run(
+        [MCP_TEAM, "run", "--model", "offline", "Add 2 and 3"], capture_output=True, text=True, timeout=60, cwd=tmp_path
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "specialist adder" in proc.stderr and "multiply" in proc.stderr
+    assert "Traceback" not in proc.stderr

@@ -267,7 +267,11 @@ def test_to_json_deep_nesting_is_cut() -> None:
     value: Any = "leaf"
     for _ in range(200):
         value = [value]
-    json.loads(to_json(value))
+    doc = json.loads(to_json(value))
+    depth = 0
+    while isinstance(doc, list):
+        doc, depth = doc[0], depth + 1
+    assert doc == "…[too deep]" and 10 <= depth < 200  # cut well before the leaf, marked where it was cut
 
 
 json_leaves = (
@@ -293,8 +297,21 @@ values = st.recursive(
 @given(value=values, max_string=st.integers(min_value=0, max_value=50), max_items=st.integers(min_value=0, max_value=6))
 def test_to_json_is_always_valid_json(value: Any, max_string: int, max_items: int) -> None:
     text = to_json(value, max_string=max_string, max_items=max_items)
-    json.loads(text)
+    doc = json.loads(text)
     text.encode("utf-8")  # exportable over OTLP
+    assert _within_limits(doc, max_string, max_items)
+
+
+def _within_limits(doc: Any, max_string: int, max_items: int) -> bool:
+    """Strings and containers respect the limits, up to the truncation marker itself."""
+    if isinstance(doc, str):
+        markers = ("[+", "…[", "<")  # a marker stands whole; a cut string carries one right at the cut
+        return len(doc) <= max_string or doc.startswith(markers) or doc[max_string:].startswith("…[+")
+    if isinstance(doc, list):
+        return len(doc) <= max_items + 1 and all(_within_limits(d, max_string, max_items) for d in doc)
+    if isinstance(doc, dict):
+        return len(doc) <= max_items + 1 and all(_within_limits(d, max_string, max_items) for d in doc.values())
+    return True
 
 
 @FAST

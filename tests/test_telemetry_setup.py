@@ -261,13 +261,9 @@ def test_pipeline_without_global_provider(tmp_path: Path, capsys: pytest.Capture
     assert "hello-console" not in out.out
 
 
-def test_grpc_without_its_package_says_what_to_install() -> None:
-    try:
-        import opentelemetry.exporter.otlp.proto.grpc.trace_exporter  # noqa: F401
-    except ImportError:
-        pass
-    else:
-        pytest.skip("the gRPC exporter is installed")
+def test_grpc_without_its_package_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    # It is a dependency, but an install can lose it; None in sys.modules makes the import fail.
+    monkeypatch.setitem(sys.modules, "opentelemetry.exporter.otlp.proto.grpc.trace_exporter", None)
     config = TracingConfig.from_env({"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"})
     with pytest.raises(ValueError, match="pip install opentelemetry-exporter-otlp-proto-grpc"):
         setup_tracing(config, set_global=False)

@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -90,14 +89,21 @@ def test_sigterm_mid_run_cancels_cleanly_and_exports_what_ran() -> None:
                 "jsonrpc": "2.0",
                 "id": 2,
                 "method": "tools/call",
-                "params": {"name": "run_team", "arguments": {"request": "Research bees and calculate 2+2"}},
+                "params": {
+                    "name": "run_team",
+                    "arguments": {"request": "Research bees and calculate 2+2"},
+                    "_meta": {"progressToken": "p1"},
+                },
             },
         ]
         for message in messages:
             proc.stdin.write((json.dumps(message) + "\n").encode())
         proc.stdin.flush()
         assert b'"serverInfo"' in proc.stdout.readline()
-        time.sleep(0.5)  # the supervisor's turn (300 ms) is done; both specialists are mid-call
+        started = 0
+        while started < 2:  # progress: both handoffs started, so both specialists are inside 300 ms model calls
+            message = json.loads(proc.stdout.readline())
+            started += message.get("method") == "notifications/progress"
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=15) == 0
         spans = receiver.wait_for(lambda s: any(x["name"] == "invoke_agent supervisor" for x in s))
@@ -261,3 +267,45 @@ def test_otlp_over_grpc(tmp_path: Path) -> None:
         server.stop(grace=None)
     assert proc.returncode == 0, proc.stderr
     assert "invoke_agent supervisor" in received and "invoke_agent researcher" in received
+
+
+async def test_error_text_on_spans_is_redacted(spans) -> None:
+    from mcp_team.llm import ModelSet
+    from mcp_team.llm.scripted import ScriptedModel, text, tool_calls
+    from mcp_team.specialists import Specialist, Tool, ToolFailed, run_specialist
+
+    content.register_secret(SECRET)
+
+    async def leaky(args: dict) -> str:
+        raise ToolFailed(f"could not fetch https://api.example/?key={SECRET}")
+
+    agent = Specialist(
+        name="fetcher", description="d", system_prompt="p", tools=(Tool("leaky", "d", {"type": "object"}, leaky),)
+    )
+    model = ScriptedModel([tool_calls(("leaky", {})), text("gave up")])
+    await run_specialist(agent, "fetch it", ModelSet.single(model))
+
+    tool_span = spans.one("execute_tool leaky")
+    assert tool_span.status.status_code.name == "ERROR"
+    assert SECRET not in (tool_span.status.description or "") and "[redacted]" in (tool_span.status.description or "")
+
+
+def test_jaeger_file_that_cannot_be_written_still_prints_the_answer(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [
+            MCP_TEAM,
+            "run",
+            "--model",
+            "offline",
+            "--quiet",
+            "--jaeger-json",
+            str(tmp_path / "missing" / "run.json"),
+            "Research bees",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=clean_env(),
+    )
+    assert "[offline researcher]" in proc.stdout  # the answer is never lost
+    assert proc.returncode == 1 and "No such file or directory" in proc.stderr and "Traceback" not in proc.stderr

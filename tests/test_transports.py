@@ -131,12 +131,27 @@ async def test_http_call_with_progress_and_cancellation(http_server: str) -> Non
         assert result.structured_content["status"] == "complete"
         assert progress[0].startswith("researcher:") and "researcher done" in progress
 
-        with anyio.move_on_after(0.3):  # mid-call: the supervisor's 200 ms turn is done, the researcher's is not
-            await client.call_tool("run_team", {"request": "Research wasps"})
-        await anyio.sleep(0.3)
-        runs = json.loads((await client.read_resource("team://runs")).contents[0].text)["runs"]
+        researching = anyio.Event()
 
-    assert runs[0]["request"] == "Research wasps" and runs[0]["status"] == "cancelled"
+        async def on_start(p: float, total: float | None, message: str | None) -> None:
+            if (message or "").startswith("researcher:"):
+                researching.set()  # the researcher is inside its 200 ms model call
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(
+                lambda: client.call_tool("run_team", {"request": "Research wasps"}, progress_callback=on_start)
+            )
+            await researching.wait()
+            tg.cancel_scope.cancel()
+        with anyio.fail_after(5):  # the cancellation crosses HTTP to the server; poll its record
+            while not (runs := await _runs(client)) or runs[0]["request"] != "Research wasps":  # noqa: ASYNC110
+                await anyio.sleep(0.05)
+
+    assert runs[0]["status"] == "cancelled"
+
+
+async def _runs(client: Client) -> list[dict]:
+    return json.loads((await client.read_resource("team://runs")).contents[0].text)["runs"]
 
 
 def test_non_loopback_bind_without_token_is_refused() -> None:
