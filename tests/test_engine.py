@@ -162,7 +162,7 @@ async def test_unknown_specialist_fault_from_the_offline_supervisor() -> None:
     assert [f.kind for f in result.failures] == ["unknown_specialist"]
 
 
-async def test_malformed_handoff_is_answered_with_the_validation_error() -> None:
+async def test_malformed_handoff_is_answered_with_the_validation_error(spans) -> None:
     result = await offline_team("malformed_tool_call:supervisor:1").run("Research bees")
 
     assert result.status == "complete"  # the supervisor recovered on its next turn
@@ -170,6 +170,7 @@ async def test_malformed_handoff_is_answered_with_the_validation_error() -> None
     assert failure.kind == "malformed_handoff"
     assert "task" in failure.reason and "expected" in failure.reason.lower()
     assert statuses(result) == [("researcher", "completed")]
+    assert len(spans.named("execute_tool transfer_to_researcher")) == 1  # the malformed call never ran
 
 
 async def test_identical_repeated_handoffs_are_detected_and_stopped(spans) -> None:
@@ -268,15 +269,20 @@ async def test_specialist_that_never_stops_calling_tools_hits_max_turns(spans) -
     assert spans.attr(spans.one("invoke_agent analyst"), A.ERROR_TYPE) == "max_turns"
 
 
-async def test_model_call_timeout_is_a_retryable_failure() -> None:
+async def test_model_call_timeout_is_a_retryable_failure(spans) -> None:
     result = await offline_team("timeout:researcher:1", call_timeout=0.2).run("Research bees")
     first, retry = result.handoffs
     assert (first.error_type, retry.status) == ("timeout", "completed")
     assert result.status == "complete"
+    assert [(f.kind, f.recovered) for f in result.failures] == [("timeout", True)]
+    timed_out, _ok = spans.named("chat offline")[1:3]  # after the supervisor's first turn
+    assert spans.attr(timed_out, A.ERROR_TYPE) == "timeout"
 
 
-async def test_handoff_budget_winds_down_with_a_partial_answer() -> None:
+async def test_handoff_budget_winds_down_with_a_partial_answer(spans) -> None:
     result = await offline_team(budgets=Budgets(max_handoffs=2)).run(FULL_REQUEST)
+    assert len([s for s in spans.all if s.name.startswith("execute_tool transfer_to_")]) == 2
+    assert [spans.attr(s, A.PHASE) for s in spans.named("chat offline")][-1] == "synthesize"  # the wind-down
 
     assert result.status == "partial"
     assert result.stopped_by and "handoff budget (2)" in result.stopped_by
