@@ -130,6 +130,7 @@ async def test_run_joins_the_clients_trace(spans) -> None:
     client_span = spans.parent(server_span)
     assert client_span is not None and client_span.name == "MCP send tools/call run_team"
     assert spans.parent(client_span).name == "client turn"
+    assert spans.attr(server_span, A.CONVERSATION_ID) == result.structured_content["run_id"]
     run_spans = [s for s in spans.all if spans.attr(s, A.CONVERSATION_ID) == result.structured_content["run_id"]]
     assert len(run_spans) >= 5 and all(format(s.context.trace_id, "032x") == trace_id for s in run_spans)
 

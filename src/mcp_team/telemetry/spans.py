@@ -24,7 +24,11 @@ _conversation_id: ContextVar[str | None] = ContextVar("mcp_team_conversation_id"
 
 @contextmanager
 def conversation(run_id: str) -> Iterator[None]:
-    """Stamp `gen_ai.conversation.id` on every span started inside this block."""
+    """Stamp `gen_ai.conversation.id` on every span started inside this block, and on the span that
+    encloses it (e.g. the MCP SDK's `tools/call` span), so a tag search finds the whole request."""
+    enclosing = trace.get_current_span()
+    if enclosing.is_recording():
+        enclosing.set_attribute(A.CONVERSATION_ID, run_id)
     token = _conversation_id.set(run_id)
     try:
         yield
