@@ -436,15 +436,21 @@ def _check(args: argparse.Namespace) -> int:
         print(f"mcp-team: {exc}", file=sys.stderr)
         return EXIT_FAILED
     table = Table(title=f"{spec.source}: {len(team)} specialists, {spec.run_settings.mode} mode")
-    for column in ("name", "description", "tools", "max turns", "token budget", "model role"):
-        table.add_column(column, overflow="fold")
+    table.add_column("name", no_wrap=True)
+    table.add_column("description", ratio=3)
+    table.add_column("tools", ratio=1)
+    for column in ("max turns", "token budget", "model role"):
+        table.add_column(column, no_wrap=True)
     grants = {s.name: s.tools for s in spec.model.specialists} if spec.model else {}
     for s in team:
         tools = grants.get(s.name) or [t.name for t in s.tools]
         table.add_row(
             s.name, s.description, ", ".join(tools) or "-", str(s.max_turns), str(s.max_tokens or "-"), s.model_role
         )
-    Console(soft_wrap=False).print(table)
+    console = Console()
+    if not console.is_terminal:
+        console.width = 140  # piped or captured: rich would assume 80 columns
+    console.print(table)
     if spec.mcp_servers:
         print("MCP servers: " + ", ".join(m.name for m in spec.mcp_servers))
     return EXIT_OK
