@@ -452,3 +452,12 @@ async def test_every_failed_task_is_listed_as_missing() -> None:
     result = await team.run("Find A and B")
     assert result.status == "failed"
     assert 'researcher on "find A"' in result.answer and 'researcher on "find B"' in result.answer
+
+
+async def test_synthesis_reads_only_the_last_attempt_of_each_task() -> None:
+    result = await offline_team("server_error:researcher:2").run("Research bees", mode="planned")
+
+    assert [h.status for h in result.handoffs] == ["failed", "failed", "completed"]  # two retries, the last one works
+    assert result.status == "complete"
+    # The offline synthesizer echoes what it was given: one researcher result, no failed attempt.
+    assert result.answer.count("### researcher") == 1 and "(failed)" not in result.answer

@@ -22,6 +22,7 @@ from mcp_team.handoffs.schema import (
     Failure,
     Handoff,
     HandoffRecord,
+    HandoffStatus,
     Plan,
     RunResult,
     RunSettings,
@@ -48,7 +49,7 @@ _PAYLOAD = {"task", "context", "expected_output"}
 log = logging.getLogger("mcp_team.handoffs")
 
 # Failures that a retry cannot fix.
-_FINAL_ERRORS = {"budget_exhausted", "unavailable", "auth", "bad_request", "circuit_open", "cancelled"}
+_FINAL_ERRORS = {"budget_exhausted", "unavailable", "auth", "bad_request"}
 
 FINALIZE_TOOL = ToolDefinition(
     name="finalize",
@@ -235,17 +236,7 @@ def _refuse_duplicate(ctx: RunContext, handoff: Handoff, earlier: HandoffRecord)
         ctx.stopped_by = ctx.stopped_by or (
             f"the supervisor repeated the same handoff {ctx.repeats} times (loop detected)"
         )
-    record = HandoffRecord(
-        **handoff.model_dump(),
-        status="refused",
-        started_at=now(),
-        ended_at=now(),
-        output=earlier.output,
-        error=reason,
-        error_type="duplicate_handoff",
-    )
-    ctx.records.append(record)
-    return record
+    return not_run(ctx, handoff, "refused", "duplicate_handoff", reason, output=earlier.output)
 
 
 def _refusal(ctx: RunContext, handoff: Handoff) -> HandoffRecord | None:
@@ -271,13 +262,27 @@ def _refusal(ctx: RunContext, handoff: Handoff) -> HandoffRecord | None:
         error_type = "budget_exhausted"
         error = f"not started: {ctx.budget.exhausted}. Finalize with what you have."
         ctx.stopped_by = ctx.budget.exhausted
-    if error_type is None:
+    if error_type is None or error is None:
         return None
+    ctx.fail(error_type, handoff.target, error, handoff.task, handoff.id, recovered=error_type == "revision_cap")
+    return not_run(ctx, handoff, "refused", error_type, error)
+
+
+def not_run(
+    ctx: RunContext, handoff: Handoff, status: HandoffStatus, error_type: str, error: str, output: str = ""
+) -> HandoffRecord:
+    """Record a handoff that was refused or skipped before it ran."""
+    at = now()
     record = HandoffRecord(
-        **handoff.model_dump(), status="refused", started_at=now(), ended_at=now(), error=error, error_type=error_type
+        **handoff.model_dump(),
+        status=status,
+        started_at=at,
+        ended_at=at,
+        output=output,
+        error=error,
+        error_type=error_type,
     )
     ctx.records.append(record)
-    ctx.fail(error_type, handoff.target, error or "", handoff.task, handoff.id, recovered=error_type == "revision_cap")
     return record
 
 
@@ -361,14 +366,18 @@ async def _refine(ctx: RunContext, handoff: Handoff, error: str) -> str:
     return response.text.strip() or handoff.task
 
 
+def _superseded(records: Sequence[HandoffRecord]) -> set[str]:
+    """Ids of attempts that a retry replaced: only the last attempt of a task speaks for it."""
+    return {r.retry_of for r in records if r.retry_of}
+
+
 def describe_results(records: Sequence[HandoffRecord]) -> str:
     """The latest outcome per task, as the synthesizer reads it."""
-    latest: dict[tuple[str, str], HandoffRecord] = {}
-    for r in records:
-        if r.status != "refused":
-            latest[(r.target, r.retry_of or r.id)] = r
+    superseded = _superseded(records)
     parts = []
-    for r in latest.values():
+    for r in records:
+        if r.status == "refused" or r.id in superseded:
+            continue
         if r.status == "completed":
             parts.append(f"### {r.target} (completed): {r.task[:200]}\n{r.output}")
         else:
@@ -412,7 +421,7 @@ def missing_section(ctx: RunContext) -> str:
     lines = []
     if ctx.stopped_by:
         lines.append(f"- The run stopped early: {ctx.stopped_by}.")
-    superseded = {r.retry_of for r in ctx.records if r.retry_of}
+    superseded = _superseded(ctx.records)
     seen: set[object] = set()
     for f in ctx.failures:
         key = f.handoff_id or (f.specialist, f.kind, f.reason)

@@ -11,7 +11,7 @@ from collections.abc import Collection
 import anyio
 from pydantic import ValidationError
 
-from mcp_team.handoffs.executor import RunContext, execute, now
+from mcp_team.handoffs.executor import RunContext, execute, not_run
 from mcp_team.handoffs.prompts import PLANNER_INSTRUCTIONS, describe_team
 from mcp_team.handoffs.schema import Handoff, HandoffRecord, Plan, validation_problems
 from mcp_team.llm import Message, ModelError, ModelRequest, ToolDefinition, ToolResultBlock
@@ -143,14 +143,5 @@ def _skip(ctx: RunContext, handoff: Handoff, failed: list[str], outcome: dict[st
     reason = "skipped because its dependencies did not complete: " + ", ".join(
         f"{d} ({outcome[d].target}: {outcome[d].status})" for d in failed
     )
-    record = HandoffRecord(
-        **handoff.model_dump(),
-        status="skipped",
-        started_at=now(),
-        ended_at=now(),
-        error=reason,
-        error_type="dependency_failed",
-    )
-    ctx.records.append(record)
     ctx.fail("dependency_failed", handoff.target, reason, handoff.task, handoff.id)
-    return record
+    return not_run(ctx, handoff, "skipped", "dependency_failed", reason)
