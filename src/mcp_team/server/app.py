@@ -76,10 +76,6 @@ class ServerState:
     _models: ModelSet | None = None
     _pool_stop: anyio.Event | None = None
 
-    def __post_init__(self) -> None:
-        # The team without its external MCP tools until the lifespan starts their servers.
-        self.specialists, self.run_settings = self.team.build(None, lenient=True), self.team.run_settings
-
     async def load(self, server: MCPServer["ServerState"], team: TeamSpec, task_group: TaskGroup) -> None:
         """Make `team` current: (re)start its MCP servers if they changed, then register its specialists."""
         pool, stop = self.pool, self._pool_stop
@@ -324,7 +320,7 @@ def build_server(
         "mcp-team",
         title="mcp-team",
         version=__version__,
-        instructions=INSTRUCTIONS.format(names=", ".join(s.name for s in state.specialists)),
+        instructions=INSTRUCTIONS.format(names=", ".join(team.names)),
         lifespan=lifespan,
         token_verifier=auth[0] if auth else None,
         auth=auth[1] if auth else None,

@@ -180,7 +180,7 @@ def _run(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
     from mcp_team.handoffs import Budgets, validation_problems
-    from mcp_team.llm.settings import ConfigError, build_models
+    from mcp_team.llm.settings import build_models
     from mcp_team.server.teamfile import load_team
 
     if not args.request.strip():
@@ -202,9 +202,7 @@ def _run(args: argparse.Namespace) -> int:
             if v is not None
         }
         budgets = Budgets(**limits) if limits else None
-    except ConfigError as exc:
-        return _error(str(exc), EXIT_USAGE)
-    except ValidationError as exc:
+    except ValidationError as exc:  # a ConfigError reaches main(), which says it the same way
         problems = "; ".join(p.replace("_", "-") for p in validation_problems(exc, prefix="--"))
         return _error(f"invalid budget: {problems}", EXIT_USAGE)
     if args.jaeger_json and not args.trace_dir:
@@ -256,7 +254,6 @@ def _serve(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
     from mcp_team.handoffs import validation_problems
-    from mcp_team.llm.settings import ConfigError
     from mcp_team.telemetry.content import register_secret
 
     _log_to_stderr()
@@ -283,9 +280,7 @@ def _serve(args: argparse.Namespace) -> int:
             if http.http_token is not None:
                 register_secret(http.http_token.get_secret_value())
         tracing = _start_tracing(args)
-    except ConfigError as exc:
-        return _error(str(exc), EXIT_USAGE)
-    except ValidationError as exc:
+    except ValidationError as exc:  # a ConfigError reaches main(), which says it the same way
         return _error(f"invalid settings: {'; '.join(validation_problems(exc))}", EXIT_USAGE)
 
     from mcp_team.server.app import build_server
@@ -345,13 +340,12 @@ async def _serve_stdio(server, tracing) -> None:  # type: ignore[no-untyped-def]
 
 async def _run_team(spec, models, request, mode, budgets, on_event):  # type: ignore[no-untyped-def]
     """One run of the team file's team, with its external MCP servers up for the run's duration."""
+    from contextlib import nullcontext
+
     from mcp_team.handoffs import Team
     from mcp_team.specialists.mcp_tools import McpToolPool
 
-    if not spec.mcp_servers:
-        team = Team(models, spec.build(), spec.run_settings)
-        return await team.run(request, mode=mode, budgets=budgets, on_event=on_event)
-    async with McpToolPool(spec.mcp_servers) as pool:
+    async with McpToolPool(spec.mcp_servers) if spec.mcp_servers else nullcontext() as pool:
         team = Team(models, spec.build(pool), spec.run_settings)
         return await team.run(request, mode=mode, budgets=budgets, on_event=on_event)
 
@@ -403,7 +397,6 @@ def _trace(args: argparse.Namespace) -> int:
 def _init(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from mcp_team.llm.settings import ConfigError
     from mcp_team.server.teamfile import PRESETS, preset_text, render_team_file
 
     if args.list:
@@ -413,10 +406,7 @@ def _init(args: argparse.Namespace) -> int:
     path = Path(args.path)
     if path.exists() and not args.force:
         return _error(f"{path} already exists; pass --force to overwrite it", EXIT_USAGE)
-    try:
-        text = preset_text(args.preset) if args.preset else render_team_file()
-    except ConfigError as exc:
-        return _error(str(exc), EXIT_USAGE)
+    text = preset_text(args.preset) if args.preset else render_team_file()
     path.write_text(text, encoding="utf-8")
     print(f"mcp-team: wrote {path}" + (f" (preset {args.preset})" if args.preset else ""), file=sys.stderr)
     return EXIT_OK

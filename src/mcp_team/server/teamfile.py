@@ -106,6 +106,11 @@ class TeamSpec:
         return cls(source, specialists=tuple(specialists), settings=settings or RunSettings())
 
     @property
+    def names(self) -> list[str]:
+        """The specialists' names, without building them."""
+        return [s.name for s in (self.model.specialists if self.model else self.specialists)]
+
+    @property
     def path(self) -> Path | None:
         return Path(self.source) if self.model is not None else None
 
