@@ -24,10 +24,7 @@ from mcp_team.llm.settings import ConfigError
 from mcp_team.specialists import DEFAULT_TEAM, Specialist, Tool
 from mcp_team.specialists.calculator import CALCULATE
 from mcp_team.specialists.definition import NAME_PATTERN
-from mcp_team.specialists.files import file_tools
 from mcp_team.specialists.mcp_tools import McpServerConfig, McpToolPool
-from mcp_team.specialists.notes import notes_tools
-from mcp_team.specialists.web import fetch_url_tool
 
 BUILTIN_TOOLS = ("calculate", "fetch_url", "read_file", "list_files", "write_note", "read_notes")
 RESERVED_NAMES = ("run_team", "plan_team", "supervisor")
@@ -186,17 +183,25 @@ class TeamSpec:
 
 
 def _builtin_tools(settings: ToolSettings, base_dir: Path, granted: set[str]) -> dict[str, Tool]:
-    """The built-in tools some specialist is granted, configured by the `[tools]` section."""
+    """The built-in tools some specialist is granted, configured by the `[tools]` section.
+
+    Each tool module is imported only when granted: the server imports this module at start-up."""
     tools: dict[str, Tool] = {"calculate": CALCULATE}
     if "fetch_url" in granted:
+        from mcp_team.specialists.web import fetch_url_tool
+
         tools["fetch_url"] = fetch_url_tool(
             allow_private=settings.fetch_allow_private,
             allowed_hosts=settings.fetch_allowed_hosts,
             max_bytes=settings.fetch_max_bytes,
         )
     if granted & {"read_file", "list_files"}:
+        from mcp_team.specialists.files import file_tools
+
         tools.update((t.name, t) for t in file_tools([(base_dir / d).resolve() for d in settings.read_dirs]))
     if granted & {"write_note", "read_notes"}:
+        from mcp_team.specialists.notes import notes_tools
+
         tools.update((t.name, t) for t in notes_tools(base_dir / settings.notes_file))
     return tools
 
