@@ -20,10 +20,11 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from types import TracebackType
 from typing import Any
 
+from local_http import LocalHTTPServer
 from mcp_team.llm.types import (
     ContentBlock,
     Message,
@@ -178,8 +179,7 @@ class FakeMessagesAPI:
         self.request_headers: list[dict[str, str]] = []
         self._replies: list[Reply] = []
         self._lock = threading.Lock()
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
+        self._http = LocalHTTPServer(type("Handler", (_Handler,), {"api": self}), "fake-messages-api")
 
     # -- scripting --
 
@@ -200,37 +200,16 @@ class FakeMessagesAPI:
 
     @property
     def base_url(self) -> str:
-        if self._server is None:
-            raise RuntimeError("the fake API is not running; use it as a context manager")
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
-
-    def start(self) -> FakeMessagesAPI:
-        handler = type("Handler", (_Handler,), {"api": self})
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, name="fake-messages-api", daemon=True
-        )
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
+        return self._http.url
 
     def __enter__(self) -> FakeMessagesAPI:
-        return self.start()
+        self._http.start()
+        return self
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        self.stop()
+        self._http.stop()
 
     # -- serving (called from the server's threads) --
 

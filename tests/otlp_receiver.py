@@ -13,7 +13,7 @@ import threading
 import time
 import zlib
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from types import TracebackType
 from typing import Any
 
@@ -22,6 +22,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+
+from local_http import LocalHTTPServer
 
 _KINDS = {0: "unspecified", 1: "internal", 2: "server", 3: "client", 4: "producer", 5: "consumer"}
 _STATUS = {0: "UNSET", 1: "OK", 2: "ERROR"}
@@ -80,12 +82,11 @@ class OTLPReceiver:
         self._spans: list[dict[str, Any]] = []
         self.requests = 0
         self.errors: list[str] = []
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
+        self._http = LocalHTTPServer(self._handler(), "otlp-receiver")
 
     # -- lifecycle --
 
-    def start(self) -> OTLPReceiver:
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -125,37 +126,23 @@ class OTLPReceiver:
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="otlp-receiver", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
+        return Handler
 
     def __enter__(self) -> OTLPReceiver:
-        return self.start()
+        self._http.start()
+        return self
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        self.stop()
+        self._http.stop()
 
     # -- access --
 
     @property
-    def port(self) -> int:
-        assert self._server is not None, "receiver not started"
-        return int(self._server.server_address[1])
-
-    @property
     def endpoint(self) -> str:
         """Base URL, for `OTEL_EXPORTER_OTLP_ENDPOINT` (the exporter appends `/v1/traces`)."""
-        return f"http://127.0.0.1:{self.port}"
+        return self._http.url
 
     @property
     def traces_endpoint(self) -> str:

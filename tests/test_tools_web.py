@@ -15,13 +15,14 @@ import threading
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
+from local_http import LocalHTTPServer
 from mcp_team.specialists import ToolFailed, web
 from mcp_team.specialists.web import MAX_REDIRECTS, blocked_reason, fetch_url_tool, html_to_text
 
@@ -85,13 +86,8 @@ class Handler(BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def base() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with LocalHTTPServer(Handler, "fake-web") as server:
+        yield server.url
 
 
 @pytest.fixture
