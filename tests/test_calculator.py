@@ -189,19 +189,9 @@ def _is_number(value: object) -> bool:
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.text())
+@given(st.text() | st.text(alphabet="0123456789.+-*/%^()e ", max_size=60))
 def test_any_text_gives_a_number_or_toolfailed(expression: str) -> None:
-    try:
-        result = evaluate(expression)
-    except ToolFailed as exc:
-        assert str(exc)
-    else:
-        assert _is_number(result)
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.text(alphabet="0123456789.+-*/%^()e ", max_size=60))
-def test_arithmetic_looking_text_gives_a_number_or_toolfailed(expression: str) -> None:
+    """Arbitrary text, and text that looks like arithmetic (where the edge cases are), never crash."""
     try:
         result = evaluate(expression)
     except ToolFailed as exc:
