@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -346,3 +347,24 @@ def test_a_tool_the_mcp_server_does_not_offer_is_a_clear_error(tmp_path: Path) -
     assert proc.returncode == 2, proc.stderr
     assert "specialist adder" in proc.stderr and "multiply" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_init_force_overwrites(tmp_path: Path) -> None:
+    write(tmp_path, ONE_SPECIALIST)
+    forced = run_cli("init", "--force", cwd=tmp_path)
+    assert forced.returncode == 0, forced.stderr
+    assert [s.name for s in load_team_file(tmp_path / "team.toml").build()] == [s.name for s in DEFAULT_TEAM]
+
+
+async def test_serve_team_flag_serves_the_files_team_over_stdio(tmp_path: Path) -> None:
+    from mcp import StdioServerParameters
+
+    path = write(tmp_path, ONE_SPECIALIST, "poets.toml")
+    params = StdioServerParameters(
+        command=MCP_TEAM, args=["serve", "--team", str(path)], env={**os.environ, "MCP_TEAM_MODEL": "offline"}
+    )
+    async with Client(params, mode="legacy") as client:
+        tools = {t.name for t in (await client.list_tools()).tools}
+        result = await client.call_tool("poet", {"task": "the sea"})
+    assert tools == {"run_team", "plan_team", "poet"}
+    assert "[offline poet]" in result.structured_content["output"]

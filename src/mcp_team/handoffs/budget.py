@@ -29,14 +29,15 @@ class Budget:
         return True
 
     def before_call(self) -> None:
-        self._check(reserve=1)
+        self.charge_call(reserve=1)
 
     def after_call(self, usage: Usage) -> None:
         self.usage = self.usage + usage
         if self.usage.total_tokens >= self.limits.max_tokens:
             self.exhausted = self.exhausted or f"the token budget ({self.limits.max_tokens}) was used up"
 
-    def _check(self, reserve: int) -> None:
+    def charge_call(self, reserve: int) -> None:
+        """Count one model call, keeping `reserve` calls back; `ModelError` when none is left."""
         if self.model_calls >= self.limits.max_model_calls - reserve:
             self.exhausted = self.exhausted or f"the model-call budget ({self.limits.max_model_calls}) was used up"
             raise ModelError("budget_exhausted", self.exhausted)
@@ -53,7 +54,7 @@ class FinalCall:
     budget: Budget
 
     def before_call(self) -> None:
-        self.budget._check(reserve=0)
+        self.budget.charge_call(reserve=0)
 
     def after_call(self, usage: Usage) -> None:
         self.budget.after_call(usage)
