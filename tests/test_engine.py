@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import time
-
 import anyio
 import pytest
 
 from mcp_team.handoffs import Budgets, RunEvent, RunResult, RunSettings, Team
 from mcp_team.llm import ModelRequest, ModelResponse, ModelSet, ToolResultBlock
 from mcp_team.llm.call import SPECIALIST, SUPERVISOR
-from mcp_team.llm.offline import OfflineModel, parse_faults
+from mcp_team.llm.faults import FaultyModel, parse_faults
+from mcp_team.llm.offline import OfflineModel
 from mcp_team.llm.scripted import ScriptedModel, text, tool_calls
 from mcp_team.telemetry import attributes as A
 
@@ -20,7 +19,7 @@ FULL_REQUEST = "Research the history of the transistor, compute 12*(3+4)/2, writ
 
 
 def offline_team(faults: str = "", latency: float = 0.0, **settings: object) -> Team:
-    model = OfflineModel(latency=latency, faults=parse_faults(faults))
+    model = FaultyModel(OfflineModel(latency=latency), parse_faults(faults))
     return Team(ModelSet.single(model), settings=RunSettings(**settings))  # type: ignore[arg-type]
 
 
@@ -119,7 +118,7 @@ async def test_circuit_breaker_opens_after_repeated_failures(spans) -> None:
             [("handoff_to_researcher", {"task": "find C"})],
         )
     )
-    specialist = OfflineModel(faults=parse_faults("server_error:researcher"))
+    specialist = FaultyModel(OfflineModel(), parse_faults("server_error:researcher"))
     team = Team(
         ModelSet({SUPERVISOR: supervisor, SPECIALIST: specialist}),
         settings=RunSettings(max_retries=0, breaker_threshold=2),
@@ -129,7 +128,7 @@ async def test_circuit_breaker_opens_after_repeated_failures(spans) -> None:
 
     assert statuses(result) == [("researcher", "failed"), ("researcher", "failed"), ("researcher", "refused")]
     assert result.handoffs[2].error_type == "circuit_open"
-    assert specialist.calls == 2  # the third handoff never reached the model
+    assert len(spans.named("chat offline")) == 2  # the third handoff never reached the model
     assert [f.kind for f in result.failures] == ["server_error", "server_error", "circuit_open"]
     assert result.status == "failed"
     third_turn_results = supervisor.requests[3].messages[-1].blocks
@@ -307,12 +306,10 @@ async def test_token_budget_stops_the_run() -> None:
 
 
 async def test_deadline_cancels_running_work_and_returns_promptly(spans) -> None:
+    # The writer's model never answers: only the deadline can end this run (the call timeout is 180 s).
     team = offline_team("timeout:writer", budgets=Budgets(deadline_seconds=0.5))
-    started = time.perf_counter()
     result = await team.run("Research bees and write a report")
-    elapsed = time.perf_counter() - started
 
-    assert elapsed < 2.0
     assert result.status == "partial"
     assert result.stopped_by and "deadline (0.5 s)" in result.stopped_by
     assert ("writer", "cancelled") in statuses(result)
@@ -446,7 +443,7 @@ async def test_every_failed_task_is_listed_as_missing() -> None:
         )
     )
     team = Team(
-        ModelSet({SUPERVISOR: supervisor, SPECIALIST: OfflineModel(faults=parse_faults("server_error"))}),
+        ModelSet({SUPERVISOR: supervisor, SPECIALIST: FaultyModel(OfflineModel(), parse_faults("server_error"))}),
         settings=RunSettings(max_retries=0),
     )
     result = await team.run("Find A and B")

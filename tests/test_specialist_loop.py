@@ -7,6 +7,7 @@ from typing import Any
 import anyio
 import pytest
 
+from mcp_team.errors import BudgetExhausted
 from mcp_team.llm import (
     Message,
     ModelError,
@@ -25,6 +26,7 @@ from mcp_team.specialists import loop as loop_module
 from mcp_team.specialists.calculator import CALCULATE
 from mcp_team.specialists.verdict import parse_verdict
 from mcp_team.telemetry import attributes as A
+from support import HANG_GUARD
 
 TASK = "Compute 12*(3+4)/2 for the report."
 
@@ -69,7 +71,7 @@ class CallBudget:
 
     def before_call(self) -> None:
         if self.left == 0:
-            raise ModelError("budget_exhausted", "the run's model-call budget is used up")
+            raise BudgetExhausted("the run's model-call budget is used up")
         self.left -= 1
 
     def after_call(self, usage: Usage) -> None:
@@ -274,7 +276,7 @@ async def test_a_slow_tool_times_out(spans, monkeypatch) -> None:
         await anyio.sleep_forever()
         return "never"
 
-    with anyio.fail_after(5):
+    with anyio.fail_after(HANG_GUARD):
         result, model = await run(
             specialist(tools=(make_tool("slow", slow),)), tool_calls(("slow", {})), text("Gave up waiting.")
         )
@@ -290,7 +292,7 @@ async def test_parallel_tool_calls_run_concurrently_and_results_keep_call_order(
     second_ran = anyio.Event()
 
     async def first(args: dict[str, Any]) -> str:
-        with anyio.fail_after(2):  # only finishes if `second` runs while this waits
+        with anyio.fail_after(HANG_GUARD):  # only finishes if `second` runs while this waits
             await second_ran.wait()
         return "first done"
 
@@ -408,7 +410,7 @@ async def test_model_error_fails_with_its_kind_and_message(spans) -> None:
 
 
 async def test_call_timeout_fails_with_timeout() -> None:
-    with anyio.fail_after(5):
+    with anyio.fail_after(HANG_GUARD):
         result = await run_specialist(specialist(), TASK, ModelSet.single(HangingModel()), call_timeout=0.05)
     assert (result.status, result.error_type, result.turns) == ("failed", "timeout", 1)
     assert result.error == "the hanging call took longer than 0.05 s"

@@ -1,7 +1,9 @@
-"""Handoffs: the supervisor (adaptive and planned), the executor, budgets, retries and run records."""
+"""Handoffs: the supervisor (adaptive and planned), running handoffs, budgets, retries, run records, and the
+runtime seam a durable executor fills."""
 
-from mcp_team.handoffs.executor import RunEvent
+from mcp_team.handoffs.context import RunEvent
 from mcp_team.handoffs.planner import PlanError, validate_plan
+from mcp_team.handoffs.runtime import Ephemeral, Runtime
 from mcp_team.handoffs.schema import (
     Budgets,
     Failure,
@@ -18,6 +20,7 @@ from mcp_team.handoffs.team import Team, UnknownSpecialist
 
 __all__ = [
     "Budgets",
+    "Ephemeral",
     "Failure",
     "Handoff",
     "HandoffRecord",
@@ -27,6 +30,7 @@ __all__ = [
     "RunEvent",
     "RunResult",
     "RunSettings",
+    "Runtime",
     "Team",
     "UnknownSpecialist",
     "UsageReport",

@@ -6,19 +6,22 @@ dependencies' results as context; a task whose dependency failed is skipped and 
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Collection
 
 import anyio
 from pydantic import ValidationError
 
-from mcp_team.handoffs.executor import RunContext, execute, not_run
+from mcp_team.errors import BudgetExhausted, McpTeamError
+from mcp_team.handoffs.context import RunContext
+from mcp_team.handoffs.execution import admit, execute, in_handoff_order, not_run, note_fan_out
 from mcp_team.handoffs.prompts import PLANNER_INSTRUCTIONS, describe_team
-from mcp_team.handoffs.schema import Handoff, HandoffRecord, Plan, validation_problems
-from mcp_team.llm import Message, ModelError, ModelRequest, ToolDefinition, ToolResultBlock
+from mcp_team.handoffs.schema import Handoff, HandoffRecord, Plan, PlanTask, validation_problems
+from mcp_team.llm import PLANNER, Message, ModelError, ModelRequest, ToolDefinition, ToolResultBlock
 from mcp_team.telemetry import spans
 
 
-class PlanError(Exception):
+class PlanError(McpTeamError):
     """The planner could not produce a valid plan (after one repair round)."""
 
 
@@ -74,13 +77,16 @@ async def make_plan(ctx: RunContext) -> Plan:
     """Ask the planner for a plan; one repair round if it is invalid. Raises `PlanError`."""
     system = PLANNER_INSTRUCTIONS.format(team=describe_team(ctx.team.values()))
     messages = [Message(role="user", content=ctx.request)]
+    first: list[str] = []  # the first plan's problems, when it went back for repair
     with spans.plan_span("supervisor"):
         for round_ in (1, 2):
-            request = ModelRequest(system=system, messages=messages, tools=[_PLAN_TOOL], phase="plan")
+            request = ModelRequest(system=system, messages=messages, tools=[_PLAN_TOOL], phase="plan", member=PLANNER)
             try:
                 response = await ctx.supervisor_call(request)
             except ModelError as exc:
                 raise PlanError(f"the planner's model call failed: {exc.message}") from exc
+            except BudgetExhausted as exc:
+                raise PlanError(f"the planner's model call failed: {exc.budget}") from exc
             use = next((u for u in response.tool_uses if u.name == "submit_plan"), None)
             if use is None:
                 problems = ["no plan was submitted: call submit_plan with the plan"]
@@ -91,9 +97,13 @@ async def make_plan(ctx: RunContext) -> Plan:
                 except ValidationError as exc:
                     problems = validation_problems(exc)
                 if not problems:
+                    if first:  # the repair worked: the first plan's problems are on record, recovered
+                        reason = "the first plan went back for repair: " + "; ".join(first)
+                        ctx.fail("invalid_plan", "supervisor", reason, recovered=True)
                     return plan
             if round_ == 2:
                 break
+            first = problems
             messages.append(Message(role="assistant", content=list(response.content)))
             feedback = "The plan is invalid:\n- " + "\n- ".join(problems) + "\nSubmit a corrected plan."
             if use is not None:
@@ -106,37 +116,71 @@ async def make_plan(ctx: RunContext) -> Plan:
 
 
 async def run_plan(ctx: RunContext, plan: Plan) -> None:
-    """Execute the plan's tasks as a DAG; records land in `ctx.records`."""
+    """Execute the plan's tasks as a DAG; records land in `ctx.records`.
+
+    The first tasks (no dependencies) are admitted in plan order before any runs; a task that
+    waited for its dependencies is admitted when it starts, through the runtime (`contested`).
+    """
     done = {t.id: anyio.Event() for t in plan.tasks}
     outcome: dict[str, HandoffRecord] = {}
-    by_id = {t.id: t for t in plan.tasks}
+    # Each task's number is its place in the plan, fixed before any task runs (not when it starts).
+    seqs = {t.id: ctx.last_seq + i for i, t in enumerate(plan.tasks, start=1)}
+    ctx.last_seq += len(plan.tasks)
 
-    async def run_task(task_id: str) -> None:
-        task = by_id[task_id]
+    def handoff_for(task: PlanTask) -> Handoff:
+        return Handoff(
+            id=f"h{seqs[task.id]}",
+            seq=seqs[task.id],
+            run_id=ctx.run_id,
+            target=task.specialist,
+            call_id=task.id,
+            task=task.description,
+            context="\n\n".join(f"Result of {d} ({outcome[d].target}):\n{outcome[d].output}" for d in task.depends_on),
+        )
+
+    async def run_task(task: PlanTask, admitted: Handoff | None) -> None:
         try:
+            if admitted is not None:
+                outcome[task.id] = await execute(ctx, admitted)
+                return
             for dep in task.depends_on:
                 await done[dep].wait()
-            failed = [d for d in task.depends_on if outcome[d].status != "completed"]
-            handoff = Handoff(
-                id=ctx.next_id(),
-                run_id=ctx.run_id,
-                target=task.specialist,
-                call_id=task.id,
-                task=task.description,
-                context="\n\n".join(
-                    f"Result of {d} ({outcome[d].target}):\n{outcome[d].output}" for d in task.depends_on
-                ),
-            )
-            if failed:
-                outcome[task_id] = _skip(ctx, handoff, failed, outcome)
+            handoff = handoff_for(task)
+            if failed := [d for d in task.depends_on if outcome[d].status != "completed"]:
+                outcome[task.id] = _skip(ctx, handoff, failed, outcome)
             else:
-                outcome[task_id] = await execute(ctx, handoff, dedupe=False)
+                outcome[task.id] = await execute(ctx, handoff, contested=True)
         finally:
-            done[task_id].set()
+            done[task.id].set()
 
-    async with anyio.create_task_group() as tg:
+    with in_handoff_order(ctx):
+        starts: list[tuple[PlanTask, Handoff | None]] = []
         for task in plan.tasks:
-            tg.start_soon(run_task, task.id)
+            if task.depends_on:
+                starts.append((task, None))
+            elif (refused := admit(ctx, handoff := handoff_for(task), dedupe=False)) is None:
+                starts.append((task, handoff))
+            else:
+                outcome[task.id] = refused
+                done[task.id].set()
+        async with anyio.create_task_group() as tg:
+            for task, admitted in starts:
+                tg.start_soon(run_task, task, admitted)
+    note_fan_out(ctx, "tasks of the plan", [outcome.get(t.id) for t in plan.tasks], _widest_level(plan))
+
+
+def _widest_level(plan: Plan) -> int:
+    """The most tasks at one depth of the DAG: how many become ready together, at most."""
+    deps = {t.id: t.depends_on for t in plan.tasks}
+    depth: dict[str, int] = {}
+
+    def depth_of(task_id: str) -> int:
+        if task_id not in depth:
+            depth[task_id] = 1 + max((depth_of(d) for d in deps[task_id]), default=-1)
+        return depth[task_id]
+
+    levels = Counter(depth_of(t) for t in deps)
+    return max(levels.values(), default=0)
 
 
 def _skip(ctx: RunContext, handoff: Handoff, failed: list[str], outcome: dict[str, HandoffRecord]) -> HandoffRecord:

@@ -59,7 +59,8 @@ class HandoffArgs(BaseModel):
 class Handoff(HandoffArgs):
     """A handoff's full payload, as recorded in the run."""
 
-    id: str
+    id: str = Field(description="`h<seq>` for a first attempt, `h<seq>.<attempt>` for a retry.")
+    seq: int = Field(ge=1, description="The handoff's number in the run (its branch); a retry keeps it.")
     run_id: str
     source: str = "supervisor"
     target: str
@@ -133,6 +134,13 @@ class RunResult(BaseModel):
     mode: Mode
     plan: Plan | None = None
     stopped_by: str | None = Field(default=None, description="Why the run wound down early, if it did.")
+    notes: list[str] = Field(
+        default_factory=list,
+        description="What the caller should know that is not a failure, each with what to change: e.g. more "
+        "handoffs asked for at once than the handoff budget (`Budgets.max_handoffs`) allowed, or more ready at "
+        "once than the model concurrency limit (`ModelSet.max_concurrency`, MCP_TEAM_MAX_CONCURRENCY) runs "
+        "together, so they ran in waves.",
+    )
     started_at: datetime
     ended_at: datetime | None = None
 

@@ -5,38 +5,41 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 
 import anyio
 
-from mcp_team.handoffs.executor import (
-    EventSink,
-    RunContext,
-    fallback_answer,
-    missing_section,
-    now,
-    synthesize,
-)
+from mcp_team.errors import McpTeamError
+from mcp_team.handoffs.context import EventSink, RunContext, now
 from mcp_team.handoffs.planner import PlanError, make_plan, run_plan
+from mcp_team.handoffs.runtime import EPHEMERAL, Runtime
 from mcp_team.handoffs.schema import Budgets, Mode, Plan, RunResult, RunSettings
 from mcp_team.handoffs.supervisor import run_adaptive
+from mcp_team.handoffs.synthesis import fallback_answer, missing_section, synthesize
+from mcp_team.handoffs.turn import Final
 from mcp_team.llm import ModelSet
 from mcp_team.specialists import DEFAULT_TEAM, Specialist, SpecialistResult, run_specialist
 from mcp_team.telemetry import spans
 from mcp_team.telemetry.attributes import INPUT_MESSAGES, OUTPUT_MESSAGES, RUN_MODE, RUN_STATUS
 
 
-class UnknownSpecialist(LookupError):
+class UnknownSpecialist(McpTeamError, LookupError):
     def __init__(self, name: str, team: Sequence[str]) -> None:
         super().__init__(f"there is no specialist '{name}'; the team is: {', '.join(team)}")
 
 
 @dataclass
 class Team:
-    """A supervisor and its specialists on one set of models."""
+    """A supervisor and its specialists on one set of models.
+
+    `runtime` executes its runs (see `handoffs.runtime`): in memory by default; a durable one
+    records them so they survive a restart.
+    """
 
     models: ModelSet
     specialists: Sequence[Specialist] = DEFAULT_TEAM
     settings: RunSettings = field(default_factory=RunSettings)
+    runtime: Runtime = EPHEMERAL
 
     def __post_init__(self) -> None:
         names = [s.name for s in self.specialists]
@@ -55,11 +58,15 @@ class Team:
         on_event: EventSink | None = None,
         on_finish: Callable[[RunResult], None] | None = None,
         run_id: str | None = None,
+        runtime: Runtime | None = None,
+        started_at: datetime | None = None,
     ) -> RunResult:
         """Run a request through the supervisor. Never raises for failed work: see `status`/`failures`.
 
         On cancellation the run is recorded as cancelled (`on_finish` still gets it) and the
-        cancellation propagates; every branch has stopped by the time it does.
+        cancellation propagates; every branch has stopped by the time it does. `runtime` replaces
+        the team's for this run; `started_at` (default: now) is when the run began, so a resumed
+        run keeps its original deadline.
         """
         update: dict[str, object] = {}
         if mode is not None:
@@ -73,6 +80,8 @@ class Team:
             models=self.models,
             settings=self.settings.model_copy(update=update),
             on_event=on_event,
+            runtime=runtime or self.runtime,
+            started_at=started_at or now(),
         )
         with (
             spans.conversation(ctx.run_id),
@@ -80,6 +89,7 @@ class Team:
         ):
             ctx.trace_id = spans.current_trace_id()
             try:
+                await ctx.emit("run_started", f"run {ctx.run_id}")
                 await _orchestrate(ctx)
             except anyio.get_cancelled_exc_class():
                 ctx.status, ctx.ended_at = "cancelled", now()
@@ -139,7 +149,7 @@ class Team:
 async def _orchestrate(ctx: RunContext) -> None:
     """Plan or supervise, then synthesize; on a deadline or a dead end, the best partial answer."""
     answer: str | None = None
-    with anyio.move_on_after(ctx.settings.budgets.deadline_seconds) as deadline:
+    with anyio.move_on_after((ctx.deadline_at - now()).total_seconds()) as deadline:
         how = ""
         if ctx.settings.mode == "planned":
             try:
@@ -152,8 +162,12 @@ async def _orchestrate(ctx: RunContext) -> None:
             await run_plan(ctx, ctx.plan)
             how = ctx.plan.combine
         else:
-            answer = await run_adaptive(ctx)
-        if answer is None and _completed(ctx):
+            outcome = await run_adaptive(ctx)
+            if isinstance(outcome, Final):
+                answer = outcome.answer
+            elif outcome.reason is not None:
+                ctx.stopped_by = ctx.stopped_by or outcome.reason
+        if answer is None and ctx.completed():
             # The synthesis prompt closes the run; after a budget ran out it spends the reserved call.
             answer = await synthesize(ctx, how)
     if deadline.cancelled_caught:
@@ -162,10 +176,6 @@ async def _orchestrate(ctx: RunContext) -> None:
             if r.status == "cancelled":
                 ctx.fail("deadline", r.target, "stopped by the run's deadline", r.task, r.id)
     missing = missing_section(ctx)
-    ctx.status = "complete" if not missing else "partial" if _completed(ctx) else "failed"
+    ctx.status = "complete" if not missing else "partial" if ctx.completed() else "failed"
     answer = answer or fallback_answer(ctx)
     ctx.answer = f"{answer}\n\n---\n{missing}" if missing else answer
-
-
-def _completed(ctx: RunContext) -> bool:
-    return any(r.status == "completed" for r in ctx.records)

@@ -6,13 +6,15 @@ status `failed` and the reason. Cancellation propagates (the caller records it).
 
 from __future__ import annotations
 
-from typing import Literal
+import functools
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Literal, Protocol, TypeVar
 
 import anyio
 from pydantic import BaseModel, Field
 
+from mcp_team.errors import BudgetExhausted
 from mcp_team.llm import (
-    ContentBlock,
     Message,
     Meter,
     ModelError,
@@ -30,6 +32,33 @@ from mcp_team.telemetry import spans
 from mcp_team.telemetry.attributes import AGENT_TURNS, TOOL_CALL_ARGUMENTS, TOOL_CALL_RESULT
 
 TOOL_TIMEOUT = 60.0
+
+T = TypeVar("T")
+
+
+class Gather(Protocol):
+    """Awaits calls concurrently and returns their results in the order given.
+
+    The loop uses it for the tool calls of one turn, each of which calls at most one tool. A run
+    passes its runtime's, so a durable runtime can number those calls before any of them starts.
+    """
+
+    def __call__(self, calls: Sequence[Callable[[], Awaitable[T]]], /) -> Awaitable[list[T]]: ...
+
+
+async def gather_concurrently(calls: Sequence[Callable[[], Awaitable[T]]]) -> list[T]:
+    """The plain `Gather`: one task per call in a task group (none for a single call)."""
+    if len(calls) == 1:
+        return [await calls[0]()]
+    results: list[T | None] = [None] * len(calls)
+
+    async def run_one(i: int) -> None:
+        results[i] = await calls[i]()
+
+    async with anyio.create_task_group() as tg:
+        for i in range(len(calls)):
+            tg.start_soon(run_one, i)
+    return results  # type: ignore[return-value]  # every slot was filled: the task group waited for all
 
 
 class SpecialistResult(BaseModel):
@@ -63,13 +92,14 @@ async def run_specialist(
     meter: Meter | None = None,
     call_timeout: float | None = None,
     agent_id: str = "",
+    gather: Gather = gather_concurrently,
 ) -> SpecialistResult:
-    """Run `specialist` on one task, traced as `invoke_agent {name}`."""
+    """Run `specialist` on one task, traced as `invoke_agent {name}`. `gather` runs a turn's tool calls."""
     model = models.for_role(specialist.model_role)
     with spans.agent_span(
         specialist.name, description=specialist.description, agent_id=agent_id, provider=model.provider
     ) as span:
-        result = await _loop(specialist, task, context, expected_output, models, meter, call_timeout)
+        result = await _loop(specialist, task, context, expected_output, models, meter, call_timeout, gather)
         u = result.usage
         spans.record_usage(
             span, u.input_tokens, u.output_tokens, u.cache_read_input_tokens, u.cache_creation_input_tokens
@@ -89,6 +119,7 @@ async def _loop(
     models: ModelSet,
     meter: Meter | None,
     call_timeout: float | None,
+    gather: Gather,
 ) -> SpecialistResult:
     messages = [Message(role="user", content=handoff_message(task, context, expected_output))]
     tools = [t.definition for t in specialist.tools]
@@ -107,11 +138,13 @@ async def _loop(
         )
 
     for turn in range(1, specialist.max_turns + 1):
-        request = ModelRequest(system=specialist.instructions, messages=messages, tools=tools)
+        request = ModelRequest(system=specialist.instructions, messages=messages, tools=tools, member=specialist.name)
         try:
             response = await chat(models, specialist.model_role, request, timeout=call_timeout, meter=meter)
         except ModelError as exc:
             return failed(exc.kind, exc.message, turn)
+        except BudgetExhausted as exc:
+            return failed("budget_exhausted", exc.budget, turn)
         usage = usage + response.usage
         last_text = response.text or last_text
         uses = response.tool_uses
@@ -140,7 +173,8 @@ async def _loop(
         messages.append(Message(role="assistant", content=list(response.content)))
         if turn == specialist.max_turns:
             break  # no turn is left to read tool results in: don't run them
-        messages.append(Message(role="user", content=await _run_tools(specialist, uses)))
+        results = await gather([functools.partial(_run_tool, specialist, use) for use in uses])
+        messages.append(Message(role="user", content=[*results]))
 
     called = sorted({b.name for m in messages for b in m.blocks if isinstance(b, ToolUseBlock)})
     return failed(
@@ -149,22 +183,6 @@ async def _loop(
         f"answer (it kept calling: {', '.join(called)})",
         specialist.max_turns,
     )
-
-
-async def _run_tools(specialist: Specialist, uses: list[ToolUseBlock]) -> list[ContentBlock]:
-    """Run the requested tools concurrently; every outcome, error or not, becomes a tool result."""
-    results: list[ToolResultBlock | None] = [None] * len(uses)
-
-    async def run_one(i: int, use: ToolUseBlock) -> None:
-        results[i] = await _run_tool(specialist, use)
-
-    if len(uses) == 1:
-        await run_one(0, uses[0])
-    else:
-        async with anyio.create_task_group() as tg:
-            for i, use in enumerate(uses):
-                tg.start_soon(run_one, i, use)
-    return [r for r in results if r is not None]
 
 
 async def _run_tool(specialist: Specialist, use: ToolUseBlock) -> ToolResultBlock:

@@ -6,10 +6,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from mcp_team.errors import McpTeamError
 from mcp_team.llm import ToolDefinition
 
 
-class ToolFailed(Exception):
+class ToolFailed(McpTeamError):
     """A tool refused or failed; the message goes back to the model as an error result."""
 
 

@@ -1,0 +1,155 @@
+"""Run state: what one run knows (request, team, models, settings, budgets) and what it has done so far.
+
+`RunContext` is written as work happens, never only at the end, so a deadline or a cancellation
+still leaves an accurate record of what finished. `RunEvent`s tell a progress display about it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Literal
+
+from mcp_team.handoffs.budget import Breakers, Budget, FinalCall
+from mcp_team.handoffs.runtime import EPHEMERAL, Runtime
+from mcp_team.handoffs.schema import (
+    Failure,
+    HandoffRecord,
+    Plan,
+    RunResult,
+    RunSettings,
+    RunStatus,
+    UsageReport,
+)
+from mcp_team.llm import SUPERVISOR, ModelRequest, ModelResponse, ModelSet, Usage, chat
+from mcp_team.specialists import Specialist
+
+log = logging.getLogger("mcp_team.handoffs")
+
+EventKind = Literal["run_started", "plan_ready", "handoff_started", "handoff_finished", "synthesizing"]
+
+
+@dataclass(frozen=True)
+class RunEvent:
+    """A step of a run, for progress displays. `record` is set for handoff events; `snapshot` builds the
+    run's record as it stands at this step (for live views; built only when called)."""
+
+    kind: EventKind
+    message: str
+    record: HandoffRecord | None = None
+    started: int = 0
+    finished: int = 0
+    snapshot: Callable[[], RunResult] | None = None
+
+
+EventSink = Callable[[RunEvent], Awaitable[None]]
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass
+class RunContext:
+    """Everything one run needs and everything it has done so far."""
+
+    request: str
+    run_id: str
+    team: Mapping[str, Specialist]
+    models: ModelSet
+    settings: RunSettings
+    on_event: EventSink | None = None
+    runtime: Runtime = EPHEMERAL
+    started_at: datetime = field(default_factory=now)
+    budget: Budget = field(init=False)
+    breakers: Breakers = field(init=False)
+    records: list[HandoffRecord] = field(default_factory=list)
+    failures: list[Failure] = field(default_factory=list)
+    supervisor_usage: Usage = field(default_factory=Usage)
+    plan: Plan | None = None
+    stopped_by: str | None = None
+    status: RunStatus = "running"
+    answer: str = ""
+    trace_id: str | None = None
+    ended_at: datetime | None = None
+    revisions: int = 0
+    repeats: int = 0
+    fingerprints: dict[tuple[str, str, str], HandoffRecord] = field(default_factory=dict)
+    last_seq: int = 0  # the number of the run's latest handoff
+    notes: dict[str, str] = field(default_factory=dict)  # by topic: the first one of each is kept
+
+    def __post_init__(self) -> None:
+        self.budget = Budget(self.settings.budgets)
+        self.breakers = Breakers(self.settings.breaker_threshold)
+
+    @property
+    def deadline_at(self) -> datetime:
+        """When the run's wall-clock budget ends: absolute, so a resumed run keeps its original deadline."""
+        return self.started_at + timedelta(seconds=self.settings.budgets.deadline_seconds)
+
+    async def emit(self, kind: EventKind, message: str, record: HandoffRecord | None = None) -> None:
+        """Tell the progress sink; a sink that fails (e.g. a client gone away) never stops the run."""
+        if self.on_event is not None:
+            finished = sum(r.status != "running" for r in self.records)
+            try:
+                await self.on_event(RunEvent(kind, message, record, len(self.records), finished, self.snapshot))
+            except Exception:
+                log.warning("progress report failed; the run goes on", exc_info=True)
+
+    async def supervisor_call(self, request: ModelRequest, *, final: bool = False) -> ModelResponse:
+        """A supervisor model call, charged to the run budget (the closing one may use the reserve)."""
+        meter = FinalCall(self.budget) if final else self.budget
+        response = await chat(self.models, SUPERVISOR, request, timeout=self.settings.call_timeout, meter=meter)
+        self.supervisor_usage = self.supervisor_usage + response.usage
+        return response
+
+    def fail(
+        self,
+        kind: str,
+        specialist: str,
+        reason: str,
+        task: str = "",
+        handoff_id: str | None = None,
+        recovered: bool = False,
+    ) -> None:
+        self.failures.append(
+            Failure(
+                kind=kind, specialist=specialist, task=task, reason=reason, handoff_id=handoff_id, recovered=recovered
+            )
+        )
+
+    def note(self, topic: str, text: str) -> None:
+        """Tell the caller something that is not a failure (see `RunResult.notes`), once per topic."""
+        self.notes.setdefault(topic, text)
+
+    def completed(self) -> bool:
+        """Whether any handoff finished its work."""
+        return any(r.status == "completed" for r in self.records)
+
+    def snapshot(self) -> RunResult:
+        """The record as it stands now, copied: the live records keep changing after it is taken."""
+        return self.result().model_copy(deep=True)
+
+    def result(self) -> RunResult:
+        by_specialist: dict[str, Usage] = {"supervisor": self.supervisor_usage}
+        for r in self.records:
+            by_specialist[r.target] = by_specialist.get(r.target, Usage()) + r.usage
+        total = sum(by_specialist.values(), Usage())
+        return RunResult(
+            answer=self.answer,
+            status=self.status,
+            handoffs=list(self.records),
+            failures=list(self.failures),
+            usage=UsageReport(total=total, by_specialist=by_specialist, model_calls=self.budget.model_calls),
+            run_id=self.run_id,
+            trace_id=self.trace_id,
+            request=self.request,
+            mode=self.settings.mode,
+            plan=self.plan,
+            stopped_by=self.stopped_by,
+            notes=list(self.notes.values()),
+            started_at=self.started_at,
+            ended_at=self.ended_at,
+        )

@@ -1,0 +1,353 @@
+"""Running handoffs: admission (budgets, circuit breakers, duplicates), attempts, retries with a refined task.
+
+A handoff is first admitted or refused, then run to completion in its own branch of the run
+(`Runtime.branch`): every attempt and every refine call of handoff number `seq` happens inside
+`branch(seq)`, in the task that runs it. Decisions whose outcome depends on how other branches
+were timed go through `Runtime.decide` (a retry once a breaker may have opened; a start that
+waited for other branches), so a replay takes the same ones; nothing else here does.
+
+`dispatch` admits a turn's handoffs in order, then runs the admitted ones at once in a task
+group, so one failed branch never discards its siblings' results. Both adaptive and planned runs
+go through `execute`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from operator import attrgetter
+
+import anyio
+from pydantic import BaseModel
+
+from mcp_team.errors import BudgetExhausted
+from mcp_team.handoffs.budget import Budget
+from mcp_team.handoffs.context import RunContext, now
+from mcp_team.handoffs.prompts import REFINE_INSTRUCTIONS
+from mcp_team.handoffs.schema import Handoff, HandoffRecord, HandoffStatus
+from mcp_team.llm import SUPERVISOR, Message, ModelError, ModelRequest, ToolDefinition, Usage
+from mcp_team.specialists import run_specialist
+from mcp_team.telemetry import spans
+from mcp_team.telemetry.attributes import HANDOFF_TASK, TOOL_CALL_ARGUMENTS, TOOL_CALL_RESULT
+
+_PAYLOAD = {"task", "context", "expected_output"}
+
+# Failures that a retry cannot fix.
+_FINAL_ERRORS = {"budget_exhausted", "unavailable", "auth", "bad_request"}
+
+_REFINE_TOOL = ToolDefinition(
+    name="refine_task",
+    description="Submit the rewritten task.",
+    input_schema={"type": "object", "properties": {"task": {"type": "string"}}, "required": ["task"]},
+)
+
+
+class Refusal(BaseModel, frozen=True):
+    """Why a handoff may not start: `kind` becomes its `error_type`, `reason` goes back to the supervisor."""
+
+    kind: str
+    reason: str
+
+
+async def dispatch(ctx: RunContext, handoffs: Sequence[Handoff]) -> list[HandoffRecord]:
+    """Admit the handoffs in order, run the admitted ones concurrently; their final records in the same order."""
+    results: list[HandoffRecord | None] = [None] * len(handoffs)
+
+    async def run(i: int) -> None:
+        results[i] = record = await execute(ctx, handoffs[i])
+        if record.status == "completed":
+            ctx.fingerprints[_fingerprint(handoffs[i])] = record
+
+    with in_handoff_order(ctx, settle_breakers=True):
+        admitted = []
+        for i, handoff in enumerate(handoffs):
+            if (refused := admit(ctx, handoff)) is None:
+                admitted.append(i)
+            else:
+                results[i] = refused
+        note_fan_out(ctx, "handoffs asked for in one turn", results, len(admitted))
+        if len(admitted) == 1:
+            await run(admitted[0])
+        elif admitted:
+            async with anyio.create_task_group() as tg:
+                for i in admitted:
+                    tg.start_soon(run, i)
+    return [r for r in results if r is not None]
+
+
+def note_fan_out(ctx: RunContext, what: str, records: Sequence[HandoffRecord | None], width: int) -> None:
+    """Say in the result when a fan-out was cut by the handoff budget, or ran in waves for the concurrency limit.
+
+    `records` holds what became of each of `what` so far (None: not settled yet); `width` is how
+    many were ready to run at once.
+    """
+    refusals = [r.error_type for r in records if r is not None and r.status == "refused"]
+    if "budget_exhausted" in refusals:  # the first refusal stops the run; the rest are refused as "stopped"
+        refused = sum(kind in ("budget_exhausted", "stopped") for kind in refusals)
+        limit = ctx.settings.budgets.max_handoffs
+        ctx.note(
+            "handoff_budget",
+            f"{refused} of the {len(records)} {what} were not started: the handoff budget ({limit}, retries "
+            f"included) ran out. Raise max_handoffs to run them all (Budgets(max_handoffs=...) in Python, "
+            f"--max-handoffs on the command line, the team file's [supervisor.budgets] or run_team's max_handoffs).",
+        )
+    if width > (limit := ctx.models.max_concurrency):
+        ctx.note(
+            "concurrency",
+            f"{width} {what} were ready to run at once, but at most {limit} model calls run at a time, so they "
+            f"ran in waves. Raise max_concurrency to run them together (ModelSet(max_concurrency=...) in Python, "
+            f"MCP_TEAM_MAX_CONCURRENCY, or the team file's [supervisor] max_concurrency).",
+        )
+
+
+def admit(ctx: RunContext, handoff: Handoff, *, dedupe: bool = True) -> HandoffRecord | None:
+    """Decide now whether `handoff` may start: None if so (the handoff budget is charged), else its refusal record.
+
+    For a start whose moment does not depend on other branches (the handoffs of a supervisor turn,
+    a plan's first tasks); a start that waited for other branches uses `execute(contested=True)`.
+    """
+    if dedupe and (earlier := ctx.fingerprints.get(_fingerprint(handoff))) is not None:
+        return _refuse_duplicate(ctx, handoff, earlier)
+    return _settle(ctx, handoff, refusal_of(ctx, handoff))
+
+
+async def execute(ctx: RunContext, handoff: Handoff, *, contested: bool = False) -> HandoffRecord:
+    """Run an admitted handoff in its branch, retrying a failure with a task the supervisor refines, up to the cap.
+
+    `contested`: the handoff is not admitted yet and its start waited for other branches (a planned
+    task after its dependencies); it is admitted here, through `Runtime.decide`.
+    """
+    first = handoff
+    failed_ids: list[str] = []
+    with ctx.runtime.branch(handoff.seq):
+        if contested:
+            refusal = await ctx.runtime.decide("start", lambda: refusal_of(ctx, first))
+            if (refused := _settle(ctx, handoff, refusal)) is not None:
+                return refused
+        while True:
+            record = await _attempt(ctx, handoff)
+            if record.status != "failed":
+                break
+            failed_ids.append(record.id)
+            if record.error_type in _FINAL_ERRORS or handoff.attempt > ctx.settings.max_retries:
+                break
+            # Other branches may have opened the breaker or spent the handoff budget meanwhile.
+            blocked = await ctx.runtime.decide(f"retry {handoff.attempt + 1}", lambda: _retry_blocked(ctx, first))
+            if blocked == "handoff_budget":
+                ctx.budget.handoffs_used_up()
+            if blocked is not None:
+                break
+            ctx.budget.charge_handoff()
+            task = await _refine(ctx, handoff, record.error or "unknown error")
+            handoff = handoff.model_copy(
+                update={
+                    "id": f"{first.id}.{handoff.attempt + 1}",
+                    "task": task,
+                    "attempt": handoff.attempt + 1,
+                    "retry_of": record.id,
+                }
+            )
+    if failed_ids and record.status == "completed":
+        for failure in ctx.failures:
+            if failure.handoff_id in failed_ids:
+                failure.recovered = True
+    return record
+
+
+def _retry_blocked(ctx: RunContext, handoff: Handoff) -> str | None:
+    """What stops a retry of a failed handoff now: `circuit_open`, `handoff_budget`, or None."""
+    if ctx.breakers.is_open(handoff.target):
+        return "circuit_open"
+    if not ctx.budget.can_hand_off():
+        return "handoff_budget"
+    return None
+
+
+def _fingerprint(handoff: Handoff) -> tuple[str, str, str]:
+    return handoff.target, " ".join(handoff.task.lower().split()), " ".join(handoff.context.lower().split())
+
+
+def _refuse_duplicate(ctx: RunContext, handoff: Handoff, earlier: HandoffRecord) -> HandoffRecord:
+    ctx.repeats += 1
+    reason = (
+        f"identical to handoff {earlier.id}, which already completed; its result is repeated below. "
+        f"Use it instead of handing the same task off again."
+    )
+    ctx.fail("duplicate_handoff", handoff.target, reason, handoff.task, handoff.id, recovered=True)
+    if ctx.repeats >= ctx.settings.max_repeats:
+        ctx.stopped_by = ctx.stopped_by or (
+            f"the supervisor repeated the same handoff {ctx.repeats} times (loop detected)"
+        )
+    return not_run(ctx, handoff, "refused", "duplicate_handoff", reason, output=earlier.output)
+
+
+def refusal_of(ctx: RunContext, handoff: Handoff) -> Refusal | None:
+    """Why `handoff` may not start now, or None when it may. Reads the run's state, changes nothing."""
+    if ctx.breakers.is_open(handoff.target):
+        return Refusal(
+            kind="circuit_open",
+            reason=f"{handoff.target} failed {ctx.settings.breaker_threshold} times in a row; its circuit is open "
+            f"for the rest of this run. Work around it or finalize without it.",
+        )
+    if ctx.team[handoff.target].returns_verdict and ctx.revisions > ctx.settings.max_revisions:
+        # Each REVISE honoured is re-reviewed once; past the cap the latest draft stands.
+        return Refusal(
+            kind="revision_cap",
+            reason=f"the revision cap ({ctx.settings.max_revisions}) is reached; finalize with the latest "
+            f"draft and mention the open review points.",
+        )
+    if ctx.stopped_by is not None:
+        return Refusal(
+            kind="stopped",
+            reason=f"not started: the run is stopping ({ctx.stopped_by}). Finalize with what you have.",
+        )
+    if not ctx.budget.can_hand_off():
+        exhausted = ctx.budget.exhausted or f"the handoff budget ({ctx.settings.budgets.max_handoffs}) was used up"
+        return Refusal(kind="budget_exhausted", reason=f"not started: {exhausted}. Finalize with what you have.")
+    return None
+
+
+def _settle(ctx: RunContext, handoff: Handoff, refusal: Refusal | None) -> HandoffRecord | None:
+    """Apply an admission decision: charge the handoff budget, or record the refusal."""
+    if refusal is None:
+        ctx.budget.charge_handoff()
+        return None
+    if refusal.kind == "budget_exhausted":
+        ctx.stopped_by = ctx.stopped_by or ctx.budget.handoffs_used_up()
+    recovered = refusal.kind == "revision_cap"  # a decision, not lost work
+    ctx.fail(refusal.kind, handoff.target, refusal.reason, handoff.task, handoff.id, recovered=recovered)
+    return not_run(ctx, handoff, "refused", refusal.kind, refusal.reason)
+
+
+@contextmanager
+def in_handoff_order(ctx: RunContext, *, settle_breakers: bool = False) -> Iterator[None]:
+    """Puts the records and failures added inside in handoff order (seq, attempt) when it ends.
+
+    Branches finish in whatever order their models answer; what the run shows and what the
+    synthesizer reads afterwards must not depend on it. With `settle_breakers`, the breakers are
+    recounted in that order too (see `Breakers.settle`).
+    """
+    records, failures = len(ctx.records), len(ctx.failures)
+    breakers = ctx.breakers.snapshot() if settle_breakers else {}
+    try:
+        yield
+    finally:
+        added = ctx.records[records:]
+        if len(added) > 1:
+            added.sort(key=_HANDOFF_ORDER)
+            ctx.records[records:] = added
+        if len(ctx.failures) > failures:  # with no failure, every order gives the same breakers: skip the work
+            order = {r.id: i for i, r in enumerate(added)}
+            failed = ctx.failures[failures:]
+            failed.sort(key=lambda f: order.get(f.handoff_id or "", len(order)))
+            ctx.failures[failures:] = failed
+            if settle_breakers:
+                ran = [(r.target, r.status == "completed") for r in added if r.status in ("completed", "failed")]
+                ctx.breakers.settle(breakers, ran)
+
+
+_HANDOFF_ORDER = attrgetter("seq", "attempt")
+
+
+def not_run(
+    ctx: RunContext, handoff: Handoff, status: HandoffStatus, error_type: str, error: str, output: str = ""
+) -> HandoffRecord:
+    """Record a handoff that was refused or skipped before it ran."""
+    at = now()
+    record = HandoffRecord.model_validate(
+        {
+            **handoff.__dict__,
+            "status": status,
+            "started_at": at,
+            "ended_at": at,
+            "output": output,
+            "error": error,
+            "error_type": error_type,
+        }
+    )
+    ctx.records.append(record)
+    return record
+
+
+async def _attempt(ctx: RunContext, handoff: Handoff) -> HandoffRecord:
+    specialist = ctx.team[handoff.target]
+    # From the handoff's fields as they are (validated already): cheaper than dumping it first.
+    record = HandoffRecord.model_validate({**handoff.__dict__, "started_at": now()})
+    ctx.records.append(record)
+    try:
+        await ctx.emit("handoff_started", f"{handoff.target}: {handoff.task[:120]}", record)
+        with spans.transfer_span(handoff.source, handoff.target, handoff.call_id, handoff.id, handoff.attempt) as span:
+            spans.record_content(span, HANDOFF_TASK, lambda: handoff.task)
+            spans.record_content(span, TOOL_CALL_ARGUMENTS, lambda: handoff.model_dump(include=_PAYLOAD))
+            result = await run_specialist(
+                specialist,
+                handoff.task,
+                ctx.models,
+                context=handoff.context,
+                expected_output=handoff.expected_output,
+                meter=_HandoffMeter(ctx.budget, record),
+                call_timeout=ctx.settings.call_timeout,
+                agent_id=handoff.id,
+                gather=ctx.runtime.gather,
+            )
+            spans.record_content(span, TOOL_CALL_RESULT, lambda: result.output if result.output else result.error)
+            if result.status == "failed":
+                spans.mark_error(span, result.error_type or "failed", message=result.error or "")
+    except anyio.get_cancelled_exc_class():
+        record.status, record.ended_at, record.error_type = "cancelled", now(), "cancelled"
+        record.error = "cancelled before it finished"
+        raise
+    record.status = result.status
+    record.ended_at = now()
+    record.output, record.error, record.error_type = result.output, result.error, result.error_type
+    record.turns, record.verdict = result.turns, result.verdict
+    ctx.breakers.record(handoff.target, result.status == "completed")
+    if result.status == "failed":
+        ctx.fail(result.error_type or "failed", handoff.target, result.error or "", handoff.task, handoff.id)
+    elif result.verdict is not None and result.verdict.verdict == "REVISE":
+        ctx.revisions += 1
+    status = "done" if result.status == "completed" else f"failed ({result.error_type})"
+    await ctx.emit("handoff_finished", f"{handoff.target} {status}", record)
+    return record
+
+
+@dataclass
+class _HandoffMeter:
+    """Charges the run budget and keeps the handoff's own usage current, call by call, so a cancelled
+    handoff still reports the tokens it spent."""
+
+    budget: Budget
+    record: HandoffRecord
+
+    def before_call(self) -> None:
+        self.budget.before_call()
+
+    def after_call(self, usage: Usage) -> None:
+        self.budget.after_call(usage)
+        self.record.usage = self.record.usage + usage
+
+
+async def _refine(ctx: RunContext, handoff: Handoff, error: str) -> str:
+    """The supervisor rewrites a failed task using the error; the original task if it cannot."""
+    message = (
+        f"Specialist: {handoff.target}\n\nFailed task:\n{handoff.task}\n\nError:\n{error}\n\n"
+        f"This will be attempt {handoff.attempt + 1} of {ctx.settings.max_retries + 1}."
+    )
+    request = ModelRequest(
+        system=REFINE_INSTRUCTIONS,
+        messages=[Message(role="user", content=message)],
+        tools=[_REFINE_TOOL],
+        max_tokens=1024,
+        phase="refine",
+        member=SUPERVISOR,
+    )
+    try:
+        response = await ctx.supervisor_call(request)
+    except (ModelError, BudgetExhausted):
+        return handoff.task
+    for use in response.tool_uses:
+        task = use.input.get("task")
+        if use.name == "refine_task" and isinstance(task, str) and task.strip():
+            return task
+    return response.text.strip() or handoff.task

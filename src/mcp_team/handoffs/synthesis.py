@@ -1,0 +1,96 @@
+"""Composing the answer: the closing synthesis, the finalize tool, and what the answer says is missing.
+
+Only the last attempt of a task speaks for it: a failed attempt that a retry replaced is neither
+shown to the synthesizer nor listed as missing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from mcp_team.errors import BudgetExhausted
+from mcp_team.handoffs.context import RunContext
+from mcp_team.handoffs.prompts import FINALIZE_DESCRIPTION, SYNTHESIS_INSTRUCTIONS
+from mcp_team.handoffs.schema import HandoffRecord
+from mcp_team.llm import SUPERVISOR, Message, ModelError, ModelRequest, ToolDefinition
+
+FINALIZE_TOOL = ToolDefinition(
+    name="finalize",
+    description=FINALIZE_DESCRIPTION,
+    input_schema={"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]},
+)
+
+
+def _superseded(records: Sequence[HandoffRecord]) -> set[str]:
+    """Ids of attempts that a retry replaced: only the last attempt of a task speaks for it."""
+    return {r.retry_of for r in records if r.retry_of}
+
+
+def describe_results(records: Sequence[HandoffRecord]) -> str:
+    """The latest outcome per task, as the synthesizer reads it."""
+    superseded = _superseded(records)
+    parts = []
+    for r in records:
+        if r.status == "refused" or r.id in superseded:
+            continue
+        if r.status == "completed":
+            parts.append(f"### {r.target} (completed): {r.task[:200]}\n{r.output}")
+        else:
+            parts.append(f"### {r.target} ({r.status}): {r.task[:200]}\n{r.error or ''}")
+    return "\n\n".join(parts) or "(no results)"
+
+
+async def synthesize(ctx: RunContext, how: str = "") -> str:
+    """The closing answer from the results, with the synthesis prompt; a plain merge if no call is possible."""
+    await ctx.emit("synthesizing", "synthesizing the answer")
+    combine = f"How to combine the results:\n{how}\n\n" if how else ""
+    message = f"Request:\n{ctx.request}\n\n{combine}Results:\n{describe_results(ctx.records)}"
+    request = ModelRequest(
+        system=SYNTHESIS_INSTRUCTIONS,
+        messages=[Message(role="user", content=message)],
+        tools=[FINALIZE_TOOL],
+        phase="synthesize",
+        member=SUPERVISOR,
+    )
+    try:
+        response = await ctx.supervisor_call(request, final=True)
+    except ModelError as exc:
+        ctx.fail(exc.kind, "supervisor", f"the closing synthesis failed: {exc.message}")
+        return fallback_answer(ctx)
+    except BudgetExhausted as exc:
+        ctx.fail("budget_exhausted", "supervisor", f"the closing synthesis failed: {exc.budget}")
+        return fallback_answer(ctx)
+    for use in response.tool_uses:
+        if use.name == "finalize" and isinstance(use.input.get("answer"), str):
+            return str(use.input["answer"])
+    return response.text or fallback_answer(ctx)
+
+
+def fallback_answer(ctx: RunContext) -> str:
+    """The best answer without a model: the completed results, as they are."""
+    done = [r for r in ctx.records if r.status == "completed"]
+    if not done:
+        return "No specialist finished any work, so there is no answer."
+    body = "\n\n".join(f"## {r.target}: {r.task[:120]}\n{r.output}" for r in done)
+    return f"The supervisor could not write a closing synthesis; here are the finished results.\n\n{body}"
+
+
+def missing_section(ctx: RunContext) -> str:
+    """A plain list of what the answer lacks: every unrecovered failure and any early stop."""
+    lines = []
+    if ctx.stopped_by:
+        lines.append(f"- The run stopped early: {ctx.stopped_by}.")
+    superseded = _superseded(ctx.records)
+    seen: set[object] = set()
+    for f in ctx.failures:
+        key = f.handoff_id or (f.specialist, f.kind, f.reason)
+        if f.recovered or f.handoff_id in superseded or key in seen:
+            continue
+        seen.add(key)
+        task = _short(f.task.split("\n", 1)[0]) if f.task else ""
+        lines.append(f"- {f.specialist}" + (f' on "{task}"' if task else "") + f": {f.kind}: {f.reason}")
+    return "Incomplete. This answer is missing:\n" + "\n".join(lines) if lines else ""
+
+
+def _short(text: str, width: int = 160) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
