@@ -15,16 +15,11 @@ the request body is converted to our `ModelRequest`, the brain returns a `ModelR
 from __future__ import annotations
 
 import itertools
-import json
-import threading
-import time
+import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler
-from types import TracebackType
 from typing import Any
 
-from local_http import LocalHTTPServer
+from fake_api import FakeJSONAPI, Reply
 from mcp_team.llm.types import (
     ContentBlock,
     Message,
@@ -116,6 +111,20 @@ def _block_from_json(block: dict[str, Any]) -> ContentBlock:
     raise ValueError(f"content block type {kind!r} is not supported by the fake API")
 
 
+def member_from_prompt(system: str) -> str:
+    """Who sent a request that crossed a wire: a specialist's name, or "" (the supervisor).
+
+    The Messages API and MCP sampling have no field for it, so a brain behind them reads it where
+    the engine writes it, in the first line of a specialist's system prompt (`Specialist.instructions`);
+    the supervisor's requests are told apart by their tools.
+    """
+    match = _SPECIALIST.match(system)
+    return match.group(1) if match else ""
+
+
+_SPECIALIST = re.compile(r"You are the ([A-Za-z0-9_-]+) specialist")
+
+
 def request_from_json(body: dict[str, Any]) -> ModelRequest:
     """A Messages API request body as our `ModelRequest` (cache_control markers are dropped)."""
     messages = []
@@ -129,8 +138,9 @@ def request_from_json(body: dict[str, Any]) -> ModelRequest:
         ToolDefinition(name=t["name"], description=t.get("description", ""), input_schema=t["input_schema"])
         for t in body.get("tools", [])
     ]
+    system = _text_of(body.get("system", ""))
     return ModelRequest(
-        system=_text_of(body.get("system", "")), messages=messages, tools=tools, max_tokens=body["max_tokens"]
+        system=system, messages=messages, tools=tools, max_tokens=body["max_tokens"], member=member_from_prompt(system)
     )
 
 
@@ -156,72 +166,29 @@ def response_to_json(resp: ModelResponse) -> dict[str, Any]:
 # -- the server ------------------------------------------------------------------------------------
 
 
-@dataclass
-class Reply:
-    """One scripted reply; `delay` seconds pass before it is sent (for timeout tests)."""
-
-    status: int
-    body: dict[str, Any]
-    headers: dict[str, str] = field(default_factory=dict)
-    delay: float = 0.0
-
-
-class FakeMessagesAPI:
+class FakeMessagesAPI(FakeJSONAPI):
     """A Messages API server on an ephemeral port of 127.0.0.1, run in a daemon thread.
 
     Records every request body (`requests`) and its headers (`request_headers`, lower-cased
     names) and answers with the scripted replies, then with `brain`, else with a 500.
     """
 
+    route = "/v1/messages"
+    name = "fake-messages-api"
+
     def __init__(self, brain: Brain | None = None) -> None:
+        super().__init__()
         self.brain = brain
-        self.requests: list[dict[str, Any]] = []
-        self.request_headers: list[dict[str, str]] = []
-        self._replies: list[Reply] = []
-        self._lock = threading.Lock()
-        self._http = LocalHTTPServer(type("Handler", (_Handler,), {"api": self}), "fake-messages-api")
-
-    # -- scripting --
-
-    def reply(
-        self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None, *, delay: float = 0.0
-    ) -> None:
-        """Queue one reply."""
-        with self._lock:
-            self._replies.append(Reply(status, body, dict(headers or {}), delay))
-
-    @property
-    def pending(self) -> int:
-        """Scripted replies not served yet."""
-        with self._lock:
-            return len(self._replies)
-
-    # -- lifecycle --
 
     @property
     def base_url(self) -> str:
-        return self._http.url
+        return self.url
 
-    def __enter__(self) -> FakeMessagesAPI:
-        self._http.start()
-        return self
+    def error_reply(self, status: int, message: str) -> Reply:
+        kind = {404: "not_found_error", 400: "invalid_request_error"}.get(status, "api_error")
+        return Reply(status, error_body(kind, message))
 
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self._http.stop()
-
-    # -- serving (called from the server's threads) --
-
-    def _record(self, body: dict[str, Any], headers: dict[str, str]) -> None:
-        with self._lock:
-            self.requests.append(body)
-            self.request_headers.append(headers)
-
-    def _answer(self, body: dict[str, Any]) -> Reply:
-        with self._lock:
-            if self._replies:
-                return self._replies.pop(0)
+    def answer(self, body: dict[str, Any]) -> Reply:
         if self.brain is None:
             # `x-should-retry: false` stops the SDK retrying this test bug.
             return Reply(
@@ -238,40 +205,3 @@ class FakeMessagesAPI:
         except ModelError as err:
             status, kind = _ERROR_STATUS.get(err.kind, (500, "api_error"))
             return Reply(status, error_body(kind, err.message))
-
-
-class _Handler(BaseHTTPRequestHandler):
-    api: FakeMessagesAPI
-
-    def do_POST(self) -> None:
-        length = int(self.headers.get("content-length") or 0)
-        raw = self.rfile.read(length)
-        if self.path.split("?")[0].rstrip("/") != "/v1/messages":
-            self._send(Reply(404, error_body("not_found_error", f"FakeMessagesAPI: no route {self.path}")))
-            return
-        try:
-            body = json.loads(raw)
-        except ValueError:
-            self._send(Reply(400, error_body("invalid_request_error", "FakeMessagesAPI: body is not JSON")))
-            return
-        self.api._record(body, {k.lower(): v for k, v in self.headers.items()})
-        self._send(self.api._answer(body))
-
-    def _send(self, reply: Reply) -> None:
-        if reply.delay:
-            time.sleep(reply.delay)
-        data = json.dumps(reply.body).encode()
-        try:
-            self.send_response(reply.status)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(data)))
-            self.send_header("request-id", f"req_fake_{next(_ids)}")
-            for name, value in reply.headers.items():
-                self.send_header(name, value)
-            self.end_headers()
-            self.wfile.write(data)
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the client gave up (e.g. its timeout fired)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass  # keep test output quiet

@@ -7,18 +7,22 @@ import os
 import pytest
 from pydantic import ValidationError
 
+from mcp_team.errors import ConfigError
 from mcp_team.llm.call import SPECIALIST, SUPERVISOR
-from mcp_team.llm.offline import FAULT_KINDS, Fault, OfflineModel, parse_faults
-from mcp_team.llm.settings import ConfigError, ModelSettings, build_models
+from mcp_team.llm.faults import FAULT_KINDS, Fault, FaultyModel, parse_faults
+from mcp_team.llm.offline import OfflineModel
+from mcp_team.llm.settings import ModelSettings, build_models
+from support import SCRUBBED_PREFIXES
 
 KEY = "sk-ant-test-SECRET-0123456789"
 
 
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
-    """No MCP_TEAM_* or ANTHROPIC_* variable from the machine running the tests leaks in."""
+    """No MCP_TEAM_*, ANTHROPIC_* (or other model or tracing) variable from the machine running the tests
+    leaks in."""
     for name in list(os.environ):
-        if name.upper().startswith(("MCP_TEAM_", "ANTHROPIC_")):
+        if name.upper().startswith(SCRUBBED_PREFIXES):
             monkeypatch.delenv(name)
     return monkeypatch
 
@@ -31,7 +35,17 @@ def test_nothing_configured_is_a_config_error_listing_the_options() -> None:
         ModelSettings().backend()
     message = str(caught.value)
     assert "no model is configured" in message
-    for option in ("anthropic", "offline", "sampling", "ANTHROPIC_API_KEY", "MCP_TEAM_MODEL=offline"):
+    for option in (
+        "anthropic",
+        "openai",
+        "offline",
+        "sampling",
+        "ANTHROPIC_API_KEY",
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+        "MCP_TEAM_MODEL=offline",
+        "ANTHROPIC_API_KEY wins",
+    ):
         assert option in message
 
 
@@ -74,11 +88,12 @@ def test_explicit_anthropic_without_a_key_selects_anthropic_but_cannot_build(mon
         build_models(settings)
 
 
-def test_unknown_backend_is_rejected_naming_the_choices(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_model_without_a_provider_is_rejected_naming_the_choices(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MCP_TEAM_MODEL", "gpt")
     with pytest.raises(ValidationError) as caught:
         ModelSettings()
-    assert "'anthropic', 'offline' or 'sampling'" in str(caught.value)
+    assert "'gpt' names no provider; write anthropic, openai, offline or sampling" in str(caught.value)
+    assert "openai:gpt" in str(caught.value)
 
 
 def test_empty_api_key_counts_as_not_set(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -96,18 +111,18 @@ def test_build_offline_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     model = models.for_role(SUPERVISOR)
     assert isinstance(model, OfflineModel)
     assert models.for_role(SPECIALIST) is model
-    assert (model.latency, model.faults, models.provider) == (0.0, [], "offline")
+    assert (model.latency, models.provider) == (0.0, "offline")
 
 
 def test_build_offline_with_latency_faults_and_concurrency(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MCP_TEAM_MODEL", "offline")
     monkeypatch.setenv("MCP_TEAM_OFFLINE_LATENCY_MS", "250")
-    monkeypatch.setenv("MCP_TEAM_OFFLINE_FAULTS", "rate_limit:researcher:1, revise")
+    monkeypatch.setenv("MCP_TEAM_OFFLINE_FAULTS", "rate_limit:researcher:1, revise")  # the old name still works
     monkeypatch.setenv("MCP_TEAM_MAX_CONCURRENCY", "3")
     models = build_models(ModelSettings())
     model = models.for_role(SPECIALIST)
-    assert isinstance(model, OfflineModel)
-    assert model.latency == pytest.approx(0.25)
+    assert isinstance(model, FaultyModel) and isinstance(model.wrapped, OfflineModel)
+    assert model.wrapped.latency == pytest.approx(0.25)
     assert model.faults == [Fault("rate_limit", "researcher", 1), Fault("revise", "*", None)]
     assert models.max_concurrency == 3
     assert models.limiter.total_tokens == 3
@@ -115,11 +130,11 @@ def test_build_offline_with_latency_faults_and_concurrency(monkeypatch: pytest.M
 
 def test_a_bad_fault_spec_is_a_config_error_naming_the_variable_and_kinds(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MCP_TEAM_MODEL", "offline")
-    monkeypatch.setenv("MCP_TEAM_OFFLINE_FAULTS", "rate_limit,explode")
+    monkeypatch.setenv("MCP_TEAM_FAULTS", "rate_limit,explode")
     with pytest.raises(ConfigError) as caught:
         build_models(ModelSettings())
     message = str(caught.value)
-    assert message.startswith("MCP_TEAM_OFFLINE_FAULTS: bad offline fault 'explode'")
+    assert message.startswith("--fault / MCP_TEAM_FAULTS: bad fault 'explode'")
     assert all(kind in message for kind in FAULT_KINDS)
 
 
@@ -185,7 +200,7 @@ def test_sampling_cannot_be_built_outside_the_server(monkeypatch: pytest.MonkeyP
     with pytest.raises(ConfigError) as caught:
         build_models(ModelSettings())
     assert "mcp-team serve" in str(caught.value)
-    assert "--model anthropic or --model offline" in str(caught.value)
+    assert "--model anthropic, --model openai[:MODEL] or --model offline" in str(caught.value)
 
 
 # --- secrets ----------------------------------------------------------------------------------------------------
@@ -232,10 +247,10 @@ def test_parse_faults(spec: str, faults: list[Fault]) -> None:
 @pytest.mark.parametrize(
     ("spec", "message"),
     [
-        ("explode", "bad offline fault 'explode': expected KIND[:AGENT[:TIMES]] with KIND one of rate_limit,"),
-        ("RATE_LIMIT", "bad offline fault 'RATE_LIMIT'"),
-        (":researcher", "bad offline fault ':researcher'"),
-        ("rate_limit:a:1:2", "bad offline fault 'rate_limit:a:1:2': expected KIND[:AGENT[:TIMES]]"),
+        ("explode", "bad fault 'explode': expected KIND[:AGENT[:TIMES]] with KIND one of rate_limit,"),
+        ("RATE_LIMIT", "bad fault 'RATE_LIMIT'"),
+        (":researcher", "bad fault ':researcher'"),
+        ("rate_limit:a:1:2", "bad fault 'rate_limit:a:1:2': expected KIND[:AGENT[:TIMES]]"),
         ("rate_limit:a:two", "TIMES must be a whole number, got 'two'"),
         ("rate_limit:a:-1", "TIMES must be a whole number, got '-1'"),
         ("timeout,rate_limit:a:1.5", "TIMES must be a whole number, got '1.5'"),

@@ -1,6 +1,6 @@
 """Model backends behind one small async interface (`Model.complete`)."""
 
-from mcp_team.llm.call import SPECIALIST, SUPERVISOR, Meter, ModelSet, chat
+from mcp_team.llm.call import PLANNER, SPECIALIST, SUPERVISOR, Meter, ModelSet, chat
 from mcp_team.llm.types import (
     ContentBlock,
     Message,
@@ -16,6 +16,7 @@ from mcp_team.llm.types import (
 )
 
 __all__ = [
+    "PLANNER",
     "SPECIALIST",
     "SUPERVISOR",
     "ContentBlock",

@@ -12,7 +12,7 @@ itself imported only when the Anthropic backend is selected.
 
 from __future__ import annotations
 
-from typing import Any
+import os
 
 import anthropic
 from anthropic.types import (
@@ -23,6 +23,7 @@ from anthropic.types import (
     ToolParam,
 )
 
+from mcp_team.llm.sdk_errors import describe, scrub
 from mcp_team.llm.types import (
     ContentBlock,
     ErrorKind,
@@ -68,12 +69,18 @@ class AnthropicModel:
         base_url: str | None = None,
         max_retries: int = 4,
         timeout: float = 120.0,
+        price_provider: str | None = None,
     ) -> None:
         self.name = model
         self.max_retries = max_retries
         self.timeout = timeout
         self._api_key = api_key
         self._base_url = base_url
+        url = (base_url or os.environ.get("ANTHROPIC_BASE_URL") or "").rstrip("/")
+        #: The endpoint's URL (for per-endpoint limits and prices); None for Anthropic's own API.
+        self.base_url: str | None = None if not url or url == "https://api.anthropic.com" else url
+        #: The genai-prices provider its calls are priced with when not Anthropic's own (see `llm.cost`).
+        self.price_provider = price_provider
         self._client: anthropic.AsyncAnthropic | None = None
 
     @property
@@ -128,92 +135,30 @@ class AnthropicModel:
         return ModelError(kind, self._scrub(message), status=status)
 
     def _describe(self, err: anthropic.AnthropicError) -> tuple[ErrorKind, int | None, str]:
-        model = self.name
-        if isinstance(err, anthropic.APIStatusError):
-            status = err.status_code
-            attempts = _attempts(err.response.request.headers, self.max_retries)
-            detail = _api_detail(err)
-            if status == 429:
-                return (
-                    "rate_limited",
-                    status,
-                    f"the Anthropic API rate-limited the {model} call (HTTP 429){detail}; gave up after "
-                    f"{_n(attempts)}; lower the concurrency or wait and try again",
-                )
-            if status == 529:
-                return (
-                    "overloaded",
-                    status,
-                    f"the Anthropic API is overloaded (HTTP 529){detail}; the {model} call gave up after "
-                    f"{_n(attempts)}; try again later",
-                )
-            if status >= 500:
-                return (
-                    "server_error",
-                    status,
-                    f"the Anthropic API failed the {model} call with HTTP {status}{detail}; gave up "
-                    f"after {_n(attempts)}; try again later",
-                )
-            if status in (401, 403):
-                what = "rejected the API key" if status == 401 else "denied this API key access"
-                return ("auth", status, f"the Anthropic API {what} (HTTP {status}){detail}; check ANTHROPIC_API_KEY")
-            if status == 408:
-                return (
-                    "timeout",
-                    status,
-                    f"the Anthropic API timed out the {model} call (HTTP 408){detail}; gave up after {_n(attempts)}",
-                )
-            hint = f"; check that the model name {model!r} is right" if status == 404 else ""
-            return (
-                "bad_request",
-                status,
-                f"the Anthropic API rejected the {model} request (HTTP {status}){detail}{hint}",
-            )
-        if isinstance(err, anthropic.APITimeoutError):
-            attempts = _attempts(err.request.headers, self.max_retries)
-            return (
-                "timeout",
-                None,
-                f"the {model} call timed out ({self.timeout:g} s per attempt); gave up after {_n(attempts)}",
-            )
-        if isinstance(err, anthropic.APIConnectionError):
-            attempts = _attempts(err.request.headers, self.max_retries)
-            cause = f": {type(err.__cause__).__name__}: {err.__cause__}" if err.__cause__ else ""
-            return (
-                "connection",
-                None,
-                f"could not reach the Anthropic API at {self.client.base_url}{cause}; gave up after "
-                f"{_n(attempts)}; check the network and the base URL (ANTHROPIC_BASE_URL)",
-            )
         if isinstance(err, anthropic.CredentialsError):
             return ("auth", None, f"the Anthropic credentials could not be loaded: {err}; check ANTHROPIC_API_KEY")
-        if isinstance(err, anthropic.APIResponseValidationError):
-            return (
-                "server_error",
-                err.status_code,
-                f"the Anthropic API returned a reply to the {model} call that could not be read: {err}",
-            )
-        return ("unavailable", None, f"the {model} call failed: {type(err).__name__}: {err}")
+        where = "the Anthropic API" if self.base_url is None else f"the Anthropic API at {self.base_url}"
+        detail = hint = ""
+        if isinstance(err, anthropic.APIStatusError):
+            detail = _api_detail(err)
+            if err.status_code == 404:
+                hint = f"; check that the model name {self.name!r} is right"
+        return describe(
+            err,
+            anthropic,
+            model=self.name,
+            where=where,
+            timeout=self.timeout,
+            max_retries=self.max_retries,
+            key_variable="ANTHROPIC_API_KEY",
+            url_variable="ANTHROPIC_BASE_URL",
+            detail=detail,
+            hint=hint,
+        )
 
     def _scrub(self, text: str) -> str:
         """`text` with the API key (should it ever be echoed back) masked."""
-        for secret in (self._api_key, self._client.api_key if self._client else None):
-            if secret:
-                text = text.replace(secret, "[redacted]")
-        return text
-
-
-def _attempts(headers: Any, max_retries: int) -> int:
-    """How many attempts the SDK made, from the retry count it stamps on each request."""
-    try:
-        return int(headers.get("x-stainless-retry-count")) + 1
-    except (TypeError, ValueError):
-        return max_retries + 1
-
-
-def _n(attempts: int) -> str:
-    """`3 attempts` / `1 attempt`."""
-    return f"{attempts} attempt" if attempts == 1 else f"{attempts} attempts"
+        return scrub(text, self._api_key, self._client.api_key if self._client else None)
 
 
 def _api_detail(err: anthropic.APIStatusError) -> str:

@@ -9,6 +9,7 @@ from typing import Any, Protocol
 
 import anyio
 
+from mcp_team.llm.limits import EndpointLimiter, EndpointLimits, Limiters
 from mcp_team.llm.types import (
     ContentBlock,
     Model,
@@ -29,15 +30,16 @@ from mcp_team.telemetry.attributes import (
     SYSTEM_INSTRUCTIONS,
 )
 
-SUPERVISOR = "supervisor"
+SUPERVISOR = "supervisor"  # a model role, and the member name of the supervisor's requests
 SPECIALIST = "specialist"
+PLANNER = "planner"  # the member name of planning requests (made on the supervisor's model)
 
 
 class Meter(Protocol):
     """Something that counts model calls and tokens against a budget (see handoffs.budget)."""
 
     def before_call(self) -> None:
-        """Raise `ModelError("budget_exhausted", ...)` when no further call is allowed."""
+        """Raise `mcp_team.errors.BudgetExhausted` when no further call is allowed."""
 
     def after_call(self, usage: Usage) -> None:
         """Charge a finished call's tokens."""
@@ -53,6 +55,8 @@ class ModelSet:
 
     models: Mapping[str, Model]
     max_concurrency: int = 8
+    members: Mapping[str, Model] = field(default_factory=dict)  # a specialist's own model, by its name
+    limits: Limiters | None = None  # per-endpoint limits; None: `max_concurrency` per endpoint, no rates
     limiter: anyio.CapacityLimiter = field(init=False)
 
     def __post_init__(self) -> None:
@@ -69,6 +73,16 @@ class ModelSet:
         """The model for `role`; roles this set does not name fall back to the specialist model."""
         return self.models.get(role) or self.models[SPECIALIST]
 
+    def for_member(self, name: str, role: str) -> Model:
+        """The model of the specialist `name`: its own when it has one, else its role's."""
+        return self.members.get(name) or self.for_role(role)
+
+    def limiter_for(self, model: Model) -> EndpointLimiter:
+        """The limiter of the endpoint `model` calls (see `llm.limits`)."""
+        if self.limits is None:
+            self.limits = Limiters(EndpointLimits(max_concurrency=self.max_concurrency))
+        return self.limits.for_model(model)
+
     @property
     def provider(self) -> str:
         return self.models[SUPERVISOR].provider
@@ -82,7 +96,12 @@ async def chat(
     timeout: float | None = None,
     meter: Meter | None = None,
 ) -> ModelResponse:
-    """One model call for `role`, traced as `chat {model}`. Raises `ModelError`."""
+    """One model call for `role`, traced as `chat {model}`. Raises `ModelError`, or `BudgetExhausted` from `meter`.
+
+    The meter is charged here, around `model.complete`, never inside it: a model wrapped so its
+    calls are durable steps returns a recorded call without running it, and the call is still
+    charged once in the process that replays it.
+    """
     model = models.for_role(role)
     if meter is not None:
         meter.before_call()

@@ -1,16 +1,19 @@
 """The offline backend: a deterministic stand-in for an LLM that needs no network.
 
-It reads requests the way a model would, from the prompt and the offered tools, never from a
-side channel:
-- offered `finalize` and `handoff_to_*` tools, it acts as the supervisor and delegates by simple
-  keyword rules (independent specialists in one turn, then the writer, then the reviewer);
-- offered only `finalize`, it synthesizes an answer from the results in the prompt;
-- offered `submit_plan` or `refine_task`, it plans or rewrites a failed task;
-- otherwise it is the specialist named in its system prompt and answers plainly, calling its
-  `calculate` tool when the task contains arithmetic.
+What it does follows from why it is called (`request.phase`) and who asks (`request.member`),
+never from matching the system prompt; the content it works on comes from the messages and the
+offered tools, as a model would read them:
+- `act` (the supervisor's turn): it delegates by simple keyword rules (independent specialists in
+  one turn, then the writer, then the reviewer) through the offered `handoff_to_*` tools;
+- `synthesize`: it answers from the results in the prompt; `plan` and `refine`: it plans or
+  rewrites a failed task;
+- otherwise it is the specialist `member` and answers plainly, calling its `calculate` tool when
+  the task contains arithmetic.
+A request without a phase (one that came over a wire without that field) is read from its
+offered tools.
 
-Every answer says it is offline. Faults can be injected on demand so tests drive every failure
-path through the real engine.
+Every answer says it is offline. It has no faults of its own: `llm.faults` wraps it (or any other
+backend) to drive every failure path through the real engine.
 """
 
 from __future__ import annotations
@@ -18,16 +21,16 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
+from dataclasses import dataclass
+from typing import Any
 
 import anyio
 
 from mcp_team.llm.types import (
     Message,
-    ModelError,
     ModelRequest,
     ModelResponse,
+    Phase,
     TextBlock,
     ToolResultBlock,
     ToolUseBlock,
@@ -35,19 +38,6 @@ from mcp_team.llm.types import (
 )
 
 OFFLINE_NOTICE = "offline backend: deterministic answers, no LLM is called"
-
-FaultKind = Literal[
-    "rate_limit",  # raise a 429
-    "server_error",  # raise a 500
-    "overloaded",  # raise a 529
-    "timeout",  # never answer (the engine's call timeout cuts it)
-    "unknown_specialist",  # supervisor: also hand off to a specialist that does not exist
-    "malformed_tool_call",  # supervisor: a handoff whose arguments do not match the schema
-    "repeat_handoff",  # supervisor: emit the same handoff forever
-    "endless_tools",  # specialist: keep calling tools, never answer
-    "revise",  # reviewer: always ask for a revision
-]
-FAULT_KINDS: tuple[str, ...] = get_args(FaultKind)
 
 _GATHER_RULES: dict[str, re.Pattern[str]] = {
     "researcher": re.compile(r"research|find|investigat|history|compar|look up|sources?|market|who|what", re.I),
@@ -57,41 +47,7 @@ _GATHER_RULES: dict[str, re.Pattern[str]] = {
 _WRITER_RULE = re.compile(r"writ|draft|report|summar|explain|article|email|blog|document", re.I)
 _REVIEW_RULE = re.compile(r"review|check|verif|critique|proofread", re.I)
 _EXPRESSION = re.compile(r"[\d.(][\d.\s()+\-*/%^]*[+\-*/%^][\d.\s()+\-*/%^]*[\d.)]")
-_SPECIALIST_NAME = re.compile(r"You are the ([A-Za-z0-9_.-]+) specialist")
 MAX_REVISIONS_OFFLINE = 2
-
-
-@dataclass
-class Fault:
-    """Inject `kind` into calls made as `agent` ("*" for any), `times` times (None: always)."""
-
-    kind: FaultKind
-    agent: str = "*"
-    times: int | None = None
-
-    def take(self, agent: str) -> bool:
-        if self.agent not in ("*", agent) or self.times == 0:
-            return False
-        if self.times is not None:
-            self.times -= 1
-        return True
-
-
-def parse_faults(spec: str) -> list[Fault]:
-    """Parse `kind[:agent[:times]]`, comma-separated, e.g. `rate_limit:researcher:1,repeat_handoff`."""
-    faults = []
-    for item in filter(None, (part.strip() for part in spec.split(","))):
-        parts = item.split(":")
-        if len(parts) > 3 or parts[0] not in FAULT_KINDS:
-            raise ValueError(
-                f"bad offline fault {item!r}: expected KIND[:AGENT[:TIMES]] with KIND one of {', '.join(FAULT_KINDS)}"
-            )
-        agent = parts[1] if len(parts) > 1 and parts[1] else "*"
-        times = parts[2] if len(parts) > 2 else ""
-        if times and not times.isdigit():
-            raise ValueError(f"bad offline fault {item!r}: TIMES must be a whole number, got {times!r}")
-        faults.append(Fault(parts[0], agent, int(times) if times else None))  # type: ignore[arg-type]
-    return faults
 
 
 @dataclass
@@ -99,7 +55,6 @@ class OfflineModel:
     """Deterministic model. `latency` seconds are slept per call (anyio, so cancellable)."""
 
     latency: float = 0.0
-    faults: list[Fault] = field(default_factory=list)
     name: str = "offline"
     provider: str = "offline"
     calls: int = 0
@@ -107,41 +62,34 @@ class OfflineModel:
     async def complete(self, request: ModelRequest) -> ModelResponse:
         self.calls += 1
         tools = {t.name for t in request.tools}
-        agent = _agent_of(request, tools)
+        phase = _phase_of(request, tools)
+        member = request.member or "specialist"
         if self.latency:
             await anyio.sleep(self.latency)
-        fault = self._fault(agent)
-        if fault == "timeout":
-            await anyio.sleep_forever()
-        if fault in ("rate_limit", "server_error", "overloaded"):
-            status = {"rate_limit": 429, "server_error": 500, "overloaded": 529}[fault]
-            kind = {"rate_limit": "rate_limited", "server_error": "server_error", "overloaded": "overloaded"}[fault]
-            raise ModelError(kind, f"offline fault injected: HTTP {status} for {agent}", status=status)  # type: ignore[arg-type]
-
-        if "finalize" in tools and len(tools) > 1:
-            content = _supervise(request, fault)
-        elif "finalize" in tools:
+        if phase == "act":
+            content = _supervise(request)
+        elif phase == "synthesize":
             content = [_call("finalize", {"answer": _synthesis(request)})]
-        elif "submit_plan" in tools:
+        elif phase == "plan":
             content = [_call("submit_plan", _plan(request))]
-        elif "refine_task" in tools:
+        elif phase == "refine":
             content = [_call("refine_task", {"task": _refine(request)})]
         else:
-            content = _specialist(request, agent, tools, fault)
+            content = _specialist(request, member, tools)
         return _response(request, content)
 
-    def _fault(self, agent: str) -> str | None:
-        for fault in self.faults:
-            if fault.take(agent):
-                return fault.kind
-        return None
 
-
-def _agent_of(request: ModelRequest, tools: set[str]) -> str:
-    if tools & {"finalize", "submit_plan", "refine_task"}:
-        return "supervisor"
-    match = _SPECIALIST_NAME.search(request.system)
-    return match.group(1) if match else "specialist"
+def _phase_of(request: ModelRequest, tools: set[str]) -> Phase:
+    if request.phase != "specialist" or request.member:
+        return request.phase
+    # No phase and no member: a request from outside the engine. Read it from the offered tools.
+    if "submit_plan" in tools:
+        return "plan"
+    if "refine_task" in tools:
+        return "refine"
+    if "finalize" in tools:
+        return "act" if len(tools) > 1 else "synthesize"
+    return "specialist"
 
 
 def _response(request: ModelRequest, content: list[TextBlock | ToolUseBlock]) -> ModelResponse:
@@ -224,24 +172,17 @@ def _select(request_text: str, team: Iterable[str]) -> tuple[list[str], bool, bo
     return gatherers, writer, reviewer
 
 
-def _supervise(request: ModelRequest, fault: str | None) -> list[TextBlock | ToolUseBlock]:
+def _supervise(request: ModelRequest) -> list[TextBlock | ToolUseBlock]:
     request_text = _text_of(request.messages[0])
     team = [t.name.removeprefix("handoff_to_") for t in request.tools if t.name.startswith("handoff_to_")]
     done = _history(request.messages)
     gatherers, writer, reviewer = _select(request_text, team)
-
-    if fault == "repeat_handoff":
-        return [_call(f"handoff_to_{team[0]}", {"task": f"Work on: {request_text}"})]
-    if fault == "malformed_tool_call":
-        return [_call(f"handoff_to_{team[0]}", {"task": ["not", "a", "string"], "priority": "high"})]
 
     # Errors about the call itself (bad arguments, unknown names) mean the handoff never ran.
     done = [d for d in done if not d.output.startswith(("malformed handoff", "there is no specialist"))]
     pending = [g for g in gatherers if not any(d.specialist == g for d in done)]
     if pending and not any(d.specialist in ("writer", "reviewer") for d in done):
         calls = [_call(f"handoff_to_{name}", _gather_task(name, request_text), i) for i, name in enumerate(pending)]
-        if fault == "unknown_specialist":
-            calls.append(_call("handoff_to_ghost", {"task": "Haunt the request"}, len(calls)))
         return [TextBlock(text=f"Delegating to {len(calls)} specialists in parallel."), *calls]
 
     drafts = [d for d in done if d.specialist == "writer" and d.ok]
@@ -357,19 +298,16 @@ def _refine(request: ModelRequest) -> str:
 # --- specialists -------------------------------------------------------------------------------
 
 
-def _specialist(request: ModelRequest, name: str, tools: set[str], fault: str | None) -> list[TextBlock | ToolUseBlock]:
+def _specialist(request: ModelRequest, name: str, tools: set[str]) -> list[TextBlock | ToolUseBlock]:
     last = request.messages[-1]
     task = _text_of(request.messages[0])
-    if fault == "endless_tools":
-        tool = sorted(tools)[0] if tools else "nonexistent_tool"
-        return [_call(tool, {"expression": "1+1"}, len(request.messages))]
     results = [b for b in last.blocks if isinstance(b, ToolResultBlock)] if last.role == "user" else []
     if "calculate" in tools and not results:
         expression = _EXPRESSION.search(task)
         if expression:
             return [_call("calculate", {"expression": expression.group(0).strip()})]
     if name == "reviewer":
-        if fault == "revise" or "TODO" in task:
+        if "TODO" in task:
             return [
                 TextBlock(
                     text="VERDICT: REVISE\n- Tighten the structure and state the key figures up front.\n"

@@ -1,24 +1,96 @@
-"""Model settings from the environment (and CLI flags), and building the `ModelSet` they describe.
+"""Model settings from the environment (and CLI flags), model strings, and the `ModelSet` they describe.
 
-Choice of backend: `--model` / `MCP_TEAM_MODEL` first, then `ANTHROPIC_API_KEY` being set means
-anthropic; otherwise a `ConfigError` that lists the options. The offline backend is used only
-when asked for by name.
+A model string is `provider:model` (`anthropic:claude-sonnet-4-5`, `openai:gpt-4o-mini`,
+`openai:qwen2.5:7b`: split at the first `:` only), a provider alone (`openai`, `offline`; its
+default models), or a plain model name, which means a model of the default provider, as before.
+
+A role whose model string names a provider runs on it. Every other role runs on the default provider:
+1. `--model` / `MCP_TEAM_MODEL` (`offline`, `sampling` and `replay:FILE` there run the whole team on them);
+2. else `ANTHROPIC_API_KEY` being set: anthropic (it wins when several keys are set);
+3. else `OPENAI_API_KEY` or `OPENAI_BASE_URL` being set: openai;
+4. else the provider the other role's model string names (offline aside);
+5. else a per-role key alone: anthropic; else a `ConfigError` that lists the options.
+So `MCP_TEAM_SUPERVISOR_MODEL=openai:gpt-4o` with `OPENAI_API_KEY` set needs nothing else. The
+offline backend is used only when asked for by name.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal, cast, get_args
 
-from pydantic import AliasChoices, Field, SecretStr
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from mcp_team.errors import ConfigError
 from mcp_team.llm.call import SPECIALIST, SUPERVISOR, ModelSet
+from mcp_team.llm.limits import EndpointLimits, Limiters
+from mcp_team.llm.types import Model
 
-Backend = Literal["anthropic", "offline", "sampling"]
+Backend = Literal["anthropic", "openai", "offline", "sampling", "replay"]
+BACKENDS: tuple[Backend, ...] = get_args(Backend)
+
+DEFAULT_MODELS: dict[str, dict[str, str]] = {
+    "anthropic": {SUPERVISOR: "claude-sonnet-4-5", SPECIALIST: "claude-haiku-4-5"},
+    "openai": {SUPERVISOR: "gpt-4o", SPECIALIST: "gpt-4o-mini"},
+    "offline": {SUPERVISOR: "offline", SPECIALIST: "offline"},
+}
 
 
-class ConfigError(Exception):
-    """Settings that cannot work; the message says how to fix them."""
+@dataclass(frozen=True)
+class ModelRef:
+    """A parsed model string; `provider` None means the default provider, `name` None its default model."""
+
+    provider: Backend | None
+    name: str | None
+
+    def __str__(self) -> str:
+        if self.provider is None:
+            return self.name or ""
+        return f"{self.provider}:{self.name}" if self.name else self.provider
+
+
+def parse_model(text: str) -> ModelRef:
+    """Parse a model string (see the module docstring). Raises `ValueError` saying what is wrong."""
+    text = text.strip()
+    if not text:
+        raise ValueError("a model string cannot be empty; write PROVIDER:MODEL, e.g. openai:gpt-4o-mini")
+    head, colon, tail = text.partition(":")
+    if not colon:
+        if text == "replay":
+            raise ValueError("replay needs its recording: write replay:FILE (make one with mcp-team run --record FILE)")
+        return ModelRef(cast(Backend, text), None) if text in BACKENDS else ModelRef(None, text)
+    provider = head.strip().lower()
+    if provider not in BACKENDS:
+        raise ValueError(
+            f"unknown provider {head!r} in the model {text!r}; write PROVIDER:MODEL with PROVIDER one of "
+            f"anthropic, openai, offline, replay (a model name containing ':' needs its provider first, e.g. "
+            f"openai:{text})"
+        )
+    name = tail.strip() or None
+    if provider == "replay" and not name:
+        raise ValueError("replay needs its recording: write replay:FILE (make one with mcp-team run --record FILE)")
+    if provider in ("offline", "sampling") and name:
+        raise ValueError(f"{provider} has no model names; write {provider!r}, not {text!r}")
+    return ModelRef(cast(Backend, provider), name)
+
+
+class MemberModel(BaseModel):
+    """A specialist's own model (team file): a model string, and its endpoint when it is not its provider's."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model: str
+    base_url: str | None = None
+    api_key_env: str | None = Field(default=None, description="The environment variable that holds its API key.")
+
+    @field_validator("model")
+    @classmethod
+    def _parses(cls, value: str) -> str:
+        parse_model(value)
+        return value
 
 
 class ModelSettings(BaseSettings):
@@ -26,80 +98,240 @@ class ModelSettings(BaseSettings):
         env_prefix="MCP_TEAM_", extra="ignore", populate_by_name=True, env_ignore_empty=True
     )
 
-    model: Backend | None = Field(default=None, description="Backend: anthropic, offline or sampling.")
-    supervisor_model: str = "claude-sonnet-4-5"
-    specialist_model: str = "claude-haiku-4-5"
+    model: str | None = Field(
+        default=None, description="The default provider, and model: anthropic, openai[:MODEL], offline or sampling."
+    )
+    supervisor_model: str | None = Field(default=None, description="The supervisor's model string.")
+    specialist_model: str | None = Field(default=None, description="The specialists' model string.")
     anthropic_api_key: SecretStr | None = Field(
         default=None, validation_alias=AliasChoices("MCP_TEAM_ANTHROPIC_API_KEY", "ANTHROPIC_API_KEY")
     )
     anthropic_base_url: str | None = Field(
         default=None, validation_alias=AliasChoices("MCP_TEAM_ANTHROPIC_BASE_URL", "ANTHROPIC_BASE_URL")
     )
+    openai_api_key: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("MCP_TEAM_OPENAI_API_KEY", "OPENAI_API_KEY")
+    )
+    openai_base_url: str | None = Field(
+        default=None, validation_alias=AliasChoices("MCP_TEAM_OPENAI_BASE_URL", "OPENAI_BASE_URL")
+    )
     supervisor_api_key: SecretStr | None = None
     supervisor_base_url: str | None = None
     specialist_api_key: SecretStr | None = None
     specialist_base_url: str | None = None
-    max_concurrency: int = Field(default=8, ge=1, description="Model calls in flight at once, all runs together.")
+    max_concurrency: int = Field(default=8, ge=1, description="Model calls in flight at once, per endpoint.")
+    requests_per_minute: float | None = Field(default=None, gt=0, description="Per endpoint; default: no limit.")
+    tokens_per_minute: float | None = Field(default=None, gt=0, description="Per endpoint; default: no limit.")
+    endpoint_limits: dict[str, EndpointLimits] = Field(
+        default_factory=dict, description="Limits of one endpoint, by base URL or provider name (JSON)."
+    )
+    prices: dict[str, str] = Field(
+        default_factory=dict, description="The genai-prices provider to price a base URL's calls with (JSON)."
+    )
     max_retries: int = Field(default=4, ge=0, description="Retries of a 429/5xx/529 call, with backoff.")
     offline_latency_ms: float = Field(default=0.0, ge=0)
-    offline_faults: str = ""
+    faults: str = Field(
+        default="",
+        validation_alias=AliasChoices("MCP_TEAM_FAULTS", "MCP_TEAM_OFFLINE_FAULTS"),
+        description="Faults injected into every model, e.g. rate_limit:researcher:1 (see llm.faults).",
+    )
+    record_dir: str | None = Field(default=None, description="Record every run to DIR/<run id>.jsonl.")
+
+    @field_validator("model", "supervisor_model", "specialist_model")
+    @classmethod
+    def _is_a_model_string(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is not None:
+            ref = parse_model(value)
+            if info.field_name == "model" and ref.provider is None:
+                raise ValueError(
+                    f"{value!r} names no provider; write anthropic, openai, offline or sampling, or "
+                    f"PROVIDER:MODEL (e.g. openai:{value})"
+                )
+        return value
+
+    @field_validator("prices", "endpoint_limits")
+    @classmethod
+    def _urls_without_trailing_slash(cls, value: dict[str, object]) -> dict[str, object]:
+        return {k.rstrip("/"): v for k, v in value.items()}
 
     def configured_backend(self) -> Backend | None:
-        """The backend these settings name or imply (an API key implies anthropic); None if none."""
-        if self.model is not None:
-            return self.model
-        if any(k is not None for k in (self.anthropic_api_key, self.supervisor_api_key, self.specialist_api_key)):
+        """The default provider these settings name or imply, or None. Never raises: a model string
+        that does not parse is reported by `build_models`."""
+        named = [_provider_of(text) for text in (self.model, self.supervisor_model, self.specialist_model)]
+        if named[0] is not None:
+            return named[0]
+        if self.anthropic_api_key is not None:
+            return "anthropic"
+        if self.openai_api_key is not None or self.openai_base_url is not None:
+            return "openai"
+        for provider in named[1:]:
+            if provider not in (None, "offline"):  # one role offline says nothing about the other
+                return provider
+        if self.supervisor_api_key is not None or self.specialist_api_key is not None:
             return "anthropic"
         return None
 
     def backend(self) -> Backend:
-        """The backend these settings select, or `ConfigError` listing the options."""
+        """The default provider, or `ConfigError` listing the options."""
         if (backend := self.configured_backend()) is not None:
             return backend
         raise ConfigError(
             "no model is configured. Choose one:\n"
             "  - anthropic: set ANTHROPIC_API_KEY (and optionally ANTHROPIC_BASE_URL), or pass --model anthropic\n"
+            "  - openai:    set OPENAI_API_KEY, or OPENAI_BASE_URL for a local server (Ollama, vLLM, llama.cpp, "
+            "LM Studio) that needs no key, or pass --model openai:MODEL\n"
             "  - offline:   pass --model offline or set MCP_TEAM_MODEL=offline "
             "(deterministic answers, no LLM; for trying things out and tests)\n"
-            "  - sampling:  (server only) run on the MCP client's own model through sampling"
+            "  - sampling:  (server only) run on the MCP client's own model through sampling\n"
+            "With several keys set, ANTHROPIC_API_KEY wins; --model / MCP_TEAM_MODEL (e.g. openai:gpt-4o-mini) "
+            "or a provider in MCP_TEAM_SUPERVISOR_MODEL chooses explicitly."
         )
 
+    def role_model(self, role: str) -> ModelRef:
+        """The provider and model name `role` runs on, defaults filled in. Raises `ConfigError`."""
+        own = self.supervisor_model if role == SUPERVISOR else self.specialist_model
+        ref, default = _parse(own, f"the {role} model"), _parse(self.model, "MCP_TEAM_MODEL")
+        provider = (ref.provider if ref else None) or self.backend()
+        name = (ref.name if ref else None) or (default.name if default and default.provider == provider else None)
+        if provider in ("sampling", "replay"):
+            raise ConfigError(
+                f"the {role} model cannot be {provider}: {provider} runs the whole team (--model {provider}"
+                f"{':FILE' if provider == 'replay' else ''})"
+            )
+        return ModelRef(provider, name or DEFAULT_MODELS[provider][role])
 
-def build_models(settings: ModelSettings) -> ModelSet:
-    """The `ModelSet` for the selected backend. Imports the anthropic SDK only when it is used."""
+    def secrets(self) -> list[str]:
+        """Every key these settings hold, for redaction."""
+        keys = (self.anthropic_api_key, self.openai_api_key, self.supervisor_api_key, self.specialist_api_key)
+        return [k.get_secret_value() for k in keys if k is not None]
+
+
+def _provider_of(text: str | None) -> Backend | None:
+    try:
+        return parse_model(text).provider if text else None
+    except ValueError:
+        return None
+
+
+def _parse(text: str | None, what: str) -> ModelRef | None:
+    if text is None:
+        return None
+    try:
+        return parse_model(text)
+    except ValueError as exc:
+        raise ConfigError(f"{what}: {exc}") from None
+
+
+def build_models(settings: ModelSettings, members: Mapping[str, MemberModel] | None = None) -> ModelSet:
+    """The `ModelSet` the settings describe: a model per role, and per specialist named in `members`.
+
+    Providers mix freely; identical models share one instance (and its connections). The SDKs are
+    imported only for the providers in use.
+    """
     backend = settings.backend()
-    if backend == "offline":
-        from mcp_team.llm.offline import OfflineModel, parse_faults
+    if backend == "sampling":
+        raise ConfigError(
+            "the sampling backend runs on the MCP client's model and exists only inside `mcp-team serve`; "
+            "for `mcp-team run` choose --model anthropic, --model openai[:MODEL] or --model offline"
+        )
+    from mcp_team.llm.faults import parse_faults, with_faults
 
-        try:
-            faults = parse_faults(settings.offline_faults)
-        except ValueError as exc:
-            raise ConfigError(f"MCP_TEAM_OFFLINE_FAULTS: {exc}") from None
-        model = OfflineModel(latency=settings.offline_latency_ms / 1000, faults=faults)
-        return ModelSet.single(model, settings.max_concurrency)
-    if backend == "anthropic":
-        from mcp_team.llm.anthropic import AnthropicModel
+    try:
+        faults = parse_faults(settings.faults)
+    except ValueError as exc:
+        raise ConfigError(f"--fault / MCP_TEAM_FAULTS: {exc}") from None
+    if settings.model is not None and (ref := parse_model(settings.model)).provider == "replay":
+        from mcp_team.llm.replay import replay_models
 
-        def role(name: str, key: SecretStr | None, base_url: str | None) -> AnthropicModel:
-            key = key or settings.anthropic_api_key
+        return with_faults(replay_models(ref.name or "", settings.max_concurrency), faults)  # the recorded models
+    return with_faults(_build(settings, backend, members), faults)
+
+
+def _build(settings: ModelSettings, backend: Backend, members: Mapping[str, MemberModel] | None) -> ModelSet:
+    limits = Limiters(
+        EndpointLimits(
+            max_concurrency=settings.max_concurrency,
+            requests_per_minute=settings.requests_per_minute,
+            tokens_per_minute=settings.tokens_per_minute,
+        ),
+        settings.endpoint_limits,
+    )
+    factory = _Factory(settings)
+    if settings.model is not None and parse_model(settings.model).provider == "offline":
+        return ModelSet.single(factory.offline(), settings.max_concurrency)  # the whole team, as asked
+    roles: dict[str, Model] = {}
+    for role in (SUPERVISOR, SPECIALIST):
+        ref = settings.role_model(role)
+        key = settings.supervisor_api_key if role == SUPERVISOR else settings.specialist_api_key
+        url = settings.supervisor_base_url if role == SUPERVISOR else settings.specialist_base_url
+        roles[role] = factory.model(ref, key, url, f"MCP_TEAM_{role.upper()}_API_KEY")
+    own: dict[str, Model] = {}
+    for name, choice in (members or {}).items():
+        ref = _parse(choice.model, f"specialist {name!r}: model") or ModelRef(None, None)
+        provider = ref.provider or backend
+        if provider in ("sampling", "replay"):
+            raise ConfigError(f"specialist {name!r}: a specialist's model cannot be {provider}")
+        ref = ModelRef(provider, ref.name or DEFAULT_MODELS[provider][SPECIALIST])
+        key = None
+        if choice.api_key_env is not None:
+            value = os.environ.get(choice.api_key_env)
+            if not value:
+                raise ConfigError(f"specialist {name!r}: its API key variable {choice.api_key_env} is not set")
+            key = SecretStr(value)
+        own[name] = factory.model(ref, key, choice.base_url, choice.api_key_env or "")
+    return ModelSet(roles, settings.max_concurrency, members=own, limits=limits)
+
+
+class _Factory:
+    """Makes each distinct model once."""
+
+    def __init__(self, settings: ModelSettings) -> None:
+        self.settings = settings
+        self._made: dict[tuple[str, str, str | None, str | None], Model] = {}
+
+    def offline(self) -> Model:
+        from mcp_team.llm.offline import OfflineModel
+
+        if ("offline", "", None, None) not in self._made:
+            model = OfflineModel(latency=self.settings.offline_latency_ms / 1000)
+            self._made[("offline", "", None, None)] = model
+        return self._made[("offline", "", None, None)]
+
+    def model(self, ref: ModelRef, key: SecretStr | None, base_url: str | None, key_variable: str) -> Model:
+        """The model `ref` names, with `key` and `base_url` when given, else its provider's."""
+        s = self.settings
+        if ref.provider == "offline":
+            return self.offline()
+        name = ref.name or ""
+        if ref.provider == "anthropic":
+            key, base_url = key or s.anthropic_api_key, base_url or s.anthropic_base_url
             if key is None:
                 raise ConfigError(
                     "the anthropic backend needs an API key: set ANTHROPIC_API_KEY "
-                    "(or MCP_TEAM_SUPERVISOR_API_KEY / MCP_TEAM_SPECIALIST_API_KEY per role)"
+                    f"(or {key_variable or 'MCP_TEAM_SUPERVISOR_API_KEY / MCP_TEAM_SPECIALIST_API_KEY per role'})"
                 )
-            return AnthropicModel(
-                name,
-                api_key=key.get_secret_value(),
-                base_url=base_url or settings.anthropic_base_url,
-                max_retries=settings.max_retries,
-            )
+        else:
+            key, base_url = key or s.openai_api_key, base_url or s.openai_base_url
+            if key is None and base_url is None:
+                raise ConfigError(
+                    "the openai backend needs an API key: set OPENAI_API_KEY (or "
+                    f"{key_variable or 'MCP_TEAM_SUPERVISOR_API_KEY / MCP_TEAM_SPECIALIST_API_KEY per role'}); "
+                    "a local server (OPENAI_BASE_URL) needs none"
+                )
+        secret = key.get_secret_value() if key is not None else None
+        made_key = (ref.provider or "", name, base_url, secret)
+        if made_key not in self._made:
+            prices = s.prices.get(base_url.rstrip("/")) if base_url else None
+            if ref.provider == "anthropic":
+                from mcp_team.llm.anthropic import AnthropicModel
 
-        models = {
-            SUPERVISOR: role(settings.supervisor_model, settings.supervisor_api_key, settings.supervisor_base_url),
-            SPECIALIST: role(settings.specialist_model, settings.specialist_api_key, settings.specialist_base_url),
-        }
-        return ModelSet(models, settings.max_concurrency)
-    raise ConfigError(
-        "the sampling backend runs on the MCP client's model and exists only inside `mcp-team serve`; "
-        "for `mcp-team run` choose --model anthropic or --model offline"
-    )
+                self._made[made_key] = AnthropicModel(
+                    name, api_key=secret, base_url=base_url, max_retries=s.max_retries, price_provider=prices
+                )
+            else:
+                from mcp_team.llm.openai import OpenAIModel
+
+                self._made[made_key] = OpenAIModel(
+                    name, api_key=secret, base_url=base_url, max_retries=s.max_retries, price_provider=prices
+                )
+        return self._made[made_key]

@@ -11,6 +11,8 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from mcp_team.errors import McpTeamError
+
 Phase = Literal["act", "plan", "refine", "synthesize", "specialist"]
 """Why a call is made; recorded on the `chat` span so planning and synthesis are told apart."""
 
@@ -27,10 +29,14 @@ class TextBlock(_Frozen):
 
 
 class ToolUseBlock(_Frozen):
+    """A tool call. `input_error` is set (and `input` empty) when the model's arguments could not be
+    read, e.g. not valid JSON: such a call is answered with that error, for the model to fix, never run."""
+
     type: Literal["tool_use"] = "tool_use"
     id: str
     name: str
     input: dict[str, Any] = Field(default_factory=dict)
+    input_error: str | None = None
 
 
 class ToolResultBlock(_Frozen):
@@ -88,6 +94,11 @@ class ModelRequest(_Frozen):
     tools: list[ToolDefinition] = Field(default_factory=list)
     max_tokens: int = 4096
     phase: Phase = "specialist"
+    member: str = Field(
+        default="",
+        description="Who asks: `supervisor` (its turns, refine, synthesis), `planner`, or the specialist's name; "
+        "empty for a request that came from outside the engine (e.g. over a wire that has no such field).",
+    )
 
 
 class ModelResponse(_Frozen):
@@ -114,12 +125,11 @@ ErrorKind = Literal[
     "connection",
     "auth",
     "bad_request",
-    "budget_exhausted",
     "unavailable",  # no backend can serve the call (e.g. no sampling support)
 ]
 
 
-class ModelError(Exception):
+class ModelError(McpTeamError):
     """A model call that failed after the backend's own retries.
 
     `kind` is low-cardinality (it becomes `error.type` on spans); `message` is for people and

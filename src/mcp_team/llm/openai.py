@@ -1,0 +1,431 @@
+"""The OpenAI-compatible backend: `ModelRequest` in, Chat Completions call out, `ModelResponse` back.
+
+Chat Completions with tools is the API every compatible server speaks (OpenAI, Azure, OpenRouter,
+Ollama, vLLM, llama.cpp's server, LM Studio), so this module owns the differences between them:
+- the output limit is `max_completion_tokens` for OpenAI's own API and its reasoning models (o-series,
+  gpt-5), `max_tokens` elsewhere; a server that rejects the one it got is asked again with the other;
+- several tool calls per turn are asked for (`parallel_tool_calls`), and dropped for a server that
+  rejects the parameter; a server that returns one call per turn simply takes more turns;
+- tool-call arguments that are not a JSON object become a `ToolUseBlock` with `input_error`, for the
+  engine to send back to the model to fix;
+- a reply without `usage` counts zero tokens (and says so once in the log);
+- a model or server without tool support is a `bad_request` that says so and what to do.
+Retrying 408/409/429/5xx with backoff (honouring `retry-after`) is left to the SDK.
+
+`import openai` takes about half a second, so nothing outside this module imports it, and this
+module is itself imported only when an OpenAI-compatible model is configured.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from typing import Any, Literal
+
+import openai
+from openai.types.chat import (
+    ChatCompletion,
+    ChatCompletionMessageParam,
+    ChatCompletionMessageToolCallParam,
+    ChatCompletionToolParam,
+)
+
+from mcp_team.llm.sdk_errors import describe, scrub
+from mcp_team.llm.types import (
+    ErrorKind,
+    Message,
+    ModelError,
+    ModelRequest,
+    ModelResponse,
+    StopReason,
+    TextBlock,
+    ToolDefinition,
+    ToolResultBlock,
+    ToolUseBlock,
+    Usage,
+)
+
+log = logging.getLogger(__name__)
+
+OPENAI_API_URL = "https://api.openai.com/v1"
+NO_KEY = "no-key"  # sent to a local server when no key is configured: the SDK insists on some key
+ERROR_PREFIX = "Error: "  # Chat Completions has no error flag on tool results, so failed ones say so in text
+
+TokenLimitParam = Literal["max_tokens", "max_completion_tokens"]
+
+_STOP_REASONS: dict[str, StopReason] = {
+    "stop": "end_turn",
+    "tool_calls": "tool_use",
+    "function_call": "tool_use",
+    "length": "max_tokens",
+    "content_filter": "refusal",
+}
+
+# The OpenAI models that accept only `max_completion_tokens`: o1, o3, o4-mini, ... and the gpt-5 family,
+# also behind a router prefix (`openai/gpt-5`).
+_REASONING_MODEL = re.compile(r"(^|/)(o\d|gpt-5)", re.I)
+
+# What servers say when the model (or the server's setup) cannot call tools: Ollama ("... does not
+# support tools"), llama.cpp ("tools param requires --jinja flag", older "Unsupported param: tools"),
+# vLLM ("auto" tool choice requires --enable-auto-tool-choice ...), OpenAI ("tools is not supported ...").
+_NO_TOOLS = re.compile(
+    r"(does not|doesn't) support tools|requires --jinja|unsupported param(eter)?:? '?tools\b|"
+    r"enable-auto-tool-choice|\btools? (is|are) not supported|(tool|function) calling is not (supported|enabled)",
+    re.I,
+)
+
+
+def token_limit_param(model: str, base_url: str | None) -> TokenLimitParam:
+    """Which output-limit parameter a model takes, before any server has said otherwise.
+
+    OpenAI's reasoning models (o-series, gpt-5) accept only `max_completion_tokens`, wherever they are
+    served; OpenAI's own API takes it for every model (`max_tokens` is deprecated there). Other
+    compatible servers all read `max_tokens`, and not all of them `max_completion_tokens`.
+    """
+    if _REASONING_MODEL.search(model) or base_url is None or _is_openai_api(base_url):
+        return "max_completion_tokens"
+    return "max_tokens"
+
+
+def _is_openai_api(base_url: str) -> bool:
+    return base_url.rstrip("/").lower().startswith(("https://api.openai.com", "http://api.openai.com"))
+
+
+class OpenAIModel:
+    """A model behind an OpenAI-compatible Chat Completions endpoint. Safe to call concurrently.
+
+    `api_key=None` and `base_url=None` fall back to `OPENAI_API_KEY` and `OPENAI_BASE_URL`. A local
+    server (any `base_url` but OpenAI's) needs no key, and gets 600 s per attempt instead of 120 s.
+    The SDK client is created on the first call.
+    """
+
+    provider = "openai"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        max_retries: int = 4,
+        timeout: float | None = None,
+        price_provider: str | None = None,
+    ) -> None:
+        self.name = model
+        self.max_retries = max_retries
+        self._api_key = api_key or os.environ.get("OPENAI_API_KEY") or None
+        url = base_url or os.environ.get("OPENAI_BASE_URL") or None
+        #: The endpoint's URL; None for OpenAI's own API.
+        self.base_url: str | None = None if url is None or _is_openai_api(url) else url.rstrip("/")
+        # Seconds per attempt. A model on a local machine may take minutes for a long answer.
+        self.timeout = timeout if timeout is not None else 120.0 if self.base_url is None else 600.0
+        #: The genai-prices provider its calls are priced with (see `llm.cost`); None: not priced.
+        self.price_provider = price_provider
+        self._token_param = token_limit_param(model, self.base_url)
+        self._token_param_switched = False
+        self._send_parallel = True  # cleared when the server rejects `parallel_tool_calls`
+        self._warned_no_usage = False
+        self._client: openai.AsyncOpenAI | None = None
+
+    def __repr__(self) -> str:
+        return f"OpenAIModel({self.name!r}, base_url={self.base_url!r})"
+
+    @property
+    def where(self) -> str:
+        """The endpoint in words, for messages: `the OpenAI API` or `the server at <url>`."""
+        return "the OpenAI API" if self.base_url is None else f"the server at {self.base_url}"
+
+    @property
+    def client(self) -> openai.AsyncOpenAI:
+        """The SDK client, created on first use."""
+        if self._client is None:
+            key = self._api_key or (NO_KEY if self.base_url is not None else None)
+            if key is None:
+                raise ModelError(
+                    "auth",
+                    "no OpenAI API key is configured: set OPENAI_API_KEY (a local server, set with "
+                    "OPENAI_BASE_URL, needs none)",
+                )
+            self._client = openai.AsyncOpenAI(
+                api_key=key,
+                base_url=self.base_url or OPENAI_API_URL,
+                max_retries=self.max_retries,
+                timeout=self.timeout,
+            )
+        return self._client
+
+    async def aclose(self) -> None:
+        """Close the SDK client's connections, if it was ever created."""
+        if self._client is not None:
+            await self._client.close()
+            self._client = None
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        """Run one Chat Completions call (the SDK retries transient failures). Raises `ModelError`."""
+        try:
+            client = self.client
+        except openai.OpenAIError as err:
+            raise self._model_error(err) from None
+        messages = to_messages(request)
+        tools = to_tool_params(request.tools)
+        # At most two re-asks: one per request detail a server may reject (output limit, parallel calls).
+        for _ in range(3):
+            options: dict[str, Any] = {self._token_param: request.max_tokens}
+            if tools:
+                options["tools"] = tools
+                if self._send_parallel:
+                    options["parallel_tool_calls"] = True
+            try:
+                completion = await client.chat.completions.create(model=self.name, messages=messages, **options)
+            except openai.BadRequestError as err:
+                if self._adapt(err):
+                    continue
+                raise self._model_error(err) from None
+            except openai.OpenAIError as err:
+                raise self._model_error(err) from None
+            return self._response(completion)
+        raise ModelError("bad_request", f"{self.where} kept rejecting the {self.name} request's parameters")
+
+    def _adapt(self, err: openai.BadRequestError) -> bool:
+        """Change the request detail a server rejected as unsupported; False when there is nothing to change.
+
+        Each detail changes at most once per model, so an error that is about something else (say, a
+        `max_tokens` value that is too large) is reported, not retried back and forth.
+        """
+        if self._send_parallel and _rejects(err, "parallel_tool_calls"):
+            self._send_parallel = False
+            return True
+        param = self._token_param
+        if not self._token_param_switched and _rejects(err, param):
+            other: TokenLimitParam = "max_tokens" if param == "max_completion_tokens" else "max_completion_tokens"
+            log.info("%s rejects %s for %s; sending %s instead", self.where, param, self.name, other)
+            self._token_param, self._token_param_switched = other, True
+            return True
+        return False
+
+    def _response(self, completion: ChatCompletion) -> ModelResponse:
+        """The reply as a `ModelResponse`, however incomplete a compatible server made it."""
+        try:
+            response = from_completion(completion, self.name)
+        except (AttributeError, TypeError, ValueError, IndexError) as err:
+            raise ModelError(
+                "server_error", f"{self.where} returned a reply to the {self.name} call that could not be read: {err}"
+            ) from None
+        if getattr(completion, "usage", None) is None and not self._warned_no_usage:
+            self._warned_no_usage = True
+            log.warning(
+                "%s reports no token usage for %s: token budgets and costs cannot count its calls",
+                self.where,
+                self.name,
+            )
+        return response
+
+    # -- errors ------------------------------------------------------------------------------------
+
+    def _model_error(self, err: openai.OpenAIError) -> ModelError:
+        """The `ModelError` for an SDK exception raised after the SDK's own retries."""
+        kind, status, message = self._describe(err)
+        return ModelError(kind, self._scrub(message), status=status)
+
+    def _describe(self, err: openai.OpenAIError) -> tuple[ErrorKind, int | None, str]:
+        detail = hint = ""
+        if isinstance(err, openai.APIStatusError):
+            status, said = err.status_code, _api_message(err)
+            detail = (f": {said}" if said else "") + (f" (request-id {err.request_id})" if err.request_id else "")
+            if _NO_TOOLS.search(said):
+                return (
+                    "bad_request",
+                    status,
+                    f"{self.name} cannot call tools on {self.where} (HTTP {status}){detail}; mcp-team needs tool "
+                    "calling: choose a model that supports it (e.g. qwen2.5 or llama3.1 on Ollama), or enable it "
+                    "on the server (llama.cpp: --jinja; vLLM: --enable-auto-tool-choice --tool-call-parser ...)",
+                )
+            if status == 429 and err.code == "insufficient_quota":
+                return (
+                    "unavailable",
+                    status,
+                    f"{self.where} says the account has no quota left{detail}; check billing",
+                )
+            if status == 404:
+                hint = (
+                    f"; check the model name {self.name!r} (GET {self.base_url or OPENAI_API_URL}/models lists "
+                    "them) and the base URL (it usually ends in /v1)"
+                )
+        return describe(
+            err,
+            openai,
+            model=self.name,
+            where=self.where,
+            timeout=self.timeout,
+            max_retries=self.max_retries,
+            key_variable="OPENAI_API_KEY",
+            url_variable="OPENAI_BASE_URL",
+            detail=detail,
+            hint=hint,
+        )
+
+    def _scrub(self, text: str) -> str:
+        """`text` with the API key (should it ever be echoed back) masked."""
+        return scrub(text, self._api_key)
+
+
+def _api_message(err: openai.APIError) -> str:
+    """The server's own words about an error, from OpenAI's shape or the plain ones compatible servers use."""
+    body = err.body
+    if isinstance(body, dict):
+        message = body.get("message") or body.get("detail") or body.get("error")
+        return message if isinstance(message, str) else json.dumps(body)[:500]
+    if isinstance(body, str):
+        return body[:500]
+    return ""
+
+
+def _rejects(err: openai.BadRequestError, param: str) -> bool:
+    """Whether a 400 says the request parameter `param` is not supported (OpenAI's words, and the usual others)."""
+    if err.code == "unsupported_parameter" and err.param == param:
+        return True
+    said = _api_message(err).lower()
+    return bool(
+        re.search(rf"(unsupported|unrecognized|unknown) (parameter|param|field|argument)s?:? ['\"`]?{param}\b", said)
+        or re.search(rf"['\"`]?{param}['\"`]? is not supported", said)
+        or (param in said and re.search(r"extra (inputs|fields) (are|is) not permitted", said))
+    )
+
+
+# -- conversion ------------------------------------------------------------------------------------
+
+
+def to_messages(request: ModelRequest) -> list[ChatCompletionMessageParam]:
+    """Our system prompt and messages in the Chat Completions shape.
+
+    Tool results become `tool` messages, right after the assistant turn that asked for them and
+    before any text of the same user turn, as the API requires.
+    """
+    out: list[ChatCompletionMessageParam] = []
+    if request.system:
+        out.append({"role": "system", "content": request.system})
+    for message in request.messages:
+        out.extend(_message(message))
+    return out
+
+
+def _message(message: Message) -> list[ChatCompletionMessageParam]:
+    if isinstance(message.content, str):
+        if message.role == "user":
+            return [{"role": "user", "content": message.content}]
+        return [{"role": "assistant", "content": message.content}]
+    text = "".join(b.text for b in message.content if isinstance(b, TextBlock))
+    if message.role == "assistant":
+        calls: list[ChatCompletionMessageToolCallParam] = [
+            {
+                "id": b.id,
+                "type": "function",
+                # An unreadable call goes back as `{}`: servers that parse the history would reject the original.
+                "function": {"name": b.name, "arguments": "{}" if b.input_error else json.dumps(b.input)},
+            }
+            for b in message.content
+            if isinstance(b, ToolUseBlock)
+        ]
+        if calls:
+            return [{"role": "assistant", "content": text or None, "tool_calls": calls}]
+        return [{"role": "assistant", "content": text}]
+    out: list[ChatCompletionMessageParam] = [
+        {
+            "role": "tool",
+            "tool_call_id": b.tool_use_id,
+            "content": f"{ERROR_PREFIX}{b.content}" if b.is_error else b.content,
+        }
+        for b in message.content
+        if isinstance(b, ToolResultBlock)
+    ]
+    if text or not out:
+        out.append({"role": "user", "content": text})
+    return out
+
+
+def to_tool_params(tools: list[ToolDefinition]) -> list[ChatCompletionToolParam]:
+    """Our tool definitions as Chat Completions function tools."""
+    return [
+        {
+            "type": "function",
+            "function": {"name": t.name, "description": t.description, "parameters": dict(t.input_schema)},
+        }
+        for t in tools
+    ]
+
+
+def parse_arguments(raw: object) -> tuple[dict[str, Any], str | None]:
+    """A tool call's arguments as `(input, None)`, or `({}, why they cannot be read)`.
+
+    Empty arguments mean no arguments. Besides the JSON text the API specifies, an object (as some
+    servers send) is taken as it is, and a JSON string holding the JSON object is decoded twice.
+    """
+    if isinstance(raw, dict):
+        return raw, None
+    text = raw.strip() if isinstance(raw, str) else "" if raw is None else json.dumps(raw)
+    if not text:
+        return {}, None
+    try:
+        value = json.loads(text)
+        if isinstance(value, str):
+            value = json.loads(value)
+    except ValueError as err:
+        return {}, f"the arguments are not valid JSON ({err}): {_clip(text)}"
+    if not isinstance(value, dict):
+        return {}, f"the arguments must be a JSON object, got {type(value).__name__}: {_clip(text)}"
+    return value, None
+
+
+def _clip(text: str, width: int = 300) -> str:
+    return text if len(text) <= width else text[:width] + "…"
+
+
+def from_completion(completion: ChatCompletion, requested_model: str) -> ModelResponse:
+    """The API's reply as our `ModelResponse`; missing fields get the values that make sense."""
+    if not completion.choices:
+        raise ValueError("the reply has no choices")
+    choice = completion.choices[0]
+    message = choice.message
+    content: list[TextBlock | ToolUseBlock] = []
+    text = message.content
+    if isinstance(text, list):  # content parts, as a few servers answer
+        text = "".join(p.get("text", "") if isinstance(p, dict) else str(getattr(p, "text", "")) for p in text)
+    if text:
+        content.append(TextBlock(text=text))
+    refusal = getattr(message, "refusal", None)
+    if refusal:
+        content.append(TextBlock(text=refusal))
+    for i, call in enumerate(message.tool_calls or []):
+        function = getattr(call, "function", None)
+        if function is None:
+            continue  # a custom (non-function) tool call: we offer none
+        arguments, error = parse_arguments(function.arguments)
+        content.append(ToolUseBlock(id=call.id or f"call_{i}", name=function.name, input=arguments, input_error=error))
+    has_calls = any(isinstance(b, ToolUseBlock) for b in content)
+    stop = _STOP_REASONS.get(choice.finish_reason or "", "tool_use" if has_calls else "end_turn")
+    if refusal:
+        stop = "refusal"
+    elif stop == "end_turn" and has_calls:
+        stop = "tool_use"  # some servers say "stop" after tool calls
+    return ModelResponse(
+        content=content,
+        stop_reason=stop,
+        usage=from_usage(completion.usage),
+        model=completion.model or requested_model,
+        id=completion.id or None,
+    )
+
+
+def from_usage(usage: Any) -> Usage:
+    """The reply's token counts; zeros when a server reports none. `prompt_tokens` includes cached input."""
+    if usage is None:
+        return Usage()
+    details = getattr(usage, "prompt_tokens_details", None)
+    return Usage(
+        input_tokens=getattr(usage, "prompt_tokens", None) or 0,
+        output_tokens=getattr(usage, "completion_tokens", None) or 0,
+        cache_read_input_tokens=(getattr(details, "cached_tokens", None) or 0) if details else 0,
+        cache_creation_input_tokens=(getattr(details, "cache_write_tokens", None) or 0) if details else 0,
+    )

@@ -1,0 +1,98 @@
+"""A `ModelError` a person can act on, from an exception of the anthropic or the openai SDK.
+
+Both SDKs are generated alike: the same exception classes (an HTTP status, a timeout, a connection
+failure, a reply that cannot be read) and the same retry counter on each request, so the wording is
+written once here. Each backend handles what only its provider says (a hint, a special status) first.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+from mcp_team.llm.types import ErrorKind
+
+
+def describe(
+    err: Exception,
+    sdk: ModuleType,
+    *,
+    model: str,
+    where: str,
+    timeout: float,
+    max_retries: int,
+    key_variable: str,
+    url_variable: str,
+    detail: str = "",
+    hint: str = "",
+) -> tuple[ErrorKind, int | None, str]:
+    """`(kind, HTTP status, message)` for an exception `sdk` raised after its own retries.
+
+    `where` names the endpoint (`the OpenAI API`, `the server at <url>`), `detail` is the API's own
+    account of a status error, `hint` ends the message of a request the API rejected.
+    """
+    if isinstance(err, sdk.APIStatusError):
+        status: int = err.status_code
+        tries = attempts(err.response.request.headers, max_retries)
+        if status == 429:
+            return (
+                "rate_limited",
+                status,
+                f"{where} rate-limited the {model} call (HTTP 429){detail}; gave up after {tries}; "
+                "lower the concurrency or wait and try again",
+            )
+        if status in (503, 529):
+            return (
+                "overloaded",
+                status,
+                f"{where} is overloaded (HTTP {status}){detail}; the {model} call gave up after {tries}; "
+                "try again later",
+            )
+        if status >= 500:
+            return (
+                "server_error",
+                status,
+                f"{where} failed the {model} call with HTTP {status}{detail}; gave up after {tries}; try again later",
+            )
+        if status in (401, 403):
+            what = "rejected the API key" if status == 401 else "denied this API key access"
+            return ("auth", status, f"{where} {what} (HTTP {status}){detail}; check {key_variable}")
+        if status == 408:
+            return ("timeout", status, f"{where} timed out the {model} call (HTTP 408){detail}; gave up after {tries}")
+        return ("bad_request", status, f"{where} rejected the {model} request (HTTP {status}){detail}{hint}")
+    if isinstance(err, sdk.APITimeoutError):
+        tries = attempts(err.request.headers, max_retries)
+        return ("timeout", None, f"the {model} call timed out ({timeout:g} s per attempt); gave up after {tries}")
+    if isinstance(err, sdk.APIConnectionError):
+        tries = attempts(err.request.headers, max_retries)
+        cause = f": {type(err.__cause__).__name__}: {err.__cause__}" if err.__cause__ else ""
+        return (
+            "connection",
+            None,
+            f"could not reach {where}{cause}; gave up after {tries}; check the network, that the server is "
+            f"running, and the base URL ({url_variable})",
+        )
+    if isinstance(err, sdk.APIResponseValidationError):
+        return (
+            "server_error",
+            err.status_code,
+            f"{where} returned a reply to the {model} call that could not be read: {err}",
+        )
+    return ("unavailable", None, f"the {model} call failed: {type(err).__name__}: {err}")
+
+
+def attempts(request_headers: Any, max_retries: int) -> str:
+    """`3 attempts` / `1 attempt`: how many the SDK made, from the retry count it stamps on each request."""
+    try:
+        n = int(request_headers.get("x-stainless-retry-count")) + 1
+    except (TypeError, ValueError):
+        n = max_retries + 1
+    return f"{n} attempt" if n == 1 else f"{n} attempts"
+
+
+def scrub(text: str, *secrets: str | None) -> str:
+    """`text` with every secret (should an API ever echo one back) masked."""
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "[redacted]")
+    return text

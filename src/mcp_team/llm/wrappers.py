@@ -1,0 +1,64 @@
+"""Models that wrap models (as pydantic-ai's `WrapperModel` does): recording, replay and faults are
+wrappers around any backend, never features of one.
+
+A wrapper passes every attribute it does not define to the model it wraps, so it calls the same
+endpoint (`base_url`), is priced the same way (`price_provider`) and shares the same limiter.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+from mcp_team.llm.call import ModelSet
+from mcp_team.llm.types import Model, ModelRequest, ModelResponse
+
+
+class WrapperModel:
+    """A model that delegates to `wrapped`; subclasses override `complete`."""
+
+    def __init__(self, wrapped: Model) -> None:
+        self.wrapped = wrapped
+
+    @property
+    def name(self) -> str:
+        return self.wrapped.name
+
+    @property
+    def provider(self) -> str:
+        return self.wrapped.provider
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        return await self.wrapped.complete(request)
+
+    def __getattr__(self, item: str) -> Any:
+        # Only reached for attributes the wrapper does not have: `base_url`, `price_provider`, ...
+        if item == "wrapped":  # not set yet (e.g. during copy): never recurse
+            raise AttributeError(item)
+        return getattr(self.wrapped, item)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.wrapped!r})"
+
+
+def map_models(models: ModelSet, wrap: Callable[[Model], Model]) -> ModelSet:
+    """`models` with every model wrapped by `wrap`, each distinct model once.
+
+    The copy shares everything else with `models`, its limiters included, so the calls of the
+    wrapped set still count against the limits of the set it came from (a server's runs all share
+    one set, and a wrapped copy per run must not get a fresh allowance).
+    """
+    for model in (*models.models.values(), *models.members.values()):
+        models.limiter_for(model)  # made now if they are made lazily, so the copy shares them
+    made: dict[int, Model] = {}
+
+    def once(model: Model) -> Model:
+        if id(model) not in made:
+            made[id(model)] = wrap(model)
+        return made[id(model)]
+
+    wrapped = copy.copy(models)  # a shallow copy: no __post_init__, so the limiter is the same object
+    wrapped.models = {role: once(m) for role, m in models.models.items()}
+    wrapped.members = {name: once(m) for name, m in models.members.items()}
+    return wrapped

@@ -1,0 +1,649 @@
+"""The OpenAI-compatible backend through the real `openai` SDK, over a real socket, against a fake
+Chat Completions API; and whole team runs on it, with the offline model as the server's brain."""
+
+from __future__ import annotations
+
+import logging
+import socket
+from collections.abc import Iterator
+from typing import Any
+
+import anyio
+import pytest
+
+from conftest import Spans
+from fake_messages_api import FakeMessagesAPI
+from fake_openai_api import (
+    FakeOpenAIAPI,
+    ToolsError,
+    completion,
+    error_body,
+    request_from_json,
+    response_to_json,
+    tool_call,
+)
+from mcp_team.handoffs import RunResult, Team
+from mcp_team.handoffs.schema import Mode
+from mcp_team.llm import SPECIALIST, SUPERVISOR, ModelSet
+from mcp_team.llm.anthropic import AnthropicModel
+from mcp_team.llm.offline import OfflineModel
+from mcp_team.llm.openai import OpenAIModel, parse_arguments, to_messages, to_tool_params, token_limit_param
+from mcp_team.llm.types import (
+    Message,
+    Model,
+    ModelError,
+    ModelRequest,
+    ModelResponse,
+    TextBlock,
+    ToolDefinition,
+    ToolResultBlock,
+    ToolUseBlock,
+    Usage,
+)
+from mcp_team.telemetry.attributes import OP_CHAT, PROVIDER_NAME, REQUEST_MODEL, RESPONSE_MODEL
+
+pytestmark = pytest.mark.anyio
+
+KEY = "sk-proj-test-SECRET-0123456789"
+MODEL = "gpt-4o-mini"
+REQUEST = "Research the history of the transistor, compute 12*(3+4)/2, write a short report, then review it."
+
+TOOLS = [
+    ToolDefinition(
+        name="search",
+        description="Search the notes.",
+        input_schema={"type": "object", "properties": {"q": {"type": "string"}}},
+    ),
+    ToolDefinition(
+        name="read",
+        description="Read one note.",
+        input_schema={"type": "object", "properties": {"id": {"type": "string"}}},
+    ),
+]
+
+
+@pytest.fixture(autouse=True)
+def no_openai_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The machine's own OpenAI settings never leak into these tests."""
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_ORG_ID", "OPENAI_PROJECT_ID"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def api() -> Iterator[FakeOpenAIAPI]:
+    with FakeOpenAIAPI() as server:
+        yield server
+
+
+def offline_brain(request: ModelRequest) -> ModelResponse:
+    """The fake server's "model": the offline backend reading what came over the wire."""
+    return anyio.run(OfflineModel().complete, request)
+
+
+def model_for(
+    api: FakeOpenAIAPI, name: str = MODEL, *, max_retries: int = 2, timeout: float = 5.0, key: str | None = KEY
+) -> OpenAIModel:
+    return OpenAIModel(name, api_key=key, base_url=api.base_url, max_retries=max_retries, timeout=timeout)
+
+
+def ask(text: str = "Find the launch notes.", tools: list[ToolDefinition] = TOOLS) -> ModelRequest:
+    return ModelRequest(
+        system="You are the researcher.", messages=[Message(role="user", content=text)], tools=tools, max_tokens=1234
+    )
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+# -- the model interface and the wire --------------------------------------------------------------
+
+
+async def test_is_a_model() -> None:
+    model = OpenAIModel(MODEL, api_key=KEY)
+    assert isinstance(model, Model)
+    assert (model.name, model.provider, model.base_url) == (MODEL, "openai", None)
+    assert KEY not in repr(model)
+
+
+async def test_several_tool_calls_in_one_turn_round_trip(api: FakeOpenAIAPI) -> None:
+    api.reply(
+        200,
+        completion(
+            "Let me look.",
+            [tool_call("call_1", "search", {"q": "launch"}), tool_call("call_2", "read", {"id": "n7"})],
+            "tool_calls",
+            model="gpt-4o-mini-2024-07-18",
+            id="chatcmpl-1",
+        ),
+    )
+    api.reply(200, completion("The launch is on Monday."))
+    model = model_for(api)
+
+    first = await model.complete(ask())
+    assert first.stop_reason == "tool_use"
+    assert (first.id, first.model, first.text) == ("chatcmpl-1", "gpt-4o-mini-2024-07-18", "Let me look.")
+    assert first.tool_uses == [
+        ToolUseBlock(id="call_1", name="search", input={"q": "launch"}),
+        ToolUseBlock(id="call_2", name="read", input={"id": "n7"}),
+    ]
+
+    follow_up = ModelRequest(
+        system="You are the researcher.",
+        tools=TOOLS,
+        messages=[
+            Message(role="user", content="Find the launch notes."),
+            Message(role="assistant", content=list(first.content)),
+            Message(
+                role="user",
+                content=[
+                    ToolResultBlock(tool_use_id="call_1", content="launch: Monday"),
+                    ToolResultBlock(tool_use_id="call_2", content="no such note", is_error=True),
+                    TextBlock(text="Be brief."),
+                ],
+            ),
+        ],
+    )
+    second = await model.complete(follow_up)
+    assert (second.text, second.stop_reason) == ("The launch is on Monday.", "end_turn")
+
+    assert api.requests[1]["messages"] == [
+        {"role": "system", "content": "You are the researcher."},
+        {"role": "user", "content": "Find the launch notes."},
+        {
+            "role": "assistant",
+            "content": "Let me look.",
+            "tool_calls": [
+                {"id": "call_1", "type": "function", "function": {"name": "search", "arguments": '{"q": "launch"}'}},
+                {"id": "call_2", "type": "function", "function": {"name": "read", "arguments": '{"id": "n7"}'}},
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_1", "content": "launch: Monday"},
+        {"role": "tool", "tool_call_id": "call_2", "content": "Error: no such note"},
+        {"role": "user", "content": "Be brief."},
+    ]
+    await model.aclose()
+
+
+async def test_wire_shape(api: FakeOpenAIAPI) -> None:
+    api.reply(200, completion("ok"))
+    await model_for(api).complete(ask())
+    body, headers = api.requests[0], api.request_headers[0]
+    assert body["model"] == MODEL
+    assert body["max_tokens"] == 1234 and "max_completion_tokens" not in body  # a compatible server
+    assert body["parallel_tool_calls"] is True
+    assert body["tools"] == [
+        {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.input_schema}}
+        for t in TOOLS
+    ]
+    assert body["messages"][0] == {"role": "system", "content": "You are the researcher."}
+    assert headers["authorization"] == f"Bearer {KEY}"
+
+
+async def test_no_system_and_no_tools_are_left_out(api: FakeOpenAIAPI) -> None:
+    api.reply(200, completion("ok"))
+    await model_for(api).complete(ModelRequest(system="", messages=[Message(role="user", content="hi")]))
+    body = api.requests[0]
+    assert body["messages"] == [{"role": "user", "content": "hi"}]
+    assert "tools" not in body and "parallel_tool_calls" not in body
+
+
+@pytest.mark.parametrize(
+    ("model", "base_url", "param"),
+    [
+        ("gpt-4o-mini", None, "max_completion_tokens"),  # OpenAI's own API: the current parameter
+        ("gpt-4o-mini", "https://api.openai.com/v1/", "max_completion_tokens"),
+        ("gpt-4o-mini", "http://127.0.0.1:11434/v1", "max_tokens"),  # compatible servers read max_tokens
+        ("qwen2.5:7b", "http://127.0.0.1:11434/v1", "max_tokens"),
+        ("o3-mini", "https://example.openai.azure.com/openai/v1", "max_completion_tokens"),  # reasoning models
+        ("o1", "http://127.0.0.1:8000/v1", "max_completion_tokens"),
+        ("gpt-5-mini", "http://127.0.0.1:8000/v1", "max_completion_tokens"),
+        ("openai/gpt-5", "https://openrouter.ai/api/v1", "max_completion_tokens"),
+        ("gpt-4.1", "https://openrouter.ai/api/v1", "max_tokens"),
+        ("olmo-2", "http://127.0.0.1:8000/v1", "max_tokens"),  # not an o-series name
+    ],
+)
+def test_token_limit_param(model: str, base_url: str | None, param: str) -> None:
+    assert token_limit_param(model, OpenAIModel(model, api_key=KEY, base_url=base_url).base_url) == param
+
+
+async def test_reasoning_model_gets_max_completion_tokens(api: FakeOpenAIAPI) -> None:
+    api.reply(200, completion("ok"))
+    await model_for(api, "gpt-5-mini").complete(ask())
+    assert api.requests[0]["max_completion_tokens"] == 1234 and "max_tokens" not in api.requests[0]
+
+
+async def test_usage_with_cached_tokens(api: FakeOpenAIAPI) -> None:
+    api.reply(
+        200,
+        completion(
+            "ok", usage={"prompt_tokens": 100, "completion_tokens": 7, "prompt_tokens_details": {"cached_tokens": 60}}
+        ),
+    )
+    response = await model_for(api).complete(ask())
+    assert response.usage == Usage(input_tokens=100, output_tokens=7, cache_read_input_tokens=60)
+
+
+async def test_missing_usage_counts_zero_and_says_so_once(api: FakeOpenAIAPI, caplog: pytest.LogCaptureFixture) -> None:
+    api.reply(200, completion("one", usage={}))
+    api.reply(200, completion("two", usage={"prompt_tokens": None, "completion_tokens": None}))
+    api.reply(200, completion("three", usage={}))
+    model = model_for(api)
+    with caplog.at_level(logging.WARNING, logger="mcp_team.llm.openai"):
+        responses = [await model.complete(ask()) for _ in range(3)]
+    assert [r.usage for r in responses] == [Usage(), Usage(), Usage()]
+    warnings = [r.getMessage() for r in caplog.records if "reports no token usage" in r.getMessage()]
+    assert len(warnings) == 1 and api.base_url in warnings[0] and MODEL in warnings[0]
+
+
+@pytest.mark.parametrize(
+    ("finish_reason", "calls", "stop_reason"),
+    [
+        ("stop", False, "end_turn"),
+        ("length", False, "max_tokens"),
+        ("tool_calls", True, "tool_use"),
+        ("stop", True, "tool_use"),  # some servers say "stop" after tool calls
+        (None, True, "tool_use"),
+        (None, False, "end_turn"),
+        ("content_filter", False, "refusal"),
+        ("something_new", False, "end_turn"),
+    ],
+)
+async def test_stop_reasons(api: FakeOpenAIAPI, finish_reason: str | None, calls: bool, stop_reason: str) -> None:
+    api.reply(200, completion("x", [tool_call("c", "search", {})] if calls else None, finish_reason))
+    assert (await model_for(api).complete(ask())).stop_reason == stop_reason
+
+
+async def test_refusal_is_text_with_stop_reason_refusal(api: FakeOpenAIAPI) -> None:
+    body = completion(None)
+    body["choices"][0]["message"]["refusal"] = "I can't help with that."
+    api.reply(200, body)
+    response = await model_for(api).complete(ask())
+    assert (response.text, response.stop_reason) == ("I can't help with that.", "refusal")
+
+
+async def test_missing_ids_types_and_model_are_filled_in(api: FakeOpenAIAPI) -> None:
+    calls = [tool_call("", "search", {"q": "a"}), tool_call("", "read", {})]
+    del calls[0]["type"]
+    calls[1]["function"]["arguments"] = {"id": "n1"}  # an object, not JSON text
+    body = completion(None, calls, "tool_calls")
+    del body["model"], body["id"]
+    api.reply(200, body)
+    response = await model_for(api).complete(ask())
+    assert [(u.id, u.name, u.input) for u in response.tool_uses] == [
+        ("call_0", "search", {"q": "a"}),
+        ("call_1", "read", {"id": "n1"}),
+    ]
+    assert (response.model, response.id) == (MODEL, None)
+
+
+async def test_content_as_parts_is_text(api: FakeOpenAIAPI) -> None:
+    api.reply(200, completion([{"type": "text", "text": "two "}, {"type": "text", "text": "parts"}]))
+    assert (await model_for(api).complete(ask())).text == "two parts"
+
+
+def test_a_local_server_gets_more_time_per_attempt() -> None:
+    assert OpenAIModel(MODEL, api_key=KEY).timeout == 120
+    assert OpenAIModel("qwen2.5:7b", base_url="http://127.0.0.1:11434/v1").timeout == 600
+    assert OpenAIModel("qwen2.5:7b", base_url="http://127.0.0.1:11434/v1", timeout=30).timeout == 30
+
+
+async def test_a_reply_without_choices_is_a_server_error(api: FakeOpenAIAPI) -> None:
+    body = completion("x")
+    body["choices"] = []
+    api.reply(200, body)
+    with pytest.raises(ModelError) as caught:
+        await model_for(api).complete(ask())
+    assert caught.value.kind == "server_error" and "no choices" in caught.value.message
+
+
+# -- tool-call arguments ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("raw", "parsed", "error"),
+    [
+        ('{"q": "bees"}', {"q": "bees"}, None),
+        ("", {}, None),
+        ("  ", {}, None),
+        (None, {}, None),
+        ('"{\\"q\\": \\"bees\\"}"', {"q": "bees"}, None),  # encoded twice
+        ('{"q": "bees"', {}, "not valid JSON"),
+        ("{'q': 'bees'}", {}, "not valid JSON"),
+        ("[1, 2]", {}, "must be a JSON object, got list"),
+        ("42", {}, "must be a JSON object, got int"),
+        ({"q": "bees"}, {"q": "bees"}, None),  # an object instead of JSON text, as some servers send
+        ([1], {}, "must be a JSON object, got list"),
+    ],
+)
+def test_parse_arguments(raw: object, parsed: dict[str, object], error: str | None) -> None:
+    value, problem = parse_arguments(raw)
+    assert value == parsed
+    assert (problem is None) if error is None else (problem is not None and error in problem)
+
+
+async def test_invalid_arguments_become_an_input_error_and_go_back_as_empty(api: FakeOpenAIAPI) -> None:
+    api.reply(200, completion(None, [tool_call("c1", "search", '{"q": "launch'), tool_call("c2", "read", {"id": "a"})]))
+    api.reply(200, completion("done"))
+    model = model_for(api)
+    first = await model.complete(ask())
+    broken, fine = first.tool_uses
+    assert (broken.input, fine.input, fine.input_error) == ({}, {"id": "a"}, None)
+    assert broken.input_error is not None
+    assert "not valid JSON" in broken.input_error and '{"q": "launch' in broken.input_error
+
+    history = [
+        Message(role="user", content="Find it."),
+        Message(role="assistant", content=list(first.content)),
+        Message(
+            role="user",
+            content=[
+                ToolResultBlock(tool_use_id="c1", content=broken.input_error, is_error=True),
+                ToolResultBlock(tool_use_id="c2", content="a: ok"),
+            ],
+        ),
+    ]
+    await model.complete(ModelRequest(system="s", messages=history, tools=TOOLS))
+    sent_calls = api.requests[1]["messages"][2]["tool_calls"]
+    assert [c["function"]["arguments"] for c in sent_calls] == ["{}", '{"id": "a"}']
+
+
+# -- retries and errors ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("retry_header", [{"retry-after-ms": "10"}, {"retry-after": "0"}])
+async def test_rate_limit_then_success(api: FakeOpenAIAPI, retry_header: dict[str, str]) -> None:
+    api.fail(
+        429, "Rate limit reached for gpt-4o-mini", type="requests", code="rate_limit_exceeded", headers=retry_header
+    )
+    api.reply(200, completion("finally"))
+    response = await model_for(api).complete(ask())
+    assert response.text == "finally"
+    assert [h["x-stainless-retry-count"] for h in api.request_headers] == ["0", "1"]
+
+
+async def test_rate_limit_every_time(api: FakeOpenAIAPI) -> None:
+    api.fail(429, "Rate limit reached", times=3, headers={"retry-after-ms": "10"})
+    with pytest.raises(ModelError) as caught:
+        await model_for(api, max_retries=2).complete(ask())
+    err = caught.value
+    assert (err.kind, err.status) == ("rate_limited", 429)
+    assert "3 attempts" in err.message and "Rate limit reached" in err.message
+    assert len(api.requests) == 3
+
+
+async def test_server_error_until_retries_run_out(api: FakeOpenAIAPI) -> None:
+    api.fail(500, "The server had an error while processing your request.", times=2, headers={"retry-after-ms": "10"})
+    with pytest.raises(ModelError) as caught:
+        await model_for(api, max_retries=1).complete(ask())
+    err = caught.value
+    assert (err.kind, err.status) == ("server_error", 500)
+    assert "2 attempts" in err.message and "had an error" in err.message and api.base_url in err.message
+    assert len(api.requests) == 2
+
+
+async def test_overloaded(api: FakeOpenAIAPI) -> None:
+    api.fail(503, "The engine is currently overloaded", times=2, headers={"retry-after-ms": "10"})
+    with pytest.raises(ModelError) as caught:
+        await model_for(api, max_retries=1).complete(ask())
+    assert (caught.value.kind, caught.value.status) == ("overloaded", 503)
+
+
+async def test_no_quota_is_not_a_rate_limit(api: FakeOpenAIAPI) -> None:
+    api.fail(429, "You exceeded your current quota.", code="insufficient_quota", times=1, type="insufficient_quota")
+    with pytest.raises(ModelError) as caught:
+        await model_for(api, max_retries=0).complete(ask())
+    assert caught.value.kind == "unavailable" and "no quota left" in caught.value.message
+
+
+async def test_auth_error(api: FakeOpenAIAPI) -> None:
+    api.fail(401, "Incorrect API key provided: sk-proj-****6789.", type="invalid_request_error", code="invalid_api_key")
+    with pytest.raises(ModelError) as caught:
+        await model_for(api).complete(ask())
+    err = caught.value
+    assert (err.kind, err.status) == ("auth", 401)
+    assert "OPENAI_API_KEY" in err.message and KEY not in err.message and KEY not in str(err)
+    assert len(api.requests) == 1  # not retried
+
+
+async def test_echoed_key_is_redacted(api: FakeOpenAIAPI) -> None:
+    api.fail(403, f"key {KEY} may not use this model", type="invalid_request_error")
+    with pytest.raises(ModelError) as caught:
+        await model_for(api).complete(ask())
+    assert caught.value.kind == "auth"
+    assert KEY not in caught.value.message and "[redacted]" in caught.value.message
+
+
+async def test_unknown_model_names_the_model_and_the_models_route(api: FakeOpenAIAPI) -> None:
+    api.reply(404, {"error": {"message": 'model "qwen9" not found, try pulling it first', "type": "api_error"}})
+    with pytest.raises(ModelError) as caught:
+        await model_for(api, "qwen9").complete(ask())
+    err = caught.value
+    assert (err.kind, err.status) == ("bad_request", 404)
+    assert 'model "qwen9" not found' in err.message and f"{api.base_url}/models" in err.message
+    assert len(api.requests) == 1
+
+
+async def test_a_value_error_about_max_tokens_is_reported_not_retried(api: FakeOpenAIAPI) -> None:
+    api.reply(400, error_body("max_tokens is too large: 99999. This model supports at most 16384.", param="max_tokens"))
+    with pytest.raises(ModelError) as caught:
+        await model_for(api).complete(ask())
+    assert caught.value.kind == "bad_request" and "too large" in caught.value.message
+    assert len(api.requests) == 1
+
+
+@pytest.mark.parametrize(
+    ("style", "said"),
+    [
+        ("ollama", "does not support tools"),
+        ("llama.cpp", "tools param requires --jinja flag"),
+        ("vllm", "--enable-auto-tool-choice"),
+    ],
+)
+async def test_a_model_without_tool_support_gets_a_specific_error(style: ToolsError, said: str) -> None:
+    with FakeOpenAIAPI(brain=offline_brain, tools_error=style) as api:
+        with pytest.raises(ModelError) as caught:
+            await model_for(api, "gemma:2b", max_retries=1).complete(ask())
+        plain = await model_for(api, "gemma:2b").complete(ask(tools=[]))  # the model itself works
+    err = caught.value
+    assert err.kind == "bad_request"
+    assert "gemma:2b cannot call tools" in err.message and said in err.message
+    assert "choose a model that supports it" in err.message and "--jinja" in err.message
+    assert "offline" in plain.text
+
+
+async def test_server_that_rejects_max_tokens_is_asked_with_max_completion_tokens() -> None:
+    with FakeOpenAIAPI(brain=offline_brain, reject_params=("max_tokens",)) as api:
+        model = model_for(api)
+        await model.complete(ask())
+        await model.complete(ask())
+    assert ["max_tokens" in b for b in api.requests] == [True, False, False]  # remembered after the first
+    assert all(b.get("max_completion_tokens") == 1234 for b in api.requests[1:])
+
+
+async def test_server_that_rejects_parallel_tool_calls_is_asked_without() -> None:
+    with FakeOpenAIAPI(brain=offline_brain, reject_params=("parallel_tool_calls",)) as api:
+        model = model_for(api)
+        await model.complete(ask())
+        await model.complete(ask())
+    assert ["parallel_tool_calls" in b for b in api.requests] == [True, False, False]
+
+
+async def test_connection_refused() -> None:
+    base_url = f"http://127.0.0.1:{closed_port()}/v1"
+    with pytest.raises(ModelError) as caught:
+        await OpenAIModel(MODEL, api_key=KEY, base_url=base_url, max_retries=1).complete(ask())
+    err = caught.value
+    assert err.kind == "connection"
+    assert base_url in err.message and "2 attempts" in err.message and "OPENAI_BASE_URL" in err.message
+    assert KEY not in err.message
+
+
+async def test_timeout(api: FakeOpenAIAPI) -> None:
+    api.reply(200, completion("too late"), delay=1.0)
+    with pytest.raises(ModelError) as caught:
+        await model_for(api, max_retries=0, timeout=0.2).complete(ask())
+    assert caught.value.kind == "timeout" and "1 attempt" in caught.value.message
+
+
+# -- keys and endpoints ----------------------------------------------------------------------------
+
+
+async def test_openai_api_without_a_key_is_an_auth_error() -> None:
+    with pytest.raises(ModelError) as caught:
+        await OpenAIModel(MODEL).complete(ask())
+    assert caught.value.kind == "auth" and "OPENAI_API_KEY" in caught.value.message
+
+
+async def test_a_local_server_needs_no_key(api: FakeOpenAIAPI) -> None:
+    api.reply(200, completion("hi"))
+    response = await model_for(api, "qwen2.5:7b", key=None).complete(ask())
+    assert response.text == "hi"
+    assert api.request_headers[0]["authorization"] == "Bearer no-key"
+
+
+async def test_key_and_base_url_come_from_the_sdk_variables(
+    api: FakeOpenAIAPI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.setenv("OPENAI_BASE_URL", api.base_url + "/")
+    api.reply(200, completion("hi"))
+    model = OpenAIModel(MODEL)
+    assert model.base_url == api.base_url
+    await model.complete(ask())
+    assert api.request_headers[0]["authorization"] == f"Bearer {KEY}"
+
+
+# -- the fake server itself ------------------------------------------------------------------------
+
+
+def test_json_conversion_round_trips() -> None:
+    request = ModelRequest(
+        system="sys",
+        tools=TOOLS,
+        max_tokens=99,
+        messages=[
+            Message(role="user", content="q"),
+            Message(
+                role="assistant", content=[TextBlock(text="t"), ToolUseBlock(id="a", name="read", input={"id": 1})]
+            ),
+            Message(role="user", content=[ToolResultBlock(tool_use_id="a", content="r", is_error=True)]),
+            Message(role="assistant", content="plain"),
+        ],
+    )
+    wire = {"messages": to_messages(request), "tools": to_tool_params(request.tools), "max_tokens": 99}
+    assert request_from_json(wire) == request
+
+    response = ModelResponse(
+        content=[TextBlock(text="x"), ToolUseBlock(id="b", name="s", input={"k": "v"})],
+        stop_reason="tool_use",
+        model="m",
+        id="chatcmpl-x",
+        usage=Usage(input_tokens=9, output_tokens=2, cache_read_input_tokens=4),
+    )
+    body = response_to_json(response, "gpt-x")
+    assert body["model"] == "gpt-x" and body["choices"][0]["finish_reason"] == "tool_calls"
+    assert body["usage"] == {
+        "prompt_tokens": 9,
+        "completion_tokens": 2,
+        "total_tokens": 11,
+        "prompt_tokens_details": {"cached_tokens": 4},
+    }
+
+
+async def test_brain_errors_become_http_errors() -> None:
+    def brain(request: ModelRequest) -> ModelResponse:
+        raise ModelError("bad_request", "context length exceeded")
+
+    with FakeOpenAIAPI(brain=brain) as api, pytest.raises(ModelError) as caught:
+        await model_for(api).complete(ask())
+    assert caught.value.kind == "bad_request" and "context length exceeded" in caught.value.message
+
+
+async def test_empty_script_without_brain_fails_clearly(api: FakeOpenAIAPI) -> None:
+    with pytest.raises(ModelError) as caught:
+        await model_for(api).complete(ask())
+    assert caught.value.kind == "server_error" and "no scripted reply" in caught.value.message
+    assert len(api.requests) == 1
+
+
+# -- whole runs on the backend ---------------------------------------------------------------------
+
+
+async def run_team(api: FakeOpenAIAPI, mode: Mode = "adaptive") -> tuple[RunResult, list[dict[str, Any]]]:
+    model = model_for(api)
+    result = await Team(ModelSet.single(model)).run(REQUEST, mode=mode)
+    await model.aclose()
+    return result, list(api.requests)
+
+
+def supervisor_requests(bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The adaptive supervisor's turns: the requests offering `finalize` and handoffs."""
+    return [b for b in bodies if len(b.get("tools", [])) > 1 and b["tools"][-1]["function"]["name"] == "finalize"]
+
+
+@pytest.mark.parametrize("mode", ["adaptive", "planned"])
+async def test_full_run(mode: Mode) -> None:
+    with FakeOpenAIAPI(brain=offline_brain) as api:
+        result, bodies = await run_team(api, mode)
+    assert result.status == "complete", result.failures
+    assert "12*(3+4)/2 = 42" in result.answer
+    assert [h.target for h in result.handoffs] == ["researcher", "analyst", "writer", "reviewer"]
+    assert result.usage.model_calls == len(bodies)
+    assert result.usage.total.input_tokens > 0
+    if mode == "adaptive":
+        first = api.requests[0]
+        assert first["parallel_tool_calls"] is True
+        assert any(t["function"]["name"] == "handoff_to_researcher" for t in first["tools"])
+
+
+async def test_full_run_on_a_server_without_parallel_tool_calls() -> None:
+    with FakeOpenAIAPI(brain=offline_brain, parallel=False) as api:
+        result, bodies = await run_team(api)
+    assert result.status == "complete", result.failures
+    assert [h.target for h in result.handoffs][:2] == ["researcher", "analyst"]
+    # researcher and analyst came one turn apart instead of together
+    assert len(supervisor_requests(bodies)) == 5
+
+
+async def test_full_run_recovers_from_invalid_tool_call_json() -> None:
+    with FakeOpenAIAPI(brain=offline_brain, invalid_arguments=1) as api:
+        result, bodies = await run_team(api)
+    assert result.status == "complete", result.failures
+    assert "12*(3+4)/2 = 42" in result.answer
+    # The broken call went back to the supervisor as an error to fix, as `{}` with an error result.
+    second = supervisor_requests(bodies)[1]["messages"]
+    broken = next(m for m in second if m.get("tool_calls"))
+    assert broken["tool_calls"][0]["function"]["arguments"] == "{}"
+    errors = [m["content"] for m in second if m["role"] == "tool" and m["content"].startswith("Error: ")]
+    assert len(errors) == 1
+
+
+async def test_full_run_without_usage_counts_zero_tokens() -> None:
+    with FakeOpenAIAPI(brain=offline_brain, usage=False) as api:
+        result, _ = await run_team(api)
+    assert result.status == "complete"
+    assert result.usage.total.total_tokens == 0
+
+
+async def test_full_run_on_a_model_without_tools_fails_clearly() -> None:
+    with FakeOpenAIAPI(brain=offline_brain, tools_error="ollama") as api:
+        result, _ = await run_team(api)
+    assert result.status == "failed"
+    assert any("cannot call tools" in f.reason for f in result.failures)
+
+
+async def test_supervisor_on_anthropic_and_specialists_on_openai_in_one_run(spans: Spans) -> None:
+    with FakeMessagesAPI(brain=offline_brain) as claude, FakeOpenAIAPI(brain=offline_brain) as gpt:
+        supervisor = AnthropicModel("claude-sonnet-4-5", api_key=KEY, base_url=claude.base_url)
+        worker = model_for(gpt)
+        result = await Team(ModelSet({SUPERVISOR: supervisor, SPECIALIST: worker})).run(REQUEST)
+        calls = len(claude.requests) + len(gpt.requests)
+    assert result.status == "complete", result.failures
+    assert result.usage.model_calls == calls
+    chats = [s for s in spans.all if s.name.startswith(f"{OP_CHAT} ")]
+    seen = {(spans.attr(s, PROVIDER_NAME), spans.attr(s, REQUEST_MODEL), spans.attr(s, RESPONSE_MODEL)) for s in chats}
+    assert seen == {("anthropic", "claude-sonnet-4-5", "offline"), ("openai", MODEL, MODEL)}
+    assert len(chats) == calls
