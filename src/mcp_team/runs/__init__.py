@@ -1,0 +1,43 @@
+"""Runs that survive: the run store and durable execution on DBOS.
+
+Importing this package is cheap (no DBOS, no SQLAlchemy): `open_runs` imports and launches them in a
+worker thread, so the server can answer `initialize` first and start durable runs in the background.
+
+Modules: `config` (state dir, database URL, executor id, versions), `database` (connections, SQLite
+tuning), `executor` (executor-id leases), `store` (run records, coalesced writes, subscriptions),
+`threads` (follow-up history), `serializer` (JSON for DBOS), `runtime` (the engine seam: branches,
+gather, decide; model and tool steps), `workflow` (the run workflow and its input), `service` (the
+`Runs` API and recovery), `_dbos_internals` (every use of DBOS internals, pinned to dbos 3.4.0).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
+
+import anyio
+
+from mcp_team.runs.config import APP_VERSION, DurableConfig, resolve
+
+if TYPE_CHECKING:
+    from mcp_team.runs.service import Runs
+    from mcp_team.runs.workflow import Engine
+
+__all__ = ["APP_VERSION", "DurableConfig", "open_runs", "resolve"]
+
+
+@asynccontextmanager
+async def open_runs(config: DurableConfig, engine: Engine) -> AsyncIterator[Runs]:
+    """The process's run service, open for the block. Raises `ConfigError` when it cannot start."""
+    service = await anyio.to_thread.run_sync(importlib.import_module, "mcp_team.runs.service")
+    runs = await service.Runs.open(config, engine)
+    async with anyio.create_task_group() as tg:
+        runs.serve(tg)
+        try:
+            yield runs
+        finally:
+            with anyio.CancelScope(shield=True):
+                await runs.close()
+            tg.cancel_scope.cancel()

@@ -1,0 +1,161 @@
+"""Every use of DBOS internals, in one place. Valid for `dbos==3.4.0` only (pinned exactly in pyproject.toml).
+
+DBOS numbers a workflow's steps with one counter (`DBOSContext.function_id`) shared by every task of the
+workflow, so concurrent branches that each run several steps get ids in the order their steps *start*,
+and a replay after a crash hands recorded outputs to the wrong branch. `step_namespace` gives the code
+inside it a private copy of the current `DBOSContext` whose counter starts at a base derived from the
+branch's number, so each branch's steps have ids of their own whatever the interleaving.
+
+What a `DBOSContext` holds by reference, and what a branch does with it (checked against 3.4.0):
+- `context_spans` (the stack of DBOS spans, pushed and popped around each step): copied per branch, or
+  concurrent branches would pop each other's spans.
+- `authenticated_roles`: copied.
+- `used_datasources` (datasources the workflow called; cleaned up when the workflow ends): shared on
+  purpose, so the workflow still sees them; append-only, on one event loop.
+- everything else is a scalar, an immutable value or a logger, copied by value.
+`_KNOWN_FIELDS` lists the 3.4.0 fields: a DBOS release that adds or renames one fails at the first
+branch with a message pointing here, and the kill/replay tests (tests/test_runs_replay.py) fail too.
+
+Also here: the migration versions of DBOS's system tables (to refuse a database written by a newer
+DBOS), and recovery of another executor's pending workflows (issue 16, takeover).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from importlib.metadata import version
+from typing import Any
+
+import sqlalchemy as sa
+from dbos import _context as dbos_context
+
+DBOS_VERSION = "3.4.0"
+
+# Step-id layout. Step ids are INT4 on PostgreSQL (max 2**31 - 1), so 31 bits are split:
+#   [ branch: 10 bits ][ sub-branch: 7 bits ][ step: 14 bits ]
+# Namespace () is the run itself (steps 1..16383); (s,) is handoff seq s-1 (s = 1..1023);
+# (s, t) is sub-branch t (1..127) inside it, for a sub-team run inside a handoff (issue 13).
+# The largest id, (1023 << 21) | (127 << 14) | 16383, is exactly 2**31 - 1.
+STEP_BITS = 14
+SUB_BITS = 7
+BRANCH_BITS = 10
+MAX_STEPS = (1 << STEP_BITS) - 1  # steps per namespace
+MAX_BRANCHES = (1 << BRANCH_BITS) - 1  # handoffs per run
+MAX_SUB_BRANCHES = (1 << SUB_BITS) - 1  # sub-branches per handoff
+
+_KNOWN_FIELDS = frozenset(
+    {
+        "executor_id", "app_id", "logger", "id_assigned_for_next_workflow", "derived_from",
+        "workflow_id_reuse_policy", "start_options", "parent_workflow_id", "parent_workflow_fid",
+        "workflow_id", "shard_key", "function_id", "owner_xid", "curr_step_function_id",
+        "active_stream_reads", "sync_ds_session", "async_ds_session", "used_datasources", "context_spans",
+        "authenticated_user", "authenticated_roles", "assumed_role", "step_status", "serialization_type",
+        "workflow_deadline_epoch_ms",
+    }
+)  # fmt: skip
+
+_namespace: ContextVar[tuple[int, ...]] = ContextVar("mcp_team_step_namespace", default=())
+
+
+class InternalsChanged(RuntimeError):
+    """The installed DBOS is not the version these internals were written for."""
+
+
+def check_dbos_version() -> None:
+    found = version("dbos")
+    if found != DBOS_VERSION:
+        raise InternalsChanged(
+            f"mcp-team needs dbos=={DBOS_VERSION} exactly (found {found}); reinstall mcp-team "
+            f"(pip install -e .) or review src/mcp_team/runs/_dbos_internals.py for the new version"
+        )
+
+
+def in_workflow() -> bool:
+    """True in workflow code (not inside a step): where a step call is checkpointed."""
+    ctx = dbos_context.get_local_dbos_context()
+    return ctx is not None and ctx.is_workflow()
+
+
+def namespace_base(path: tuple[int, ...]) -> int:
+    """The id just before the first step of namespace `path` (see the layout above)."""
+    if len(path) > 2:
+        raise ValueError(f"branches nest two levels deep at most (got {len(path)})")
+    base = 0
+    levels = ((STEP_BITS + SUB_BITS, MAX_BRANCHES), (STEP_BITS, MAX_SUB_BRANCHES))
+    for value, (shift, limit) in zip(path, levels, strict=False):
+        if not 1 <= value <= limit:
+            raise ValueError(f"branch number {value} is outside 1..{limit}")
+        base |= value << shift
+    return base
+
+
+def current_namespace() -> tuple[int, ...]:
+    return _namespace.get()
+
+
+def steps_left() -> int:
+    """How many more steps the current namespace can number before it runs into the next one."""
+    ctx = dbos_context.get_local_dbos_context()
+    if ctx is None or not ctx.is_workflow():
+        return MAX_STEPS
+    return namespace_base(_namespace.get()) + MAX_STEPS - ctx.function_id
+
+
+@contextmanager
+def step_namespace(index: int) -> Iterator[None]:
+    """Run the block as branch `index` (1-based) of the current namespace, with its own step counter.
+
+    Enter it in the task that runs the branch; outside a workflow it does nothing.
+    """
+    parent = dbos_context.get_local_dbos_context()
+    if parent is None or not parent.is_workflow():
+        yield
+        return
+    fields = vars(parent)
+    if set(fields) != _KNOWN_FIELDS:
+        raise InternalsChanged(
+            f"DBOSContext fields changed (added {sorted(set(fields) - _KNOWN_FIELDS)}, removed "
+            f"{sorted(_KNOWN_FIELDS - set(fields))}); review src/mcp_team/runs/_dbos_internals.py"
+        )
+    path = (*_namespace.get(), index)
+    child = dbos_context.DBOSContext()
+    child.__dict__.update(fields)
+    child.context_spans = list(parent.context_spans)
+    if parent.authenticated_roles is not None:
+        child.authenticated_roles = list(parent.authenticated_roles)
+    child.function_id = namespace_base(path)
+    token = dbos_context._dbos_context_var.set(child)
+    ns_token = _namespace.set(path)
+    try:
+        yield
+    finally:
+        _namespace.reset(ns_token)
+        dbos_context._dbos_context_var.reset(token)
+
+
+def migration_versions(engine: sa.Engine, schema: str = "dbos") -> tuple[int, int]:
+    """(recorded, known) versions of DBOS's system tables: recorded > known means a newer DBOS wrote them."""
+    from dbos import _migration
+
+    if engine.dialect.name == "sqlite":
+        return _migration.get_sqlite_migration_versions(engine)
+    return _migration.get_migration_versions(engine, schema, use_listen_notify=True)
+
+
+def recover_executor(executor_ids: list[str]) -> list[Any]:
+    """Resume the pending workflows of dead executors here (blocking; run it in a thread)."""
+    from dbos import DBOS
+
+    return DBOS._recover_pending_workflows(executor_ids)
+
+
+def adopt_event_loop(loop: Any) -> None:
+    """Make DBOS run recovered and dequeued async workflows on `loop` (the server's), not on its own
+    background loop thread. DBOS adopts the loop of the thread that calls `launch()`, but we launch in a
+    worker thread (launch blocks on database I/O); call this after `DBOS(config=...)`, before `launch()`.
+    """
+    from dbos._dbos import _get_dbos_instance
+
+    _get_dbos_instance()._background_event_loop._main_loop = loop

@@ -1,0 +1,102 @@
+"""Where durable runs live and who runs them: state directory, database URL, executor id, app version.
+
+Resolution, flags first: `--state-dir` / `MCP_TEAM_STATE_DIR`, else `$XDG_STATE_HOME/mcp-team`, else
+`~/.local/state/mcp-team`. `--database-url` / `MCP_TEAM_DATABASE_URL`, else the SQLite file
+`runs.sqlite` in the state directory; `postgresql://user:password@host:port/db` selects PostgreSQL (the
+same code; the database is created on first start). `--executor-id` / `MCP_TEAM_EXECUTOR_ID` names this
+process for recovery (see `executor.py`). Light on purpose: nothing here imports DBOS or SQLAlchemy.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from mcp_team import __version__
+from mcp_team.errors import ConfigError
+
+REPLAY_FORMAT = 1
+"""Bump when a change alters what a replay depends on beyond the engine's own code: the step-id layout
+(_dbos_internals), the stored value format (serializer), the run workflow's inputs (workflow.RunInput) or
+the step names (runtime). Runs left unfinished by a version with another replay format are not resumed
+(they are marked interrupted, finished handoffs kept); with the same format they are forked onto the new
+version and resumed."""
+
+APP_VERSION = f"{__version__}.r{REPLAY_FORMAT}"
+"""DBOS's application version: DBOS recovers only the workflows of the version that is running."""
+
+EXECUTOR_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$")
+
+
+@dataclass(frozen=True)
+class DurableConfig:
+    state_dir: Path
+    database_url: str
+    executor_id: str | None = None  # None: the first free `<hostname>-<n>` (see executor.py)
+    app_version: str = APP_VERSION
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.database_url.startswith("sqlite")
+
+    @property
+    def sqlite_path(self) -> Path | None:
+        return Path(self.database_url.removeprefix("sqlite:///")) if self.is_sqlite else None
+
+    @property
+    def redacted_url(self) -> str:
+        """The URL without its password, for messages."""
+        return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", self.database_url)
+
+
+def resolve(
+    *,
+    state_dir: str | os.PathLike[str] | None = None,
+    database_url: str | None = None,
+    executor_id: str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> DurableConfig:
+    """The configuration from flags (arguments) and the environment; `ConfigError` naming what to fix."""
+    env = os.environ if environ is None else environ
+    if state_dir is None:
+        state_dir = env.get("MCP_TEAM_STATE_DIR") or None
+    if state_dir is None:
+        xdg = env.get("XDG_STATE_HOME") or str(Path(env.get("HOME") or Path.home()) / ".local" / "state")
+        state_dir = Path(xdg) / "mcp-team"
+    state = Path(state_dir).expanduser().absolute()
+    url = database_url or env.get("MCP_TEAM_DATABASE_URL") or f"sqlite:///{state / 'runs.sqlite'}"
+    executor_id = executor_id or env.get("MCP_TEAM_EXECUTOR_ID") or None
+    if executor_id is not None and not EXECUTOR_ID_PATTERN.match(executor_id):
+        raise ConfigError(
+            f"executor id {executor_id!r} is not valid: use up to 100 letters, digits, '_', '.', ':' or '-', "
+            f"starting with a letter or digit (--executor-id / MCP_TEAM_EXECUTOR_ID)"
+        )
+    return DurableConfig(state_dir=state, database_url=normalize_url(url), executor_id=executor_id)
+
+
+def normalize_url(url: str) -> str:
+    """`sqlite:///abs/path` or `postgresql+psycopg://...`; `ConfigError` for anything else."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    hint = "use sqlite:///ABSOLUTE/PATH.sqlite or postgresql://USER:PASSWORD@HOST:PORT/DATABASE"
+    if scheme in ("sqlite", "sqlite+pysqlite"):
+        path = url.split("://", 1)[1]
+        if not path.startswith("/") or path.strip("/") in ("", ":memory:"):
+            raise ConfigError(f"database URL {url!r}: the SQLite file needs a path ({hint}; --database-url)")
+        return f"sqlite:///{Path(path[1:]).expanduser().absolute()}"
+    if scheme in ("postgres", "postgresql", "postgresql+psycopg"):
+        if not parts.hostname or not parts.path.strip("/"):
+            raise ConfigError(f"database URL {_redact(url)!r} needs a host and a database name ({hint})")
+        return "postgresql+psycopg://" + url.split("://", 1)[1]
+    raise ConfigError(
+        f"database URL {_redact(url)!r}: unsupported database {scheme or '(none)'!r}; {hint} "
+        f"(--database-url / MCP_TEAM_DATABASE_URL)"
+    )
+
+
+def _redact(url: str) -> str:
+    return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", url)

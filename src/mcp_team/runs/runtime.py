@@ -1,0 +1,209 @@
+"""The durable side of the engine's runtime seam: branches, concurrent single steps, recorded decisions,
+and the model and tool wrappers that make each call a DBOS step.
+
+Inside the run workflow every model call and every side-effecting tool call is a step: its result (or
+its error) is stored, and a replay after a crash gets the stored value instead of calling again. A step
+that was running when the process died has no stored result and runs again (at-least-once): only the
+call in flight at the crash can repeat.
+
+Step names carry a digest of the call's input (`model:specialist:3f2a…`): DBOS checks each replayed
+step's name against the recorded one, so a replay that would ask something different from what was
+recorded (changed prompts, a different team, a timing-dependent decision that went the other way) stops
+with `DBOSUnexpectedStepError` instead of silently handing back an answer to another question.
+Outside a workflow every wrapper is a plain pass-through, so a wrapped team also runs ephemerally.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import anyio
+from dbos import DBOS
+
+from mcp_team.llm import Model, ModelError, ModelRequest, ModelResponse, ModelSet
+from mcp_team.runs import _dbos_internals as internals
+from mcp_team.specialists.tools import Tool
+
+T = TypeVar("T")
+
+PURE_TOOLS = frozenset({"calculate"})
+"""Tools with no side effects and cheap, deterministic results: not worth a step (~2 ms each)."""
+
+
+class NamespaceFull(RuntimeError):
+    """A branch ran more steps than its namespace holds (see _dbos_internals.MAX_STEPS)."""
+
+
+class ReplayDiverged(BaseException):
+    """A replay asked for a step other than the one recorded: the run cannot resume and is interrupted.
+
+    A BaseException on purpose: the engine turns a tool's `Exception` into an error result for the model,
+    which would let a diverged replay go on."""
+
+
+_DIVERGED = ("DBOSUnexpectedStepError", "DBOSStepNondeterminismError")
+
+
+async def _step(name: str, func: Callable[..., Awaitable[T]], *args: Any) -> T:
+    try:
+        return await DBOS.run_step_async({"name": name}, func, *args)  # type: ignore[call-overload]
+    except Exception as exc:
+        _raise_if_diverged(exc)
+        raise
+
+
+def _raise_if_diverged(exc: Exception) -> None:
+    if type(exc).__name__ in _DIVERGED:
+        raise ReplayDiverged(str(exc)) from exc
+
+
+def _digest(text: str) -> str:
+    return hashlib.blake2b(text.encode(), digest_size=6).hexdigest()
+
+
+def _check_room(n: int = 1) -> None:
+    if internals.in_workflow() and internals.steps_left() < n:
+        raise NamespaceFull(
+            f"branch {internals.current_namespace() or 'main'} used all {internals.MAX_STEPS} of its steps"
+        )
+
+
+class DurableRuntime:
+    """The `Runtime` the engine runs on inside the run workflow (handoffs/runtime.py names the seam)."""
+
+    @contextmanager
+    def branch(self, seq: int) -> Iterator[None]:
+        """Everything inside is handoff `seq` (0-based): its steps are numbered in its own namespace."""
+        with internals.step_namespace(seq + 1):
+            yield
+
+    async def gather(self, calls: Sequence[Callable[[], Awaitable[T]]]) -> list[T]:
+        """Run single-step calls concurrently; results in order. Each call is one step (ids drawn in order
+        before any starts), so a replay maps every stored result to its own call. All calls run to the
+        end; then the first failure, in call order, is raised."""
+        if not internals.in_workflow():
+            return await _run_all([_plain(c) for c in calls])
+        _check_room(len(calls))
+        reservations = [DBOS.reserve_step() for _ in calls]
+
+        def as_step(i: int, call: Callable[[], Awaitable[T]]) -> Callable[[], Awaitable[T]]:
+            async def body() -> T:
+                return await call()
+
+            async def run() -> T:
+                try:
+                    return await reservations[i].run_async({"name": "gather"}, body)
+                except Exception as exc:
+                    _raise_if_diverged(exc)
+                    raise
+
+            return run
+
+        return await _run_all([as_step(i, c) for i, c in enumerate(calls)])
+
+    async def decide(self, name: str, value: Callable[[], T]) -> T:
+        """A decision that depends on timing (which branch finished first): recorded, replayed as recorded."""
+        if not internals.in_workflow():
+            return value()
+        _check_room()
+
+        async def compute() -> T:
+            return value()
+
+        return await _step(f"decide:{name}", compute)
+
+
+def _plain(call: Callable[[], Awaitable[T]]) -> Callable[[], Awaitable[T]]:
+    async def run() -> T:
+        return await call()
+
+    return run
+
+
+async def _run_all(calls: Sequence[Callable[[], Awaitable[T]]]) -> list[T]:
+    outcomes: list[Any] = [None] * len(calls)
+    failed: list[bool] = [False] * len(calls)
+
+    async def one(i: int) -> None:
+        try:
+            outcomes[i] = await calls[i]()
+        except Exception as exc:
+            outcomes[i], failed[i] = exc, True
+
+    async with anyio.create_task_group() as tg:
+        for i in range(len(calls)):
+            tg.start_soon(one, i)
+    for i, bad in enumerate(failed):
+        if bad:
+            raise outcomes[i]
+    return outcomes
+
+
+@dataclass(frozen=True)
+class DurableModel:
+    """A `Model` whose `complete` is a step. The call timeout is enforced inside the step, so a timed-out
+    call is recorded as `ModelError("timeout")` and a replay sees the same timeout."""
+
+    inner: Model
+    role: str
+    timeout: float | None = None
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    @property
+    def provider(self) -> str:
+        return self.inner.provider
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        if not internals.in_workflow():
+            return await self._call(request)
+        _check_room()
+        step = f"model:{self.role}:{_digest(request.model_dump_json())}"
+        return await _step(step, self._call, request)
+
+    async def _call(self, request: ModelRequest) -> ModelResponse:
+        if self.timeout is None:
+            return await self.inner.complete(request)
+        with anyio.move_on_after(self.timeout) as limit:
+            return await self.inner.complete(request)
+        assert limit.cancelled_caught
+        raise ModelError("timeout", f"the {self.inner.name} call took longer than {self.timeout:g} s")
+
+
+def durable_models(models: ModelSet, *, call_timeout: float | None = None) -> ModelSet:
+    """The same models, each call a step; the concurrency limit stays shared with `models`.
+
+    `call_timeout` should be a little under the engine's own timeout, so the step records the timeout
+    before the engine's outer limit cancels it (a cancelled step is not recorded and would run again).
+    """
+    wrapped = ModelSet(
+        {role: DurableModel(m, role, call_timeout) for role, m in models.models.items()},
+        models.max_concurrency,
+    )
+    wrapped.limiter = models.limiter
+    return wrapped
+
+
+def durable_tool(tool: Tool) -> Tool:
+    """`tool` with `run` as a step (pure tools are returned as they are). A `ToolFailed` is recorded too."""
+    if tool.name in PURE_TOOLS:
+        return tool
+    run = tool.run
+
+    async def call(args: dict[str, Any]) -> str:
+        return await run(args)
+
+    async def durable_run(args: dict[str, Any]) -> str:
+        if not internals.in_workflow():
+            return await run(args)
+        _check_room()
+        step = f"tool:{tool.name}:{_digest(repr(sorted(args.items())))}"
+        return await _step(step, call, args)
+
+    return Tool(tool.name, tool.description, tool.input_schema, durable_run)

@@ -1,0 +1,434 @@
+"""The run service the server talks to: start, get, list, wait, subscribe, cancel; recovery at start-up.
+
+`Runs.open` checks the database, takes this process's executor id, launches DBOS (off the event loop)
+and reconciles what a previous process left: runs of this executor that were still running are resumed
+(DBOS does it for the current application version), forked onto this version (an older mcp-team with
+the same replay format) or marked `interrupted` with their finished handoffs kept (runs on the client's
+model, runs of another replay format, runs whose team changed). No run is left "running".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import sqlalchemy as sa
+from anyio.abc import TaskGroup
+from dbos import DBOS, SetWorkflowID
+
+from mcp_team.errors import ConfigError, McpTeamError
+from mcp_team.handoffs import Budgets, HandoffRecord, RunEvent, RunResult, UsageReport
+from mcp_team.handoffs.schema import Mode
+from mcp_team.runs import _dbos_internals as internals
+from mcp_team.runs import workflow
+from mcp_team.runs.config import REPLAY_FORMAT, DurableConfig
+from mcp_team.runs.database import open_engine
+from mcp_team.runs.executor import ExecutorLease, acquire
+from mcp_team.runs.runtime import DurableRuntime, ReplayDiverged
+from mcp_team.runs.serializer import JSONSerializer
+from mcp_team.runs.store import RunRecord, RunState, RunStore, now
+from mcp_team.runs.threads import ThreadHistory, build_history
+from mcp_team.runs.workflow import Engine, EventSink, RunInput
+
+CANCEL_POLL = 1.0  # seconds between checks for runs cancelled by another process
+
+
+class RunInterrupted(McpTeamError):
+    """The run cannot go on here (its record says why); its finished handoffs are kept."""
+
+
+class Progress:
+    """A run's record as it runs: handoffs upserted by id (so a replay never shrinks it), written coalesced."""
+
+    def __init__(self, record: RunRecord) -> None:
+        self.record = record
+        self.handoffs: dict[str, HandoffRecord] = {h.id: h for h in (record.result.handoffs if record.result else [])}
+
+    def on_event(self, event: RunEvent) -> None:
+        if event.record is not None:
+            self.handoffs[event.record.id] = event.record.model_copy()
+
+    def snapshot(self) -> RunRecord:
+        r = self.record
+        if r.finished:  # a late progress event never turns a final record back into a running one
+            return r
+        partial = RunResult(
+            answer="", status="running", handoffs=list(self.handoffs.values()), failures=[], usage=UsageReport(),
+            run_id=r.run_id, trace_id=None, request=r.request, mode=r.mode or "adaptive",  # type: ignore[arg-type]
+            started_at=r.started_at,
+        )  # fmt: skip
+        return r.model_copy(update={"updated_at": now(), "result": partial})
+
+    def finish(self, status: RunState, result: RunResult | None = None, reason: str | None = None) -> RunRecord:
+        if result is None:
+            result = self.snapshot().result
+            assert result is not None
+            handoffs = [
+                h.model_copy(update={"status": "cancelled", "error_type": status, "error": reason})
+                if h.status == "running"
+                else h
+                for h in result.handoffs
+            ]
+            result = result.model_copy(update={"handoffs": handoffs, "ended_at": now()})
+        self.record = self.record.model_copy(
+            update={"status": status, "result": result, "reason": reason, "updated_at": now()}
+        )
+        return self.record
+
+
+@dataclass
+class _Live:
+    """A run executing in this process."""
+
+    progress: Progress
+    engine: Engine
+    on_event: EventSink | None = None
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    cancel_reason: str | None = None
+    done: anyio.Event = field(default_factory=anyio.Event)
+
+
+class Runs:
+    def __init__(self, config: DurableConfig, store: RunStore, lease: ExecutorLease, engine: Engine) -> None:
+        self.config = config
+        self.store = store
+        self.lease = lease
+        self.engine = engine
+        self._live: dict[str, _Live] = {}
+        self._closing = False
+        self._tg: TaskGroup | None = None
+
+    @property
+    def executor_id(self) -> str:
+        return self.lease.executor_id
+
+    # --- lifecycle ----------------------------------------------------------------------------
+    @classmethod
+    async def open(cls, config: DurableConfig, engine: Engine) -> Runs:
+        """Check, launch and recover. `ConfigError` (never a traceback) naming what to fix."""
+        store, lease = await anyio.to_thread.run_sync(_prepare, config)
+        runs = cls(config, store, lease, engine)
+        workflow.bind(runs)
+        loop = asyncio.get_running_loop()
+        try:
+            await anyio.to_thread.run_sync(_launch, config, store.engine, lease.executor_id, loop)
+            await runs._recover()
+        except BaseException:
+            workflow.bind(None)
+            lease.release()
+            raise
+        return runs
+
+    def serve(self, tg: TaskGroup) -> None:
+        """Start the background work (coalesced writes, cancellations from other processes) in `tg`."""
+        self._tg = tg
+        tg.start_soon(self.store.flush_loop)
+        tg.start_soon(self._watch_cancellations)
+
+    async def close(self) -> None:
+        """Stop running work here: durable runs stay pending and resume at the next start; runs that
+        cannot resume are marked interrupted now."""
+        self._closing = True
+        for live in list(self._live.values()):
+            live.scope.cancel()
+            await live.done.wait()
+        await self.store.flush()
+        await anyio.to_thread.run_sync(_destroy)
+        workflow.bind(None)
+        self.lease.release()
+        self.store.engine.dispose()
+
+    # --- the API the server calls -------------------------------------------------------------
+    async def start(
+        self,
+        request: str,
+        *,
+        mode: Mode | None = None,
+        budgets: Budgets | None = None,
+        thread: str | None = None,
+        run_id: str | None = None,
+        on_event: EventSink | None = None,
+        engine: Engine | None = None,
+        resumable: bool = True,
+    ) -> RunRecord:
+        """Start a run and return its record at once. `resumable=False` (with the session's `engine`, e.g.
+        the client's model through sampling) runs it outside DBOS: recorded, but not resumed after a restart."""
+        engine = engine or self.engine
+        run_id = run_id or uuid.uuid4().hex
+        history = await self.history(thread) if thread else ThreadHistory()
+        started = now()
+        run = RunInput(run_id=run_id, request=request, mode=mode, budgets=budgets, thread=thread,
+                       history=history, started_at=started, team_hash=engine.team_hash)  # fmt: skip
+        record = RunRecord(run_id=run_id, status="running", request=request, thread=thread, mode=mode,
+                           executor_id=self.executor_id, resumable=resumable,
+                           workflow_id=run_id if resumable else None, app_version=self.config.app_version,
+                           started_at=started, updated_at=started)  # fmt: skip
+        self._live[run_id] = _Live(Progress(record), engine, on_event)
+        await self.store.write(record)
+        if resumable:
+            with SetWorkflowID(run_id):
+                await DBOS.start_workflow_async(workflow.run_workflow, run)
+        else:
+            assert self._tg is not None
+            self._tg.start_soon(self._execute_quietly, run)
+        return record
+
+    async def get(self, run_id: str) -> RunRecord | None:
+        if (live := self._live.get(run_id)) is not None:
+            return live.progress.snapshot() if not live.progress.record.finished else live.progress.record
+        return await anyio.to_thread.run_sync(self.store.get, run_id)
+
+    async def list(self, *, limit: int = 50, thread: str | None = None) -> list[RunRecord]:
+        return await anyio.to_thread.run_sync(lambda: self.store.list(limit=limit, thread=thread))
+
+    async def wait(self, run_id: str, timeout: float | None = None) -> RunRecord | None:
+        """The record once the run has finished, or as it is when `timeout` seconds have passed."""
+        latest = None
+        with anyio.move_on_after(timeout):
+            async for record in self.store.subscribe(run_id):
+                latest = record
+        return latest or await self.get(run_id)
+
+    def subscribe(self, run_id: str) -> AsyncIterator[RunRecord]:
+        """The record now and after each change (for `resources/subscribe`), until the run has finished."""
+        return self.store.subscribe(run_id, poll=CANCEL_POLL)
+
+    async def cancel(self, run_id: str, reason: str = "cancelled by request") -> RunRecord | None:
+        """Cancel: DBOS first (durable: nothing resumes after a restart), then the run's own task here, so
+        in-flight model and tool calls stop at once. A run of another process stops within a second."""
+        record = await self.get(run_id)
+        if record is None or record.finished:
+            return record
+        if record.resumable and record.workflow_id:
+            await DBOS.cancel_workflow_async(record.workflow_id)
+        if (live := self._live.get(run_id)) is not None:
+            live.cancel_reason = reason
+            live.scope.cancel()
+            await live.done.wait()
+            return await self.get(run_id)
+        final = Progress(record).finish("cancelled", reason=reason)
+        await self.store.write(final)
+        return final
+
+    async def history(self, thread: str) -> ThreadHistory:
+        records = await anyio.to_thread.run_sync(
+            lambda: self.store.list(limit=1000, thread=thread, status=["complete", "partial"], oldest_first=True)
+        )
+        return build_history([(r.run_id, r.request, r.result.answer if r.result else "") for r in records])
+
+    # --- running ------------------------------------------------------------------------------
+    async def _execute_quietly(self, run: RunInput) -> None:
+        with contextlib.suppress(Exception):
+            await self.execute(run, durable=False)
+
+    async def execute(self, run: RunInput, *, durable: bool) -> RunResult:
+        """Run `run` here (called by the run workflow, and for runs that cannot resume)."""
+        live = self._live.get(run.run_id)
+        if live is None:  # resumed after a restart, or forked onto this version
+            stored = await anyio.to_thread.run_sync(self.store.get, run.run_id)
+            base = stored or RunRecord(run_id=run.run_id, status="running", request=run.request, thread=run.thread,
+                                       mode=run.mode, executor_id=self.executor_id, resumable=True,
+                                       started_at=run.started_at, updated_at=now())  # fmt: skip
+            live = self._live[run.run_id] = _Live(Progress(base), self.engine)
+        progress = live.progress
+        if durable:
+            progress.record = progress.record.model_copy(
+                update={"workflow_id": DBOS.workflow_id, "executor_id": self.executor_id,
+                        "app_version": self.config.app_version, "status": "running"}
+            )  # fmt: skip
+        try:
+            if run.team_hash != live.engine.team_hash:
+                raise RunInterrupted(
+                    "the team changed since the run started (another team file or settings), so it was not "
+                    "replayed against the new team; start it again"
+                )
+            return await self._run_engine(run, live, durable)
+        except RunInterrupted as exc:
+            await self.store.write(progress.finish("interrupted", reason=str(exc)))
+            raise
+        finally:
+            self._live.pop(run.run_id, None)
+            live.done.set()
+
+    async def _run_engine(self, run: RunInput, live: _Live, durable: bool) -> RunResult:
+        progress = live.progress
+        finished: list[RunResult] = []
+
+        async def on_event(event: RunEvent) -> None:
+            progress.on_event(event)
+            if event.kind == "handoff_finished":  # written before the branch goes on: never lost to a crash
+                await self.store.write(progress.snapshot())
+            else:
+                self.store.put(progress.snapshot())
+            if live.on_event is not None:
+                await live.on_event(event)
+
+        result: RunResult | None = None
+        try:
+            with live.scope:
+                result = await live.engine.run(run, DurableRuntime() if durable else None, on_event, finished.append)
+        except BaseException as exc:
+            if _contains(exc, ReplayDiverged):
+                raise RunInterrupted(
+                    f"it could not resume: the replay asked for other steps than those recorded ({_first(exc)})"
+                ) from None
+            if _contains(exc, BaseException, names=("DBOSWorkflowCancelledError", "DBOSWorkflowConflictIDError")):
+                await self.store.write(progress.finish("cancelled", finished[-1] if finished else None,
+                                                       live.cancel_reason or "cancelled"))  # fmt: skip
+                raise
+            if isinstance(exc, Exception):
+                await self.store.write(progress.finish("failed", reason=f"the run stopped on an error: {exc}"))
+            raise
+        if result is None:  # our scope was cancelled: by `cancel`, or by `close`
+            if self._closing:
+                if not durable:
+                    await self.store.write(progress.finish("interrupted", reason=_NOT_RESUMABLE))
+                raise anyio.get_cancelled_exc_class()()  # leave the workflow pending: it resumes at the next start
+            cancelled = finished[-1] if finished else None
+            await self.store.write(progress.finish("cancelled", cancelled, live.cancel_reason))
+            return cancelled or progress.record.result  # type: ignore[return-value]
+        await self.store.write(progress.finish(_state(result), result))
+        return result
+
+    async def _watch_cancellations(self) -> None:
+        while True:
+            await anyio.sleep(CANCEL_POLL)
+            ids = {live.progress.record.workflow_id: rid for rid, live in self._live.items()
+                   if live.progress.record.resumable and live.progress.record.workflow_id}  # fmt: skip
+            if not ids:
+                continue
+            found = await DBOS.list_workflows_async(workflow_ids=list(ids), status="CANCELLED",
+                                                    load_input=False, load_output=False)  # fmt: skip
+            for status in found:
+                if (live := self._live.get(ids[status.workflow_id])) is not None:
+                    live.cancel_reason = live.cancel_reason or "cancelled from another process"
+                    live.scope.cancel()
+
+    # --- recovery -----------------------------------------------------------------------------
+    async def _recover(self) -> None:
+        """Settle every run this executor left running (see the module docstring)."""
+        left = await anyio.to_thread.run_sync(
+            lambda: self.store.list(limit=100_000, status=["running"], executor_id=self.executor_id)
+        )
+        for record in left:
+            if record.run_id in self._live:
+                continue
+            progress = Progress(record)
+            if not record.resumable:
+                await self.store.write(progress.finish("interrupted", reason=_NOT_RESUMABLE))
+                continue
+            status = await DBOS.get_workflow_status_async(record.workflow_id or record.run_id)
+            if status is None:
+                await self.store.write(progress.finish("interrupted", reason="the process stopped before it started"))
+            elif status.status == "SUCCESS" and isinstance(status.output, RunResult):
+                await self.store.write(progress.finish(_state(status.output), status.output))
+            elif status.status == "CANCELLED":
+                await self.store.write(progress.finish("cancelled", reason="cancelled"))
+            elif status.status in ("ERROR", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"):
+                await self.store.write(progress.finish("interrupted", reason=f"it stopped on an error: {status.error}"))
+            elif status.app_version != self.config.app_version:
+                await self._upgrade(record, status.workflow_id, status.app_version or "")
+            # else: pending on this version; DBOS resumes it (launch re-enqueued it)
+
+    async def _upgrade(self, record: RunRecord, workflow_id: str, old_version: str) -> None:
+        """A run left pending by another application version: fork it onto this one, or interrupt it."""
+        if old_version.rpartition(".r")[2] != str(REPLAY_FORMAT):
+            await DBOS.cancel_workflow_async(workflow_id)
+            reason = (f"it was left unfinished by mcp-team {old_version}, which records runs differently from "
+                      f"{self.config.app_version}; start it again")  # fmt: skip
+            await self.store.write(Progress(record).finish("interrupted", reason=reason))
+            return
+        new_id = f"{record.run_id}~{self.config.app_version}"
+        if await DBOS.get_workflow_status_async(new_id) is None:
+            steps = await DBOS.list_workflow_steps_async(workflow_id)
+            start = max((s["function_id"] for s in steps), default=0) + 1  # ids are namespaced: max, not count
+            with SetWorkflowID(new_id):
+                await DBOS.fork_workflow_async(workflow_id, start, application_version=self.config.app_version)
+        await DBOS.cancel_workflow_async(workflow_id)
+
+
+_NOT_RESUMABLE = (
+    "the process running it stopped; a run on the client's model (sampling) cannot resume. Finished handoffs are kept"
+)
+
+
+def _state(result: RunResult) -> RunState:
+    return "failed" if result.status == "running" else result.status
+
+
+def _contains(exc: BaseException, kind: type[BaseException], names: tuple[str, ...] = ()) -> bool:
+    if isinstance(exc, BaseExceptionGroup):
+        return any(_contains(e, kind, names) for e in exc.exceptions)
+    return isinstance(exc, kind) and (not names or type(exc).__name__ in names)
+
+
+def _first(exc: BaseException) -> str:
+    if isinstance(exc, BaseExceptionGroup):
+        return _first(exc.exceptions[0])
+    return " ".join(str(exc).split())[:300]
+
+
+def _prepare(config: DurableConfig) -> tuple[RunStore, ExecutorLease]:
+    """Blocking checks before DBOS touches the database: version, reachability, executor id, tables."""
+    try:
+        internals.check_dbos_version()
+    except internals.InternalsChanged as exc:
+        raise ConfigError(str(exc)) from None
+    db = open_engine(config)
+    try:
+        store = RunStore(db)
+        store.check_version()
+        recorded, known = internals.migration_versions(db)
+        if recorded > known:
+            raise ConfigError(
+                f"the runs database {config.redacted_url} was written by a newer DBOS (system tables at "
+                f"version {recorded}, this mcp-team knows {known}). Upgrade mcp-team, or use another database "
+                f"(--state-dir / --database-url). Nothing was changed."
+            )
+        lease = acquire(config, db)
+        try:
+            store.create()
+        except BaseException:
+            lease.release()
+            raise
+    except sa.exc.SQLAlchemyError as exc:
+        db.dispose()
+        raise ConfigError(f"the runs database {config.redacted_url} is not usable: {_reason(exc)}") from None
+    except BaseException:
+        db.dispose()
+        raise
+    return store, lease
+
+
+def _reason(exc: BaseException) -> str:
+    return " ".join(str(getattr(exc, "orig", None) or exc).split())[:300]
+
+
+def _launch(config: DurableConfig, db: sa.Engine, executor_id: str, loop: asyncio.AbstractEventLoop) -> None:
+    dbos_config: dict[str, Any] = {
+        "name": "mcp-team",
+        "system_database_url": config.database_url,
+        "serializer": JSONSerializer(),
+        "executor_id": executor_id,
+        "application_version": config.app_version,
+        "log_level": "WARNING",
+        "enable_otlp": False,
+    }
+    if config.sqlite_path is not None:
+        dbos_config["system_database_engine"] = db
+    DBOS(config=dbos_config)  # type: ignore[arg-type]
+    internals.adopt_event_loop(loop)
+    try:
+        DBOS.launch()
+    except Exception as exc:
+        _destroy()
+        raise ConfigError(f"could not start durable runs on {config.redacted_url}: {_reason(exc)}") from None
+
+
+def _destroy() -> None:
+    DBOS.destroy(destroy_registry=False)

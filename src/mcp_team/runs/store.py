@@ -1,0 +1,213 @@
+"""The run store: one row per run in the runs database, readable from any process or replica.
+
+Written outside DBOS's step numbering (plain tables next to DBOS's), so what `team://runs`, `get_run`
+and `mcp-team runs` show never depends on replaying anything. It holds durable runs and runs that
+cannot resume (on the client's model through sampling). Progress is coalesced: `put` only marks a run
+dirty; a background flush writes every dirty run in one transaction, at most every `interval` seconds,
+so a K=32 fan-out's progress costs a few writes. `write` is the immediate form, for a run's start and
+end and each finished handoff (awaited, so a crash never loses a handoff that was reported finished).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from datetime import UTC, datetime
+from typing import Literal
+
+import anyio
+import sqlalchemy as sa
+from pydantic import BaseModel, Field
+
+from mcp_team import __version__
+from mcp_team.errors import ConfigError
+from mcp_team.handoffs import RunResult
+
+STORE_SCHEMA = 1
+"""Version of the tables below. A database whose recorded schema is newer is refused at start-up."""
+
+RunState = Literal["running", "complete", "partial", "failed", "cancelled", "interrupted"]
+FINISHED: frozenset[str] = frozenset({"complete", "partial", "failed", "cancelled", "interrupted"})
+
+metadata = sa.MetaData()
+meta_table = sa.Table(
+    "mcp_team_meta",
+    metadata,
+    sa.Column("key", sa.String(64), primary_key=True),
+    sa.Column("value", sa.Text, nullable=False),
+)
+runs_table = sa.Table(
+    "mcp_team_runs",
+    metadata,
+    sa.Column("run_id", sa.String(128), primary_key=True),
+    sa.Column("workflow_id", sa.String(160), nullable=True),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("thread_id", sa.String(128), nullable=True),
+    sa.Column("executor_id", sa.String(128), nullable=False),
+    sa.Column("resumable", sa.Boolean, nullable=False),
+    sa.Column("app_version", sa.String(64), nullable=False),
+    sa.Column("started_at", sa.Float, nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False),
+    sa.Column("record", sa.Text, nullable=False),
+    sa.Index("mcp_team_runs_started", "started_at"),
+    sa.Index("mcp_team_runs_thread", "thread_id", "started_at"),
+    sa.Index("mcp_team_runs_executor", "executor_id", "status"),
+)
+
+
+class RunRecord(BaseModel):
+    """What the store knows of a run: its state and the run record so far (the result once finished)."""
+
+    run_id: str
+    status: RunState
+    request: str
+    thread: str | None = None
+    mode: str | None = None
+    executor_id: str
+    resumable: bool = Field(description="False for runs that cannot resume after a restart (sampling).")
+    workflow_id: str | None = Field(default=None, description="The DBOS workflow running it (changes on a fork).")
+    app_version: str = ""
+    started_at: datetime
+    updated_at: datetime
+    reason: str | None = Field(default=None, description="Why it was interrupted or cancelled, in words.")
+    result: RunResult | None = Field(default=None, description="Handoffs so far; the answer once finished.")
+
+    @property
+    def finished(self) -> bool:
+        return self.status in FINISHED
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+class RunStore:
+    def __init__(self, engine: sa.Engine, *, interval: float = 0.25) -> None:
+        self.engine = engine
+        self.interval = interval
+        self._dirty: dict[str, RunRecord] = {}
+        self._wake = anyio.Event()
+        self._changed: dict[str, anyio.Event] = {}
+        self._flushing = anyio.Lock()  # batches commit in the order they were taken
+        self.writes = 0  # transactions written, for tests and the benchmark
+
+    # --- schema -------------------------------------------------------------------------------
+    def check_version(self) -> None:
+        """`ConfigError` if a newer mcp-team wrote this database. Reads only."""
+        with self.engine.connect() as conn:
+            if not sa.inspect(conn).has_table("mcp_team_meta"):
+                return
+            rows = dict(conn.execute(sa.select(meta_table.c.key, meta_table.c.value)).all())
+        found = int(rows.get("schema_version", "0") or 0)
+        if found > STORE_SCHEMA:
+            raise ConfigError(
+                f"the runs database was written by a newer mcp-team ({rows.get('written_by', '?')}, run store "
+                f"schema {found}; this is {__version__} with schema {STORE_SCHEMA}). Upgrade mcp-team, or use "
+                f"another database (--state-dir / --database-url). Nothing was changed."
+            )
+
+    def create(self) -> None:
+        metadata.create_all(self.engine)
+        with self.engine.begin() as conn:
+            for key, value in (("schema_version", str(STORE_SCHEMA)), ("written_by", __version__)):
+                if conn.execute(sa.update(meta_table).where(meta_table.c.key == key).values(value=value)).rowcount == 0:
+                    conn.execute(sa.insert(meta_table).values(key=key, value=value))
+
+    # --- writes -------------------------------------------------------------------------------
+    def put(self, record: RunRecord) -> None:
+        """Queue a write, coalesced with later ones; no I/O here."""
+        self._dirty[record.run_id] = record
+        self._wake.set()
+
+    async def write(self, record: RunRecord) -> None:
+        """Write now (and anything queued with it)."""
+        self._dirty[record.run_id] = record
+        await self.flush()
+
+    async def flush(self) -> None:
+        async with self._flushing:
+            if not self._dirty:
+                return
+            batch, self._dirty = self._dirty, {}
+            with anyio.CancelScope(shield=True):  # a batch taken is a batch written
+                await anyio.to_thread.run_sync(self._write_batch, list(batch.values()))
+        for run_id in batch:
+            if (event := self._changed.pop(run_id, None)) is not None:
+                event.set()
+
+    async def flush_loop(self) -> None:
+        """Write queued records every `interval` seconds while there are any (run it in a task group)."""
+        while True:
+            await self._wake.wait()
+            self._wake = anyio.Event()
+            await anyio.sleep(self.interval)
+            await self.flush()
+
+    def _write_batch(self, records: Sequence[RunRecord]) -> None:
+        with self.engine.begin() as conn:
+            for r in records:
+                values = {
+                    "workflow_id": r.workflow_id,
+                    "status": r.status,
+                    "thread_id": r.thread,
+                    "executor_id": r.executor_id,
+                    "resumable": r.resumable,
+                    "app_version": r.app_version,
+                    "started_at": r.started_at.timestamp(),
+                    "updated_at": r.updated_at.timestamp(),
+                    "record": r.model_dump_json(),
+                }
+                done = conn.execute(sa.update(runs_table).where(runs_table.c.run_id == r.run_id).values(**values))
+                if done.rowcount == 0:
+                    conn.execute(sa.insert(runs_table).values(run_id=r.run_id, **values))
+        self.writes += 1
+
+    # --- reads --------------------------------------------------------------------------------
+    def get(self, run_id: str) -> RunRecord | None:
+        if (queued := self._dirty.get(run_id)) is not None:
+            return queued
+        with self.engine.connect() as conn:
+            row = conn.execute(sa.select(runs_table.c.record).where(runs_table.c.run_id == run_id)).first()
+        return RunRecord.model_validate_json(row[0]) if row else None
+
+    def list(
+        self,
+        *,
+        limit: int = 50,
+        status: Sequence[str] | None = None,
+        thread: str | None = None,
+        executor_id: str | None = None,
+        oldest_first: bool = False,
+    ) -> list[RunRecord]:
+        q = sa.select(runs_table.c.record)
+        if status is not None:
+            q = q.where(runs_table.c.status.in_(list(status)))
+        if thread is not None:
+            q = q.where(runs_table.c.thread_id == thread)
+        if executor_id is not None:
+            q = q.where(runs_table.c.executor_id == executor_id)
+        order = runs_table.c.started_at.asc() if oldest_first else runs_table.c.started_at.desc()
+        with self.engine.connect() as conn:
+            rows = conn.execute(q.order_by(order).limit(limit)).all()
+        return [RunRecord.model_validate_json(r[0]) for r in rows]
+
+    def updated_at(self, run_id: str) -> float | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(sa.select(runs_table.c.updated_at).where(runs_table.c.run_id == run_id)).first()
+        return row[0] if row else None
+
+    async def subscribe(self, run_id: str, *, poll: float = 1.0) -> AsyncIterator[RunRecord]:
+        """The run's record now and after each change, until it is finished. Changes written by this
+        process arrive at once; those of other processes within `poll` seconds."""
+        seen: float | None = None
+        while True:
+            event = self._changed.setdefault(run_id, anyio.Event())
+            stamp = await anyio.to_thread.run_sync(self.updated_at, run_id)
+            if stamp is not None and stamp != seen:
+                seen = stamp
+                record = await anyio.to_thread.run_sync(self.get, run_id)
+                if record is not None:
+                    yield record
+                    if record.finished:
+                        return
+            with anyio.move_on_after(poll):
+                await event.wait()

@@ -1,0 +1,76 @@
+"""The run workflow: one DBOS workflow per run (id = run id), registered when this module is imported.
+
+Its input is everything a replay needs: the request, mode, budget overrides, the run id, the start time
+(for the absolute deadline), the thread history, and the hash of the team it ran with. The team itself
+is the process's current team (the `Engine` the server gives `open_runs`): if its hash differs from the
+recorded one when a run resumes, the run is not replayed against another team but marked
+`interrupted`, its finished handoffs kept. The output is the `RunResult`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import TYPE_CHECKING, Protocol
+
+from dbos import DBOS
+from pydantic import BaseModel
+
+from mcp_team.handoffs import Budgets, RunEvent, RunResult
+from mcp_team.handoffs.schema import Mode
+from mcp_team.runs.runtime import DurableRuntime
+from mcp_team.runs.threads import ThreadHistory
+
+if TYPE_CHECKING:
+    from mcp_team.runs.service import Runs
+
+WORKFLOW_NAME = "mcp_team.run"
+
+EventSink = Callable[[RunEvent], Awaitable[None]]
+
+
+class RunInput(BaseModel):
+    run_id: str
+    request: str
+    mode: Mode | None = None
+    budgets: Budgets | None = None
+    thread: str | None = None
+    history: ThreadHistory = ThreadHistory()
+    started_at: datetime
+    team_hash: str
+
+
+class Engine(Protocol):
+    """What runs/ needs of the engine; the server builds one from its `Team` (integration round)."""
+
+    @property
+    def team_hash(self) -> str:
+        """Changes whenever the team (specialists, prompts, tools, settings, models) changes."""
+        ...
+
+    async def run(
+        self,
+        run: RunInput,
+        runtime: DurableRuntime | None,
+        on_event: EventSink,
+        on_finish: Callable[[RunResult], None],
+    ) -> RunResult:
+        """Run it (on `runtime`, or ephemerally when None). On cancellation, `on_finish` gets the cancelled
+        record before the cancellation propagates (as `Team.run` does)."""
+        ...
+
+
+_service: Runs | None = None
+
+
+def bind(service: Runs | None) -> None:
+    """The process's `Runs`, which recovered workflows run through (set before DBOS launches)."""
+    global _service
+    _service = service
+
+
+@DBOS.workflow(name=WORKFLOW_NAME)
+async def run_workflow(run: RunInput) -> RunResult:
+    if _service is None:
+        raise RuntimeError("the run workflow ran before mcp-team's run service was bound")
+    return await _service.execute(run, durable=True)

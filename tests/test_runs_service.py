@@ -1,0 +1,197 @@
+"""The run service in one process: start/get/list/wait/subscribe, cancellation, follow-up threads, runs
+that cannot resume, executor ids, and clear start-up errors (never a traceback, nothing changed)."""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from durable_engine import FakeEngine
+from mcp_team.errors import ConfigError
+from mcp_team.runs import DurableConfig, open_runs, resolve
+
+pytestmark = pytest.mark.anyio
+
+
+def _config(tmp_path: Path, **kw: str) -> DurableConfig:
+    return resolve(state_dir=tmp_path, environ={}, **kw)
+
+
+async def test_a_run_is_recorded_from_start_to_finish_and_listed(tmp_path: Path) -> None:
+    engine = FakeEngine(k=3, steps=2, latency=0.01)
+    async with open_runs(_config(tmp_path), engine) as runs:
+        started = await runs.start("first request", thread="t1")
+        assert started.status == "running" and started.resumable
+        seen = [r.status async for r in runs.subscribe(started.run_id)]
+        assert seen[-1] == "complete"
+        record = await runs.wait(started.run_id)
+        assert record is not None and record.result is not None
+        assert [h.status for h in record.result.handoffs] == ["completed"] * 3
+        assert record.result.answer.startswith("ans:synthesize")
+        listed = await runs.list()
+        assert [r.run_id for r in listed] == [started.run_id]
+        assert runs.store.writes <= 6  # start, a few coalesced progress writes, the end
+
+
+async def test_follow_ups_in_a_thread_see_earlier_requests_and_answers(tmp_path: Path) -> None:
+    engine = FakeEngine(k=1, steps=1)
+    async with open_runs(_config(tmp_path), engine) as runs:
+        first = await runs.start("write a poem", thread="t1")
+        await runs.wait(first.run_id)
+        await runs.wait((await runs.start("unrelated", thread="t2")).run_id)
+        history = await runs.history("t1")
+        assert [t.request for t in history.turns] == ["write a poem"]
+        assert history.turns[0].answer.startswith("ans:synthesize")
+
+
+async def test_cancel_stops_in_flight_calls_at_once_and_keeps_what_finished(tmp_path: Path) -> None:
+    engine = FakeEngine(k=4, steps=2, latency=0.02)
+    async with open_runs(_config(tmp_path), engine) as runs:
+        record = await runs.start("long", run_id="run-c")
+        # let some handoffs finish, then make the rest hang in their model calls
+        async for update in runs.subscribe("run-c"):
+            if update.result and any(h.status == "completed" for h in update.result.handoffs):
+                break
+        engine.latency = 3600.0  # the calls still to come hang: only a real cancellation ends them
+        cancelled = await runs.cancel(record.run_id)
+        assert cancelled is not None and cancelled.status == "cancelled"
+        assert cancelled.result is not None
+        statuses = {h.status for h in cancelled.result.handoffs}
+        assert "completed" in statuses and "running" not in statuses
+    # after a restart nothing resumes: the record and DBOS both say cancelled
+    engine.latency = 0.0
+    async with open_runs(_config(tmp_path), engine) as runs:
+        again = await runs.get("run-c")
+        assert again is not None and again.status == "cancelled"
+        from dbos import DBOS
+
+        status = await DBOS.get_workflow_status_async("run-c")
+        assert status is not None and status.status == "CANCELLED"
+
+
+async def test_a_run_that_cannot_resume_is_marked_interrupted_at_the_next_start(tmp_path: Path) -> None:
+    engine = FakeEngine(k=2, steps=1, latency=3600.0)
+    async with open_runs(_config(tmp_path), engine) as runs:
+        await runs.start("on the client's model", run_id="run-s", resumable=False)
+        # close() while it runs: it is marked interrupted, never left "running"
+    async with open_runs(_config(tmp_path), FakeEngine()) as runs:
+        record = await runs.get("run-s")
+        assert record is not None and record.status == "interrupted"
+        assert "cannot resume" in (record.reason or "")
+
+
+async def test_an_explicit_executor_id_in_use_is_refused(tmp_path: Path) -> None:
+    config = _config(tmp_path, executor_id="replica-a")
+    async with open_runs(config, FakeEngine()):
+        from mcp_team.runs.database import open_engine
+        from mcp_team.runs.executor import acquire
+
+        db = open_engine(config)
+        with pytest.raises(ConfigError, match="already uses executor id 'replica-a'"):
+            acquire(config, db)
+        # without an explicit id a second process takes the next free slot
+        lease = acquire(replace(config, executor_id=None), db)
+        assert lease.executor_id.endswith("-0")
+        second = acquire(replace(config, executor_id=None), db)
+        assert second.executor_id.endswith("-1")
+        lease.release()
+        second.release()
+        db.dispose()
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("mysql://u@h/db", "unsupported database 'mysql'"),
+        ("sqlite://", "the SQLite file needs a path"),
+        ("postgresql:///nohost", "needs a host and a database name"),
+    ],
+)
+def test_a_wrong_database_url_is_a_clear_error(tmp_path: Path, url: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        resolve(state_dir=tmp_path, database_url=url, environ={})
+
+
+async def _open_fails(config: DurableConfig) -> str:
+    with pytest.raises(ConfigError) as info:
+        async with open_runs(config, FakeEngine()):
+            pass
+    return str(info.value)
+
+
+async def test_an_unwritable_state_directory_is_a_clear_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    message = await _open_fails(_config(blocker / "state"))
+    assert "is not writable" in message and "--state-dir" in message
+
+
+async def test_unreachable_postgresql_is_a_clear_error(tmp_path: Path) -> None:
+    config = resolve(state_dir=tmp_path, database_url="postgresql://u:secret@127.0.0.1:1/runs", environ={})
+    message = await _open_fails(config)
+    assert "cannot open the runs database" in message and "secret" not in message
+
+
+async def test_a_database_from_a_newer_mcp_team_is_refused_and_left_unchanged(tmp_path: Path) -> None:
+    config = _config(tmp_path)
+    async with open_runs(config, FakeEngine(k=1, steps=1)) as runs:
+        await runs.wait((await runs.start("x")).run_id)
+    db = config.sqlite_path
+    assert db is not None
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE mcp_team_meta SET value = '99' WHERE key = 'schema_version'")
+    before = _dump(db)
+    message = await _open_fails(config)
+    assert "written by a newer mcp-team" in message and "Nothing was changed" in message
+    assert _dump(db) == before
+
+
+async def test_a_database_from_a_newer_dbos_is_refused_and_left_unchanged(tmp_path: Path) -> None:
+    config = _config(tmp_path)
+    async with open_runs(config, FakeEngine(k=1, steps=1)):
+        pass
+    db = config.sqlite_path
+    assert db is not None
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE dbos_migrations SET version = version + 5")
+    before = _dump(db)
+    message = await _open_fails(config)
+    assert "written by a newer DBOS" in message
+    assert _dump(db) == before
+
+
+def _dump(db: Path) -> list[str]:
+    with sqlite3.connect(db) as conn:
+        return list(conn.iterdump())
+
+
+async def test_a_run_left_running_by_a_killed_process_that_cannot_resume_is_interrupted(tmp_path: Path) -> None:
+    from mcp_team.runs.store import RunRecord, now
+
+    async with open_runs(_config(tmp_path), FakeEngine()) as runs:
+        at = now()
+        # as a process killed by SIGKILL leaves it: still "running", nothing in memory
+        await runs.store.write(RunRecord(run_id="run-k", status="running", request="r", executor_id=runs.executor_id,
+                                         resumable=False, started_at=at, updated_at=at))  # fmt: skip
+    async with open_runs(_config(tmp_path), FakeEngine()) as runs:
+        record = await runs.get("run-k")
+        assert record is not None and record.status == "interrupted" and "cannot resume" in (record.reason or "")
+
+
+def test_thread_history_keeps_the_newest_turns_within_the_budget() -> None:
+    from mcp_team.runs.threads import build_history, compose_request
+
+    turns = [(f"r{i}", f"request {i}", "x" * 10_000) for i in range(10)]
+    history = build_history(turns, budget=15_000, turn_chars=6_000)
+    assert [t.run_id for t in history.turns] == ["r8", "r9"] and history.omitted == 8
+    assert all(len(t.answer) < 6_100 and "left out" in t.answer for t in history.turns)
+    text = compose_request("now shorten it", history)
+    assert text.index("request 8") < text.index("request 9") < text.index("now shorten it")
+    assert "(8 earlier turns left out)" in text
+    assert compose_request("alone", build_history([])) == "alone"
