@@ -1,0 +1,75 @@
+"""The single-agent baseline (`mcp-team eval --baseline single-agent`): the same cases on one agent that has
+every specialist's tools and one prompt, run through the specialist loop, so the team's cost and latency
+can be weighed against what it buys.
+
+It is built from the engine's own pieces: a `Specialist` with all the tools, on the supervisor's
+model (the stronger one: "just ask the big model" is the alternative a team must beat), with the
+run's token budget. Routing expectations do not apply to it; it is held to the answer's checks.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from mcp_team.evals.runner import CaseRun, EvalPlan, check, tallied
+from mcp_team.evals.suite import Case
+from mcp_team.handoffs.budget import Budget
+from mcp_team.llm.call import SUPERVISOR
+from mcp_team.llm.recording import Recorder
+from mcp_team.specialists import Specialist, run_specialist
+from mcp_team.specialists.tools import Tool
+
+NAME = "single_agent"
+
+_PROMPT = """\
+You are one assistant doing the whole job alone: there is no team to delegate to. Do the research, the
+analysis, the writing, the code and the review yourself, in whatever order the request needs, using
+your tools, and answer with the complete result.
+
+What each part of the job asks of you:
+{parts}"""
+
+
+def single_agent(specialists: Sequence[Specialist], max_turns: int = 12) -> Specialist:
+    """One agent with every specialist's tools and their instructions in one prompt."""
+    tools: dict[str, Tool] = {}
+    for s in specialists:
+        for tool in s.tools:
+            tools.setdefault(tool.name, tool)
+    parts = "\n\n".join(f"## {s.name}: {s.description}\n{s.system_prompt}" for s in specialists)
+    return Specialist(
+        name=NAME,
+        description="Does the whole job alone, with every specialist's tools.",
+        system_prompt=_PROMPT.format(parts=parts),
+        model_role=SUPERVISOR,
+        tools=tuple(tools.values()),
+        max_turns=max_turns,
+    )
+
+
+async def run_single_case(plan: EvalPlan, case: Case, attempt: int) -> CaseRun:
+    """One run of `case` on the single agent."""
+    models, tally = tallied(plan.models_for(case, attempt))
+    agent = single_agent(plan.specialists)
+    recorder = None
+    if plan.record is not None:
+        recorder = Recorder(plan.record(case, attempt), models, {"request": case.request, "single_agent": True})
+        models = recorder.models
+    started = time.perf_counter()
+    try:
+        result = await run_specialist(
+            agent, case.request, models, meter=Budget(plan.settings.budgets), call_timeout=plan.settings.call_timeout
+        )
+    except Exception as exc:  # a diverged replay: this case fails, the others go on
+        return CaseRun(
+            case, attempt, "error", error=f"{type(exc).__name__}: {exc}", seconds=time.perf_counter() - started
+        )
+    finally:
+        if recorder is not None:
+            recorder.close()
+    seconds = time.perf_counter() - started
+    status = "complete" if result.status == "completed" else "failed"
+    answer = result.output if result.status == "completed" else (result.error or "")
+    checks = check(case.expect, status=status, answer=answer, routed=None, handoffs=0, cost=tally.cost_usd)
+    return CaseRun(case, attempt, status, [], 0, tally.calls, tally.tokens, tally.cost_usd, seconds, answer, checks)

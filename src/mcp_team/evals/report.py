@@ -1,0 +1,171 @@
+"""What an eval says: a table per case (routed to, expected, pass or pass rate, handoffs, tokens, cost, wall
+time), the team against a single agent side by side, and the same as a JSON report."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from mcp_team.evals.runner import CaseRun
+from mcp_team.evals.suite import Case
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+OFFLINE_NOTICE = (
+    "offline backend: deterministic answers, no LLM is called. It routes by fixed keyword rules, so its passes "
+    "show that the suite and the engine work, not how well a model routes: run the suite on your model for that."
+)
+
+
+@dataclass
+class CaseSummary:
+    """Every run of one case."""
+
+    case: Case
+    runs: list[CaseRun]
+
+    @property
+    def passes(self) -> int:
+        return sum(r.passed for r in self.runs)
+
+    @property
+    def passed(self) -> bool:
+        return self.passes == len(self.runs)
+
+    def mean(self, what: str) -> float:
+        return statistics.fmean(getattr(r, what) for r in self.runs) if self.runs else 0.0
+
+    def cost(self) -> float | None:
+        costs = [r.cost_usd for r in self.runs if r.cost_usd is not None]
+        return statistics.fmean(costs) if costs else None
+
+    def routed(self) -> str:
+        """What the runs routed to: the one routing, or each with how often it happened."""
+        seen: dict[str, int] = {}
+        for r in self.runs:
+            key = " → ".join(r.routed) if r.error is None else "(error)"
+            seen[key or "(none)"] = seen.get(key or "(none)", 0) + 1
+        if len(seen) == 1:
+            return next(iter(seen))
+        return "; ".join(f"{k} ×{n}" for k, n in sorted(seen.items(), key=lambda kv: -kv[1]))
+
+
+def summarize(runs: Sequence[CaseRun]) -> list[CaseSummary]:
+    """The runs grouped by case, in suite order."""
+    by_case: dict[str, CaseSummary] = {}
+    for r in runs:
+        by_case.setdefault(r.case.name, CaseSummary(r.case, [])).runs.append(r)
+    return list(by_case.values())
+
+
+def _money(cost: float | None) -> str:
+    return "—" if cost is None else f"${cost:.4f}"
+
+
+def case_table(summaries: Sequence[CaseSummary], *, title: str, caption: str | None) -> Table:
+    from rich.table import Table
+
+    repeat = max((len(s.runs) for s in summaries), default=1)
+    table = Table(title=title, caption=caption, caption_justify="left", show_lines=False)
+    table.add_column("case", no_wrap=True)
+    table.add_column("routed to")
+    table.add_column("expected")
+    table.add_column("pass" if repeat == 1 else "pass rate", justify="center")
+    for column in ("handoffs", "tokens", "cost", "wall time"):
+        table.add_column(column if repeat == 1 else f"{column} (mean)", justify="right")
+    for s in summaries:
+        if repeat == 1:
+            verdict = "[green]pass[/green]" if s.passed else "[red]FAIL[/red]"
+        else:
+            style = "green" if s.passed else "red"
+            verdict = f"[{style}]{s.passes}/{len(s.runs)}[/{style}]"
+        table.add_row(
+            s.case.name,
+            s.routed(),
+            s.case.expect.describe(),
+            verdict,
+            f"{s.mean('handoffs'):.3g}",
+            f"{s.mean('tokens'):,.0f}",
+            _money(s.cost()),
+            f"{s.mean('seconds'):.2f}s",
+        )
+    return table
+
+
+def totals(runs: Sequence[CaseRun]) -> dict[str, Any]:
+    """Sums over runs: model calls, tokens, cost (None when nothing was priced), wall time, pass rates."""
+    costs = [r.cost_usd for r in runs if r.cost_usd is not None]
+    n = len(runs) or 1
+    return {
+        "runs": len(runs),
+        "model_calls": sum(r.model_calls for r in runs),
+        "tokens": sum(r.tokens for r in runs),
+        "cost_usd": sum(costs) if costs else None,
+        "seconds": round(sum(r.seconds for r in runs), 3),
+        "pass_rate": sum(r.passed for r in runs) / n,
+        "answer_pass_rate": sum(r.answer_passed for r in runs) / n,
+    }
+
+
+def baseline_table(team: Sequence[CaseRun], single: Sequence[CaseRun]) -> Table:
+    from rich.table import Table
+
+    table = Table(
+        title="The team against a single agent (same cases)",
+        caption="A single agent has every specialist's tools and one prompt; routing checks do not apply to it, so "
+        "both are compared on the answer's checks (status, text, patterns, cost). Wall time is the sum over cases.",
+        caption_justify="left",
+    )
+    for column in ("", "model calls", "tokens", "cost", "wall time", "pass rate (answer)", "pass rate (all)"):
+        table.add_column(column, justify="left" if not column else "right")
+    for name, runs in (("team", team), ("single agent", single)):
+        t = totals(runs)
+        table.add_row(
+            name,
+            f"{t['model_calls']:,}",
+            f"{t['tokens']:,}",
+            _money(t["cost_usd"]),
+            f"{t['seconds']:.2f}s",
+            f"{t['answer_pass_rate']:.0%}",
+            f"{t['pass_rate']:.0%}" if name == "team" else "n/a",
+        )
+    return table
+
+
+def json_report(
+    suite: str,
+    backend: str,
+    notice: str | None,
+    repeat: int,
+    team: Sequence[CaseRun],
+    single: Sequence[CaseRun] | None,
+) -> dict[str, Any]:
+    def cases(runs: Sequence[CaseRun]) -> list[dict[str, Any]]:
+        return [
+            {
+                "name": s.case.name,
+                "request": s.case.request,
+                "tags": s.case.tags,
+                "expected": s.case.expect.model_dump(),
+                "passed": s.passed,
+                "pass_rate": s.passes / len(s.runs),
+                "runs": [r.report() for r in s.runs],
+            }
+            for s in summarize(runs)
+        ]
+
+    report: dict[str, Any] = {
+        "suite": suite,
+        "backend": backend,
+        "notice": notice,
+        "repeat": repeat,
+        "passed": all(r.passed for r in team),
+        "totals": totals(team),
+        "cases": cases(team),
+    }
+    if single is not None:
+        report["baseline"] = {"kind": "single-agent", "totals": totals(single), "cases": cases(single)}
+    return report

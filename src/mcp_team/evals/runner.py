@@ -1,0 +1,232 @@
+"""Running an eval suite: every case (and every repeat) through the team, concurrently within the model
+concurrency limit, each run checked against its case's expectations.
+
+Each run's model calls, tokens and cost are counted by a wrapper around its models (`Tally`), so the
+numbers are the run's own even while other cases share the same models, and a single agent (see
+`evals.baseline`) is counted the same way.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+
+from mcp_team.evals.recordings import record_run, run_replayed
+from mcp_team.evals.suite import Case, Expect, Suite
+from mcp_team.handoffs import RunResult, RunSettings, Team
+from mcp_team.llm import Model, ModelRequest, ModelResponse, ModelSet
+from mcp_team.llm.cost import call_cost
+from mcp_team.llm.wrappers import WrapperModel, map_models
+from mcp_team.specialists import Specialist
+
+
+@dataclass
+class Tally:
+    """What one run's model calls added up to."""
+
+    calls: int = 0
+    tokens: int = 0
+    cost_usd: float | None = None  # None: no call was priced (offline, a local server)
+
+
+class TallyModel(WrapperModel):
+    def __init__(self, wrapped: Model, tally: Tally) -> None:
+        super().__init__(wrapped)
+        self.tally = tally
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        self.tally.calls += 1
+        response = await self.wrapped.complete(request)
+        self.tally.tokens += response.usage.total_tokens
+        if (cost := call_cost(self, response)) is not None:
+            self.tally.cost_usd = (self.tally.cost_usd or 0.0) + cost
+        return response
+
+
+def tallied(models: ModelSet) -> tuple[ModelSet, Tally]:
+    tally = Tally()
+    return map_models(models, lambda model: TallyModel(model, tally)), tally
+
+
+@dataclass(frozen=True)
+class Check:
+    what: str
+    passed: bool
+    detail: str = ""
+
+
+@dataclass
+class CaseRun:
+    """One run of one case, and how it measured up."""
+
+    case: Case
+    attempt: int
+    status: str  # the run's status, or `error` when it could not run (e.g. a replay diverged)
+    routed: list[str] = field(default_factory=list)  # specialists that ran, by their first call
+    handoffs: int = 0
+    model_calls: int = 0
+    tokens: int = 0
+    cost_usd: float | None = None
+    seconds: float = 0.0
+    answer: str = ""
+    checks: list[Check] = field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.error is None and all(c.passed for c in self.checks)
+
+    @property
+    def answer_passed(self) -> bool:
+        """Whether the checks of the answer (status, text, cost) passed: what a single agent is held to."""
+        return self.error is None and all(c.passed for c in self.checks if c.what in ANSWER_CHECKS)
+
+    def failures(self) -> list[str]:
+        if self.error is not None:
+            return [self.error]
+        return [f"{c.what}: {c.detail}" for c in self.checks if not c.passed]
+
+    def report(self) -> dict[str, Any]:
+        return {
+            "attempt": self.attempt,
+            "passed": self.passed,
+            "status": self.status,
+            "routed": self.routed,
+            "handoffs": self.handoffs,
+            "model_calls": self.model_calls,
+            "tokens": self.tokens,
+            "cost_usd": self.cost_usd,
+            "seconds": round(self.seconds, 3),
+            "checks": [{"check": c.what, "passed": c.passed, "detail": c.detail} for c in self.checks],
+            "error": self.error,
+            "answer": self.answer,
+        }
+
+
+ANSWER_CHECKS = ("status", "contains", "matches", "max_cost_usd")
+
+
+def check(
+    expect: Expect, *, status: str, answer: str, routed: Sequence[str] | None, handoffs: int, cost: float | None
+) -> list[Check]:
+    """Each expectation, checked. `routed` None: a single agent, to which routing does not apply."""
+    checks: list[Check] = []
+
+    def add(what: str, passed: bool, detail: str) -> None:
+        checks.append(Check(what, passed, detail))
+
+    if expect.status != "any":
+        add("status", status == expect.status, f"{status} (expected {expect.status})")
+    for text in expect.contains:
+        has = text.lower() in answer.lower()
+        add("contains", has, f"the answer {'has' if has else 'lacks'} {text!r}")
+    for pattern in expect.matches:
+        found = re.search(pattern, answer) is not None
+        add("matches", found, f"the answer {'matches' if found else 'does not match'} {pattern!r}")
+    if expect.max_cost_usd is not None:
+        limit = expect.max_cost_usd
+        if cost is None:
+            add("max_cost_usd", True, "not checked: no call of this backend has a price")
+        else:
+            add("max_cost_usd", cost <= limit, f"${cost:.4f} (at most ${limit:g})")
+    if routed is None:
+        return checks
+    for name in expect.called:
+        add("called", name in routed, f"{name} was {'called' if name in routed else 'not called'}")
+    for name in expect.not_called:
+        add("not_called", name not in routed, f"{name} was {'called' if name in routed else 'not called'}")
+    if expect.only:
+        extra = [name for name in routed if name not in expect.called]
+        add("only", not extra, f"also called: {', '.join(extra)}" if extra else "no one else was called")
+    if expect.order:
+        firsts = [name for name in routed if name in expect.order]
+        seen, wanted = " → ".join(firsts) or "none", " → ".join(expect.order)
+        add("order", firsts == list(expect.order), f"first calls in the order {seen} (expected {wanted})")
+    if expect.max_handoffs is not None:
+        add("max_handoffs", handoffs <= expect.max_handoffs, f"{handoffs} (at most {expect.max_handoffs})")
+    return checks
+
+
+def routed_of(result: RunResult) -> tuple[list[str], int]:
+    """The specialists that ran, by their first call, and how many handoffs ran (retries included)."""
+    ran = [
+        h for h in sorted(result.handoffs, key=lambda h: (h.seq, h.attempt)) if h.status not in ("refused", "skipped")
+    ]
+    return list(dict.fromkeys(h.target for h in ran)), len(ran)
+
+
+ModelsFor = Callable[[Case, int], ModelSet]
+"""The models a case's run uses (attempt from 1): the same set for every case, or a replay per case."""
+
+
+@dataclass
+class EvalPlan:
+    suite: Suite
+    specialists: Sequence[Specialist]
+    settings: RunSettings
+    models_for: ModelsFor
+    repeat: int = 1
+    concurrency: int = 8
+    record: Callable[[Case, int], str] | None = None  # where to record a case's run, if anywhere
+
+
+async def run_team_case(plan: EvalPlan, case: Case, attempt: int) -> CaseRun:
+    """One run of `case` through the team."""
+    models, tally = tallied(plan.models_for(case, attempt))
+    team = Team(models, plan.specialists, plan.settings)
+    mode = case.mode or plan.suite.mode
+    started = time.perf_counter()
+    try:
+        if plan.record is not None:
+            result = await record_run(team, plan.record(case, attempt), case.request, mode=mode)
+        else:
+            result = await run_replayed(team, case.request, mode=mode)
+    except Exception as exc:  # a diverged replay, an unexpected failure: this case fails, the others go on
+        return CaseRun(
+            case, attempt, "error", error=f"{type(exc).__name__}: {exc}", seconds=time.perf_counter() - started
+        )
+    seconds = time.perf_counter() - started
+    routed, handoffs = routed_of(result)
+    checks = check(
+        case.expect, status=result.status, answer=result.answer, routed=routed, handoffs=handoffs, cost=tally.cost_usd
+    )
+    return CaseRun(
+        case,
+        attempt,
+        result.status,
+        routed,
+        handoffs,
+        tally.calls,
+        tally.tokens,
+        tally.cost_usd,
+        seconds,
+        result.answer,
+        checks,
+    )
+
+
+async def run_all(
+    plan: EvalPlan,
+    run_one: Callable[[EvalPlan, Case, int], Awaitable[CaseRun]] = run_team_case,
+    on_done: Callable[[CaseRun], None] | None = None,
+) -> list[CaseRun]:
+    """Every case `plan.repeat` times, at most `plan.concurrency` at once; the runs in suite order."""
+    limit = anyio.CapacityLimiter(plan.concurrency)
+    jobs = [(case, attempt) for case in plan.suite.cases for attempt in range(1, plan.repeat + 1)]
+    runs: list[CaseRun | None] = [None] * len(jobs)
+
+    async def one(i: int) -> None:
+        async with limit:
+            runs[i] = await run_one(plan, *jobs[i])
+        if on_done is not None:
+            on_done(runs[i])  # type: ignore[arg-type]
+
+    async with anyio.create_task_group() as tg:
+        for i in range(len(jobs)):
+            tg.start_soon(one, i)
+    return [r for r in runs if r is not None]
