@@ -24,6 +24,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
 from local_http import LocalHTTPServer
+from support import HANG_GUARD
 
 _KINDS = {0: "unspecified", 1: "internal", 2: "server", 3: "client", 4: "producer", 5: "consumer"}
 _STATUS = {0: "UNSET", 1: "OK", 2: "ERROR"}
@@ -162,8 +163,11 @@ class OTLPReceiver:
             self._spans.clear()
             self.requests = 0
 
-    def wait_for(self, predicate: Callable[[list[dict[str, Any]]], bool], timeout: float = 5.0) -> list[dict[str, Any]]:
-        """Poll until `predicate(spans)` holds; returns the spans, or raises AssertionError on timeout."""
+    def wait_for(
+        self, predicate: Callable[[list[dict[str, Any]]], bool], timeout: float = HANG_GUARD
+    ) -> list[dict[str, Any]]:
+        """Poll until `predicate(spans)` holds; returns the spans, or raises AssertionError after `timeout` (a
+        guard against a hang, not a speed claim)."""
         deadline = time.monotonic() + timeout
         while True:
             spans = self.spans

@@ -3,27 +3,24 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
-import sys
-from pathlib import Path
 
 import anyio
 
 from fake_messages_api import FakeMessagesAPI
+from fake_openai_api import FakeOpenAIAPI
 from mcp_team.handoffs import RunResult
 from mcp_team.llm import ModelRequest, ModelResponse
 from mcp_team.llm.offline import OfflineModel
+from support import MCP_TEAM, clean_env
 
-MCP_TEAM = str(Path(sys.executable).parent / "mcp-team")
 REQUEST = "Research the history of the transistor, compute 12*(3+4)/2, write a short report, then review it."
 SECRET = "sk-ant-test-SECRET-0123456789"
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "MCP_TEAM_"))}
-    return subprocess.run([MCP_TEAM, *args], capture_output=True, text=True, timeout=60, env={**base, **(env or {})})
+    return subprocess.run([MCP_TEAM, *args], capture_output=True, text=True, timeout=60, env=clean_env(**(env or {})))
 
 
 def test_offline_run_prints_the_answer_and_progress() -> None:
@@ -53,7 +50,7 @@ def test_no_model_configured_is_a_clear_error_listing_the_options() -> None:
     proc = run_cli("run", "Research bees")
     assert proc.returncode == 2
     assert "no model is configured" in proc.stderr
-    for option in ("ANTHROPIC_API_KEY", "--model offline", "sampling"):
+    for option in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL", "--model offline", "sampling"):
         assert option in proc.stderr
     assert proc.stdout == "" and "Traceback" not in proc.stderr
 
@@ -65,7 +62,7 @@ def test_bad_input_gets_a_clear_error() -> None:
         budget.returncode == 2 and "--max-handoffs" in budget.stderr and "greater than or equal to 1" in budget.stderr
     )
     fault = run_cli("run", "--model", "offline", "--fault", "meteor", "x")
-    assert fault.returncode == 2 and "bad offline fault 'meteor'" in fault.stderr and "rate_limit" in fault.stderr
+    assert fault.returncode == 2 and "bad fault 'meteor'" in fault.stderr and "rate_limit" in fault.stderr
     assert all("Traceback" not in p.stderr for p in (budget, fault))
 
 
@@ -113,3 +110,68 @@ def test_anthropic_backend_failure_is_reported_without_the_key() -> None:
     assert result["status"] == "failed"
     assert result["failures"][0]["kind"] == "auth" and "ANTHROPIC_API_KEY" in result["failures"][0]["reason"]
     assert SECRET not in proc.stdout + proc.stderr
+
+
+OPENAI_SECRET = "sk-proj-test-SECRET-0123456789"
+
+
+def test_run_through_the_openai_backend_against_a_local_chat_completions_api() -> None:
+    with FakeOpenAIAPI(brain=_offline_brain) as api:
+        env = {"OPENAI_API_KEY": OPENAI_SECRET, "OPENAI_BASE_URL": api.base_url}
+        proc = run_cli("run", "--json", "--model", "openai:gpt-4o-mini", REQUEST, env=env)
+        bodies = list(api.requests)
+
+    assert proc.returncode == 0, proc.stderr
+    result = RunResult.model_validate_json(proc.stdout)
+    assert result.status == "complete"
+    assert "12*(3+4)/2 = 42" in result.answer
+    assert {b["model"] for b in bodies} == {"gpt-4o-mini"}  # --model with a name: every role's model
+    assert result.usage.model_calls == len(bodies)
+    assert "offline backend" not in proc.stderr
+    assert OPENAI_SECRET not in proc.stdout + proc.stderr
+
+
+def test_a_local_server_needs_only_a_base_url_and_model_names() -> None:
+    with FakeOpenAIAPI(brain=_offline_brain, parallel=False, usage=False) as api:
+        env = {
+            "OPENAI_BASE_URL": api.base_url,
+            "MCP_TEAM_SUPERVISOR_MODEL": "openai:qwen2.5:7b",
+            "MCP_TEAM_SPECIALIST_MODEL": "openai:llama3.2:3b",
+        }
+        proc = run_cli("run", REQUEST, env=env)
+        bodies = list(api.requests)
+
+    assert proc.returncode == 0, proc.stderr
+    assert {b["model"] for b in bodies} == {"qwen2.5:7b", "llama3.2:3b"}
+    assert "reports no token usage" in proc.stderr  # said once, so token budgets are not trusted blindly
+    assert proc.stderr.count("reports no token usage") == 2  # once per model
+    assert "complete: 4 handoffs" in proc.stderr
+
+
+def test_supervisor_on_anthropic_and_specialists_on_openai() -> None:
+    with FakeMessagesAPI(brain=_offline_brain) as claude, FakeOpenAIAPI(brain=_offline_brain) as gpt:
+        env = {
+            "ANTHROPIC_API_KEY": SECRET,
+            "ANTHROPIC_BASE_URL": claude.base_url,
+            "OPENAI_API_KEY": OPENAI_SECRET,
+            "OPENAI_BASE_URL": gpt.base_url,
+            "MCP_TEAM_SPECIALIST_MODEL": "openai:gpt-4o-mini",
+        }
+        proc = run_cli("run", "--json", REQUEST, env=env)
+        supervisor_bodies, specialist_bodies = list(claude.requests), list(gpt.requests)
+
+    assert proc.returncode == 0, proc.stderr
+    result = RunResult.model_validate_json(proc.stdout)
+    assert result.status == "complete"
+    assert {b["model"] for b in supervisor_bodies} == {"claude-sonnet-4-5"}  # ANTHROPIC_API_KEY wins the default
+    assert {b["model"] for b in specialist_bodies} == {"gpt-4o-mini"}
+    assert all(any(t["name"] == "finalize" for t in b["tools"]) for b in supervisor_bodies)
+    assert result.usage.model_calls == len(supervisor_bodies) + len(specialist_bodies)
+    assert SECRET not in proc.stdout + proc.stderr and OPENAI_SECRET not in proc.stdout + proc.stderr
+
+
+def test_a_model_without_a_provider_is_a_usage_error() -> None:
+    proc = run_cli("run", "--model", "qwen2.5:7b", "x")
+    assert proc.returncode == 2
+    assert "unknown provider 'qwen2.5'" in proc.stderr and "openai:qwen2.5:7b" in proc.stderr
+    assert "Traceback" not in proc.stderr

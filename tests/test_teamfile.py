@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -22,10 +21,10 @@ from mcp_team.server.app import build_server
 from mcp_team.server.teamfile import TeamFileError, load_team_file
 from mcp_team.specialists import DEFAULT_TEAM
 from mcp_team.specialists.mcp_tools import McpToolPool
+from support import HANG_GUARD, MCP_TEAM, clean_env
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")]
 
-MCP_TEAM = str(Path(sys.executable).parent / "mcp-team")
 ECHO_SERVER = str(Path(__file__).parent / "fixtures" / "echo_mcp_server.py")
 
 ONE_SPECIALIST = """
@@ -148,7 +147,7 @@ def test_prompt_file_is_read_relative_to_the_team_file(tmp_path: Path) -> None:
 
 
 def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([MCP_TEAM, *args], capture_output=True, text=True, timeout=60, cwd=cwd)
+    return subprocess.run([MCP_TEAM, *args], capture_output=True, text=True, timeout=60, cwd=cwd, env=clean_env())
 
 
 def test_init_writes_the_default_team_and_check_accepts_it(tmp_path: Path) -> None:
@@ -199,6 +198,21 @@ def test_check_rejects_an_invalid_file(tmp_path: Path) -> None:
     assert "Traceback" not in check.stderr
 
 
+def test_check_takes_team_like_run_and_serve(tmp_path: Path) -> None:
+    write(tmp_path, ONE_SPECIALIST, "poets.toml")
+    write(tmp_path, ONE_SPECIALIST + 'tools = ["telepathy"]\n', "bad.toml")
+
+    good = run_cli("check", "--team", "poets.toml", cwd=tmp_path)
+    bad = run_cli("check", "--team", "bad.toml", cwd=tmp_path)
+    both = run_cli("check", "poets.toml", "--team", "bad.toml", cwd=tmp_path)
+
+    assert good.returncode == 0, good.stderr
+    assert "poets.toml: 1 specialists" in good.stdout and "poet" in good.stdout
+    assert bad.returncode == 1 and "unknown tool 'telepathy'" in bad.stderr
+    assert both.returncode == 2 and "two team files given" in both.stderr
+    assert all("Traceback" not in p.stderr for p in (good, bad, both))
+
+
 # --- serving a team file --------------------------------------------------------------------------
 
 
@@ -233,7 +247,7 @@ async def test_edit_reloads_the_team_and_clients_hear_of_it(
 
         with caplog.at_level(logging.ERROR, logger="mcp_team.server"):
             path.write_text(ONE_SPECIALIST + "tools = [", encoding="utf-8")  # a broken edit
-            with anyio.fail_after(5):
+            with anyio.fail_after(HANG_GUARD):
                 while "keeping the current team" not in caplog.text:  # noqa: ASYNC110 - only the log tells
                     await anyio.sleep(0.05)
         assert "not valid TOML" in caplog.text and "keeping the current team" in caplog.text
@@ -243,13 +257,13 @@ async def test_edit_reloads_the_team_and_clients_hear_of_it(
         if mode == "auto":
             async with client.listen(tools_list_changed=True) as subscription:
                 path.write_text(ONE_SPECIALIST + bard, encoding="utf-8")
-                with anyio.fail_after(5):
+                with anyio.fail_after(HANG_GUARD):
                     async for _event in subscription:
                         changed.set()
                         break
         else:
             path.write_text(ONE_SPECIALIST + bard, encoding="utf-8")
-        with anyio.fail_after(5):
+        with anyio.fail_after(HANG_GUARD):
             await changed.wait()
         assert {t.name for t in (await client.list_tools()).tools} == {"run_team", "plan_team", "poet", "bard"}
         assert {p.name for p in (await client.list_prompts()).prompts} == {"supervisor", "poet", "bard"}
@@ -342,7 +356,12 @@ def test_a_tool_the_mcp_server_does_not_offer_is_a_clear_error(tmp_path: Path) -
     body = ADDER_TEAM.replace('allowed_tools = ["add", "echo"]\n', "").replace('"echo/add"', '"echo/multiply"')
     write(tmp_path, body)
     proc = subprocess.run(
-        [MCP_TEAM, "run", "--model", "offline", "Add 2 and 3"], capture_output=True, text=True, timeout=60, cwd=tmp_path
+        [MCP_TEAM, "run", "--model", "offline", "Add 2 and 3"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        env=clean_env(),
     )
     assert proc.returncode == 2, proc.stderr
     assert "specialist adder" in proc.stderr and "multiply" in proc.stderr
@@ -361,7 +380,7 @@ async def test_serve_team_flag_serves_the_files_team_over_stdio(tmp_path: Path) 
 
     path = write(tmp_path, ONE_SPECIALIST, "poets.toml")
     params = StdioServerParameters(
-        command=MCP_TEAM, args=["serve", "--team", str(path)], env={**os.environ, "MCP_TEAM_MODEL": "offline"}
+        command=MCP_TEAM, args=["serve", "--team", str(path)], env=clean_env(MCP_TEAM_MODEL="offline")
     )
     async with Client(params, mode="legacy") as client:
         tools = {t.name for t in (await client.list_tools()).tools}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import string
@@ -127,11 +128,20 @@ def test_redacted_pairs_keep_their_keys() -> None:
 
 def test_registered_secrets() -> None:
     register_secret("my-private-token-42")
-    register_secret("short")  # too short: ignored
     register_secret("")
     register_secret("redacted")  # inside the marker: could never be removed, ignored
     assert redact("a my-private-token-42 b my-private-token-42") == f"a {REDACTED} b {REDACTED}"
-    assert redact("short") == "short"
+
+
+def test_short_secrets_are_redacted_where_they_stand_alone_and_warned_about(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="mcp_team.telemetry"):
+        register_secret("k9x2q")
+        register_secret("ab1")
+    assert redact("the code k9x2q, again k9x2q.") == f"the code {REDACTED}, again {REDACTED}."
+    assert redact("xk9x2qy") == "xk9x2qy"  # inside a longer word it is not that secret
+    assert redact("ab1 stays") == "ab1 stays"  # too short to tell from text: only warned about
+    assert "short (5 characters)" in caplog.text and "only 3 character(s)" in caplog.text
+    assert "k9x2q" not in caplog.text and "ab1" not in caplog.text
 
 
 def test_longer_registered_secret_wins() -> None:
@@ -306,6 +316,8 @@ def _within_limits(doc: Any, max_string: int, max_items: int) -> bool:
     """Strings and containers respect the limits, up to the truncation marker itself."""
     if isinstance(doc, str):
         markers = ("[+", "…[", "<")  # a marker stands whole; a cut string carries one right at the cut
+        if doc in ("inf", "-inf", "nan"):  # a non-finite float, spelled whole like a marker
+            return True
         return len(doc) <= max_string or doc.startswith(markers) or doc[max_string:].startswith("…[+")
     if isinstance(doc, list):
         return len(doc) <= max_items + 1 and all(_within_limits(d, max_string, max_items) for d in doc)

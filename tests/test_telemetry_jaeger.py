@@ -19,7 +19,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import SpanKind, Status, StatusCode
+from opentelemetry.trace import SpanKind, Status, StatusCode, format_span_id, format_trace_id
 
 from conftest import Spans
 from mcp_team.telemetry import attributes as A
@@ -270,8 +270,10 @@ async def test_real_span_helpers_convert_cleanly(spans: Spans, tmp_path: Path) -
         f["value"] == "exception" for log in by_name(doc)["execute_tool calculator"]["logs"] for f in log["fields"]
     )
 
-    # The same spans replayed through a trace-file processor, in end order.
+    # The same spans replayed through a trace-file processor: started in start order, ended in end order.
     proc = TraceFileProcessor(tmp_path)
+    for span in sorted(spans.all, key=lambda s: s.start_time or 0):
+        proc.on_start(span)  # type: ignore[arg-type]  # what it reads (context, attributes) a ReadableSpan has
     for span in spans.all:
         proc.on_end(span)
     written = load_trace_file(tmp_path / "helpers-run.json")
@@ -353,6 +355,41 @@ def test_trace_file_written_when_the_root_ends(tmp_path: Path) -> None:
     doc = load_trace_file(path)
     assert len(doc["data"][0]["spans"]) == 3
     assert list(path.parent.iterdir()) == [path]  # no temporary files left
+    loc.provider.shutdown()
+
+
+@pytest.mark.parametrize("enclosing_ends", ["after the run", "before the run"])
+def test_trace_file_leaves_out_the_span_enclosing_the_run(tmp_path: Path, enclosing_ends: str) -> None:
+    """The SDK's `tools/call` span encloses a run and gets its id (spans.conversation), but is not the run's:
+    on 2025-11-25 it ends after the run, on 2026-07-28 (input_required rounds) before it. Either way the file
+    is written when the root ends, has no reference to a span outside it, and nothing is left open."""
+    loc = Local(tmp_path)
+    tracer = loc.tracer
+    client = tracer.start_span("client turn")  # the client's span, sent as traceparent
+    call = tracer.start_span("tools/call run_team", context=trace.set_span_in_context(client))
+    sup = tracer.start_span(
+        "invoke_agent supervisor", context=trace.set_span_in_context(call), attributes={A.CONVERSATION_ID: "r"}
+    )
+    call.set_attribute(A.CONVERSATION_ID, "r")  # stamped once the run starts
+    chat = tracer.start_span("chat m", context=trace.set_span_in_context(sup), attributes={A.CONVERSATION_ID: "r"})
+    chat.end()
+    if enclosing_ends == "before the run":
+        call.end()
+    sup.end()
+    if enclosing_ends == "after the run":
+        call.end()
+    client.end()
+    doc = load_trace_file(tmp_path / "r.json")
+    spans = doc["data"][0]["spans"]
+    assert sorted(s["operationName"] for s in spans) == ["chat m", "invoke_agent supervisor"]
+    ids = {s["spanID"] for s in spans}
+    assert [r for s in spans for r in s.get("references", []) if r["spanID"] not in ids] == []
+    root = next(s for s in spans if s["operationName"] == "invoke_agent supervisor")
+    assert {"key": A.PARENT_SPAN_ID, "type": "string", "value": format_span_id(call.get_span_context().span_id)} in (
+        root["tags"]
+    )
+    assert root["traceID"] == format_trace_id(client.get_span_context().trace_id)  # still the client's trace
+    assert loc.files.open_runs() == {}  # the late tools/call span opened no run
     loc.provider.shutdown()
 
 

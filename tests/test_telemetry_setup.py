@@ -7,7 +7,6 @@ that installs a provider globally runs in a subprocess.
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -18,18 +17,12 @@ import pytest
 
 from mcp_team.telemetry.setup import DEFAULT_EXPORT_TIMEOUT, TracingConfig, setup_tracing
 from otlp_receiver import OTLPReceiver
+from support import HANG_GUARD, clean_env
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def child_env(**extra: str) -> dict[str, str]:
-    """The test process's environment without any tracing / content / mcp-team variables."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "MCP_TEAM_", "ANTHROPIC_"))}
-    env["PYTHONUNBUFFERED"] = "1"
-    return {**env, **extra}
-
-
-def run_py(script: str, env: dict[str, str], timeout: float = 20) -> subprocess.CompletedProcess[str]:
+def run_py(script: str, env: dict[str, str], timeout: float = HANG_GUARD) -> subprocess.CompletedProcess[str]:
     proc = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(script)],
         env=env,
@@ -280,7 +273,7 @@ def _check_run(rx: OTLPReceiver, service: str) -> None:
         "invoke_agent researcher",
         "chat claude-haiku-4-5",
     }
-    got = rx.wait_for(lambda spans: wanted <= {s["name"] for s in spans}, timeout=5)
+    got = rx.wait_for(lambda spans: wanted <= {s["name"] for s in spans})
     by_name = {s["name"]: s for s in got}
     sup = by_name["invoke_agent supervisor"]
     assert sup["parent_span_id"] is None
@@ -304,7 +297,7 @@ def _check_run(rx: OTLPReceiver, service: str) -> None:
 
 def test_end_to_end_otlp_http_base_endpoint() -> None:
     with OTLPReceiver() as rx:
-        env = child_env(OTEL_EXPORTER_OTLP_ENDPOINT=rx.endpoint, OTEL_SERVICE_NAME="team-e2e")
+        env = clean_env(OTEL_EXPORTER_OTLP_ENDPOINT=rx.endpoint, OTEL_SERVICE_NAME="team-e2e")
         proc = run_py(RUN_SCRIPT, env)
         assert _last_json(proc.stderr)["flushed"] is True
         _check_run(rx, "team-e2e")
@@ -315,7 +308,7 @@ def test_end_to_end_traces_endpoint_and_trace_dir(tmp_path: Path) -> None:
     from mcp_team.telemetry.jaeger import load_trace_file
 
     with OTLPReceiver() as rx:
-        env = child_env(OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=rx.traces_endpoint, MCP_TEAM_TRACE_DIR=str(tmp_path))
+        env = clean_env(OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=rx.traces_endpoint, MCP_TEAM_TRACE_DIR=str(tmp_path))
         proc = run_py(RUN_SCRIPT, env)
         _check_run(rx, "mcp-team")
     result = _last_json(proc.stderr)
@@ -337,7 +330,7 @@ def test_console_exporter_writes_to_stderr_not_stdout() -> None:
     tracing.flush()
     tracing.shutdown()
     """
-    proc = run_py(script, child_env(OTEL_TRACES_EXPORTER="console"))
+    proc = run_py(script, clean_env(OTEL_TRACES_EXPORTER="console"))
     assert proc.stdout == ""
     assert "invoke_agent supervisor" in proc.stderr
     assert "run-c" in proc.stderr
@@ -360,19 +353,15 @@ def test_nothing_configured_installs_nothing_and_imports_no_sdk() -> None:
     assert loaded == [], loaded
     print("ok")
     """
-    proc = run_py(script, child_env())
+    proc = run_py(script, clean_env())
     assert proc.stdout.strip() == "ok"
 
 
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def test_dead_collector_does_not_hold_up_flush_or_shutdown() -> None:
+    # A collector that takes the connection and never answers, with an export timeout of an hour: unbounded,
+    # flush and shutdown would wait for it; bounded, they give up and the process ends well within the guard.
     script = """
-    import json, sys, time
+    import json, sys
     from mcp_team.telemetry import spans
     from mcp_team.telemetry.setup import TracingConfig, setup_tracing
 
@@ -380,17 +369,16 @@ def test_dead_collector_does_not_hold_up_flush_or_shutdown() -> None:
     for i in range(20):
         with spans.conversation(f"run-{i}"), spans.agent_span("supervisor"):
             pass
-    t0 = time.monotonic()
     flushed = tracing.flush()
-    t1 = time.monotonic()
     with spans.agent_span("supervisor"):
         pass
     tracing.shutdown()
-    t2 = time.monotonic()
-    print(json.dumps({"flushed": flushed, "flush_s": t1 - t0, "shutdown_s": t2 - t1}), file=sys.stderr)
+    print(json.dumps({"flushed": flushed, "shut_down": tracing.is_shut_down}), file=sys.stderr)
     """
-    env = child_env(OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{_closed_port()}", OTEL_EXPORTER_OTLP_TIMEOUT="1")
-    proc = run_py(script, env, timeout=30)
-    result = _last_json(proc.stderr)
-    assert result["flush_s"] < 3.5, result  # type: ignore[operator]
-    assert result["shutdown_s"] < 4.5, result  # type: ignore[operator]
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()  # the kernel completes the handshake; nobody ever reads or answers
+        port = silent.getsockname()[1]
+        env = clean_env(OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{port}", OTEL_EXPORTER_OTLP_TIMEOUT="3600")
+        proc = run_py(script, env)
+    assert _last_json(proc.stderr) == {"flushed": False, "shut_down": True}

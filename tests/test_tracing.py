@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,16 +17,11 @@ from mcp_team.telemetry import attributes as A
 from mcp_team.telemetry import content
 from mcp_team.telemetry.jaeger import load_trace_file, validate_jaeger
 from otlp_receiver import OTLPReceiver
+from support import HANG_GUARD, INITIALIZED, MCP_TEAM, clean_env, initialize, stdio_lines
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")]
 
-MCP_TEAM = str(Path(sys.executable).parent / "mcp-team")
 SECRET = "sk-ant-api03-SECRETSECRETSECRET-0123456789"
-
-
-def clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "MCP_TEAM_", "OTEL_"))}
-    return {**env, **extra}
 
 
 def by_id(spans: list[dict]) -> dict[str, dict]:
@@ -73,31 +66,17 @@ def test_sigterm_mid_run_cancels_cleanly_and_exports_what_ran() -> None:
             [MCP_TEAM, "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
         )
         assert proc.stdin is not None and proc.stdout is not None
-        messages = [
-            {
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "initialize",
-                "params": {
-                    "protocolVersion": "2025-11-25",
-                    "capabilities": {},
-                    "clientInfo": {"name": "t", "version": "1"},
-                },
+        call = {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {
+                "name": "run_team",
+                "arguments": {"request": "Research bees and calculate 2+2"},
+                "_meta": {"progressToken": "p1"},
             },
-            {"jsonrpc": "2.0", "method": "notifications/initialized"},
-            {
-                "jsonrpc": "2.0",
-                "id": 2,
-                "method": "tools/call",
-                "params": {
-                    "name": "run_team",
-                    "arguments": {"request": "Research bees and calculate 2+2"},
-                    "_meta": {"progressToken": "p1"},
-                },
-            },
-        ]
-        for message in messages:
-            proc.stdin.write((json.dumps(message) + "\n").encode())
+        }
+        proc.stdin.write(stdio_lines(initialize(), INITIALIZED, call).encode())
         proc.stdin.flush()
         assert b'"serverInfo"' in proc.stdout.readline()
         started = 0
@@ -105,7 +84,7 @@ def test_sigterm_mid_run_cancels_cleanly_and_exports_what_ran() -> None:
             message = json.loads(proc.stdout.readline())
             started += message.get("method") == "notifications/progress"
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=15) == 0
+        assert proc.wait(timeout=HANG_GUARD) == 0  # exits by itself, and cleanly
         spans = receiver.wait_for(lambda s: any(x["name"] == "invoke_agent supervisor" for x in s))
 
     names = [s["name"] for s in spans]
@@ -213,25 +192,18 @@ def test_run_writes_a_jaeger_file_and_trace_shows_it(tmp_path: Path) -> None:
 
 
 def test_console_exporter_writes_to_stderr_never_to_stdio_stdout() -> None:
-    init = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
-    }
     call = {
         "jsonrpc": "2.0",
         "id": 2,
         "method": "tools/call",
         "params": {"name": "researcher", "arguments": {"task": "bees"}},
     }
-    lines = json.dumps(init) + "\n" + json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n"
     proc = subprocess.run(
         [MCP_TEAM, "serve"],
-        input=lines + json.dumps(call) + "\n",
+        input=stdio_lines(initialize(), INITIALIZED, call),
         capture_output=True,
         text=True,
-        timeout=30,
+        timeout=HANG_GUARD,
         env=clean_env(MCP_TEAM_MODEL="offline", OTEL_TRACES_EXPORTER="console"),
     )
     assert all(json.loads(line)["jsonrpc"] == "2.0" for line in proc.stdout.splitlines() if line.strip())

@@ -3,13 +3,8 @@
 from __future__ import annotations
 
 import json
-import os
-import socket
 import subprocess
-import sys
-import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import anyio
 import httpx2
@@ -17,15 +12,11 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
+from support import HANG_GUARD, MCP_TEAM, clean_env, free_port, initialize, serve_http, stdio_lines
+
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")]
 
-MCP_TEAM = str(Path(sys.executable).parent / "mcp-team")
 TOKEN = "test-token-4f1c9a7e"
-
-
-def clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "MCP_TEAM_"))}
-    return {**env, **extra}
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"], ids=["2025-11-25", "2026-07-28"])
@@ -49,18 +40,12 @@ async def test_stdio_server_started_as_the_claude_desktop_config_starts_it(mode:
 
 
 def test_stdio_stdout_carries_only_protocol_messages() -> None:
-    init = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
-    }
     proc = subprocess.run(
         [MCP_TEAM, "serve"],
-        input=json.dumps(init) + "\n",
+        input=stdio_lines(initialize()),
         capture_output=True,
         text=True,
-        timeout=30,
+        timeout=HANG_GUARD,
         env=clean_env(MCP_TEAM_MODEL="offline"),
     )
     lines = [line for line in proc.stdout.splitlines() if line.strip()]
@@ -71,34 +56,11 @@ def test_stdio_stdout_carries_only_protocol_messages() -> None:
     assert "offline backend" in proc.stderr  # notices go to stderr
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def http_server() -> Iterator[str]:
-    port = _free_port()
     env = clean_env(MCP_TEAM_MODEL="offline", MCP_TEAM_HTTP_TOKEN=TOKEN, MCP_TEAM_OFFLINE_LATENCY_MS="200")
-    proc = subprocess.Popen(
-        [MCP_TEAM, "serve", "--http", "--port", str(port)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
-    )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            if httpx2.get(f"{base}/healthz", timeout=1).status_code == 200:
-                break
-        except httpx2.TransportError:
-            pass
-        if time.monotonic() > deadline or proc.poll() is not None:
-            proc.kill()
-            raise RuntimeError(f"server did not start: {proc.stderr.read().decode() if proc.stderr else ''}")
-        time.sleep(0.1)
-    yield base
-    proc.terminate()
-    proc.wait(timeout=10)
+    with serve_http(env=env) as base:
+        yield base
 
 
 def test_http_health_auth_and_host_checks(http_server: str) -> None:
@@ -143,9 +105,12 @@ async def test_http_call_with_progress_and_cancellation(http_server: str) -> Non
             )
             await researching.wait()
             tg.cancel_scope.cancel()
-        with anyio.fail_after(5):  # the cancellation crosses HTTP to the server; poll its record
-            while not (runs := await _runs(client)) or runs[0]["request"] != "Research wasps":  # noqa: ASYNC110
-                await anyio.sleep(0.05)
+        # The cancellation crosses HTTP to the server; poll its record (kept live while the run goes) until it is over.
+        while not (runs := await _runs(client)) or (runs[0]["request"], runs[0]["status"]) != (  # noqa: ASYNC110
+            "Research wasps",
+            "cancelled",
+        ):
+            await anyio.sleep(0.05)
 
     assert runs[0]["status"] == "cancelled"
 
@@ -156,10 +121,10 @@ async def _runs(client: Client) -> list[dict]:
 
 def test_non_loopback_bind_without_token_is_refused() -> None:
     proc = subprocess.run(
-        [MCP_TEAM, "serve", "--http", "--host", "0.0.0.0", "--port", str(_free_port())],
+        [MCP_TEAM, "serve", "--http", "--host", "0.0.0.0", "--port", str(free_port())],
         capture_output=True,
         text=True,
-        timeout=30,
+        timeout=HANG_GUARD,
         env=clean_env(MCP_TEAM_MODEL="offline"),
     )
     assert proc.returncode == 2

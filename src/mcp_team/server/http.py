@@ -1,7 +1,9 @@
-"""Streamable HTTP: bearer-token auth, allowed hosts/origins (DNS-rebinding protection) and `/healthz`.
+"""Streamable HTTP: bearer-token auth, allowed hosts/origins (DNS-rebinding protection), `/healthz`,
+resumable SSE streams (an event store) and a limit on the size of a JSON-RPC message.
 
 Loopback binds work without a token. Any other bind address needs a bearer token and explicit
-allowed hosts and origins, or the server refuses to start.
+allowed hosts and origins, or the server refuses to start. An empty token is refused: it would let
+anyone in while looking configured.
 """
 
 from __future__ import annotations
@@ -14,13 +16,15 @@ from mcp.server.auth.provider import AccessToken, TokenVerifier
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from mcp_team.llm.settings import ConfigError
+from mcp_team.errors import ConfigError
+from mcp_team.server.events import DEFAULT_MAX_BYTES, RETRY_MS, MemoryEventStore, scope_per_session
+from mcp_team.server.views import add_run_pages
 
 _LOCAL_HOSTS = ["127.0.0.1:*", "localhost:*", "[::1]:*"]
 _LOCAL_ORIGINS = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
@@ -34,6 +38,19 @@ class HttpSettings(BaseSettings):
     http_token: SecretStr | None = Field(default=None, description="Bearer token clients must send.")
     allowed_hosts: list[str] = Field(default_factory=list, description="Extra Host header values, e.g. team.example:*")
     allowed_origins: list[str] = Field(default_factory=list, description="Extra Origin values.")
+    max_message_bytes: int = Field(
+        default=4 * 1024 * 1024, ge=1024, description="Largest JSON-RPC message a client may POST (413 above)."
+    )
+    event_store_bytes: int = Field(
+        default=DEFAULT_MAX_BYTES, ge=1024 * 1024, description="Memory kept for clients to resume SSE streams."
+    )
+
+    @field_validator("http_token")
+    @classmethod
+    def _token_not_blank(cls, token: SecretStr | None) -> SecretStr | None:
+        if token is not None and not token.get_secret_value().strip():
+            raise ValueError("MCP_TEAM_HTTP_TOKEN is set but empty: set a token, or unset the variable")
+        return token
 
 
 def is_loopback(host: str) -> bool:
@@ -89,7 +106,8 @@ def auth_for(settings: HttpSettings) -> tuple[TokenVerifier, AuthSettings] | Non
 
 
 def http_app(server: MCPServer[Any], settings: HttpSettings) -> Starlette:
-    """The ASGI app for `server` with DNS-rebinding protection and a `/healthz` route (no auth)."""
+    """The ASGI app for `server` with DNS-rebinding protection, a `/healthz` route (no auth) and the run pages
+    (`/runs`, `/runs/{id}`: same checks as `/mcp`)."""
 
     @server.custom_route("/healthz", methods=["GET"])
     async def healthz(_request: Request) -> JSONResponse:
@@ -100,4 +118,17 @@ def http_app(server: MCPServer[Any], settings: HttpSettings) -> Starlette:
         allowed_hosts=[*_LOCAL_HOSTS, *settings.allowed_hosts],
         allowed_origins=[*_LOCAL_ORIGINS, *settings.allowed_origins],
     )
-    return server.streamable_http_app(json_response=False, transport_security=security, host=settings.host)
+    add_run_pages(server, security, auth_for(settings))
+    # With an event store every SSE event has an id, each POST stream opens with a priming event and a `retry`,
+    # and a client that reconnects with Last-Event-ID gets what it missed (SEP-1699): its own, never another's.
+    events = MemoryEventStore(settings.event_store_bytes)
+    app = server.streamable_http_app(
+        json_response=False,
+        transport_security=security,
+        host=settings.host,
+        event_store=events,
+        retry_interval=RETRY_MS,
+        max_request_body_size=settings.max_message_bytes,
+    )
+    scope_per_session(server.session_manager, events)
+    return app

@@ -24,6 +24,8 @@ from anyio.abc import TaskGroup
 from mcp import MCPError
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.validation import validate_tool_use_result_messages
+from mcp.shared.message import ServerMessageMetadata
 
 from mcp_team.llm import ModelSet
 from mcp_team.llm.types import (
@@ -125,13 +127,15 @@ class SamplingModel:
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # sampling is deprecated on 2026-07-28; this is the 2025 path
-                result = await self._ctx.session.create_message(
-                    p.messages,
-                    max_tokens=p.max_tokens,
-                    system_prompt=p.system_prompt,
-                    tools=p.tools,
-                    tool_choice=p.tool_choice or types.ToolChoice(mode="auto"),
-                    related_request_id=self._ctx.request_id,
+                # Not session.create_message: without tools it sends no toolChoice (right: a specialist with
+                # no tools has nothing to choose) but then reads the reply as the single-block
+                # CreateMessageResult, refusing the array content clients may send. The request it would
+                # send, read as the result type both shapes fit.
+                validate_tool_use_result_messages(p.messages)
+                result = await self._ctx.session.send_request(
+                    types.CreateMessageRequest(params=p),
+                    types.CreateMessageResultWithTools,
+                    metadata=ServerMessageMetadata(related_request_id=self._ctx.request_id),
                 )
         except MCPError as exc:
             raise ModelError("unavailable", f"the client's model refused the sampling request: {exc}") from None

@@ -50,3 +50,6 @@ HANDOFF_TASK: Final = "mcp_team.handoff.task"  # content: only when capture is o
 RUN_MODE: Final = "mcp_team.run.mode"
 RUN_STATUS: Final = "mcp_team.run.status"
 AGENT_TURNS: Final = "mcp_team.agent.turns"
+# On a span of a run's trace file whose parent is not in the file (the run's root under the MCP SDK's
+# `tools/call` span, itself under the client's span): that parent's id, so the file has no dangling reference.
+PARENT_SPAN_ID: Final = "mcp_team.parent_span_id"

@@ -107,7 +107,8 @@ def set_capture_enabled(enabled: bool | None) -> None:
 
 # -- redaction ---------------------------------------------------------------------------------------
 
-_MIN_SECRET_LEN: Final = 8
+_MIN_SECRET_LEN: Final = 8  # from this length a secret is removed even inside other text
+_MIN_REDACTABLE_LEN: Final = 4  # shorter ones would match ordinary words and numbers
 _secrets_lock = threading.Lock()
 _secrets: set[str] = set()
 _secrets_re: re.Pattern[str] | None = None
@@ -139,11 +140,14 @@ _SK_TOKEN_RE: Final = re.compile(r"(?<![A-Za-z0-9])sk-[A-Za-z0-9_\-]{20,}")
 def register_secret(value: str | None) -> None:
     """Remember a secret (API key, bearer token) so `redact` always removes it.
 
-    Empty and short values (< 8 characters) are ignored, and so are values that the marker
-    `[redacted]` itself contains (they could never be removed).
+    A secret of 8 characters or more is removed wherever it appears. A shorter one is removed where it stands
+    alone (not inside a longer word, which it would otherwise mangle), and the operator is warned once, since
+    a short secret is also easy to guess; one under 4 characters cannot be told from ordinary text and is
+    only warned about. Values that the marker `[redacted]` itself contains are ignored (they could never be
+    removed).
     """
     global _secrets_re
-    if not value or len(value) < _MIN_SECRET_LEN:
+    if not value or not str(value).strip():
         return
     value = str(value)
     if value in REDACTED:
@@ -152,9 +156,34 @@ def register_secret(value: str | None) -> None:
         if value in _secrets:
             return
         _secrets.add(value)
+        if len(value) < _MIN_SECRET_LEN:
+            _warn_short(len(value))
         # Longest first so a secret that contains another is removed whole.
-        ordered = sorted(_secrets, key=len, reverse=True)
-        _secrets_re = re.compile("|".join(re.escape(s) for s in ordered))
+        ordered = sorted((s for s in _secrets if len(s) >= _MIN_REDACTABLE_LEN), key=len, reverse=True)
+        _secrets_re = re.compile("|".join(_secret_pattern(s) for s in ordered)) if ordered else None
+
+
+def _secret_pattern(secret: str) -> str:
+    escaped = re.escape(secret)
+    return escaped if len(secret) >= _MIN_SECRET_LEN else rf"(?<![A-Za-z0-9_]){escaped}(?![A-Za-z0-9_])"
+
+
+def _warn_short(length: int) -> None:
+    # Never the value itself, nor a hint of it: only how long it is.
+    if length < _MIN_REDACTABLE_LEN:
+        _log.warning(
+            "a configured secret is only %d character(s) long: too short to redact without mangling ordinary "
+            "text, so it may appear in logs, spans and run records; use a secret of %d or more characters",
+            length,
+            _MIN_SECRET_LEN,
+        )
+    else:
+        _log.warning(
+            "a configured secret is short (%d characters): it is redacted only where it stands alone, and short "
+            "secrets are easy to guess; use %d or more characters",
+            length,
+            _MIN_SECRET_LEN,
+        )
 
 
 def clear_secrets() -> None:

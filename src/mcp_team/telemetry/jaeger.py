@@ -347,6 +347,36 @@ def _safe_name(run_id: str) -> str:
     return name[:200]
 
 
+def detached(spans: list[ReadableSpan]) -> list[ReadableSpan]:
+    """`spans` with every parent reference to a span not among them removed, the parent's id kept as the
+    attribute `mcp_team.parent_span_id` (the trace id stays, so the file still joins the client's trace)."""
+    ids = {s.context.span_id for s in spans}
+    out = []
+    for span in spans:
+        parent = span.parent
+        if parent is None or not parent.span_id or parent.span_id in ids:
+            out.append(span)
+            continue
+        attributes = {**(span.attributes or {}), A.PARENT_SPAN_ID: format_span_id(parent.span_id)}
+        out.append(
+            ReadableSpan(
+                name=span.name,
+                context=span.context,
+                parent=None,
+                resource=span.resource,
+                attributes=attributes,
+                events=span.events,
+                links=span.links,
+                kind=span.kind,
+                status=span.status,
+                start_time=span.start_time,
+                end_time=span.end_time,
+                instrumentation_scope=span.instrumentation_scope,
+            )
+        )
+    return out
+
+
 class _Run:
     """One run being collected: its ended spans, the ids of its started spans, and how many were dropped."""
 
@@ -361,11 +391,15 @@ class _Run:
 class TraceFileProcessor(SpanProcessor):
     """Collects each run's spans (by `gen_ai.conversation.id`) and writes `<trace_dir>/<run_id>.json`.
 
-    The file is written when the run's root ends: a span named `invoke_agent supervisor…` whose
-    parent is not one of the run's spans (started or ended; `on_start` notes the ids of spans
-    started with a run id, so a nested supervisor span whose parent is still open is not taken
-    for the root). Memory is bounded: at most `max_spans_per_run` spans per run (the root is
-    always kept) and `max_runs` open runs (the oldest is dropped). Never raises into the SDK.
+    A run's spans are those started inside it (`on_start` notes their ids). The span that encloses a run
+    also carries its id (`spans.conversation` stamps the MCP SDK's `tools/call` span) but is not the run's:
+    it may end after the run (2025-11-25) or before it (a 2026-07-28 run outlives the round that started it),
+    so it is left out, and a late span of a run already written opens no new run. The file is written when
+    the run's root ends: a span named `invoke_agent supervisor…` whose parent is not one of the run's spans
+    (so a nested supervisor span is not taken for the root). A span whose parent is not in the file (the
+    root's, above all) is written without that reference, the parent's id kept as `mcp_team.parent_span_id`.
+    Memory is bounded: at most `max_spans_per_run` spans per run (the root is always kept) and `max_runs`
+    open runs (the oldest is dropped). Never raises into the SDK.
     """
 
     def __init__(
@@ -437,20 +471,20 @@ class TraceFileProcessor(SpanProcessor):
             return
         finished: _Run | None = None
         with self._lock:
-            run = self._run(run_id)
+            run = self._runs.get(run_id)
+            if run is None or span.context.span_id not in run.started:
+                if run is not None and len(run.started) >= 2 * self.max_spans_per_run:
+                    run.dropped += 1  # started past the cap on noted spans
+                return  # not the run's: the span enclosing it, or a late one of a run already written
             is_root = self._is_root_candidate(span)
             if len(run.spans) < self.max_spans_per_run or is_root:
                 run.spans.append(span)
             else:
                 run.dropped += 1
-            if is_root:
-                parent_id = span.parent.span_id if span.parent is not None else None
-                if parent_id is None or (
-                    parent_id not in run.started and all(s.context.span_id != parent_id for s in run.spans)
-                ):
-                    finished = self._runs.pop(run_id)
+            if is_root and (span.parent is None or span.parent.span_id not in run.started):
+                finished = self._runs.pop(run_id)
         if finished is not None:
-            self._write(run_id, finished.spans, finished.dropped)
+            self._write(run_id, detached(finished.spans), finished.dropped)
 
     def _write(self, run_id: str, spans: list[ReadableSpan], dropped: int) -> None:
         doc = to_jaeger(spans, self.service_name)

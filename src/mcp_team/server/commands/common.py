@@ -1,0 +1,113 @@
+"""What several commands share: exit codes, the one-line error, and the model, team and tracing flags
+with what they turn into (settings, tracing, registered secrets, logging to stderr)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mcp_team.llm.settings import ModelSettings
+    from mcp_team.server.teamfile import TeamSpec
+    from mcp_team.telemetry.setup import Tracing
+
+    Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_PARTIAL, EXIT_CANCELLED = 0, 1, 2, 3, 130
+
+
+def error(message: str, code: int = EXIT_USAGE) -> int:
+    """Say what is wrong on stderr, the way every command does; returns the exit code."""
+    print(f"mcp-team: error: {message}", file=sys.stderr)
+    return code
+
+
+def model_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--model",
+        metavar="PROVIDER[:MODEL]",
+        help="anthropic, openai, offline, or a model such as openai:gpt-4o-mini (default: $MCP_TEAM_MODEL, else "
+        "anthropic when ANTHROPIC_API_KEY is set, else openai when OPENAI_API_KEY or OPENAI_BASE_URL is)",
+    )
+    parser.add_argument(
+        "--offline-latency-ms", type=float, metavar="MS", help="offline backend: simulated latency per call"
+    )
+    parser.add_argument(
+        "--fault",
+        action="append",
+        default=[],
+        metavar="KIND[:AGENT[:TIMES]]",
+        help="inject a fault into the model, whichever it is, e.g. rate_limit:researcher:1 (repeatable; "
+        "kinds: rate_limit, server_error, overloaded, timeout, unknown_specialist, malformed_tool_call, "
+        "repeat_handoff, endless_tools, revise)",
+    )
+
+
+def team_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--team", metavar="PATH", help="team file (default: $MCP_TEAM_FILE, else ./team.toml, else the built-in team)"
+    )
+
+
+def trace_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("tracing (default: the OTEL_* variables; off when none is set)")
+    group.add_argument("--otlp-endpoint", metavar="URL", help="export spans over OTLP, e.g. http://localhost:4318")
+    group.add_argument("--trace-exporter", choices=["otlp", "console", "none"], help="console writes to stderr")
+    group.add_argument("--trace-dir", metavar="DIR", help="write every run as a Jaeger JSON file in DIR")
+
+
+def model_settings(args: argparse.Namespace) -> ModelSettings:
+    """The model settings: the environment, overridden by `model_flags`. Raises `ConfigError` on bad values."""
+    from pydantic import ValidationError
+
+    from mcp_team.errors import ConfigError
+    from mcp_team.handoffs import validation_problems
+    from mcp_team.llm.settings import ModelSettings
+
+    overrides: dict[str, Any] = {}
+    if args.model:
+        overrides["model"] = args.model
+    if args.offline_latency_ms is not None:
+        overrides["offline_latency_ms"] = args.offline_latency_ms
+    if args.fault:
+        overrides["faults"] = ",".join(args.fault)
+    try:
+        return ModelSettings(**overrides)
+    except ValidationError as exc:
+        raise ConfigError(f"invalid settings: {'; '.join(validation_problems(exc))}") from None
+
+
+def start_tracing(args: argparse.Namespace, trace_dir: str | None = None) -> Tracing | None:
+    """Tracing as the OTEL_* variables and flags say (None when off). Raises `ConfigError` on bad values."""
+    from mcp_team.errors import ConfigError
+    from mcp_team.telemetry.setup import TracingConfig, setup_tracing
+
+    try:
+        config = TracingConfig.from_env(
+            exporter=args.trace_exporter, endpoint=args.otlp_endpoint, trace_dir=trace_dir or args.trace_dir
+        )
+        return setup_tracing(config)
+    except ValueError as exc:
+        raise ConfigError(f"tracing: {exc}") from None
+
+
+def register_secrets(settings: ModelSettings, spec: TeamSpec) -> None:
+    """Secrets never appear in spans, logs or records, whatever the capture setting."""
+    from mcp_team.telemetry.content import register_secret
+
+    for secret in settings.secrets():
+        register_secret(secret)
+    for value in spec.secrets():
+        register_secret(value)
+
+
+def log_to_stderr() -> None:
+    """Warnings and errors to stderr (stdout is the answer, or the stdio transport), redacted."""
+    import logging
+
+    from mcp_team.telemetry.content import RedactingFilter
+
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="mcp-team: %(levelname)s %(message)s")
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(RedactingFilter())

@@ -1,0 +1,233 @@
+"""`mcp-team run`: one request through the team, the answer on stdout and progress on stderr."""
+
+from __future__ import annotations
+
+import argparse
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from mcp_team.server.commands.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_PARTIAL,
+    EXIT_USAGE,
+    error,
+    log_to_stderr,
+    model_flags,
+    model_settings,
+    register_secrets,
+    start_tracing,
+    team_flag,
+    trace_flags,
+)
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from mcp_team.handoffs import Budgets, RunEvent, RunResult
+    from mcp_team.llm import ModelSet
+    from mcp_team.llm.replay import Replay
+    from mcp_team.llm.settings import ModelSettings
+    from mcp_team.server.commands.common import Subparsers
+    from mcp_team.server.teamfile import TeamSpec
+    from mcp_team.telemetry.setup import Tracing
+
+EventSink = Callable[["RunEvent"], Awaitable[None]]
+
+
+def add_parsers(sub: Subparsers) -> None:
+    run = sub.add_parser("run", help="run one request through the team and print the answer")
+    run.add_argument(
+        "request", nargs="?", default="", help="what you want the team to do (replaying: the recorded one)"
+    )
+    model_flags(run)
+    team_flag(run)
+    trace_flags(run)
+    run.add_argument(
+        "--jaeger-json", metavar="FILE", help="write this run's trace as Jaeger JSON (for Jaeger's Upload)"
+    )
+    run.add_argument("--mode", choices=["adaptive", "planned"], help="adaptive (default) or planned")
+    run.add_argument("--json", action="store_true", help="print the structured run result as JSON")
+    run.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    run.add_argument("--max-handoffs", type=int, metavar="N")
+    run.add_argument("--max-model-calls", type=int, metavar="N")
+    run.add_argument("--max-tokens", type=int, metavar="N")
+    run.add_argument("--deadline", type=float, metavar="SECONDS")
+    run.add_argument(
+        "--record",
+        metavar="FILE",
+        help="write every model exchange of the run and its result to FILE (JSON lines, secrets redacted); "
+        "replay it with --model replay:FILE",
+    )
+    run.set_defaults(handler=run_command)
+
+
+def run_command(args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
+    from mcp_team.handoffs import Budgets, validation_problems
+    from mcp_team.llm.replay import replay_of
+    from mcp_team.llm.settings import build_models
+    from mcp_team.server.teamfile import load_team
+
+    log_to_stderr()
+    try:
+        spec = load_team(args.team)
+        settings = model_settings(args).model_copy(update=spec.model_overrides)
+        register_secrets(settings, spec)
+        models = build_models(settings)
+        replay = replay_of(models)
+        if not args.request.strip() and replay is not None:
+            args.request = str(replay.recording.header.run.get("request", ""))
+            args.mode = args.mode or replay.recording.header.run.get("mode")
+        if not args.request.strip():
+            return error('the request is empty; say what you want the team to do, e.g. mcp-team run "..."')
+        limits = {
+            k: v
+            for k, v in {
+                "max_handoffs": args.max_handoffs,
+                "max_model_calls": args.max_model_calls,
+                "max_tokens": args.max_tokens,
+                "deadline_seconds": args.deadline,
+            }.items()
+            if v is not None
+        }
+        budgets = Budgets(**limits) if limits else None
+    except ValidationError as exc:  # a ConfigError reaches main(), which says it the same way
+        problems = "; ".join(p.replace("_", "-") for p in validation_problems(exc, prefix="--"))
+        return error(f"invalid budget: {problems}", EXIT_USAGE)
+    if args.jaeger_json and not args.trace_dir:
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="mcp-team-trace-") as trace_dir:
+            return _run_traced(args, spec, settings, models, budgets, trace_dir)
+    return _run_traced(args, spec, settings, models, budgets, None)
+
+
+def _run_traced(
+    args: argparse.Namespace,
+    spec: TeamSpec,
+    settings: ModelSettings,
+    models: ModelSet,
+    budgets: Budgets | None,
+    trace_dir: str | None,
+) -> int:
+    import anyio
+    from rich.console import Console
+
+    tracing = start_tracing(args, trace_dir)
+
+    from mcp_team.llm.replay import replay_of
+
+    run_id = uuid.uuid4().hex
+    console = Console(stderr=True, highlight=False, soft_wrap=True)
+    replay = replay_of(models)
+    if settings.backend() == "offline":
+        console.print("[yellow]mcp-team: offline backend: deterministic answers, no LLM is called[/yellow]")
+    elif replay is not None:
+        console.print(f"[yellow]mcp-team: replaying {replay.recording.path}: no model is called[/yellow]")
+    on_event = None if args.quiet else _progress(console)
+    try:
+        record = args.record or (str(Path(settings.record_dir) / f"{run_id}.jsonl") if settings.record_dir else None)
+        result = anyio.run(_run_team, spec, models, args.request, args.mode, budgets, on_event, record, run_id)
+    except Exception:
+        if replay is not None and replay.divergence is not None:
+            return error(str(replay.divergence), EXIT_FAILED)
+        raise
+    finally:
+        if tracing is not None:
+            tracing.shutdown()
+    print(result.model_dump_json(indent=2) if args.json else result.answer, flush=True)  # the answer comes first
+    if not args.quiet:
+        _summary(console, result)
+        if replay is not None:
+            _compare(console, replay, result)
+    if args.jaeger_json:
+        written = _save_jaeger(tracing, result.run_id, args.jaeger_json)
+        console.print(f"mcp-team: trace written to {written}" if written else "mcp-team: no trace was recorded")
+    return {"complete": EXIT_OK, "partial": EXIT_PARTIAL}.get(result.status, EXIT_FAILED)
+
+
+async def _run_team(
+    spec: TeamSpec,
+    models: ModelSet,
+    request: str,
+    mode: Literal["adaptive", "planned"] | None,
+    budgets: Budgets | None,
+    on_event: EventSink | None,
+    record: str | None = None,
+    run_id: str | None = None,
+) -> RunResult:
+    """One run of the team file's team, with its external MCP servers up for the run's duration;
+    with `record`, every model exchange and the result are written to that file."""
+    from contextlib import nullcontext
+
+    from mcp_team.evals.recordings import record_run
+    from mcp_team.handoffs import Team
+    from mcp_team.specialists.mcp_tools import McpToolPool
+
+    async with McpToolPool(spec.mcp_servers) if spec.mcp_servers else nullcontext() as pool:
+        team = Team(models, spec.build(pool), spec.run_settings)
+        if record:
+            return await record_run(team, record, request, mode=mode, budgets=budgets, on_event=on_event, run_id=run_id)
+        return await team.run(request, mode=mode, budgets=budgets, on_event=on_event, run_id=run_id)
+
+
+def _save_jaeger(tracing: Tracing | None, run_id: str, target: str) -> str | None:
+    import shutil
+
+    files = tracing.trace_files if tracing is not None else None
+    if files is None or not files.path_for(run_id).is_file():
+        return None
+    shutil.copyfile(files.path_for(run_id), target)
+    return target
+
+
+def _progress(console: Console) -> EventSink:
+    async def on_event(event: RunEvent) -> None:
+        r = event.record
+        if event.kind == "handoff_started" and r is not None:
+            retry = f" (retry {r.attempt - 1})" if r.attempt > 1 else ""
+            console.print(f"[cyan]→ {r.id} {r.target}{retry}[/cyan] {_short(r.task)}")
+        elif event.kind == "handoff_finished" and r is not None:
+            seconds = (r.ended_at - r.started_at).total_seconds() if r.ended_at and r.started_at else 0.0
+            if r.status == "completed":
+                verdict = f" {r.verdict.verdict}" if r.verdict else ""
+                tokens = r.usage.total_tokens
+                console.print(f"[green]✓ {r.id} {r.target}[/green]{verdict} {seconds:.1f}s {tokens} tokens")
+            else:
+                console.print(f"[red]✗ {r.id} {r.target} {r.status} ({r.error_type})[/red] {_short(r.error or '')}")
+        else:
+            console.print(f"[dim]· {event.message}[/dim]")
+
+    return on_event
+
+
+def _summary(console: Console, result: RunResult) -> None:
+    style = {"complete": "green", "partial": "yellow"}.get(result.status, "red")
+    u = result.usage
+    console.print(
+        f"[{style}]{result.status}[/{style}]: {len(result.handoffs)} handoffs, {u.model_calls} model calls, "
+        f"{u.total.total_tokens} tokens, run {result.run_id}"
+        + (f", trace {result.trace_id}" if result.trace_id else "")
+    )
+
+
+def _compare(console: Console, replay: Replay, result: RunResult) -> None:
+    """Say whether a replayed run is the recorded one, and if not, how it differs."""
+    from mcp_team.evals.recordings import ReplayOutcome
+
+    found = ReplayOutcome(replay.recording.path, result, replay.recording.result, replay.unused()).differences()
+    if not found:
+        console.print("mcp-team: the replay reproduced the recorded run")
+        return
+    console.print("[yellow]mcp-team: the replay differs from the recorded run:[/yellow]")
+    for difference in found[:10]:
+        console.print(f"[yellow]  - {_short(difference, 200)}[/yellow]")
+
+
+def _short(text: str, width: int = 90) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"

@@ -1,0 +1,146 @@
+"""`mcp-team serve`: the team over MCP, on stdio (the default) or streamable HTTP.
+
+Clients spawn `mcp-team serve` at every launch, so what this imports before `initialize` is answered
+is what the cold-start benchmark measures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import TYPE_CHECKING
+
+from mcp_team.server.commands.common import (
+    EXIT_OK,
+    EXIT_USAGE,
+    error,
+    log_to_stderr,
+    model_flags,
+    model_settings,
+    register_secrets,
+    start_tracing,
+    team_flag,
+    trace_flags,
+)
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
+
+    from mcp_team.server.commands.common import Subparsers
+    from mcp_team.server.state import ServerState
+    from mcp_team.telemetry.setup import Tracing
+
+GRACE_SECONDS = 1.0  # after SIGTERM, how long running work gets to wind down
+
+
+def add_parsers(sub: Subparsers) -> None:
+    serve = sub.add_parser("serve", help="serve the team over MCP (stdio by default)")
+    model_flags(serve)
+    team_flag(serve)
+    trace_flags(serve)
+    serve.add_argument("--watch", action="store_true", help="reload the team when its file changes")
+    serve.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
+    serve.add_argument("--host", help="HTTP bind address (default 127.0.0.1; others need a token, see README)")
+    serve.add_argument("--port", type=int, help="HTTP port (default 8765)")
+    serve.set_defaults(handler=serve_command)
+
+
+def serve_command(args: argparse.Namespace) -> int:
+    import anyio
+    from pydantic import ValidationError
+
+    from mcp_team.handoffs import validation_problems
+    from mcp_team.telemetry.content import register_secret
+
+    log_to_stderr()
+    try:
+        settings = model_settings(args)
+        if settings.configured_backend() in (None, "sampling"):
+            print(
+                "mcp-team: no model configured; tools will run on the client's model through MCP sampling",
+                file=sys.stderr,
+            )
+        elif settings.backend() == "offline":
+            print("mcp-team: offline backend: deterministic answers, no LLM is called", file=sys.stderr)
+        from mcp_team.server.limits import ServerLimits
+        from mcp_team.server.teamfile import load_team
+
+        spec = load_team(args.team)
+        limits = ServerLimits()
+        register_secrets(settings, spec)
+        http, stdio_limit = None, None
+        if not args.http:
+            from mcp_team.server.stdio import max_message_bytes
+
+            stdio_limit = max_message_bytes()
+        else:
+            from mcp_team.server.http import HttpSettings, check_bind
+
+            overrides = {k: v for k, v in {"host": args.host, "port": args.port}.items() if v is not None}
+            http = HttpSettings(**overrides)
+            check_bind(http)
+            if http.http_token is not None:
+                register_secret(http.http_token.get_secret_value())
+        tracing = start_tracing(args)
+    except ValidationError as exc:  # a ConfigError reaches main(), which says it the same way
+        return error(f"invalid settings: {'; '.join(validation_problems(exc))}", EXIT_USAGE)
+    except ValueError as exc:  # MCP_TEAM_MAX_MESSAGE_BYTES
+        return error(f"invalid settings: {exc}", EXIT_USAGE)
+
+    from mcp_team.server.app import build_server
+
+    try:
+        if http is None:
+            server = build_server(settings, spec, watch=args.watch, tracing=tracing, limits=limits)
+            anyio.run(_serve_stdio, server, tracing, stdio_limit)
+            return EXIT_OK
+        import uvicorn
+
+        from mcp_team.server.http import auth_for, http_app
+
+        server = build_server(settings, spec, auth=auth_for(http), watch=args.watch, tracing=tracing, limits=limits)
+        print(f"mcp-team: serving streamable HTTP on http://{http.host}:{http.port}/mcp", file=sys.stderr)
+        uvicorn.run(http_app(server, http), host=http.host, port=http.port, log_level="warning")
+        return EXIT_OK
+    finally:
+        # Stdin closed, SIGTERM or Ctrl-C: whatever ended the server, export what is left.
+        if tracing is not None:
+            tracing.shutdown()
+
+
+async def _serve_stdio(server: MCPServer[ServerState], tracing: Tracing | None, limit: int | None) -> None:
+    """Serve until stdin closes or SIGTERM/SIGINT arrives; either way running work is cancelled and its spans
+    exported. MCP clients stop stdio servers with close-stdin, then SIGTERM, then SIGKILL. Every line is checked
+    by the stdio gate (server/stdio.py): a bad or oversized one is answered with a JSON-RPC error."""
+    import signal
+
+    import anyio
+
+    from mcp_team.server.stdio import serve_stdio
+
+    stopped = anyio.Event()
+
+    async def stop_on_signal(serving: anyio.CancelScope) -> None:
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async for _ in signals:
+                serving.cancel()
+                with anyio.move_on_after(GRACE_SECONDS):
+                    await stopped.wait()
+                if not stopped.is_set():
+                    # The stdin reader is a blocking read in a worker thread that no cancellation can
+                    # interrupt while the client keeps stdin open. The runs are cancelled by now: export
+                    # their spans and leave.
+                    if tracing is not None:
+                        tracing.shutdown()
+                    os._exit(0)
+                return
+
+    async with anyio.create_task_group() as tg:
+        with anyio.CancelScope() as serving:
+            tg.start_soon(stop_on_signal, serving)
+            try:
+                await serve_stdio(server, limit=limit)
+            finally:
+                stopped.set()
+        tg.cancel_scope.cancel()

@@ -1,0 +1,80 @@
+"""`mcp-team init` writes a starter team file; `mcp-team check` validates one and shows the team."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING
+
+from mcp_team.server.commands.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, error, team_flag
+
+if TYPE_CHECKING:
+    from mcp_team.server.commands.common import Subparsers
+
+
+def add_parsers(sub: Subparsers) -> None:
+    init = sub.add_parser("init", help="write a commented starter team.toml (the default team, or a preset)")
+    init.add_argument("path", nargs="?", default="team.toml", help="where to write it (default: team.toml)")
+    init.add_argument("--preset", help="start from a preset team (see --list)")
+    init.add_argument("--list", action="store_true", help="list the presets")
+    init.add_argument("--force", action="store_true", help="overwrite an existing file")
+    init.set_defaults(handler=init_command)
+
+    check = sub.add_parser("check", help="validate a team file and show the team")
+    check.add_argument("path", nargs="?", help="the team file (default: the one `serve` would load)")
+    team_flag(check)  # as `run` and `serve` take it
+    check.set_defaults(handler=check_command)
+
+
+def init_command(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from mcp_team.server.teamfile import PRESETS, preset_text, render_team_file
+
+    if args.list:
+        for name in PRESETS:
+            print(name)
+        return EXIT_OK
+    path = Path(args.path)
+    if path.exists() and not args.force:
+        return error(f"{path} already exists; pass --force to overwrite it", EXIT_USAGE)
+    text = preset_text(args.preset) if args.preset else render_team_file()
+    path.write_text(text, encoding="utf-8")
+    print(f"mcp-team: wrote {path}" + (f" (preset {args.preset})" if args.preset else ""), file=sys.stderr)
+    return EXIT_OK
+
+
+def check_command(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from mcp_team.errors import ConfigError
+    from mcp_team.server.teamfile import load_team
+
+    if args.path and args.team and args.path != args.team:
+        return error(f"two team files given ({args.path} and --team {args.team}); check one at a time", EXIT_USAGE)
+    try:
+        spec = load_team(args.team or args.path)
+        team = spec.build(None, lenient=True)
+    except ConfigError as exc:
+        print(f"mcp-team: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    table = Table(title=f"{spec.source}: {len(team)} specialists, {spec.run_settings.mode} mode")
+    table.add_column("name", no_wrap=True)
+    table.add_column("description", ratio=3)
+    table.add_column("tools", ratio=1)
+    for column in ("max turns", "token budget", "model role"):
+        table.add_column(column, no_wrap=True)
+    grants = {s.name: s.tools for s in spec.model.specialists} if spec.model else {}
+    for s in team:
+        tools = grants.get(s.name) or [t.name for t in s.tools]
+        table.add_row(
+            s.name, s.description, ", ".join(tools) or "-", str(s.max_turns), str(s.max_tokens or "-"), s.model_role
+        )
+    console = Console()
+    if not console.is_terminal:
+        console.width = 140  # piped or captured: rich would assume 80 columns
+    console.print(table)
+    if spec.mcp_servers:
+        print("MCP servers: " + ", ".join(m.name for m in spec.mcp_servers))
+    return EXIT_OK

@@ -1,0 +1,34 @@
+"""A run's events as MCP progress notifications (and a warning log message when a handoff fails).
+
+Progress counts handoffs started and finished, and is sent without a total: how many handoffs a run takes is
+known only when it ends (the supervisor re-plans, failures are retried), and a total that grows as work
+appears would make a progress bar go backwards or show "done" before the end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from mcp_team.handoffs import RunEvent
+from mcp_team.server.log_level import send_log
+from mcp_team.server.sampling import CtxGetter
+
+ProgressSink = Callable[[RunEvent], Awaitable[None]]
+
+
+def progress_sink(get_ctx: CtxGetter) -> ProgressSink:
+    """An `on_event` callback for `Team.run` that reports progress on the calling request (whichever
+    request `get_ctx` gives, since a 2026-07-28 run moves from round to round)."""
+    last = 0
+
+    async def on_event(event: RunEvent) -> None:
+        nonlocal last
+        # Progress must grow with every notification: count starts and finishes.
+        progress = event.started + event.finished
+        if progress > last:
+            last = progress
+            await get_ctx().report_progress(progress, None, event.message)
+        if event.kind == "handoff_finished" and event.record is not None and event.record.status != "completed":
+            await send_log(get_ctx(), "warning", f"{event.record.target} {event.record.status}: {event.record.error}")
+
+    return on_event

@@ -1,0 +1,54 @@
+"""The team's prompts, so a client's own model can play each role: `supervisor` and one per specialist.
+
+No `from __future__ import annotations` here: the SDK reads these signatures at runtime to build
+the prompts' arguments.
+"""
+
+from collections.abc import Callable
+from typing import Annotated
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.prompts.base import Prompt, UserMessage
+from pydantic import Field
+
+from mcp_team.handoffs.prompts import SUPERVISOR_INSTRUCTIONS, describe_team
+from mcp_team.server.state import ServerState
+from mcp_team.specialists import Specialist, handoff_message
+
+
+def supervisor_prompt(state: ServerState) -> Callable[[str], list[UserMessage]]:
+    """The supervisor's instructions for the current team (read at each `prompts/get`, so a reload shows)."""
+
+    def supervisor(request: Annotated[str, Field(description="The request to orchestrate.")]) -> list[UserMessage]:
+        system = SUPERVISOR_INSTRUCTIONS.format(team=describe_team(state.specialists))
+        return [
+            UserMessage(
+                f"{system}\n\nIf your client exposes this server's tools, each specialist is a tool named after "
+                f"it.\n\nRequest:\n{request}"
+            )
+        ]
+
+    return supervisor
+
+
+def specialist_prompt(specialist: Specialist) -> Callable[..., list[UserMessage]]:
+    """A specialist's instructions with a task (and its context) handed over as the team would."""
+
+    def prompt(
+        task: Annotated[str, Field(description="The task for this specialist.")],
+        context: Annotated[str, Field(description="Context the task needs.")] = "",
+    ) -> list[UserMessage]:
+        return [UserMessage(f"{specialist.instructions}\n\n{handoff_message(task, context)}")]
+
+    return prompt
+
+
+def add_supervisor_prompt(server: MCPServer[ServerState], state: ServerState) -> None:
+    """The `supervisor` prompt; the specialists' prompts come and go with the team (see `registry`)."""
+    server.add_prompt(
+        Prompt.from_function(
+            supervisor_prompt(state),
+            name="supervisor",
+            description="Play the supervisor: plan and delegate a request.",
+        )
+    )

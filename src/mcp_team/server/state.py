@@ -1,0 +1,150 @@
+"""What the server holds for its lifetime (`ServerState`) and how a call gets a model.
+
+`ServerState` is the lifespan context that every tool, prompt, resource and middleware reads: the model
+settings, the current team and its external MCP servers, the run records, and the 2025-era sessions
+to tell when the team changes.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import anyio
+from anyio.abc import TaskGroup, TaskStatus
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.subscriptions import InMemorySubscriptionBus, PromptsListChanged, ToolsListChanged
+from mcp_types import InputRequiredResult
+
+from mcp_team.errors import ConfigError
+from mcp_team.handoffs import RunResult, RunSettings, Team
+from mcp_team.llm import ModelSet
+from mcp_team.llm.settings import ModelSettings, build_models
+from mcp_team.server.limits import RunSlots, ServerLimits
+from mcp_team.server.sampling import CtxGetter, RoundRunner, SamplingModel, can_sample_in_rounds, can_sample_now
+from mcp_team.server.store import MemoryRunStore, RunStore
+from mcp_team.server.teamfile import TeamSpec
+from mcp_team.specialists import Specialist
+from mcp_team.specialists.mcp_tools import McpServerConfig, McpToolPool
+from mcp_team.telemetry.content import redact_value
+
+T = TypeVar("T")
+
+
+@dataclass
+class ServerState:
+    """What the server holds for its lifetime: settings, the current team, the model (built lazily), the
+    external MCP servers, run records, and the client sessions to tell when the team changes."""
+
+    model_settings: ModelSettings
+    team: TeamSpec
+    store: RunStore = field(default_factory=MemoryRunStore)
+    bus: InMemorySubscriptionBus = field(default_factory=InMemorySubscriptionBus)
+    rounds: RoundRunner = field(default_factory=RoundRunner)
+    pool: McpToolPool | None = None
+    specialists: tuple[Specialist, ...] = ()
+    run_settings: RunSettings = field(default_factory=RunSettings)
+    sessions: weakref.WeakSet[Any] = field(default_factory=weakref.WeakSet)
+    registered: list[str] = field(default_factory=list)  # the per-specialist tool and prompt names on the server
+    limits: ServerLimits = field(default_factory=ServerLimits)
+    slots: RunSlots = field(default_factory=RunSlots)
+    _models: ModelSet | None = None
+    _pool_stop: anyio.Event | None = None
+
+    async def load(self, team: TeamSpec, task_group: TaskGroup) -> None:
+        """Make `team` current: (re)start its MCP servers if they changed and build its specialists. On a
+        `ConfigError` the current team and its servers stay."""
+        pool, stop = self.pool, self._pool_stop
+        fresh = stop is None or team.mcp_servers != self.team.mcp_servers
+        if fresh:
+            pool, stop = None, anyio.Event()
+            if team.mcp_servers:
+                # Each pool lives in a task of its own: its sessions must be entered and left in one task.
+                pool, stop = await task_group.start(_run_pool, team.mcp_servers)
+        try:
+            specialists = team.build(pool)
+        except ConfigError:
+            if fresh and stop is not None:
+                stop.set()  # keep the current team and its servers
+            raise
+        if fresh and self._pool_stop is not None:
+            self._pool_stop.set()
+        self.pool, self._pool_stop = pool, stop
+        self.team, self.specialists, self.run_settings = team, specialists, team.run_settings
+
+    def close_pool(self) -> None:
+        if self._pool_stop is not None:
+            self._pool_stop.set()
+
+    def save_run(self, run: RunResult) -> None:
+        """Keep a run's record, with any secret that slipped into its text redacted."""
+        self.store.save(RunResult.model_validate(redact_value(run.model_dump(mode="json"))))
+
+    async def announce_change(self) -> None:
+        """Tell clients the tool and prompt lists changed: 2025 sessions by notification, 2026 by the bus."""
+        await self.bus.publish(ToolsListChanged())
+        await self.bus.publish(PromptsListChanged())
+        for session in list(self.sessions):
+            try:
+                await session.send_tool_list_changed()
+                await session.send_prompt_list_changed()
+            except Exception:  # a connection that went away since
+                self.sessions.discard(session)
+
+    def configured_models(self) -> ModelSet | None:
+        """The server's own model (built on first use, off the initialize path), if one is configured."""
+        settings = self.model_settings
+        if settings.configured_backend() in (None, "sampling"):
+            return None
+        if self._models is None:
+            try:
+                self._models = build_models(settings)
+            except ConfigError as exc:
+                raise ToolError(f"mcp-team is misconfigured: {exc}") from None
+        return self._models
+
+    async def execute(
+        self, ctx: Context[Any, Any], work: Callable[[Team, CtxGetter], Awaitable[T]]
+    ) -> T | InputRequiredResult:
+        """Run `work` on the configured model, or on the client's model through sampling."""
+
+        specialists, run_settings = self.specialists, self.run_settings  # a reload mid-call must not mix teams
+        work = self.slots.guarded(work, self.limits.max_runs)  # busy beyond MCP_TEAM_MAX_RUNS
+
+        def team(models: ModelSet) -> Team:
+            return Team(models, specialists, run_settings)
+
+        models = self.configured_models()
+        if models is not None:
+            return await work(team(models), lambda: ctx)
+        if can_sample_now(ctx):
+            return await work(
+                team(ModelSet.single(SamplingModel(ctx), self.model_settings.max_concurrency)), lambda: ctx
+            )
+        if can_sample_in_rounds(ctx):
+            return await self.rounds.run(
+                ctx, self.model_settings.max_concurrency, lambda m, get_ctx: work(team(m), get_ctx)
+            )
+        raise ToolError(
+            "no model is available for this call. Either configure one for the server (set ANTHROPIC_API_KEY, "
+            "or MCP_TEAM_MODEL=offline for deterministic offline answers, in the server's env), or call from a client "
+            "that supports MCP sampling with tools."
+        )
+
+
+def state_of(ctx: Context[Any, Any]) -> ServerState:
+    """The server's state, from a tool's or prompt's context."""
+    state: ServerState = ctx.request_context.lifespan_context
+    return state
+
+
+async def _run_pool(
+    configs: list[McpServerConfig], *, task_status: TaskStatus[tuple[McpToolPool, anyio.Event]]
+) -> None:
+    stop = anyio.Event()
+    async with McpToolPool(configs) as pool:
+        task_status.started((pool, stop))
+        await stop.wait()

@@ -1,0 +1,131 @@
+"""The team's tools: `run_team`, `plan_team`, and one tool per specialist.
+
+No `from __future__ import annotations` here: the SDK reads these signatures at runtime to build
+the tools' JSON schemas.
+"""
+
+import functools
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import InputRequiredResult, ToolAnnotations
+from pydantic import Field
+
+from mcp_team.evals.recordings import record_run
+from mcp_team.handoffs import Plan, PlanError, RunResult, Team
+from mcp_team.server.limits import client_budgets
+from mcp_team.server.progress import progress_sink
+from mcp_team.server.sampling import CtxGetter
+from mcp_team.server.state import ServerState, state_of
+from mcp_team.server.views import RUN_VIEW_META, live_record
+from mcp_team.specialists import Specialist, SpecialistResult
+
+READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=False, open_world_hint=True)
+SpecialistTool = Callable[..., Awaitable[SpecialistResult | InputRequiredResult]]
+
+
+async def run_team(
+    request: Annotated[str, Field(description="What the team should do, in plain language.", min_length=1)],
+    ctx: Context[Any, Any],
+    mode: Annotated[
+        Literal["adaptive", "planned"] | None,
+        Field(description="adaptive (default): the supervisor re-plans after each round; planned: plan first."),
+    ] = None,
+    max_handoffs: Annotated[int | None, Field(ge=1, description="Cap on handoffs, retries included.")] = None,
+    max_model_calls: Annotated[int | None, Field(ge=2, description="Cap on model calls.")] = None,
+    max_tokens: Annotated[int | None, Field(ge=1, description="Cap on tokens over all calls.")] = None,
+    deadline_seconds: Annotated[
+        float | None, Field(gt=0, allow_inf_nan=False, description="Wall-clock limit in seconds.")
+    ] = None,
+) -> RunResult | InputRequiredResult:
+    """Run a request through the supervisor and its specialists and return one answer.
+
+    The result lists every handoff, any failures and token usage; `status` is complete, partial (the
+    answer says what is missing) or failed."""
+    state = state_of(ctx)
+    if not request.strip():
+        raise ToolError("'request' is empty: say what the team should do")
+    state.limits.check_request(request)
+    budgets = client_budgets(
+        state.run_settings.budgets,
+        max_handoffs=max_handoffs,
+        max_model_calls=max_model_calls,
+        max_tokens=max_tokens,
+        deadline_seconds=deadline_seconds,
+    )
+
+    async def work(team: Team, get_ctx: CtxGetter) -> RunResult:
+        run = functools.partial(
+            team.run,
+            mode=mode,
+            budgets=budgets,
+            on_event=live_record(state.save_run, progress_sink(get_ctx)),
+            on_finish=state.save_run,
+        )
+        if state.model_settings.record_dir:  # MCP_TEAM_RECORD_DIR: every run to <dir>/<run id>.jsonl
+            run_id = uuid.uuid4().hex
+            path = Path(state.model_settings.record_dir) / f"{run_id}.jsonl"
+            return await record_run(team, path, request, run_id=run_id, **run.keywords)
+        return await run(request)
+
+    result = await state.execute(ctx, work)
+    if isinstance(result, InputRequiredResult):
+        return result
+    if result.status == "failed":
+        reasons = "; ".join(f"{f.specialist}: {f.kind}: {f.reason}" for f in result.failures if not f.recovered)
+        raise ToolError(
+            f"the team could not answer (run {result.run_id}, see team://runs/{result.run_id}). "
+            f"{reasons or result.answer}"
+        )
+    return result
+
+
+async def plan_team(
+    request: Annotated[str, Field(description="The request to plan.", min_length=1)],
+    ctx: Context[Any, Any],
+) -> Plan | InputRequiredResult:
+    """Show the validated plan the team would run for a request (tasks, specialists, dependencies), without
+    running it."""
+    state_of(ctx).limits.check_request(request)
+    try:
+        return await state_of(ctx).execute(ctx, lambda team, _get_ctx: team.plan(request))
+    except PlanError as exc:
+        raise ToolError(str(exc)) from None
+
+
+def specialist_tool(specialist: Specialist) -> SpecialistTool:
+    """The tool that hands one self-contained task to `specialist`."""
+
+    async def call(
+        task: Annotated[
+            str, Field(description="The task, self-contained: the specialist sees nothing else.", min_length=1)
+        ],
+        ctx: Context[Any, Any],
+        context: Annotated[str, Field(description="Facts or earlier results the task needs.")] = "",
+    ) -> SpecialistResult | InputRequiredResult:
+        state_of(ctx).limits.check_task(task, context)
+        await ctx.report_progress(0, 1, f"{specialist.name}: {task[:100]}")
+        result = await state_of(ctx).execute(ctx, lambda team, _get_ctx: team.ask(specialist.name, task, context))
+        if isinstance(result, InputRequiredResult):
+            return result
+        await ctx.report_progress(1, 1, f"{specialist.name} {result.status}")
+        if result.status == "failed":
+            raise ToolError(f"{specialist.name} failed ({result.error_type}): {result.error}")
+        return result
+
+    return call
+
+
+def add_team_tools(server: MCPServer[ServerState]) -> None:
+    """`run_team` and `plan_team`; the specialists' tools come and go with the team (see `registry`)."""
+    server.add_tool(run_team, name="run_team", title="Run the team", annotations=READ_ONLY, meta=RUN_VIEW_META)
+    server.add_tool(
+        plan_team,
+        name="plan_team",
+        title="Plan a request",
+        annotations=ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False),
+    )

@@ -1,0 +1,115 @@
+"""What the tests that talk to a real `mcp-team` process share: where the command is, the environment a
+child gets, the hand-written MCP handshake, and free ports.
+
+Everything here works per process, so it is safe under pytest-xdist: nothing uses a fixed port or file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx2
+
+MCP_TEAM = str(Path(sys.executable).parent / "mcp-team")
+
+# Variables of the machine running the tests that would change what a child does: the model backends and
+# their keys, mcp-team's own settings, and tracing (an OTEL_* variable would turn tracing on in a child
+# whose test expects it off, or send its spans to the developer's collector).
+SCRUBBED_PREFIXES = ("ANTHROPIC_", "OPENAI_", "MCP_TEAM_", "OTEL_")
+
+# A guard against a hang, never a speed claim: waits that must end get this long, far more than a loaded
+# machine needs, and less than pytest-timeout, so a hang fails with a message saying what was awaited.
+HANG_GUARD = 60.0
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """The test process's environment without `SCRUBBED_PREFIXES`, unbuffered, plus `extra`."""
+    env = {k: v for k, v in os.environ.items() if not k.upper().startswith(SCRUBBED_PREFIXES)}
+    env["PYTHONUNBUFFERED"] = "1"  # a child's output arrives as it is written, even if the child is killed
+    return {**env, **extra}
+
+
+def initialize(protocol_version: str = "2025-11-25", request_id: int = 1) -> dict[str, Any]:
+    """The `initialize` request a 2025-era client sends first."""
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": protocol_version,
+            "capabilities": {},
+            "clientInfo": {"name": "tests", "version": "1"},
+        },
+    }
+
+
+INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+
+
+def stdio_lines(*messages: dict[str, Any]) -> str:
+    """Messages as the stdio transport frames them: one JSON object per line."""
+    return "".join(json.dumps(m) + "\n" for m in messages)
+
+
+def free_port() -> int:
+    """A port that was free a moment ago (the OS picks it). For a port nothing listens on, or to hand to a
+    child, which must cope with losing a race for it (see `serve_http`)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def serve_http(*args: str, env: dict[str, str], attempts: int = 3) -> Iterator[str]:
+    """`mcp-team serve --http` on a free port, up and healthy; yields its base URL, stops it after.
+
+    Another process (an xdist worker, a neighbour's test) can take the port between `free_port` and the
+    child's bind: the child then exits, and this tries a new port. Its stderr goes to a file, which never
+    fills up and blocks the server the way an unread pipe can."""
+    failures: list[str] = []
+    for _ in range(attempts):
+        port = free_port()
+        with tempfile.TemporaryFile() as stderr:
+            proc = subprocess.Popen(
+                [MCP_TEAM, "serve", "--http", "--port", str(port), *args],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+            )
+            base = f"http://127.0.0.1:{port}"
+            if _wait_healthy(base, proc):
+                try:
+                    yield base
+                finally:
+                    proc.terminate()
+                    proc.wait(timeout=HANG_GUARD)
+                return
+            proc.kill()
+            proc.wait(timeout=HANG_GUARD)
+            stderr.seek(0)
+            failures.append(stderr.read().decode(errors="replace"))
+        if "address already in use" not in failures[-1]:
+            break
+    raise RuntimeError("mcp-team serve --http did not start:\n" + "\n---\n".join(failures))
+
+
+def _wait_healthy(base: str, proc: subprocess.Popen[bytes]) -> bool:
+    deadline = time.monotonic() + HANG_GUARD
+    while proc.poll() is None and time.monotonic() < deadline:
+        try:
+            if httpx2.get(f"{base}/healthz", timeout=1).status_code == 200:
+                return True
+        except httpx2.TransportError:
+            pass
+        time.sleep(0.1)
+    return False

@@ -1,0 +1,602 @@
+"""Issue 11: one test per defect, each through a real client (`mcp-team serve` over stdio or HTTP, or the
+`mcp-team` command), on both protocol revisions where the revision matters.
+
+A defect not fixed yet is a strict xfail whose reason names the root cause and where the fix goes, so the
+test turns the suite red the moment it passes (remove the marker then). Tests without a marker guard a
+defect fixed on this branch.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import tempfile
+from collections.abc import AsyncIterator, Awaitable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, TextIO, cast
+
+import anyio
+import httpx2
+import mcp_types as types
+import pytest
+from mcp import Client, MCPError, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from opentelemetry import trace
+
+from support import HANG_GUARD, INITIALIZED, MCP_TEAM, clean_env, free_port, initialize, serve_http, stdio_lines
+
+pytestmark = [pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")]
+
+REVISIONS = pytest.mark.parametrize("mode", ["legacy", "auto"], ids=["2025-11-25", "2026-07-28"])
+REQUEST = "Research bees, calculate 2+2 and write a report, then review it"
+ECHO_SERVER = Path(__file__).parent / "fixtures" / "echo_mcp_server.py"
+PING = {"jsonrpc": "2.0", "id": 99, "method": "ping"}
+
+
+def xfail(reason: str) -> pytest.MarkDecorator:
+    return pytest.mark.xfail(strict=True, reason=reason)
+
+
+@asynccontextmanager
+async def serve(mode: str, *args: str, model: str | None = "offline", **kw: Any) -> AsyncIterator[tuple[Client, Path]]:
+    """`mcp-team serve [args]` over stdio, as Claude Desktop starts it; yields the client and its stderr file."""
+    env = clean_env(**({"MCP_TEAM_MODEL": model} if model else {}), **kw.pop("env", {}))
+    with tempfile.NamedTemporaryFile("w+", suffix=".log") as errlog:
+        params = StdioServerParameters(command=MCP_TEAM, args=["serve", *args], env=env)
+        async with Client(stdio_client(params, errlog=cast(TextIO, errlog)), mode=mode, **kw) as client:
+            yield client, Path(errlog.name)
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [MCP_TEAM, *args],
+        capture_output=True,
+        text=True,
+        timeout=HANG_GUARD,
+        env=clean_env(MCP_TEAM_MODEL="offline", **(env or {})),
+    )
+
+
+def run_json(*args: str) -> dict[str, Any]:
+    proc = run_cli("run", "--json", *args)
+    assert proc.stdout, proc.stderr
+    result: dict[str, Any] = json.loads(proc.stdout)
+    return result
+
+
+def raw_stdio(*lines: str) -> list[dict[str, Any]]:
+    """The handshake, `lines`, then a ping, over `mcp-team serve`'s stdio; every answer. The ping's answer
+    proves the server read everything before it."""
+    text = stdio_lines(initialize(), INITIALIZED) + "".join(line + "\n" for line in lines) + stdio_lines(PING)
+    proc = subprocess.run(
+        [MCP_TEAM, "serve"], input=text, capture_output=True, text=True, timeout=HANG_GUARD,
+        env=clean_env(MCP_TEAM_MODEL="offline"),
+    )  # fmt: skip
+    return [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+
+
+async def mcp_error(call: Awaitable[Any]) -> MCPError:
+    """The MCPError `call` raises. Asserting outside `serve` keeps a failure out of the client's task group."""
+    try:
+        await call
+    except MCPError as exc:
+        return exc
+    return MCPError(0, "no error: the call succeeded")
+
+
+def text_of(result: types.CallToolResult) -> str:
+    return " ".join(c.text for c in result.content if isinstance(c, types.TextContent))
+
+
+async def runs(client: Client) -> list[dict[str, Any]]:
+    contents = (await client.read_resource("team://runs")).contents[0]
+    assert isinstance(contents, types.TextResourceContents)
+    found: list[dict[str, Any]] = json.loads(contents.text)["runs"]
+    return found
+
+
+# --- first list -----------------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_logging_capability_and_set_level_on_2025() -> None:
+    """Fixed here: server/log_level.py handles logging/setLevel, which also declares the capability."""
+    async with serve("legacy") as (client, _):
+        assert client.server_capabilities.logging is not None
+        assert isinstance(await client.set_logging_level("error"), types.EmptyResult)  # was -32601
+
+
+@pytest.mark.anyio
+async def test_no_log_below_the_level_asked_for_on_2025() -> None:
+    logs: list[str] = []
+
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        logs.append(params.level)
+
+    fault = ("--fault", "server_error:researcher:1")
+    async with serve("legacy", *fault, logging_callback=on_log) as (client, _):
+        await client.set_logging_level("error")
+        await client.call_tool("run_team", {"request": REQUEST})
+    assert "warning" not in logs
+    async with serve("legacy", *fault, logging_callback=on_log) as (client, _):
+        await client.set_logging_level("info")
+        await client.call_tool("run_team", {"request": REQUEST})
+    assert "warning" in logs  # the failed handoff is logged to a client that asked for it
+
+
+@pytest.mark.anyio
+async def test_no_log_below_the_level_asked_for_on_2026() -> None:
+    """2026-07-28: the per-request opt-in (`io.modelcontextprotocol/logLevel`) is honoured by the SDK."""
+    logs: list[str] = []
+
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        logs.append(params.level)
+
+    fault = ("--fault", "server_error:researcher:1")
+    async with serve("auto", *fault, logging_callback=on_log) as (client, _):  # no opt-in: no log at all
+        await client.call_tool("run_team", {"request": REQUEST})
+    assert logs == []
+    async with serve("auto", *fault, logging_callback=on_log, log_level="error") as (client, _):
+        await client.call_tool("run_team", {"request": REQUEST})
+    assert logs == []
+    async with serve("auto", *fault, logging_callback=on_log, log_level="warning") as (client, _):
+        await client.call_tool("run_team", {"request": REQUEST})
+    assert "warning" in logs
+
+
+@REVISIONS
+@pytest.mark.anyio
+async def test_unknown_prompt_is_invalid_params_naming_it(mode: str) -> None:
+    """Fixed here: server/strict.py checks prompts/get before the SDK's handler (which raised ValueError)."""
+    async with serve(mode) as (client, errlog):
+        error = await mcp_error(client.get_prompt("nope", {}))
+        log = errlog.read_text()
+    assert error.code == types.INVALID_PARAMS
+    assert "nope" in error.message and "supervisor" in error.message  # what exists
+    assert "Traceback" not in log
+
+
+@REVISIONS
+@pytest.mark.anyio
+async def test_missing_prompt_argument_is_invalid_params_naming_it(mode: str) -> None:
+    async with serve(mode) as (client, errlog):
+        error = await mcp_error(client.get_prompt("researcher", {}))
+        log = errlog.read_text()
+    assert error.code == types.INVALID_PARAMS and "task" in error.message
+    assert "Traceback" not in log
+
+
+@REVISIONS
+@pytest.mark.anyio
+async def test_progress_never_goes_backwards_nor_reaches_done_early(mode: str) -> None:
+    seen: list[tuple[float, float | None]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, total))
+
+    async with serve(mode) as (client, _):
+        await client.call_tool("run_team", {"request": REQUEST}, progress_callback=on_progress)
+    ratios = [p / t for p, t in seen if t]
+    assert len(seen) > 3
+    assert [p for p, _ in seen] == sorted({p for p, _ in seen}), seen  # strictly increasing
+    assert ratios == sorted(ratios), seen
+    assert all(r < 1 for r in ratios[:-1]), seen
+
+
+@pytest.mark.anyio
+async def test_a_1mb_request_is_refused_before_any_model_call() -> None:
+    """Fixed here: server/limits.py ServerLimits (MCP_TEAM_MAX_REQUEST_CHARS), checked by the tools."""
+    async with serve("legacy") as (client, _):
+        result = await client.call_tool("run_team", {"request": "Research bees. " + "x" * 1_000_000})
+        assert result.is_error and "limit" in text_of(result)
+        assert await runs(client) == []  # refused before the run started: nothing was spent
+
+
+@pytest.mark.anyio
+async def test_a_1mb_context_is_refused() -> None:
+    async with serve("legacy") as (client, _):
+        result = await client.call_tool("researcher", {"task": "Summarize", "context": "y" * 1_000_000})
+    assert result.is_error and "limit" in text_of(result)
+
+
+def test_http_messages_over_the_limit_get_413() -> None:
+    """The SDK answers 413 above `max_request_body_size`; http.py passes MCP_TEAM_MAX_MESSAGE_BYTES to it."""
+    env = clean_env(MCP_TEAM_MODEL="offline", MCP_TEAM_MAX_MESSAGE_BYTES="65536")
+    with serve_http(env=env) as base:
+        headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+        big = {**initialize(), "params": {**initialize()["params"], "pad": "x" * 70_000}}
+        assert httpx2.post(f"{base}/mcp", json=big, headers=headers, timeout=HANG_GUARD).status_code == 413
+        assert httpx2.post(f"{base}/mcp", json=initialize(), headers=headers, timeout=HANG_GUARD).status_code == 200
+
+
+def test_stdio_message_size_limit() -> None:
+    """Fixed here: `mcp-team serve` serves stdio through the gate (server/stdio.py serve_stdio)."""
+    line = json.dumps({"jsonrpc": "2.0", "id": 8, "method": "ping", "params": {"pad": "x" * 5_000_000}})
+    answers = raw_stdio(line)
+    assert answers[1]["error"]["code"] == -32600 and "limit" in answers[1]["error"]["message"]
+
+
+@REVISIONS
+@pytest.mark.anyio
+async def test_unknown_tool_arguments_are_refused_naming_them(mode: str) -> None:
+    """Fixed here: server/strict.py compares the arguments with the tool's input schema (the SDK dropped
+    unknown ones), and the schemas say additionalProperties: false."""
+    async with serve(mode) as (client, _):
+        result = await client.call_tool("run_team", {"request": "Research bees", "max_handofs": 3})
+        schemas = [t.input_schema for t in (await client.list_tools()).tools]
+    assert result.is_error
+    assert "max_handofs" in text_of(result) and "max_handoffs" in text_of(result)
+    assert schemas and all(s["additionalProperties"] is False for s in schemas)
+
+
+async def _sampling_answer(context: Any, params: types.CreateMessageRequestParams) -> Any:
+    SEEN_SAMPLING.append(params)
+    text = types.TextContent(type="text", text="Bees pollinate.")
+    if params.tools:
+        return types.CreateMessageResultWithTools(role="assistant", model="client-model", content=[text])
+    return types.CreateMessageResult(role="assistant", model="client-model", content=text)
+
+
+SEEN_SAMPLING: list[types.CreateMessageRequestParams] = []
+
+
+@REVISIONS
+@pytest.mark.anyio
+async def test_no_tool_choice_for_a_specialist_without_tools(mode: str) -> None:
+    """Fixed here: server/sampling.py SamplingModel.complete forced ToolChoice(auto) when a call had no tools."""
+    SEEN_SAMPLING.clear()
+    capabilities = types.SamplingCapability(tools=types.SamplingToolsCapability())
+    async with serve(mode, model=None, sampling_callback=_sampling_answer, sampling_capabilities=capabilities) as (
+        client,
+        _,
+    ):
+        result = await client.call_tool("researcher", {"task": "Why do bees matter?"})
+    assert not result.is_error, text_of(result)
+    assert SEEN_SAMPLING and all(p.tools is None and p.tool_choice is None for p in SEEN_SAMPLING)
+
+
+# --- second list ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "override",
+    [{"max_tokens": 2**70}, {"max_handoffs": 10**12}, {"deadline_seconds": "inf"}, {"max_model_calls": 10**9}],
+    ids=["max_tokens", "max_handoffs", "deadline", "max_model_calls"],
+)
+@pytest.mark.anyio
+async def test_a_client_cannot_lift_the_operators_budgets(override: dict[str, Any]) -> None:
+    """Fixed here: server/limits.py client_budgets caps each override at the team's budget; the deadline is
+    declared allow_inf_nan=False."""
+    async with serve("legacy") as (client, _):
+        result = await client.call_tool("run_team", {"request": "Research bees", **override})
+    assert result.is_error and next(iter(override)) in text_of(result)
+
+
+@pytest.mark.anyio
+async def test_a_client_may_lower_the_budgets() -> None:
+    async with serve("legacy") as (client, _):
+        result = await client.call_tool("run_team", {"request": REQUEST, "max_handoffs": 1})
+    assert not result.is_error, text_of(result)
+    started = [h for h in result.structured_content["handoffs"] if h["status"] != "refused"]
+    assert len(started) == 1 and "handoff budget (1)" in result.structured_content["stopped_by"]
+
+
+@xfail(
+    "handoffs/supervisor.py run_adaptive and handoffs/planner.py make_plan call llm.call.chat once per turn; a "
+    "ModelError there ends the run, while specialists' failures are retried by the executor. Fix in the engine: "
+    "one retry policy (backoff, then the fallback model, then a partial answer) wrapping the supervisor's and "
+    "planner's chat calls too"
+)
+@pytest.mark.parametrize("mode", ["adaptive", "planned"])
+@pytest.mark.parametrize("fault", ["rate_limit", "server_error", "overloaded", "timeout"])
+def test_one_transient_supervisor_error_is_retried(mode: str, fault: str) -> None:
+    extra = ["--deadline", "30"] if fault == "timeout" else []  # the offline timeout fault never returns
+    result = run_json("--mode", mode, "--fault", f"{fault}:supervisor:1", *extra, REQUEST)
+    assert result["status"] == "complete" and result["handoffs"], result["answer"]
+
+
+@xfail(
+    "handoffs/budget.py checks tokens only before a call (charge_call) and never estimates the call's input, "
+    "so one call can overshoot by its whole prompt; planned mode's planner and synthesis (handoffs/planner.py, "
+    "executor.synthesize) spend past the limit and `stopped_by` stays null. Fix in the budget: refuse a call "
+    "whose estimated input alone exceeds what is left, and set exhausted/stopped_by when usage passes the limit"
+)
+def test_planned_mode_stays_within_the_token_budget_and_says_it_stopped() -> None:
+    result = run_json("--mode", "planned", "--max-tokens", "500", REQUEST)
+    total = result["usage"]["total"]
+    assert total["input_tokens"] + total["output_tokens"] <= 500, total
+    assert result["stopped_by"] and "token" in result["stopped_by"]
+
+
+@xfail(
+    "the supervisor's first call takes the budget's only ordinary call (Budget.before_call keeps 1 in "
+    "reserve), then the run finds no completed work and never spends the reserved call on a closing answer "
+    "(handoffs/team.py _orchestrate synthesizes only `if _completed(ctx)`). Fix: spend the reserved call on "
+    "the closing synthesis (or refuse max_model_calls below what a run needs, with a clear error)"
+)
+def test_the_reserved_closing_call_is_used() -> None:
+    result = run_json("--max-model-calls", "2", REQUEST)
+    assert result["usage"]["model_calls"] == 2, result["usage"]
+
+
+@pytest.mark.parametrize(
+    ("line", "request_id", "code"),
+    [
+        ('{"jsonrpc":"2.0","id":5,"method":"tools/call","params":"x"}', 5, -32602),
+        ("[" * 100_000 + "]" * 100_000, None, -32700),
+        ("hello, server", None, -32700),
+        ('{"jsonrpc": "2.0", "id": 3, "method": ', None, -32700),
+    ],
+    ids=["params-x", "deep-nesting", "garbage", "invalid-json"],
+)
+def test_stdio_answers_every_bad_line(line: str, request_id: int | None, code: int) -> None:
+    answers = raw_stdio(line)
+    assert [(a.get("id"), a.get("error", {}).get("code")) for a in answers[1:-1]] == [(request_id, code)]
+    assert answers[-1]["id"] == 99
+
+
+def _team_file(tmp: Path, secret: str) -> Path:
+    """A team whose external MCP server gets `secret` in its env: a value mcp-team must never show."""
+    path = tmp / "team.toml"
+    path.write_text(
+        f"""
+[[mcp_servers]]
+name = "echo"
+command = {json.dumps(sys.executable)}
+args = [{json.dumps(str(ECHO_SERVER))}]
+env = {{ ECHO_TOKEN = {json.dumps(secret)} }}
+
+[[specialists]]
+name = "researcher"
+description = "Finds facts."
+prompt = "Find facts."
+tools = ["echo/echo"]
+
+[[specialists]]
+name = "writer"
+description = "Writes reports."
+prompt = "Write."
+"""
+    )
+    return path
+
+
+@pytest.mark.anyio
+async def test_the_run_team_result_is_redacted(tmp_path: Path) -> None:
+    """Fixed here: server/middleware.py redact_tool_results redacts every tool result (run_team returned the
+    engine's RunResult unredacted; only the stored record was)."""
+    secret = "tok-9f8e7d6c5b4a3921"
+    async with serve("legacy", "--team", str(_team_file(tmp_path, secret))) as (client, _):
+        result = await client.call_tool("run_team", {"request": f"Research the token {secret} and write it up"})
+        record = (await client.read_resource(f"team://runs/{result.structured_content['run_id']}")).contents[0]
+        own = await client.call_tool("researcher", {"task": f"Research the token {secret}"})
+    assert isinstance(record, types.TextResourceContents) and secret not in record.text  # the record is redacted
+    assert secret not in json.dumps(result.structured_content) and secret not in text_of(result)
+    assert not own.is_error and "[redacted]" in text_of(own) and secret not in text_of(own)  # a specialist's tool
+
+
+@pytest.mark.anyio
+async def test_short_secrets_are_redacted_and_the_operator_warned(tmp_path: Path) -> None:
+    """Fixed here: telemetry/content.py register_secret ignored secrets under 8 characters without a word."""
+    secret = "k9x2q7"
+    async with serve("legacy", "--team", str(_team_file(tmp_path, secret))) as (client, errlog):
+        result = await client.call_tool("run_team", {"request": f"Research the code {secret} and write it up"})
+        record = (await client.read_resource(f"team://runs/{result.structured_content['run_id']}")).contents[0]
+        warnings = errlog.read_text()
+    assert isinstance(record, types.TextResourceContents) and secret not in record.text
+    assert "short" in warnings and secret not in warnings
+
+
+def test_an_empty_http_token_is_refused_at_start_up() -> None:
+    """Fixed here: server/http.py HttpSettings accepted MCP_TEAM_HTTP_TOKEN="" (auth_for then required an
+    empty bearer token, or none at all)."""
+    proc = run_cli("serve", "--http", "--port", str(free_port()), env={"MCP_TEAM_HTTP_TOKEN": "  "})
+    assert proc.returncode == 2
+    assert "MCP_TEAM_HTTP_TOKEN" in proc.stderr and "empty" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@xfail(
+    "planned mode runs the review task once and never reads its verdict (handoffs/planner.py run_plan); "
+    "adaptive mode stops honouring REVISE after max_revisions but _orchestrate (handoffs/team.py) still sets "
+    "status complete. Fix in the engine: a final REVISE verdict makes the run partial, naming the review's "
+    "points as what is missing, in both modes"
+)
+@pytest.mark.parametrize("mode", ["adaptive", "planned"])
+def test_a_reviewer_still_asking_for_revision_is_not_complete(mode: str) -> None:
+    result = run_json("--mode", mode, "--fault", "revise:reviewer", REQUEST)
+    assert result["status"] == "partial", result["status"]
+
+
+@pytest.mark.parametrize("fault", ["unknown_specialist", "malformed_tool_call", "repeat_handoff"])
+def test_supervisor_fault_kinds_drive_planned_mode(fault: str) -> None:
+    result = run_json("--mode", "planned", "--fault", f"{fault}:supervisor:1", REQUEST)
+    assert result["failures"], "the fault left no trace: the planner never saw it"
+    # The plan went back for repair once, and the repaired plan ran.
+    assert [(f["kind"], f["recovered"]) for f in result["failures"]] == [("invalid_plan", True)]
+    assert result["status"] == "complete" and result["handoffs"]
+
+
+@xfail(
+    "RunSettings.call_timeout (180 s) is settable only in the team file; `mcp-team run`/`serve` have no "
+    "--call-timeout (server/cli.py build_parser, commands/ after the split). Fix: add the flag (and "
+    "MCP_TEAM_CALL_TIMEOUT), merged like the other overrides"
+)
+def test_call_timeout_is_a_cli_option() -> None:
+    proc = run_cli("run", "--json", "--call-timeout", "1", "--fault", "timeout:researcher", "Research bees")
+    assert proc.returncode in (0, 3), proc.stderr
+    assert any(f["kind"] == "timeout" for f in json.loads(proc.stdout)["failures"])
+
+
+@xfail(
+    "a specialist's own tool calls Team.ask (handoffs/team.py), which runs the specialist outside any run: "
+    "no RunResult, no save_run, no supervisor span, so no record and no trace file. Fix: Team.ask makes a "
+    "one-handoff run (run id, record with the handoff, on_finish) and server/app.py saves it like run_team"
+)
+@pytest.mark.anyio
+async def test_a_specialist_tool_call_leaves_a_run_record_and_a_trace_file(tmp_path: Path) -> None:
+    async with serve("legacy", "--trace-dir", str(tmp_path)) as (client, _):
+        result = await client.call_tool("researcher", {"task": "Why do bees matter?"})
+        assert not result.is_error
+        found = await runs(client)
+    assert len(found) == 1
+    assert (tmp_path / f"{found[0]['run_id']}.json").exists()
+
+
+@pytest.mark.anyio
+async def test_a_2026_sampling_run_writes_its_trace_file(tmp_path: Path) -> None:
+    """Fixed here: telemetry/jaeger.py TraceFileProcessor took the first round's tools/call span (stamped with
+    the run id, ended before the run) for the root's parent inside the run, so the root never counted as ended."""
+    capabilities = types.SamplingCapability(tools=types.SamplingToolsCapability())
+
+    async def client_model(context: Any, params: types.CreateMessageRequestParams) -> Any:
+        tools = {t.name for t in params.tools or []}
+        if "finalize" in tools:
+            call = types.ToolUseContent(type="tool_use", id="f1", name="finalize", input={"answer": "Bees matter."})
+            return types.CreateMessageResultWithTools(
+                role="assistant", model="client-model", content=[call], stop_reason="toolUse"
+            )
+        return types.CreateMessageResultWithTools(
+            role="assistant", model="client-model", content=[types.TextContent(type="text", text="Facts.")]
+        )
+
+    async with serve(
+        "auto", "--trace-dir", str(tmp_path), model=None, sampling_callback=client_model,
+        sampling_capabilities=capabilities,
+    ) as (client, _):  # fmt: skip
+        result = await client.call_tool("run_team", {"request": "Why do bees matter?"})
+    assert not result.is_error, text_of(result)
+    assert (tmp_path / f"{result.structured_content['run_id']}.json").exists()
+
+
+@pytest.mark.anyio
+async def test_a_served_runs_jaeger_file_has_no_dangling_parent(tmp_path: Path) -> None:
+    """Fixed here: telemetry/jaeger.py writes a run's spans without references to spans outside the file."""
+    tracer = trace.get_tracer("tests")
+    with tracer.start_as_current_span("client turn"):  # the SDK's client sends this span as traceparent
+        async with serve("legacy", "--trace-dir", str(tmp_path)) as (client, _):
+            result = await client.call_tool("run_team", {"request": "Research bees"})
+    data = json.loads((tmp_path / f"{result.structured_content['run_id']}.json").read_text())["data"][0]
+    ids = {s["spanID"] for s in data["spans"]}
+    dangling = [r for s in data["spans"] for r in s.get("references", []) if r["spanID"] not in ids]
+    assert not dangling
+
+
+@xfail(
+    "the executor writes notes for the next model into the task and the output it records: the retry's "
+    "'(Retry: the previous attempt failed ...)' (handoffs/executor.py) and the reviewer budget's "
+    "'[N revision(s) left in this run]' (handoffs/supervisor.py); the synthesis and fallback answers copy "
+    "them. Fix in the engine: keep such notes in the model's messages only, never in recorded output"
+)
+@pytest.mark.parametrize("fault", ["rate_limit:researcher:1", "revise:reviewer"])
+def test_engine_notes_do_not_leak_into_the_answer(fault: str) -> None:
+    answer = run_json("--fault", fault, REQUEST)["answer"]
+    assert "(Retry:" not in answer and not re.search(r"revision\(s\) left", answer), answer
+
+
+@xfail(
+    "server/cli.py _run builds Budgets(max_handoffs=..., ...) from the flags alone, replacing the team file's "
+    "budgets, while app.py run_team merges overrides over them. Fix: one merge function (e.g. "
+    "Budgets.with_overrides in handoffs/schema.py, capped as the client-budget test asks) used by both"
+)
+def test_run_flags_merge_over_the_team_files_budgets(tmp_path: Path) -> None:
+    team = tmp_path / "team.toml"
+    assert run_cli("init", str(team)).returncode == 0
+    team.write_text(team.read_text().replace("max_model_calls = 80", "max_model_calls = 3"))
+    result = run_json("--team", str(team), "--max-handoffs", "5", REQUEST)
+    assert result["usage"]["model_calls"] <= 3 and "model-call budget (3)" in (result["stopped_by"] or "")
+
+
+# --- what to build ----------------------------------------------------------------------------------
+
+
+@REVISIONS
+@pytest.mark.anyio
+async def test_unknown_tool_is_a_protocol_error_listing_the_tools(mode: str) -> None:
+    async with serve(mode) as (client, _):
+        error = await mcp_error(client.call_tool("nope", {}))
+    assert error.code == types.INVALID_PARAMS
+    assert "nope" in error.message and "run_team" in error.message
+
+
+@pytest.mark.parametrize(
+    ("mode", "code"),
+    [
+        pytest.param("legacy", -32002, id="2025-11-25"),
+        pytest.param("auto", types.INVALID_PARAMS, id="2026-07-28"),
+    ],
+)
+@pytest.mark.anyio
+async def test_unknown_resource_code_follows_the_revision(mode: str, code: int) -> None:
+    """Fixed here: server/strict.py answers -32002 on 2025-11-25 (the SDK said -32602 on every revision)."""
+    async with serve(mode) as (client, errlog):
+        error = await mcp_error(client.read_resource("team://runs/nope"))
+        unmatched = await mcp_error(client.read_resource("team://nope"))
+        log = errlog.read_text()
+    assert error.code == code and "nope" in error.message
+    assert unmatched.code == code and "team://specialists" in unmatched.message  # lists what exists
+    assert "Traceback" not in log
+
+
+@pytest.mark.anyio
+async def test_concurrent_runs_beyond_the_limit_are_told_to_retry_later() -> None:
+    env = {"MCP_TEAM_MAX_RUNS": "1", "MCP_TEAM_OFFLINE_LATENCY_MS": "200"}
+    outcomes: list[types.CallToolResult] = []
+    async with serve("legacy", env=env) as (client, _):
+
+        async def one() -> None:
+            outcomes.append(await client.call_tool("run_team", {"request": "Research bees"}))
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(3):
+                tg.start_soon(one)
+    busy = [r for r in outcomes if r.is_error and "busy" in text_of(r)]
+    assert len(busy) == 2 and sum(not r.is_error for r in outcomes) == 1
+
+
+def _rss_kb(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    match = re.search(r"VmRSS:\s+(\d+) kB", status)
+    assert match
+    return int(match.group(1))
+
+
+def test_a_burst_of_runs_stays_within_the_memory_of_the_run_limit() -> None:
+    """Fixed here: at most MCP_TEAM_MAX_RUNS runs are in progress (server/limits.py), the others are told the
+    server is busy at once, so a burst no longer costs memory in proportion to its size (the same burst with
+    no limit took the server from 74 MB to 166 MB); run records are kept compressed (server/store.py). RSS is
+    a high-water mark CPython seldom gives back, so what this bounds is the peak."""
+    calls = [
+        {"jsonrpc": "2.0", "id": 100 + n, "method": "tools/call",
+         "params": {"name": "run_team", "arguments": {"request": f"Research bees {n} and write a report"}}}
+        for n in range(1000)
+    ]  # fmt: skip
+    with subprocess.Popen(
+        [MCP_TEAM, "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        env=clean_env(MCP_TEAM_MODEL="offline", MCP_TEAM_OFFLINE_LATENCY_MS="20"),
+    ) as proc:  # fmt: skip
+        assert proc.stdin and proc.stdout
+        proc.stdin.write(stdio_lines(initialize(), INITIALIZED, *calls[:10]))
+        proc.stdin.flush()
+        _read_answers(proc.stdout, 11)
+        before = _rss_kb(proc.pid)
+        proc.stdin.write(stdio_lines(*calls[10:]))
+        proc.stdin.flush()
+        answers = _read_answers(proc.stdout, len(calls) - 10)
+        after = _rss_kb(proc.pid)
+        proc.stdin.close()
+    busy = sum("busy" in a and "MCP_TEAM_MAX_RUNS" in a for a in answers)
+    assert 0 < busy < len(answers)  # the limit was reached, and runs went on within it
+    assert after - before < 32 * 1024, f"RSS grew {after - before} kB over a burst of {len(answers)} runs"
+
+
+def _read_answers(stdout: Any, count: int) -> list[str]:
+    answers: list[str] = []
+    for line in stdout:
+        if '"id"' in line and ('"result"' in line or '"error"' in line):
+            answers.append(line)
+            if len(answers) == count:
+                return answers
+    raise AssertionError(f"the server stopped after {len(answers)} of {count} answers")

@@ -1,0 +1,90 @@
+"""The stdio gate (server/stdio.py): every line a client sends gets an answer, bad ones a JSON-RPC error.
+
+Served by a small launcher (`serve_stdio(build_server())`) in a real subprocess, as `mcp-team serve` serves it
+(tests/test_issue11.py runs the same checks on `mcp-team serve`)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+from mcp import Client, StdioServerParameters
+
+from mcp_team.server.stdio import DEFAULT_MAX_MESSAGE_BYTES, INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, check_line
+from support import HANG_GUARD, INITIALIZED, clean_env, initialize, stdio_lines
+
+LAUNCHER = (
+    "import anyio; from mcp_team.server.app import build_server; from mcp_team.server.stdio import serve_stdio; "
+    "anyio.run(serve_stdio, build_server())"
+)
+PING = {"jsonrpc": "2.0", "id": 99, "method": "ping"}
+BAD_LINES = {
+    "garbage": ("hello, server", None, PARSE_ERROR),
+    "invalid JSON": ('{"jsonrpc": "2.0", "id": 3, "method": ', None, PARSE_ERROR),
+    "params not an object": ('{"jsonrpc":"2.0","id":5,"method":"tools/call","params":"x"}', 5, INVALID_PARAMS),
+    "deep nesting": ("[" * 100_000 + "]" * 100_000, None, PARSE_ERROR),
+    "batch": ('[{"jsonrpc":"2.0","id":1,"method":"ping"}]', None, INVALID_REQUEST),
+    "not JSON-RPC": ('{"id": 7, "method": "ping"}', 7, INVALID_REQUEST),
+    "too large": (json.dumps({"jsonrpc": "2.0", "id": 8, "method": "x", "params": {"t": "x" * 5_000_000}}), None,
+                  INVALID_REQUEST),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", list(BAD_LINES))
+def test_check_line_answers_each_bad_line(name: str) -> None:
+    line, request_id, code = BAD_LINES[name]
+    answer = check_line(line, DEFAULT_MAX_MESSAGE_BYTES)
+    assert answer is not None and answer[:2] == (request_id, code)
+    assert "Traceback" not in answer[2]
+
+
+def test_check_line_lets_good_messages_through() -> None:
+    for message in (initialize(), INITIALIZED, PING, {"jsonrpc": "2.0", "id": 1, "result": {}}):
+        assert check_line(json.dumps(message), DEFAULT_MAX_MESSAGE_BYTES) is None
+    nested_text = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "x", "params": {"t": "[[[[" * 100}})
+    assert check_line(nested_text, DEFAULT_MAX_MESSAGE_BYTES) is None  # brackets inside strings are text
+
+
+def _exchange(*lines: str, env: dict[str, str] | None = None) -> tuple[list[dict[str, Any]], str]:
+    """Send the handshake, `lines` and a final ping over stdio; every answer, in order."""
+    text = stdio_lines(initialize(), INITIALIZED) + "".join(line + "\n" for line in lines) + stdio_lines(PING)
+    proc = subprocess.run(
+        [sys.executable, "-c", LAUNCHER],
+        input=text,
+        capture_output=True,
+        text=True,
+        timeout=HANG_GUARD,
+        env=clean_env(MCP_TEAM_MODEL="offline", **(env or {})),
+    )
+    return [json.loads(line) for line in proc.stdout.splitlines() if line.strip()], proc.stderr
+
+
+def test_every_bad_line_is_answered_in_order_and_the_server_keeps_serving() -> None:
+    answers, stderr = _exchange(*(line for line, _, _ in BAD_LINES.values()))
+    assert answers[0]["id"] == 1 and "result" in answers[0]  # initialize
+    errors = answers[1:-1]
+    assert [(a["id"], a["error"]["code"]) for a in errors] == [(i, c) for _, i, c in BAD_LINES.values()]
+    assert answers[-1] == {"jsonrpc": "2.0", "id": 99, "result": {}}
+    assert "Traceback" not in stderr
+
+
+def test_the_limit_is_configurable() -> None:
+    line = json.dumps({"jsonrpc": "2.0", "id": 4, "method": "ping", "params": {"pad": "x" * 5000}})
+    answers, _ = _exchange(line, env={"MCP_TEAM_MAX_MESSAGE_BYTES": "2048"})
+    assert answers[1]["error"]["code"] == INVALID_REQUEST and "2048" in answers[1]["error"]["message"]
+    assert answers[-1]["id"] == 99
+
+
+@pytest.mark.anyio
+@pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")
+@pytest.mark.parametrize("mode", ["legacy", "auto"], ids=["2025-11-25", "2026-07-28"])
+async def test_a_real_client_runs_the_team_through_the_gate(mode: str) -> None:
+    params = StdioServerParameters(
+        command=sys.executable, args=["-c", LAUNCHER], env=clean_env(MCP_TEAM_MODEL="offline")
+    )
+    async with Client(params, mode=mode) as client:
+        result = await client.call_tool("run_team", {"request": "Research bees and calculate 2+2"})
+    assert result.structured_content is not None and result.structured_content["status"] == "complete"
