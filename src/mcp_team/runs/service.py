@@ -107,6 +107,11 @@ class Runs:
     def executor_id(self) -> str:
         return self.lease.executor_id
 
+    @property
+    def running(self) -> int:
+        """Runs executing in this process now."""
+        return len(self._live)
+
     # --- lifecycle ----------------------------------------------------------------------------
     @classmethod
     async def open(cls, config: DurableConfig, engine: Engine) -> Runs:
