@@ -416,6 +416,14 @@ def _first(exc: BaseException) -> str:
     return " ".join(str(exc).split())[:300]
 
 
+def check(config: DurableConfig) -> None:
+    """The start-up checks alone (database reachable and not newer, state directory writable, an executor id
+    free), then let go: for a server that must fail at once on bad input, before it serves. Blocking."""
+    store, lease = _prepare(config)
+    lease.release()
+    store.engine.dispose()
+
+
 def _prepare(config: DurableConfig) -> tuple[RunStore, ExecutorLease]:
     """Blocking checks before DBOS touches the database: version, reachability, executor id, tables."""
     try:

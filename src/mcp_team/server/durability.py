@@ -9,7 +9,6 @@ earlier asks for it at once. Nothing here imports DBOS at module level.
 from __future__ import annotations
 
 import logging
-import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -82,9 +81,8 @@ class Durability:
                 await self._stop.wait()
                 self.runs = None
         except ConfigError as exc:
-            # Bad input at start-up: said once, clearly; the server stops (the CLI exits with a usage error).
+            # Bad input at start-up: the server stops, and the CLI says why and exits with a usage error.
             self.error = str(exc)
-            print(f"mcp-team: error: {exc}", file=sys.stderr, flush=True)
             raise
         finally:
             self.runs = None
