@@ -9,12 +9,14 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import mcp_types as types
 import pytest
 from mcp import Client
 
 from mcp_team.llm.settings import ModelSettings
 from mcp_team.runs import resolve
 from mcp_team.server.app import build_server
+from support import HANG_GUARD
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")]
 REQUEST = "Research bees, calculate 2+2, write a short report and review it"
@@ -95,3 +97,35 @@ async def test_an_ephemeral_server_has_no_run_tools_and_refuses_threads(mode: st
         assert not names & {"start_run", "get_run", "cancel_run"}
         result = await client.call_tool("run_team", {"request": "Write a haiku", "thread": "t1"})
         assert result.is_error and "--ephemeral" in result.content[0].text  # type: ignore[union-attr]
+
+
+async def test_subscribing_to_a_run_tells_of_its_changes_until_it_finishes(tmp_path: Path, mode: str) -> None:
+    updates: list[str] = []
+
+    async def on_message(message: object) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            updates.append(str(message.params.uri))
+
+    server = durable_server(tmp_path, latency_ms=50)
+    async with Client(server, mode=mode, message_handler=on_message, cache=None) as client:
+        run_id = (await call(client, "start_run", request=REQUEST))["run_id"]
+        uri = f"team://runs/{run_id}"
+        if mode == "legacy":
+            caps = client.server_capabilities
+            assert caps is not None and caps.resources is not None and caps.resources.subscribe
+            await client.subscribe_resource(uri)
+            done = await call(client, "get_run", run_id=run_id, wait_seconds=50)
+            with anyio.fail_after(HANG_GUARD):
+                while len(updates) < 2:  # noqa: ASYNC110 - notifications arrive on their own
+                    await anyio.sleep(0.01)
+        else:
+            async with client.listen(resource_subscriptions=[uri]) as subscription:
+                with anyio.fail_after(HANG_GUARD):
+                    async for event in subscription:
+                        updates.append(getattr(event, "uri", ""))
+                        record = await call(client, "get_run", run_id=run_id)
+                        if record["status"] != "running":
+                            break
+            done = await call(client, "get_run", run_id=run_id)
+        assert done["status"] == "complete"
+        assert set(updates) == {uri} and len(updates) >= 2, updates
