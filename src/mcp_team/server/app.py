@@ -34,6 +34,8 @@ from mcp_team.server.resources import add_resources
 from mcp_team.server.state import ServerState
 from mcp_team.server.store import MemoryRunStore, RunStore
 from mcp_team.server.strict import install_strict_requests
+from mcp_team.server.task_runs import MemoryTaskRuns
+from mcp_team.server.tasks import TasksExtension, legacy_tasks
 from mcp_team.server.teamfile import TeamSpec, load_team
 from mcp_team.server.tools import add_team_tools
 from mcp_team.server.views import run_view_app
@@ -75,6 +77,7 @@ def build_server(
     model_settings = (model_settings or ModelSettings()).model_copy(update=team.model_overrides)
     bus = InMemorySubscriptionBus()
     state = ServerState(model_settings, team, store or MemoryRunStore(), bus=bus, limits=limits or ServerLimits())
+    task_runs = MemoryTaskRuns(state)
 
     @asynccontextmanager
     async def lifespan(server: MCPServer[ServerState]) -> AsyncIterator[ServerState]:
@@ -107,8 +110,9 @@ def build_server(
             redact_tool_results(),
             *([flush_after_calls(state, tracing)] if tracing else []),
         ],
-        extensions=[run_view_app()],
+        extensions=[run_view_app(), tasks := TasksExtension(lambda _ctx: task_runs)],
     )
+    server.middleware.append(legacy_tasks(server, tasks))  # run_team as a task (MCP Tasks, both revisions)
     advertise_list_changed(server)
     install_set_level(server._lowlevel_server)  # also declares the `logging` capability (2025-11-25)
     install_strict_requests(server)  # exact errors for unknown tools, prompts, resources and arguments
