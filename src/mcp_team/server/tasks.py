@@ -266,7 +266,13 @@ class TasksExtension(Extension):
         runs = self.runs_for(ctx)
         if ctx.protocol_version in LEGACY or params.name != TASK_TOOL or not _declares(ctx) or not runs.serves_tasks():
             return await call_next(ctx)  # never a task for a client that did not declare tasks
-        run = await start_task(runs, ctx, params.arguments)
+        try:
+            run = await start_task(runs, ctx, params.arguments)
+        except MCPError as exc:
+            if exc.code != types.INVALID_PARAMS:
+                raise
+            # Arguments a plain call refuses: no task, and the plain call's tool error says what is wrong.
+            return await call_next(ctx)
         return {"resultType": "task", **task_wire(run, modern=True)}
 
     async def get(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> dict[str, Any]:

@@ -1,0 +1,294 @@
+"""MCP Tasks for `run_team` through the in-process `mcp.Client`, on both protocol revisions: 2025-11-25
+(the core `tasks` capability) and 2026-07-28 (the `io.modelcontextprotocol/tasks` extension)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+import anyio
+import mcp_types as types
+import pytest
+from mcp import Client, MCPError
+from mcp.client.extension import ClaimContext, ClientExtension, NotificationBinding, ResultClaim
+from pydantic import Field, TypeAdapter
+
+from mcp_team.llm.settings import ModelSettings
+from mcp_team.server.app import build_server
+
+pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")]
+
+EXTENSION = "io.modelcontextprotocol/tasks"
+RELATED = "io.modelcontextprotocol/related-task"
+ANY = TypeAdapter(dict[str, Any])
+TERMINAL = ("completed", "failed", "cancelled")
+
+
+@pytest.fixture(params=["auto", "legacy"], ids=["2026-07-28", "2025-11-25"])
+def mode(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def offline(**kw: Any) -> ModelSettings:
+    return ModelSettings(model="offline", **kw)
+
+
+class TaskHandle(types.Result):
+    """What a 2026-07-28 `tools/call` answers when it made a task."""
+
+    result_type: Literal["task"] = Field(alias="resultType")
+    task_id: str = Field(alias="taskId")
+    status: str
+    created_at: str = Field(alias="createdAt")
+    last_updated_at: str = Field(alias="lastUpdatedAt")
+    ttl_ms: int | None = Field(alias="ttlMs")
+    poll_interval_ms: int | None = Field(None, alias="pollIntervalMs")
+
+
+async def _poll(handle: TaskHandle, ctx: ClaimContext) -> types.CallToolResult:
+    while True:
+        task = await ctx.session.send_request(get_request(handle.task_id), ANY)
+        if task["status"] in TERMINAL:
+            return types.CallToolResult.model_validate(task["result"])
+        await anyio.sleep(0.02)
+
+
+class Tasks(ClientExtension):
+    """A client that declares tasks (2026-07-28) and hears task status notifications (2025-11-25)."""
+
+    identifier = EXTENSION
+
+    def __init__(self) -> None:
+        self.statuses: list[types.TaskStatusNotificationParams] = []
+        self.heard = anyio.Event()
+
+    def claims(self) -> list[ResultClaim[Any]]:
+        return [ResultClaim(result_type="task", model=TaskHandle, resolve=_poll)]
+
+    def notifications(self) -> list[NotificationBinding[Any]]:
+        return [NotificationBinding(method="notifications/tasks/status", params_type=types.TaskStatusNotificationParams,
+                                    handler=self._heard)]  # fmt: skip
+
+    async def _heard(self, params: types.TaskStatusNotificationParams) -> None:
+        self.statuses.append(params)
+        self.heard.set()
+
+
+def get_request(task_id: str) -> types.GetTaskRequest:
+    return types.GetTaskRequest(params=types.GetTaskRequestParams(task_id=task_id))
+
+
+class TaskClient:
+    """The task operations of either revision, through one client."""
+
+    def __init__(self, client: Client, mode: str) -> None:
+        self.client, self.legacy = client, mode == "legacy"
+
+    async def create(self, arguments: dict[str, Any], name: str = "run_team") -> dict[str, Any]:
+        if self.legacy:
+            # The SDK's send_request checks a 2025 tools/call result against CallToolResult, which a
+            # CreateTaskResult is not: the raw request is the way (as the SDK's docs say).
+            params = {"name": name, "arguments": arguments, "task": {"ttl": 60_000}}
+            created = await self.client.session._dispatcher.send_raw_request("tools/call", params, {})
+            return types.CreateTaskResult.model_validate(created).task.model_dump(by_alias=True)
+        handle = await self.client.session.call_tool(name, arguments, allow_claimed=True)
+        assert isinstance(handle, TaskHandle), handle
+        return handle.model_dump(by_alias=True, exclude={"meta"})
+
+    async def get(self, task_id: str) -> dict[str, Any]:
+        return await self.client.session.send_request(get_request(task_id), ANY)
+
+    async def cancel(self, task_id: str) -> dict[str, Any]:
+        request = types.CancelTaskRequest(params=types.CancelTaskRequestParams(task_id=task_id))
+        return await self.client.session.send_request(request, ANY)
+
+    async def result(self, task_id: str) -> dict[str, Any]:
+        request = types.GetTaskPayloadRequest(params=types.GetTaskPayloadRequestParams(task_id=task_id))
+        return await self.client.session.send_request(request, ANY)
+
+    async def list(self, cursor: str | None = None) -> dict[str, Any]:
+        request = types.ListTasksRequest(params=types.PaginatedRequestParams(cursor=cursor))
+        return await self.client.session.send_request(request, ANY)
+
+    async def final(self, task_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The task once it has ended, and the tool result it ended with (tasks/result on 2025-11-25, the
+        result inlined by tasks/get on 2026-07-28)."""
+        if self.legacy:
+            result = await self.result(task_id)  # blocks until the run ends
+            return await self.get(task_id), result
+        while (task := await self.get(task_id))["status"] not in TERMINAL:  # noqa: ASYNC110 (polling is the API)
+            await anyio.sleep(0.02)
+        return task, task.get("result", {})
+
+    async def record(self, run_id: str) -> dict[str, Any]:
+        contents = (await self.client.read_resource(f"team://runs/{run_id}")).contents[0]
+        assert isinstance(contents, types.TextResourceContents)
+        loaded: dict[str, Any] = json.loads(contents.text)
+        return loaded
+
+
+async def test_run_team_as_a_task_is_the_run(mode: str) -> None:
+    tasks_ext = Tasks()
+    async with Client(build_server(offline()), mode=mode, extensions=[tasks_ext]) as client:
+        tasks = TaskClient(client, mode)
+        created = await tasks.create({"request": "Research bees and calculate 2+2"})
+        assert created["status"] == "working" and created["createdAt"] and created["lastUpdatedAt"]
+        assert "result" not in created and "error" not in created
+        now = await tasks.get(created["taskId"])  # strong consistency: the task exists once created
+        assert now["taskId"] == created["taskId"]
+        task, result = await tasks.final(created["taskId"])
+        record = await tasks.record(created["taskId"])  # the task id is the run id
+        listed = await tasks.list() if tasks.legacy else None
+        if tasks.legacy:
+            with anyio.fail_after(60):  # a hang guard, not a speed claim
+                await tasks_ext.heard.wait()
+
+    assert task["status"] == "completed" and task["taskId"] == created["taskId"]
+    run = result["structuredContent"]
+    assert run["run_id"] == created["taskId"] and run["status"] == "complete" and not result.get("isError")
+    assert json.loads(result["content"][0]["text"])["answer"] == run["answer"]  # exactly a plain call's result
+    assert record["status"] == "complete" and record["answer"] == run["answer"]
+    if tasks.legacy:
+        assert result["_meta"][RELATED] == {"taskId": created["taskId"]}
+        assert task["ttl"] is None and task["pollInterval"] > 0
+        assert [t["taskId"] for t in listed["tasks"]] == [created["taskId"]]  # type: ignore[index]
+        (status,) = tasks_ext.statuses
+        assert status.task_id == created["taskId"] and status.status == "completed"
+    else:
+        assert "_meta" not in result  # 2026-07-28: the task id is at the root already
+        assert task["ttlMs"] is None and task["pollIntervalMs"] > 0 and "ttl" not in task
+
+
+async def test_what_each_revision_declares_and_plain_calls_stay_plain(mode: str) -> None:
+    async with Client(build_server(offline()), mode=mode) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        caps = client.server_capabilities
+        plain = await client.call_tool("run_team", {"request": "Research bees"})  # no task asked for
+    if mode == "legacy":
+        assert caps.tasks is not None and caps.tasks.requests.tools.call is not None  # type: ignore[union-attr]
+        assert caps.tasks.list is not None and caps.tasks.cancel is not None
+        assert tools["run_team"].execution.task_support == "optional"  # type: ignore[union-attr]
+        assert all(t.execution is None for name, t in tools.items() if name != "run_team")
+    else:
+        assert EXTENSION in (caps.extensions or {})
+    assert plain.structured_content["status"] == "complete"  # type: ignore[index]
+
+
+async def test_a_server_without_a_model_of_its_own_declares_no_tasks() -> None:
+    # Runs on the client's model (sampling) need the calling request, so they are never tasks.
+    async with Client(build_server(ModelSettings()), mode="legacy") as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        assert client.server_capabilities.tasks is None and tools["run_team"].execution is None
+
+
+async def test_cancelling_a_task_stops_its_in_flight_model_calls(mode: str) -> None:
+    async with Client(build_server(offline(offline_latency_ms=300)), mode=mode, extensions=[Tasks()]) as client:
+        tasks = TaskClient(client, mode)
+        created = await tasks.create({"request": "Research bees and calculate 2+2"})
+        run_id = created["taskId"]
+        # Both handoffs started: both specialists are inside their 300 ms model calls.
+        while len((await tasks.record(run_id))["handoffs"]) < 2:  # noqa: ASYNC110
+            await anyio.sleep(0.01)
+        acked = await tasks.cancel(run_id)
+        # 2025-11-25: the task is cancelled when the answer comes; 2026-07-28 acks, and tasks/get says so.
+        after = await tasks.get(run_id)
+        record = await tasks.record(run_id)
+        await anyio.sleep(0.5)  # had anything kept running, it would have finished by now
+        later = await tasks.record(run_id)
+
+    if mode == "legacy":
+        assert acked["status"] == "cancelled" and acked["taskId"] == run_id
+    else:
+        assert "taskId" not in acked and "status" not in acked
+    assert after["status"] == "cancelled"
+    # Cancelled inside their model calls: recorded as cancelled, not finished later.
+    assert record["status"] == "cancelled"
+    assert sorted((h["target"], h["status"]) for h in record["handoffs"]) == [
+        ("analyst", "cancelled"),
+        ("researcher", "cancelled"),
+    ]
+    assert later == record
+
+
+async def test_a_failed_run_is_the_failure_each_revision_names(mode: str) -> None:
+    server = build_server(offline(faults="server_error:researcher"))
+    async with Client(server, mode=mode, extensions=[Tasks()]) as client:
+        tasks = TaskClient(client, mode)
+        created = await tasks.create({"request": "Research bees"})
+        task, result = await tasks.final(created["taskId"])
+    # 2025-11-25: "when the tool result has isError, the task should reach failed"; 2026-07-28: a tool
+    # error is a completed task whose result has isError (failed is for protocol errors).
+    assert task["status"] == ("failed" if mode == "legacy" else "completed")
+    assert result["isError"] is True
+    text = result["content"][0]["text"]
+    assert "could not answer" in text and f"team://runs/{created['taskId']}" in text and "server_error" in text
+
+
+async def _error(call: Any) -> types.ErrorData:
+    with pytest.raises(MCPError) as caught:
+        await call
+    return caught.value.error
+
+
+async def test_bad_input_gets_exact_json_rpc_errors(mode: str) -> None:
+    async with Client(build_server(offline()), mode=mode, extensions=[Tasks()]) as client:
+        tasks = TaskClient(client, mode)
+        done = (await tasks.create({"request": "Research bees"}))["taskId"]
+        await tasks.final(done)
+        unknown = [await _error(tasks.get("no-such-task")), await _error(tasks.cancel("no-such-task"))]
+        if mode == "legacy":
+            bad_arguments = await _error(tasks.create({"request": "x", "mode": "sideways"}))
+            unknown_argument = await _error(tasks.create({"request": "x", "colour": "red"}))
+            over_budget = await _error(tasks.create({"request": "x", "max_handoffs": 10_000}))
+            unknown.append(await _error(tasks.result("no-such-task")))
+            cancel_finished = await _error(tasks.cancel(done))
+            not_a_task_tool = await _error(tasks.create({"request": "x"}, name="plan_team"))
+            bad_cursor = await _error(tasks.list("not-a-cursor"))
+        else:
+            # 2026-07-28: the server decides; arguments a plain call refuses make no task but that call's error.
+            refused = [
+                await client.call_tool("run_team", arguments)
+                for arguments in ({"request": "x", "mode": "sideways"}, {"request": "x", "colour": "red"},
+                                  {"request": "x", "max_handoffs": 10_000})
+            ]  # fmt: skip
+            cancel_again = await tasks.cancel(done)
+            removed = [await _error(tasks.result(done)), await _error(tasks.list())]
+
+    for error in unknown:
+        assert error.code == types.INVALID_PARAMS and "no-such-task" in error.message and "not found" in error.message
+    if mode == "legacy":
+        assert bad_arguments.code == types.INVALID_PARAMS and "mode" in bad_arguments.message
+        assert unknown_argument.code == types.INVALID_PARAMS and "colour" in unknown_argument.message
+        assert over_budget.code == types.INVALID_PARAMS and "max_handoffs=10000 is above" in over_budget.message
+        assert cancel_finished.code == types.INVALID_PARAMS and "'completed'" in cancel_finished.message
+        assert not_a_task_tool.code == types.METHOD_NOT_FOUND and "plan_team" in not_a_task_tool.message
+        assert bad_cursor.code == types.INVALID_PARAMS and "cursor" in bad_cursor.message
+    else:
+        texts = [r.content[0].text for r in refused if r.is_error and isinstance(r.content[0], types.TextContent)]
+        assert len(texts) == 3 and "mode" in texts[0] and "colour" in texts[1] and "is above" in texts[2]
+        assert "taskId" not in cancel_again  # cancelling an ended task is an idempotent ack
+        assert all(e.code == types.METHOD_NOT_FOUND for e in removed)  # no tasks/result, tasks/list in 2026
+
+
+async def test_a_2026_client_that_does_not_declare_tasks_gets_plain_calls_and_32021() -> None:
+    async with Client(build_server(offline()), mode="auto") as client:
+        plain = await client.call_tool("run_team", {"request": "Research bees"})
+        gated = await _error(client.session.send_request(get_request("any"), ANY))
+    assert plain.structured_content["status"] == "complete"  # type: ignore[index]
+    assert gated.code == -32021 and EXTENSION in json.dumps(gated.data)
+
+
+async def test_tasks_list_pages_newest_first() -> None:
+    async with Client(build_server(offline()), mode="legacy") as client:
+        tasks = TaskClient(client, "legacy")
+        ids = [(await tasks.create({"request": f"Research bees {i}"}))["taskId"] for i in range(3)]
+        for task_id in ids:
+            await tasks.final(task_id)
+        page = await tasks.list()
+    assert [t["taskId"] for t in page["tasks"]] == ids[::-1] and "nextCursor" not in page
+
+
+async def test_an_auto_polling_2026_client_gets_the_plain_result() -> None:
+    async with Client(build_server(offline()), mode="auto", extensions=[Tasks()]) as client:
+        result = await client.call_tool("run_team", {"request": "Research bees"})  # the claim polls tasks/get
+    assert result.structured_content["status"] == "complete"  # type: ignore[index]
