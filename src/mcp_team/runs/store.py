@@ -105,6 +105,11 @@ class RunStore:
                 f"another database (--state-dir / --database-url). Nothing was changed."
             )
 
+    def exists(self) -> bool:
+        """Whether the tables are there (a database no durable run ever used has none)."""
+        with self.engine.connect() as conn:
+            return sa.inspect(conn).has_table("mcp_team_runs")
+
     def create(self) -> None:
         metadata.create_all(self.engine)
         with self.engine.begin() as conn:
