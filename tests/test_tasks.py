@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -12,6 +13,7 @@ import pytest
 from mcp import Client, MCPError
 
 from mcp_team.llm.settings import ModelSettings
+from mcp_team.runs import DurableConfig, resolve
 from mcp_team.server.app import build_server
 from task_client import ANY, EXTENSION, RELATED, TaskClient, Tasks, get_request
 
@@ -27,9 +29,16 @@ def offline(**kw: Any) -> ModelSettings:
     return ModelSettings(model="offline", **kw)
 
 
-async def test_run_team_as_a_task_is_the_run(mode: str) -> None:
+@pytest.fixture(params=["durable", "ephemeral"])
+def runs(request: pytest.FixtureRequest, tmp_path: Path) -> DurableConfig | None:
+    """Where tasks' runs live: the durable run service (SQLite in a temporary state directory), or the
+    memory of an `--ephemeral` server."""
+    return resolve(state_dir=tmp_path) if request.param == "durable" else None
+
+
+async def test_run_team_as_a_task_is_the_run(mode: str, runs: DurableConfig | None) -> None:
     tasks_ext = Tasks()
-    async with Client(build_server(offline()), mode=mode, extensions=[tasks_ext]) as client:
+    async with Client(build_server(offline(), durable=runs), mode=mode, extensions=[tasks_ext]) as client:
         tasks = TaskClient(client, mode)
         created = await tasks.create({"request": "Research bees and calculate 2+2"})
         assert created["status"] == "working" and created["createdAt"] and created["lastUpdatedAt"]
@@ -81,8 +90,9 @@ async def test_a_server_without_a_model_of_its_own_declares_no_tasks() -> None:
         assert client.server_capabilities.tasks is None and tools["run_team"].execution is None
 
 
-async def test_cancelling_a_task_stops_its_in_flight_model_calls(mode: str) -> None:
-    async with Client(build_server(offline(offline_latency_ms=300)), mode=mode, extensions=[Tasks()]) as client:
+async def test_cancelling_a_task_stops_its_in_flight_model_calls(mode: str, runs: DurableConfig | None) -> None:
+    server = build_server(offline(offline_latency_ms=300), durable=runs)
+    async with Client(server, mode=mode, extensions=[Tasks()]) as client:
         tasks = TaskClient(client, mode)
         created = await tasks.create({"request": "Research bees and calculate 2+2"})
         run_id = created["taskId"]
@@ -110,8 +120,8 @@ async def test_cancelling_a_task_stops_its_in_flight_model_calls(mode: str) -> N
     assert later == record
 
 
-async def test_a_failed_run_is_the_failure_each_revision_names(mode: str) -> None:
-    server = build_server(offline(faults="server_error:researcher"))
+async def test_a_failed_run_is_the_failure_each_revision_names(mode: str, runs: DurableConfig | None) -> None:
+    server = build_server(offline(faults="server_error:researcher"), durable=runs)
     async with Client(server, mode=mode, extensions=[Tasks()]) as client:
         tasks = TaskClient(client, mode)
         created = await tasks.create({"request": "Research bees"})
@@ -130,8 +140,8 @@ async def _error(call: Any) -> types.ErrorData:
     return caught.value.error
 
 
-async def test_bad_input_gets_exact_json_rpc_errors(mode: str) -> None:
-    async with Client(build_server(offline()), mode=mode, extensions=[Tasks()]) as client:
+async def test_bad_input_gets_exact_json_rpc_errors(mode: str, runs: DurableConfig | None) -> None:
+    async with Client(build_server(offline(), durable=runs), mode=mode, extensions=[Tasks()]) as client:
         tasks = TaskClient(client, mode)
         done = (await tasks.create({"request": "Research bees"}))["taskId"]
         await tasks.final(done)
@@ -178,8 +188,8 @@ async def test_a_2026_client_that_does_not_declare_tasks_gets_plain_calls_and_32
     assert gated.code == -32021 and EXTENSION in json.dumps(gated.data)
 
 
-async def test_tasks_list_pages_newest_first() -> None:
-    async with Client(build_server(offline()), mode="legacy") as client:
+async def test_tasks_list_pages_newest_first(runs: DurableConfig | None) -> None:
+    async with Client(build_server(offline(), durable=runs), mode="legacy") as client:
         tasks = TaskClient(client, "legacy")
         ids = [(await tasks.create({"request": f"Research bees {i}"}))["taskId"] for i in range(3)]
         for task_id in ids:

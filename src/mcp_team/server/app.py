@@ -35,7 +35,7 @@ from mcp_team.server.resources import add_resources
 from mcp_team.server.state import ServerState
 from mcp_team.server.store import MemoryRunStore, RunStore
 from mcp_team.server.strict import install_strict_requests
-from mcp_team.server.task_runs import MemoryTaskRuns
+from mcp_team.server.task_runs import task_runs_for
 from mcp_team.server.tasks import TasksExtension, legacy_tasks
 from mcp_team.server.teamfile import TeamSpec, load_team
 from mcp_team.server.tools import add_team_tools
@@ -83,7 +83,6 @@ def build_server(
     state = ServerState(model_settings, team, store or MemoryRunStore(), bus=bus, limits=limits or ServerLimits())
     if durable is not None:
         state.durability = Durability(durable)
-    task_runs = MemoryTaskRuns(state)
 
     @asynccontextmanager
     async def lifespan(server: MCPServer[ServerState]) -> AsyncIterator[ServerState]:
@@ -120,7 +119,7 @@ def build_server(
             redact_tool_results(),
             *([flush_after_calls(state, tracing)] if tracing else []),
         ],
-        extensions=[run_view_app(), tasks := TasksExtension(lambda _ctx: task_runs)],
+        extensions=[run_view_app(), tasks := TasksExtension(task_runs_for(state))],
     )
     server.middleware.append(legacy_tasks(server, tasks))  # run_team as a task (MCP Tasks, both revisions)
     advertise_list_changed(server)

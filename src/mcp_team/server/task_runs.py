@@ -1,17 +1,20 @@
-"""Runs started as tasks, in this process's memory (`TaskRuns` for `tasks`).
+"""The runs behind MCP Tasks (`TaskRuns` for `tasks`): the durable run service, or, on an `--ephemeral`
+server, the server's in-memory runs.
 
-A task's run goes on in the server's lifespan task group, so it outlives the request and the connection
-that started it (not the process). Its record is the server's run record (`team://runs/{id}`), saved as it
-goes; a cancel stops its in-flight model and tool calls at once (the run's cancel scope) and returns once
-the cancelled record is saved.
+Either way a task's run goes on in the background, outliving the request and the connection that
+started it: a durable one is a DBOS workflow (it also outlives the process: it resumes after a restart,
+on any replica), an ephemeral one a task in the server's lifespan. Its record is the run record of
+`team://runs/{id}`. A cancel stops its in-flight model and tool calls at once (the run's cancel scope)
+and returns once the cancelled record is saved. Task runs count against `MCP_TEAM_MAX_RUNS` like calls.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import mcp_types as types
@@ -19,11 +22,112 @@ from mcp import MCPError
 from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver.exceptions import ToolError
 
-from mcp_team.handoffs import RunEvent, RunResult, Team
+from mcp_team.handoffs import Budgets, RunResult, Team
+from mcp_team.server.durability import RunRequest
 from mcp_team.server.limits import client_budgets
 from mcp_team.server.state import ServerState
-from mcp_team.server.tasks import POLL_MS, TaskRun
+from mcp_team.server.tasks import POLL_MS, TaskRun, TaskRuns
 from mcp_team.server.views import live_record
+
+if TYPE_CHECKING:
+    from mcp_team.runs.service import Runs
+    from mcp_team.runs.store import RunRecord
+
+BUDGETS = ("max_handoffs", "max_model_calls", "max_tokens", "deadline_seconds")
+MAX_LISTED = 5000  # runs looked through for one principal's tasks/list
+
+
+def task_runs_for(state: ServerState) -> Callable[[ServerRequestContext[Any, Any]], TaskRuns]:
+    """The task runs of `state`'s server: durable when it has the run service, else in memory."""
+    durable, memory = DurableTaskRuns(state), MemoryTaskRuns(state)
+    return lambda _ctx: durable if state.durability is not None else memory
+
+
+class _Base:
+    def __init__(self, state: ServerState) -> None:
+        self.state = state
+
+    def serves_tasks(self) -> bool:
+        return self.state.model_settings.configured_backend() not in (None, "sampling")
+
+    def _prepare(self, arguments: dict[str, Any]) -> tuple[Team, RunRequest]:
+        """What `run_team` checks before it runs (`ToolError` saying what to change), and the team to run."""
+        state = self.state
+        request: str = arguments["request"]
+        if not request.strip():
+            raise ToolError("'request' is empty: say what the team should do")
+        state.limits.check_request(request)
+        budgets = client_budgets(state.run_settings.budgets, **{k: arguments.get(k) for k in BUDGETS})
+        models = state.configured_models()
+        if models is None:
+            raise ToolError("this server runs run_team as a task only on a model of its own")
+        if state.slots.running >= state.limits.max_runs:
+            raise ToolError(
+                f"busy: this server already has {state.slots.running} run(s) in progress, its limit "
+                f"(MCP_TEAM_MAX_RUNS={state.limits.max_runs}); retry later"
+            )
+        team = Team(models, state.specialists, state.run_settings)
+        return team, RunRequest(request, arguments.get("mode"), budgets, arguments.get("thread"))
+
+    def _hold_slot(self, until_done: Callable[[], Any]) -> None:
+        """Count the run against MCP_TEAM_MAX_RUNS until it ends."""
+        slots, group = self.state.slots, self.state.rounds.task_group
+        assert group is not None, "the server's lifespan has not started"
+        slots.running += 1
+
+        async def hold() -> None:
+            try:
+                await until_done()
+            finally:
+                slots.running -= 1
+
+        group.start_soon(hold)
+
+
+class DurableTaskRuns(_Base):
+    """Tasks over the durable run service (`runs.service.Runs`)."""
+
+    async def start(self, ctx: ServerRequestContext[Any, Any], arguments: dict[str, Any], owner: str | None) -> TaskRun:
+        team, asked = self._prepare(arguments)
+        runs = await self._service()
+        engine = self.state.engine.engine_for(team)
+        record = await runs.start(asked.request, mode=asked.mode, budgets=asked.budgets, thread=asked.thread,
+                                  engine=engine, owner=owner)  # fmt: skip
+        self._hold_slot(lambda: runs.wait(record.run_id))
+        return _from_record(record)
+
+    async def get(self, run_id: str) -> TaskRun | None:
+        return _maybe(await (await self._service()).get(run_id))
+
+    async def wait(self, run_id: str) -> TaskRun | None:
+        return _maybe(await (await self._service()).wait(run_id))
+
+    async def cancel(self, run_id: str) -> TaskRun | None:
+        return _maybe(await (await self._service()).cancel(run_id, "cancelled by the client (tasks/cancel)"))
+
+    async def list(self, owner: str | None, offset: int, limit: int) -> list[TaskRun]:
+        runs = await self._service()
+        if owner is None:  # no auth: one user, whose tasks are all the runs
+            return [_from_record(r) for r in (await runs.list(limit=offset + limit))[offset:]]
+        mine = [r for r in await runs.list(limit=MAX_LISTED) if r.owner == owner]
+        return [_from_record(r) for r in mine[offset : offset + limit]]
+
+    async def _service(self) -> Runs:
+        durability = self.state.durability
+        assert durability is not None
+        try:
+            return await durability.service()
+        except ToolError as exc:
+            raise MCPError(types.INTERNAL_ERROR, str(exc)) from None
+
+
+def _maybe(record: RunRecord | None) -> TaskRun | None:
+    return None if record is None else _from_record(record)
+
+
+def _from_record(record: RunRecord) -> TaskRun:
+    return TaskRun(record.run_id, record.status, record.started_at, record.updated_at, record.owner, record.reason,
+                   record.result)  # fmt: skip
 
 
 @dataclass
@@ -38,64 +142,40 @@ class _Task:
     updated_at: datetime | None = None
 
 
-class MemoryTaskRuns:
-    """Tasks over the server's in-memory runs."""
+class MemoryTaskRuns(_Base):
+    """Tasks over the in-memory runs of an `--ephemeral` server (they end with the process)."""
 
     def __init__(self, state: ServerState) -> None:
-        self.state = state
+        super().__init__(state)
         self._tasks: dict[str, _Task] = {}
 
-    def serves_tasks(self) -> bool:
-        return self.state.model_settings.configured_backend() not in (None, "sampling")
-
     async def start(self, ctx: ServerRequestContext[Any, Any], arguments: dict[str, Any], owner: str | None) -> TaskRun:
-        state = self.state
-        request: str = arguments["request"]
-        if not request.strip():
-            raise ToolError("'request' is empty: say what the team should do")
-        state.limits.check_request(request)
-        budgets = client_budgets(
-            state.run_settings.budgets,
-            **{k: arguments.get(k) for k in ("max_handoffs", "max_model_calls", "max_tokens", "deadline_seconds")},
-        )
-        models = state.configured_models()
-        group = state.rounds.task_group
-        if models is None or group is None:
-            raise ToolError("this server runs run_team as a task only on a model of its own")
-        team = Team(models, state.specialists, state.run_settings)
+        team, asked = self._prepare(arguments)
+        if asked.thread is not None:
+            raise ToolError("'thread' needs durable runs, which this server has off (--ephemeral)")
+        group = self.state.rounds.task_group
+        assert group is not None, "the server's lifespan has not started"
         task = _Task(uuid.uuid4().hex, owner, datetime.now(UTC))
         self._tasks[task.run_id] = task
-        work = state.slots.guarded(self._run, state.limits.max_runs)  # busy beyond MCP_TEAM_MAX_RUNS
-
-        async def run() -> None:
-            try:
-                await work(team, task, request, arguments.get("mode"), budgets)
-            except ToolError as exc:  # busy
-                task.status, task.reason = "failed", str(exc)
-            except Exception as exc:  # never a traceback to the client: the task says what happened
-                task.status, task.reason = "failed", f"the run stopped on an error: {exc}"
-            finally:
-                task.updated_at = datetime.now(UTC)
-                task.done.set()
-
-        group.start_soon(run)
+        group.start_soon(self._run, team, task, asked.request, asked.mode, asked.budgets)
+        self._hold_slot(task.done.wait)
         found = await self.get(task.run_id)
         assert found is not None
         return found
 
-    async def _run(self, team: Team, task: _Task, request: str, mode: Any, budgets: Any) -> None:
-        async def on_event(event: RunEvent) -> None:
+    async def _run(self, team: Team, task: _Task, request: str, mode: Any, budgets: Budgets | None) -> None:
+        async def on_event(_event: Any) -> None:
             task.updated_at = datetime.now(UTC)
 
-        with task.scope:
-            await team.run(
-                request,
-                mode=mode,
-                budgets=budgets,
-                on_event=live_record(self.state.save_run, on_event),
-                on_finish=self.state.save_run,
-                run_id=task.run_id,
-            )
+        try:
+            with task.scope:
+                await team.run(request, mode=mode, budgets=budgets, on_event=live_record(self.state.save_run, on_event),
+                               on_finish=self.state.save_run, run_id=task.run_id)  # fmt: skip
+        except Exception as exc:  # never a traceback to the client: the task says what happened
+            task.status, task.reason = "failed", f"the run stopped on an error: {exc}"
+        finally:
+            task.updated_at = datetime.now(UTC)
+            task.done.set()
 
     async def get(self, run_id: str) -> TaskRun | None:
         task = self._tasks.get(run_id)
@@ -104,7 +184,7 @@ class MemoryTaskRuns:
             if record is None:
                 return None
             return TaskRun(run_id, record.status, record.started_at, _updated(None, record), result=record)
-        status = task.status  # "failed" when the run could not start or stopped on an error
+        status = task.status  # "failed" when the run stopped on an error
         if status == "running" and record is not None:
             status = record.status
         return TaskRun(run_id, status, task.created_at, _updated(task, record), task.owner, task.reason, record)
@@ -125,18 +205,14 @@ class MemoryTaskRuns:
                 types.INVALID_PARAMS,
                 f"Cannot cancel task: run {run_id} was started by a plain run_team call; cancel that call to stop it",
             )
-        task.reason = "cancelled by request"
+        task.reason = "cancelled by the client (tasks/cancel)"
         task.scope.cancel()
         await task.done.wait()
         return await self.get(run_id)
 
     async def list(self, owner: str | None, offset: int, limit: int) -> list[TaskRun]:
-        found = []
-        for record in self.state.store.recent(10_000):
-            run = await self.get(record.run_id)
-            if run is not None and run.owner == owner:
-                found.append(run)
-        return found[offset : offset + limit]
+        found = [run for r in self.state.store.recent(MAX_LISTED) if (run := await self.get(r.run_id)) is not None]
+        return [run for run in found if run.owner == owner][offset : offset + limit]
 
 
 def _updated(task: _Task | None, record: RunResult | None) -> datetime:
