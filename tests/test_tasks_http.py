@@ -1,19 +1,32 @@
-"""MCP Tasks against `mcp-team serve --http` in a subprocess: a task outlives the connection that started
-it (both revisions), and the TypeScript SDK's task client (1.32, pinned with the conformance suite in
-tests/conformance; it speaks 2025-11-25) drives a whole task life."""
+"""MCP Tasks over streamable HTTP: against `mcp-team serve --http` in a subprocess, a task outlives the
+connection that started it (both revisions) and the TypeScript SDK's task client (1.32, pinned with the
+conformance suite in tests/conformance; it speaks 2025-11-25) drives a whole task life; against a server
+with two users' tokens, each user sees only their own tasks."""
 
 from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
+import httpx2
+import mcp_types as types
 import pytest
-from mcp import Client
+import uvicorn
+from mcp import Client, MCPError
+from mcp.client.streamable_http import streamable_http_client
+from mcp.server.auth.provider import AccessToken, TokenVerifier
+from mcp.server.auth.settings import AuthSettings
 
-from support import HANG_GUARD, clean_env, serve_http
+from mcp_team.llm.settings import ModelSettings
+from mcp_team.runs import resolve
+from mcp_team.server.app import build_server
+from mcp_team.server.http import HttpSettings, http_app
+from support import HANG_GUARD, clean_env, free_port, serve_http
 from task_client import TaskClient, Tasks
 from test_conformance import NODE, ROOT, SUITE, _install_suite
 
@@ -76,3 +89,71 @@ def test_the_typescript_sdk_task_client(server: str) -> None:
     listed = dict(steps["list"])
     assert listed[task_id] == "completed" and listed[steps["created"]["taskId"]] == "cancelled"
     assert steps["unknown"]["code"] == -32602 and "no-such-task" in steps["unknown"]["message"]
+
+
+class TwoUsers(TokenVerifier):
+    """Alice's and Bob's tokens: two principals of one client application."""
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        if token in ("alice", "bob"):
+            return AccessToken(token=token, client_id="ide", subject=token, scopes=["mcp-team"])
+        return None
+
+
+@asynccontextmanager
+async def two_user_server(state_dir: Path) -> AsyncIterator[str]:
+    """A durable mcp-team server checking Alice's and Bob's tokens, on a free port of this process."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    auth = AuthSettings.model_validate(
+        {"issuer_url": url, "resource_server_url": url, "required_scopes": ["mcp-team"]}
+        | {"validate_token_resource": False}
+    )
+    server = build_server(ModelSettings(model="offline"), auth=(TwoUsers(), auth), durable=resolve(state_dir=state_dir))
+    app = http_app(server, HttpSettings(port=port))
+    web = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(web.serve)
+        with anyio.fail_after(HANG_GUARD):
+            while not web.started:  # noqa: ASYNC110
+                await anyio.sleep(0.02)
+        try:
+            yield url
+        finally:
+            web.should_exit = True
+
+
+@asynccontextmanager
+async def connect(url: str, token: str, mode: str) -> AsyncIterator[TaskClient]:
+    async with (
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=HANG_GUARD) as http,
+        Client(streamable_http_client(url, http_client=http), mode=mode, extensions=[Tasks()]) as client,
+    ):
+        yield TaskClient(client, mode)
+
+
+async def _code(call: Any) -> int:
+    with pytest.raises(MCPError) as caught:
+        await call
+    return caught.value.error.code
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ["auto", "legacy"], ids=["2026-07-28", "2025-11-25"])
+async def test_a_task_belongs_to_the_user_who_started_it(mode: str, tmp_path: Path) -> None:
+    async with two_user_server(tmp_path) as url:
+        async with connect(url, "alice", mode) as alice:
+            task_id = (await alice.create({"request": "Research bees"}))["taskId"]
+            await alice.final(task_id)
+            mine = [t["taskId"] for t in (await alice.list())["tasks"]] if alice.legacy else [task_id]
+        async with connect(url, "bob", mode) as bob:
+            refused = [await _code(bob.get(task_id)), await _code(bob.cancel(task_id))]
+            if bob.legacy:
+                refused.append(await _code(bob.result(task_id)))
+                bobs = (await bob.list())["tasks"]
+            else:
+                bobs = []
+
+    assert mine == [task_id]
+    assert refused == [types.INVALID_PARAMS] * len(refused)  # "not found": never whose it is
+    assert bobs == []
