@@ -60,6 +60,50 @@ async def test_a_task_outlives_the_connection_that_started_it(server: str, mode:
     assert all(h["status"] == "completed" for h in record["handoffs"])
 
 
+PRESET = ROOT / "src" / "mcp_team" / "server" / "presets" / "curriculum.toml"
+
+
+async def _start_then_stop(env: dict[str, str], mode: str) -> str:
+    """Start a task on a durable server, then stop the server (SIGTERM) with the run unfinished."""
+    with serve_http(env=env) as base:
+        async with Client(f"{base}/mcp", mode=mode, extensions=[Tasks()]) as client:
+            created = await TaskClient(client, mode).create({"request": "Research bees and calculate 2+2"})
+    return str(created["taskId"])
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ["auto", "legacy"], ids=["2026-07-28", "2025-11-25"])
+async def test_a_task_outlives_the_server_process(mode: str, tmp_path: Path) -> None:
+    env = clean_env(MCP_TEAM_MODEL="offline", MCP_TEAM_OFFLINE_LATENCY_MS="300", MCP_TEAM_STATE_DIR=str(tmp_path))
+    task_id = await _start_then_stop(env, mode)
+    with serve_http(env=env) as base:  # the same team resumes the run
+        async with Client(f"{base}/mcp", mode=mode, extensions=[Tasks()]) as client:
+            task, result = await TaskClient(client, mode).final(task_id)
+    assert task["status"] == "completed" and result["structuredContent"]["status"] == "complete"
+    assert result["structuredContent"]["run_id"] == task_id
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ["auto", "legacy"], ids=["2026-07-28", "2025-11-25"])
+async def test_a_task_that_cannot_resume_fails_with_the_reason(mode: str, tmp_path: Path) -> None:
+    env = clean_env(MCP_TEAM_MODEL="offline", MCP_TEAM_OFFLINE_LATENCY_MS="300", MCP_TEAM_STATE_DIR=str(tmp_path))
+    task_id = await _start_then_stop(env, mode)
+    # Another team (a preset) is not replayed a run started with the built-in team: it is interrupted.
+    with serve_http("--team", str(PRESET), env=env) as base:
+        async with Client(f"{base}/mcp", mode=mode, extensions=[Tasks()]) as client:
+            tasks = TaskClient(client, mode)
+            if tasks.legacy:
+                with pytest.raises(MCPError) as caught:
+                    await tasks.result(task_id)
+                task, error = await tasks.get(task_id), caught.value.error.model_dump()
+            else:
+                task, _ = await tasks.final(task_id)
+                error = task["error"]
+    assert task["status"] == "failed" and "team changed" in task["statusMessage"]
+    assert error["code"] == types.INTERNAL_ERROR and "team changed" in error["message"]
+    assert f"team://runs/{task_id}" in error["message"]
+
+
 def _ts_client(url: str) -> dict[str, Any]:
     _install_suite()  # the suite's node_modules hold the TypeScript SDK, pinned by tests/conformance's lock
     proc = subprocess.run(

@@ -35,7 +35,7 @@ from mcp_team.server.resources import add_resources
 from mcp_team.server.state import ServerState
 from mcp_team.server.store import MemoryRunStore, RunStore
 from mcp_team.server.strict import install_strict_requests
-from mcp_team.server.task_runs import task_runs_for
+from mcp_team.server.task_runs import ServerTaskRuns
 from mcp_team.server.tasks import TasksExtension, legacy_tasks
 from mcp_team.server.teamfile import TeamSpec, load_team
 from mcp_team.server.tools import add_team_tools
@@ -100,6 +100,7 @@ def build_server(
             finally:
                 # Let the pool's task close the external servers in order; stop everything else.
                 watcher.cancel()
+                tasks.stop()  # stop waiting on task runs; ephemeral ones end here
                 if state.durability is not None:
                     state.durability.stop()
                 state.rounds.cancel_all()
@@ -119,7 +120,7 @@ def build_server(
             redact_tool_results(),
             *([flush_after_calls(state, tracing)] if tracing else []),
         ],
-        extensions=[run_view_app(), tasks := TasksExtension(task_runs_for(state))],
+        extensions=[run_view_app(), tasks := TasksExtension(ServerTaskRuns(state))],
     )
     server.middleware.append(legacy_tasks(server, tasks))  # run_team as a task (MCP Tasks, both revisions)
     advertise_list_changed(server)

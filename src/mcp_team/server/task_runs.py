@@ -10,8 +10,8 @@ and returns once the cancelled record is saved. Task runs count against `MCP_TEA
 
 from __future__ import annotations
 
+import logging
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -19,36 +19,72 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import mcp_types as types
 from mcp import MCPError
-from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver.exceptions import ToolError
 
 from mcp_team.handoffs import Budgets, RunResult, Team
 from mcp_team.server.durability import RunRequest
 from mcp_team.server.limits import client_budgets
 from mcp_team.server.state import ServerState
-from mcp_team.server.tasks import POLL_MS, TaskRun, TaskRuns
+from mcp_team.server.tasks import POLL_MS, OnEnd, TaskRun, TaskRuns
 from mcp_team.server.views import live_record
 
 if TYPE_CHECKING:
     from mcp_team.runs.service import Runs
     from mcp_team.runs.store import RunRecord
 
+log = logging.getLogger("mcp_team.server")
 BUDGETS = ("max_handoffs", "max_model_calls", "max_tokens", "deadline_seconds")
 MAX_LISTED = 5000  # runs looked through for one principal's tasks/list
 
 
-def task_runs_for(state: ServerState) -> Callable[[ServerRequestContext[Any, Any]], TaskRuns]:
-    """The task runs of `state`'s server: durable when it has the run service, else in memory."""
-    durable, memory = DurableTaskRuns(state), MemoryTaskRuns(state)
-    return lambda _ctx: durable if state.durability is not None else memory
+class ServerTaskRuns:
+    """The task runs of a server: on the durable run service when it has one, else in memory."""
+
+    def __init__(self, state: ServerState) -> None:
+        self.state = state
+        self.durable, self.memory = DurableTaskRuns(state), MemoryTaskRuns(state)
+
+    @property
+    def current(self) -> TaskRuns:
+        return self.durable if self.state.durability is not None else self.memory
+
+    def serves_tasks(self) -> bool:
+        return self.current.serves_tasks()
+
+    async def start(self, arguments: dict[str, Any], owner: str | None, on_end: OnEnd | None = None) -> TaskRun:
+        return await self.current.start(arguments, owner, on_end)
+
+    async def get(self, run_id: str) -> TaskRun | None:
+        return await self.current.get(run_id)
+
+    async def wait(self, run_id: str) -> TaskRun | None:
+        return await self.current.wait(run_id)
+
+    async def cancel(self, run_id: str) -> TaskRun | None:
+        return await self.current.cancel(run_id)
+
+    async def list(self, owner: str | None, offset: int, limit: int) -> list[TaskRun]:
+        return await self.current.list(owner, offset, limit)
+
+    def stop(self) -> None:
+        self.durable.stop()
+        self.memory.stop()
 
 
 class _Base:
     def __init__(self, state: ServerState) -> None:
         self.state = state
+        self._waiting: set[anyio.CancelScope] = set()
 
     def serves_tasks(self) -> bool:
         return self.state.model_settings.configured_backend() not in (None, "sampling")
+
+    async def wait(self, run_id: str) -> TaskRun | None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        for scope in list(self._waiting):
+            scope.cancel()
 
     def _prepare(self, arguments: dict[str, Any]) -> tuple[Team, RunRequest]:
         """What `run_team` checks before it runs (`ToolError` saying what to change), and the team to run."""
@@ -69,31 +105,40 @@ class _Base:
         team = Team(models, state.specialists, state.run_settings)
         return team, RunRequest(request, arguments.get("mode"), budgets, arguments.get("thread"))
 
-    def _hold_slot(self, until_done: Callable[[], Any]) -> None:
-        """Count the run against MCP_TEAM_MAX_RUNS until it ends."""
+    def _until_done(self, run_id: str, on_end: OnEnd | None) -> None:
+        """Count the run against MCP_TEAM_MAX_RUNS until it ends, then hand it to `on_end`; both stop
+        when the server does (`stop`)."""
         slots, group = self.state.slots, self.state.rounds.task_group
         assert group is not None, "the server's lifespan has not started"
         slots.running += 1
+        scope = anyio.CancelScope()
+        self._waiting.add(scope)
 
-        async def hold() -> None:
+        async def wait() -> None:
             try:
-                await until_done()
+                with scope:
+                    run = await self.wait(run_id)
+                    if run is not None and on_end is not None:
+                        await on_end(run)
+            except Exception:  # a store that went away at shutdown: nothing left to tell
+                log.debug("stopped waiting on run %s", run_id, exc_info=True)
             finally:
                 slots.running -= 1
+                self._waiting.discard(scope)
 
-        group.start_soon(hold)
+        group.start_soon(wait)
 
 
 class DurableTaskRuns(_Base):
     """Tasks over the durable run service (`runs.service.Runs`)."""
 
-    async def start(self, ctx: ServerRequestContext[Any, Any], arguments: dict[str, Any], owner: str | None) -> TaskRun:
+    async def start(self, arguments: dict[str, Any], owner: str | None, on_end: OnEnd | None = None) -> TaskRun:
         team, asked = self._prepare(arguments)
         runs = await self._service()
         engine = self.state.engine.engine_for(team)
         record = await runs.start(asked.request, mode=asked.mode, budgets=asked.budgets, thread=asked.thread,
                                   engine=engine, owner=owner)  # fmt: skip
-        self._hold_slot(lambda: runs.wait(record.run_id))
+        self._until_done(record.run_id, on_end)
         return _from_record(record)
 
     async def get(self, run_id: str) -> TaskRun | None:
@@ -149,7 +194,7 @@ class MemoryTaskRuns(_Base):
         super().__init__(state)
         self._tasks: dict[str, _Task] = {}
 
-    async def start(self, ctx: ServerRequestContext[Any, Any], arguments: dict[str, Any], owner: str | None) -> TaskRun:
+    async def start(self, arguments: dict[str, Any], owner: str | None, on_end: OnEnd | None = None) -> TaskRun:
         team, asked = self._prepare(arguments)
         if asked.thread is not None:
             raise ToolError("'thread' needs durable runs, which this server has off (--ephemeral)")
@@ -158,7 +203,7 @@ class MemoryTaskRuns(_Base):
         task = _Task(uuid.uuid4().hex, owner, datetime.now(UTC))
         self._tasks[task.run_id] = task
         group.start_soon(self._run, team, task, asked.request, asked.mode, asked.budgets)
-        self._hold_slot(task.done.wait)
+        self._until_done(task.run_id, on_end)
         found = await self.get(task.run_id)
         assert found is not None
         return found
@@ -209,6 +254,13 @@ class MemoryTaskRuns(_Base):
         task.scope.cancel()
         await task.done.wait()
         return await self.get(run_id)
+
+    def stop(self) -> None:
+        """Ephemeral runs end with the server."""
+        super().stop()
+        for task in self._tasks.values():
+            task.reason = task.reason or "the server stopped"
+            task.scope.cancel()
 
     async def list(self, owner: str | None, offset: int, limit: int) -> list[TaskRun]:
         found = [run for r in self.state.store.recent(MAX_LISTED) if (run := await self.get(r.run_id)) is not None]

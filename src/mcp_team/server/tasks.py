@@ -30,17 +30,17 @@ as `team://runs` already lists every run; ids are 128-bit random.
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-import anyio
 import mcp_types as types
 from mcp import MCPError
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp.server.mcpserver import Extension, MethodBinding, require_client_extension
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata, func_metadata
 from pydantic import Field, ValidationError
 
@@ -60,6 +60,9 @@ PAGE = 50  # tasks per tasks/list page
 RELATED = "io.modelcontextprotocol/related-task"
 KEEP = frozenset({"content", "structuredContent", "isError"})
 LEGACY_CAPABILITY: dict[str, Any] = {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
+
+
+OnEnd = Callable[["TaskRun"], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -87,9 +90,14 @@ class TaskRuns(Protocol):
         """Whether runs can start as tasks (the server has a model of its own)."""
         ...
 
-    async def start(self, ctx: ServerRequestContext[Any, Any], arguments: dict[str, Any], owner: str | None) -> TaskRun:
+    async def start(self, arguments: dict[str, Any], owner: str | None, on_end: OnEnd | None = None) -> TaskRun:
         """Start a run of `run_team`'s validated `arguments`; return once `get` finds it. A `ToolError`
-        (a limit, a budget above the operator's) says what the caller must change."""
+        (a limit, a budget above the operator's) says what the caller must change. `on_end` gets the run
+        when it has finished (unless the server stops first)."""
+        ...
+
+    def stop(self) -> None:
+        """The server is stopping: stop waiting on runs (a durable run goes on at the next start)."""
         ...
 
     async def get(self, run_id: str) -> TaskRun | None: ...
@@ -247,8 +255,12 @@ class TasksExtension(Extension):
 
     identifier = EXTENSION
 
-    def __init__(self, runs_for: Callable[[ServerRequestContext[Any, Any]], TaskRuns]) -> None:
-        self.runs_for = runs_for
+    def __init__(self, runs: TaskRuns) -> None:
+        self.runs = runs
+
+    def stop(self) -> None:
+        """The server is stopping (its lifespan ends)."""
+        self.runs.stop()
 
     def methods(self) -> list[MethodBinding]:
         return [
@@ -263,11 +275,11 @@ class TasksExtension(Extension):
         self, params: types.CallToolRequestParams, ctx: ServerRequestContext[Any, Any], call_next: CallNext
     ) -> HandlerResult:
         """2026-07-28: `run_team` from a client that declared the extension becomes a task."""
-        runs = self.runs_for(ctx)
+        runs = self.runs
         if ctx.protocol_version in LEGACY or params.name != TASK_TOOL or not _declares(ctx) or not runs.serves_tasks():
             return await call_next(ctx)  # never a task for a client that did not declare tasks
         try:
-            run = await start_task(runs, ctx, params.arguments)
+            run = await start_task(runs, params.arguments)
         except MCPError as exc:
             if exc.code != types.INVALID_PARAMS:
                 raise
@@ -277,12 +289,12 @@ class TasksExtension(Extension):
 
     async def get(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> dict[str, Any]:
         modern = _modern(ctx)
-        run = await _owned(self.runs_for(ctx).get(params.task_id), params.task_id)
+        run = await _owned(self.runs.get(params.task_id), params.task_id)
         return task_wire(run, modern=modern, detailed=True)
 
     async def cancel(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> dict[str, Any]:
         modern = _modern(ctx)
-        runs = self.runs_for(ctx)
+        runs = self.runs
         run = await _owned(runs.get(params.task_id), params.task_id)
         if run.finished:
             if modern:
@@ -295,12 +307,12 @@ class TasksExtension(Extension):
 
     async def update(self, ctx: ServerRequestContext[Any, Any], params: UpdateParams) -> dict[str, Any]:
         _modern(ctx)
-        await _owned(self.runs_for(ctx).get(params.task_id), params.task_id)
+        await _owned(self.runs.get(params.task_id), params.task_id)
         return {}  # a run never asks its client for input, so there is nothing to take
 
     async def result(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> dict[str, Any]:
         """2025-11-25: block until the run ends, then answer what the plain call would have."""
-        runs = self.runs_for(ctx)
+        runs = self.runs
         run = await _owned(runs.get(params.task_id), params.task_id)
         if not run.finished:
             run = await _owned(runs.wait(run.run_id), params.task_id)
@@ -310,19 +322,17 @@ class TasksExtension(Extension):
 
     async def list(self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams) -> dict[str, Any]:
         offset = _offset(params.cursor)
-        found = await self.runs_for(ctx).list(principal(), offset, PAGE + 1)
+        found = await self.runs.list(principal(), offset, PAGE + 1)
         page: dict[str, Any] = {"tasks": [task_wire(r, modern=False) for r in found[:PAGE]]}
         if len(found) > PAGE:
             page["nextCursor"] = _cursor(offset + PAGE)
         return page
 
 
-async def start_task(runs: TaskRuns, ctx: ServerRequestContext[Any, Any], arguments: Any) -> TaskRun:
-    from mcp.server.mcpserver.exceptions import ToolError
-
+async def start_task(runs: TaskRuns, arguments: Any, on_end: OnEnd | None = None) -> TaskRun:
     validated = validate_arguments(arguments)
     try:
-        return await runs.start(ctx, validated, principal())
+        return await runs.start(validated, principal(), on_end)
     except ToolError as exc:  # a limit or budget the caller must change
         raise MCPError(types.INVALID_PARAMS, str(exc)) from None
 
@@ -372,12 +382,11 @@ def legacy_tasks(server: MCPServer[Any], extension: TasksExtension) -> ServerMid
     async def middleware(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         params = ctx.params if isinstance(ctx.params, Mapping) else {}
         if ctx.method == "tools/call" and ctx.protocol_version in LEGACY and params.get("task") is not None:
-            runs = extension.runs_for(ctx)
+            runs = extension.runs
             if runs.serves_tasks():  # else the spec's rule: a server that declares no tasks runs it as a plain call
                 name = params.get("name")
                 if name == TASK_TOOL:
-                    run = await start_task(runs, ctx, params.get("arguments"))
-                    _notify_when_done(ctx, runs, run.run_id)
+                    run = await start_task(runs, params.get("arguments"), _status_notifier(ctx))
                     return {"task": task_wire(run, modern=False)}
                 if any(tool.name == name for tool in await server.list_tools()):
                     raise MCPError(
@@ -386,7 +395,7 @@ def legacy_tasks(server: MCPServer[Any], extension: TasksExtension) -> ServerMid
                         f"call it without `task`; only {TASK_TOOL} does",
                     )
         result = await call_next(ctx)
-        if not isinstance(result, dict) or not extension.runs_for(ctx).serves_tasks():
+        if not isinstance(result, dict) or not extension.runs.serves_tasks():
             return result
         if ctx.method == "initialize" and result.get("protocolVersion") in LEGACY:
             result["capabilities"] = {**result.get("capabilities", {}), "tasks": LEGACY_CAPABILITY}
@@ -399,18 +408,14 @@ def legacy_tasks(server: MCPServer[Any], extension: TasksExtension) -> ServerMid
     return middleware
 
 
-def _notify_when_done(ctx: ServerRequestContext[Any, Any], runs: TaskRuns, run_id: str) -> None:
-    """Send the creating session `notifications/tasks/status` when the run ends (best effort: a client
-    that went away misses it, and polls)."""
+def _status_notifier(ctx: ServerRequestContext[Any, Any]) -> OnEnd | None:
+    """`notifications/tasks/status` to the session that created a task, when it ends (best effort: a
+    client that went away misses it, and polls)."""
     connection = getattr(ctx.session, "_connection", None)  # lives as long as the client; not public in 2.3
-    group = getattr(getattr(ctx.lifespan_context, "rounds", None), "task_group", None)
-    if connection is None or group is None:
-        return
+    if connection is None:
+        return None
 
-    async def notify() -> None:
-        run = await runs.wait(run_id)
-        if run is not None:
-            with anyio.CancelScope(shield=True):
-                await connection.notify("notifications/tasks/status", task_wire(run, modern=False))
+    async def notify(run: TaskRun) -> None:
+        await connection.notify("notifications/tasks/status", task_wire(run, modern=False))  # never raises
 
-    group.start_soon(notify)
+    return notify
