@@ -25,7 +25,8 @@ from mcp_team.handoffs import Budgets, RunResult, Team
 from mcp_team.server.durability import RunRequest
 from mcp_team.server.limits import client_budgets
 from mcp_team.server.state import ServerState
-from mcp_team.server.tasks import POLL_MS, OnEnd, TaskRun, TaskRuns
+from mcp_team.server.task_wire import POLL_MS, TaskRun
+from mcp_team.server.tasks import OnEnd, TaskRuns
 from mcp_team.server.views import live_record
 
 if TYPE_CHECKING:
