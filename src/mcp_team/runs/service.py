@@ -107,6 +107,11 @@ class Runs:
     def executor_id(self) -> str:
         return self.lease.executor_id
 
+    @property
+    def running(self) -> int:
+        """Runs executing in this process now."""
+        return len(self._live)
+
     # --- lifecycle ----------------------------------------------------------------------------
     @classmethod
     async def open(cls, config: DurableConfig, engine: Engine) -> Runs:
@@ -411,6 +416,14 @@ def _first(exc: BaseException) -> str:
     if isinstance(exc, BaseExceptionGroup):
         return _first(exc.exceptions[0])
     return " ".join(str(exc).split())[:300]
+
+
+def check(config: DurableConfig) -> None:
+    """The start-up checks alone (database reachable and not newer, state directory writable, an executor id
+    free), then let go: for a server that must fail at once on bad input, before it serves. Blocking."""
+    store, lease = _prepare(config)
+    lease.release()
+    store.engine.dispose()
 
 
 def _prepare(config: DurableConfig) -> tuple[RunStore, ExecutorLease]:

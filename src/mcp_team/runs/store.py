@@ -10,7 +10,7 @@ end and each finished handoff (awaited, so a crash never loses a handoff that wa
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import UTC, datetime
 from typing import Literal
 
@@ -90,6 +90,7 @@ class RunStore:
         self._changed: dict[str, anyio.Event] = {}
         self._flushing = anyio.Lock()  # batches commit in the order they were taken
         self.writes = 0  # transactions written, for tests and the benchmark
+        self.on_write: Callable[[list[str]], None] | None = None  # told the ids of every batch written
 
     # --- schema -------------------------------------------------------------------------------
     def check_version(self) -> None:
@@ -139,6 +140,8 @@ class RunStore:
         for run_id in batch:
             if (event := self._changed.pop(run_id, None)) is not None:
                 event.set()
+        if self.on_write is not None:
+            self.on_write(list(batch))
 
     async def flush_loop(self) -> None:
         """Write queued records every `interval` seconds while there are any (run it in a task group)."""

@@ -32,6 +32,8 @@ from mcp_team.server.middleware import (
 from mcp_team.server.prompts import add_supervisor_prompt
 from mcp_team.server.registry import apply_team
 from mcp_team.server.resources import add_resources
+from mcp_team.server.run_tools import add_run_tools
+from mcp_team.server.run_updates import install_run_updates
 from mcp_team.server.state import ServerState
 from mcp_team.server.store import MemoryRunStore, RunStore
 from mcp_team.server.strict import install_strict_requests
@@ -127,6 +129,9 @@ def build_server(
     install_set_level(server._lowlevel_server)  # also declares the `logging` capability (2025-11-25)
     install_strict_requests(server)  # exact errors for unknown tools, prompts, resources and arguments
     add_team_tools(server)
+    if durable is not None:
+        add_run_tools(server)
+        install_run_updates(server, state)
     add_supervisor_prompt(server, state)
     # The specialists' tools and prompts are registered by the lifespan, once their MCP servers are up.
     add_resources(server, state)

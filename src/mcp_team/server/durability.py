@@ -9,7 +9,6 @@ earlier asks for it at once. Nothing here imports DBOS at module level.
 from __future__ import annotations
 
 import logging
-import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -49,7 +48,7 @@ class Durability:
 
     def start(self, tg: anyio.abc.TaskGroup, state: ServerState) -> None:
         self._wanted, self._ready, self._stop = anyio.Event(), anyio.Event(), anyio.Event()
-        tg.start_soon(self._serve, state)
+        tg.start_soon(self._serve, state, tg)
 
     def want(self) -> None:
         """Open now (the server has answered a request, or a tool needs the service)."""
@@ -69,7 +68,7 @@ class Durability:
             raise ToolError(f"durable runs are unavailable on this server: {self.error or 'it is shutting down'}")
         return self.runs
 
-    async def _serve(self, state: ServerState) -> None:
+    async def _serve(self, state: ServerState, tg: anyio.abc.TaskGroup) -> None:
         assert self._wanted is not None and self._ready is not None and self._stop is not None
         with anyio.move_on_after(OPEN_DELAY):
             await self._wanted.wait()
@@ -77,14 +76,16 @@ class Durability:
 
         try:
             async with open_runs(self.config, ServerEngine(state)) as runs:
+                from mcp_team.server.run_updates import publish_updates
+
+                runs.store.on_write = publish_updates(state, tg)
                 self.runs = runs
                 self._ready.set()
                 await self._stop.wait()
                 self.runs = None
         except ConfigError as exc:
-            # Bad input at start-up: said once, clearly; the server stops (the CLI exits with a usage error).
+            # Bad input at start-up: the server stops, and the CLI says why and exits with a usage error.
             self.error = str(exc)
-            print(f"mcp-team: error: {exc}", file=sys.stderr, flush=True)
             raise
         finally:
             self.runs = None

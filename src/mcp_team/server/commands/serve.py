@@ -83,6 +83,10 @@ def serve_command(args: argparse.Namespace) -> int:
             overrides = {k: v for k, v in {"host": args.host, "port": args.port}.items() if v is not None}
             http = HttpSettings(**overrides)
             check_bind(http)
+            if durable is not None:  # an HTTP server is not spawned per client: check now, fail before serving
+                from mcp_team.runs.service import check
+
+                check(durable)
             if http.http_token is not None:
                 register_secret(http.http_token.get_secret_value())
         tracing = start_tracing(args)
