@@ -83,11 +83,15 @@ async def test_what_each_revision_declares_and_plain_calls_stay_plain(mode: str)
     assert plain.structured_content["status"] == "complete"  # type: ignore[index]
 
 
-async def test_a_server_without_a_model_of_its_own_declares_no_tasks() -> None:
+async def test_a_server_without_a_model_of_its_own_declares_no_tasks(mode: str) -> None:
     # Runs on the client's model (sampling) need the calling request, so they are never tasks.
-    async with Client(build_server(ModelSettings()), mode="legacy") as client:
+    async with Client(build_server(ModelSettings()), mode=mode, extensions=[Tasks()]) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
-        assert client.server_capabilities.tasks is None and tools["run_team"].execution is None
+        caps = client.server_capabilities
+        unknown = await _error(client.session.send_request(get_request("any"), ANY))
+    assert caps.tasks is None and tools["run_team"].execution is None
+    assert EXTENSION not in (caps.extensions or {})
+    assert unknown.code == types.METHOD_NOT_FOUND
 
 
 async def test_cancelling_a_task_stops_its_in_flight_model_calls(mode: str, runs: DurableConfig | None) -> None:

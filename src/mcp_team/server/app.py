@@ -85,6 +85,7 @@ def build_server(
     state = ServerState(model_settings, team, store or MemoryRunStore(), bus=bus, limits=limits or ServerLimits())
     if durable is not None:
         state.durability = Durability(durable)
+    tasks = TasksExtension(ServerTaskRuns(state))
 
     @asynccontextmanager
     async def lifespan(server: MCPServer[ServerState]) -> AsyncIterator[ServerState]:
@@ -122,9 +123,10 @@ def build_server(
             redact_tool_results(),
             *([flush_after_calls(state, tracing)] if tracing else []),
         ],
-        extensions=[run_view_app(), tasks := TasksExtension(ServerTaskRuns(state))],
+        # run_team as an MCP task, on a model of the server's own (a run on the client's model needs the call)
+        extensions=[run_view_app(), *([tasks] if tasks.runs.serves_tasks() else [])],
     )
-    server.middleware.append(legacy_tasks(server, tasks))  # run_team as a task (MCP Tasks, both revisions)
+    server.middleware.append(legacy_tasks(server, tasks))
     advertise_list_changed(server)
     install_set_level(server._lowlevel_server)  # also declares the `logging` capability (2025-11-25)
     install_strict_requests(server)  # exact errors for unknown tools, prompts, resources and arguments
