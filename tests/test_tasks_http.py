@@ -60,6 +60,32 @@ async def test_a_task_outlives_the_connection_that_started_it(server: str, mode:
     assert all(h["status"] == "completed" for h in record["handoffs"])
 
 
+def _tasks_get(url: str, task_id: str, mcp_name: str) -> dict[str, Any]:
+    """A 2026-07-28 `tasks/get` as it goes over HTTP, with its routing headers."""
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}},
+    }
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": {"taskId": task_id, "_meta": meta}}
+    headers = {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tasks/get", "Mcp-Name": mcp_name}
+    headers |= {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    answer = httpx2.post(url, json=body, headers=headers, timeout=HANG_GUARD)
+    text = answer.text
+    # The answer comes as JSON or as one SSE event.
+    data = json.loads(text.split("data:", 1)[1].split("\n\n", 1)[0] if "data:" in text else text)
+    return dict(data)
+
+
+@pytest.mark.anyio
+async def test_the_task_routing_header_must_name_the_task(server: str) -> None:
+    async with Client(server, mode="auto", extensions=[Tasks()]) as client:
+        task_id = (await TaskClient(client, "auto").create({"request": "Research bees"}))["taskId"]
+    matching = _tasks_get(server, task_id, task_id)
+    mismatched = _tasks_get(server, task_id, "another-task")
+    assert matching["result"]["taskId"] == task_id
+    assert mismatched["error"]["code"] == -32020 and "Mcp-Name" in mismatched["error"]["message"]
+
+
 PRESET = ROOT / "src" / "mcp_team" / "server" / "presets" / "curriculum.toml"
 
 

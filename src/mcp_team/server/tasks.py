@@ -39,6 +39,8 @@ from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp.server.mcpserver import Extension, MethodBinding, require_client_extension
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.shared.inbound import MCP_NAME_HEADER, decode_header_value
+from mcp_types.jsonrpc import HEADER_MISMATCH
 from pydantic import Field
 
 from mcp_team.server.task_wire import (
@@ -154,12 +156,12 @@ class TasksExtension(Extension):
         return {"resultType": "task", **task_wire(run, modern=True)}
 
     async def get(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> dict[str, Any]:
-        modern = _modern(ctx)
+        modern = _modern(ctx, params.task_id)
         run = await _owned(self.runs.get(params.task_id), params.task_id)
         return task_wire(run, modern=modern, detailed=True)
 
     async def cancel(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> dict[str, Any]:
-        modern = _modern(ctx)
+        modern = _modern(ctx, params.task_id)
         runs = self.runs
         run = await _owned(runs.get(params.task_id), params.task_id)
         if run.finished:
@@ -172,7 +174,7 @@ class TasksExtension(Extension):
         return {} if modern else task_wire(cancelled or run, modern=False)
 
     async def update(self, ctx: ServerRequestContext[Any, Any], params: UpdateParams) -> dict[str, Any]:
-        _modern(ctx)
+        _modern(ctx, params.task_id)
         await _owned(self.runs.get(params.task_id), params.task_id)
         return {}  # a run never asks its client for input, so there is nothing to take
 
@@ -208,10 +210,16 @@ def _declares(ctx: ServerRequestContext[Any, Any]) -> bool:
     return bool(caps and caps.extensions and EXTENSION in caps.extensions)
 
 
-def _modern(ctx: ServerRequestContext[Any, Any]) -> bool:
+def _modern(ctx: ServerRequestContext[Any, Any], task_id: str) -> bool:
     if ctx.protocol_version in LEGACY:
         return False
     require_client_extension(ctx, EXTENSION)  # -32021 for a client that did not declare tasks
+    # SEP-2663 routing header: over HTTP, `Mcp-Name` names the task; one that disagrees with the body is refused
+    # (the SDK checks it only for the spec's own methods). A client that sends none is let through.
+    headers = getattr(ctx.request, "headers", None)
+    name = headers.get(MCP_NAME_HEADER) if headers is not None else None
+    if name is not None and decode_header_value(name) != task_id:
+        raise MCPError(HEADER_MISMATCH, "the Mcp-Name header does not match the request body's 'taskId'")
     return True
 
 
