@@ -15,6 +15,7 @@ from mcp import Client, MCPError
 from mcp_team.llm.settings import ModelSettings
 from mcp_team.runs import DurableConfig, resolve
 from mcp_team.server.app import build_server
+from mcp_team.server.limits import ServerLimits
 from task_client import ANY, EXTENSION, RELATED, TaskClient, Tasks, get_request
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")]
@@ -206,3 +207,15 @@ async def test_an_auto_polling_2026_client_gets_the_plain_result() -> None:
     async with Client(build_server(offline()), mode="auto", extensions=[Tasks()]) as client:
         result = await client.call_tool("run_team", {"request": "Research bees"})  # the claim polls tasks/get
     assert result.structured_content["status"] == "complete"  # type: ignore[index]
+
+
+async def test_task_runs_count_against_the_server_run_limit(runs: DurableConfig | None) -> None:
+    server = build_server(offline(offline_latency_ms=2000), limits=ServerLimits(max_runs=1), durable=runs)
+    async with Client(server, mode="legacy") as client:
+        tasks = TaskClient(client, "legacy")
+        first = (await tasks.create({"request": "Research bees"}))["taskId"]
+        busy = await _error(tasks.create({"request": "Research wasps"}))
+        await tasks.cancel(first)
+        after = await tasks.create({"request": "Research ants"})  # the slot came back with the cancel
+        await tasks.cancel(after["taskId"])
+    assert busy.code == types.INVALID_PARAMS and "MCP_TEAM_MAX_RUNS=1" in busy.message

@@ -5,7 +5,7 @@ Either way a task's run goes on in the background, outliving the request and the
 started it: a durable one is a DBOS workflow (it also outlives the process: it resumes after a restart,
 on any replica), an ephemeral one a task in the server's lifespan. Its record is the run record of
 `team://runs/{id}`. A cancel stops its in-flight model and tool calls at once (the run's cancel scope)
-and returns once the cancelled record is saved. Task runs count against `MCP_TEAM_MAX_RUNS` like calls.
+and returns once the cancelled record is saved. Task runs count against `MCP_TEAM_MAX_RUNS` like other runs.
 """
 
 from __future__ import annotations
@@ -87,8 +87,9 @@ class _Base:
         for scope in list(self._waiting):
             scope.cancel()
 
-    def _prepare(self, arguments: dict[str, Any]) -> tuple[Team, RunRequest]:
-        """What `run_team` checks before it runs (`ToolError` saying what to change), and the team to run."""
+    def _prepare(self, arguments: dict[str, Any], running: int) -> tuple[Team, RunRequest]:
+        """What `run_team` checks before it runs (`ToolError` saying what to change), and the team to run;
+        `running` is how many runs count against MCP_TEAM_MAX_RUNS now."""
         state = self.state
         request: str = arguments["request"]
         if not request.strip():
@@ -98,33 +99,30 @@ class _Base:
         models = state.configured_models()
         if models is None:
             raise ToolError("this server runs run_team as a task only on a model of its own")
-        if state.slots.running >= state.limits.max_runs:
+        if running >= state.limits.max_runs:
             raise ToolError(
-                f"busy: this server already has {state.slots.running} run(s) in progress, its limit "
+                f"busy: this server already has {running} run(s) in progress, its limit "
                 f"(MCP_TEAM_MAX_RUNS={state.limits.max_runs}); retry later"
             )
         team = Team(models, state.specialists, state.run_settings)
         return team, RunRequest(request, arguments.get("mode"), budgets, arguments.get("thread"))
 
-    def _until_done(self, run_id: str, on_end: OnEnd | None) -> None:
-        """Count the run against MCP_TEAM_MAX_RUNS until it ends, then hand it to `on_end`; both stop
-        when the server does (`stop`)."""
-        slots, group = self.state.slots, self.state.rounds.task_group
-        assert group is not None, "the server's lifespan has not started"
-        slots.running += 1
+    def _on_end(self, run_id: str, on_end: OnEnd | None) -> None:
+        """Hand the run to `on_end` once it has finished, unless the server stops first (`stop`)."""
+        group = self.state.rounds.task_group
+        if on_end is None or group is None:
+            return
         scope = anyio.CancelScope()
         self._waiting.add(scope)
 
         async def wait() -> None:
             try:
                 with scope:
-                    run = await self.wait(run_id)
-                    if run is not None and on_end is not None:
+                    if (run := await self.wait(run_id)) is not None:
                         await on_end(run)
             except Exception:  # a store that went away at shutdown: nothing left to tell
                 log.debug("stopped waiting on run %s", run_id, exc_info=True)
             finally:
-                slots.running -= 1
                 self._waiting.discard(scope)
 
         group.start_soon(wait)
@@ -134,12 +132,12 @@ class DurableTaskRuns(_Base):
     """Tasks over the durable run service (`runs.service.Runs`)."""
 
     async def start(self, arguments: dict[str, Any], owner: str | None, on_end: OnEnd | None = None) -> TaskRun:
-        team, asked = self._prepare(arguments)
         runs = await self._service()
+        team, asked = self._prepare(arguments, runs.running)  # the run service's count, as start_run's
         engine = self.state.engine.engine_for(team)
         record = await runs.start(asked.request, mode=asked.mode, budgets=asked.budgets, thread=asked.thread,
                                   engine=engine, owner=owner)  # fmt: skip
-        self._until_done(record.run_id, on_end)
+        self._on_end(record.run_id, on_end)
         return _from_record(record)
 
     async def get(self, run_id: str) -> TaskRun | None:
@@ -196,15 +194,16 @@ class MemoryTaskRuns(_Base):
         self._tasks: dict[str, _Task] = {}
 
     async def start(self, arguments: dict[str, Any], owner: str | None, on_end: OnEnd | None = None) -> TaskRun:
-        team, asked = self._prepare(arguments)
+        team, asked = self._prepare(arguments, self.state.slots.running)  # counted with run_team's calls
         if asked.thread is not None:
             raise ToolError("'thread' needs durable runs, which this server has off (--ephemeral)")
         group = self.state.rounds.task_group
         assert group is not None, "the server's lifespan has not started"
         task = _Task(uuid.uuid4().hex, owner, datetime.now(UTC))
         self._tasks[task.run_id] = task
+        self.state.slots.running += 1  # given back when the run ends
         group.start_soon(self._run, team, task, asked.request, asked.mode, asked.budgets)
-        self._until_done(task.run_id, on_end)
+        self._on_end(task.run_id, on_end)
         found = await self.get(task.run_id)
         assert found is not None
         return found
@@ -220,6 +219,7 @@ class MemoryTaskRuns(_Base):
         except Exception as exc:  # never a traceback to the client: the task says what happened
             task.status, task.reason = "failed", f"the run stopped on an error: {exc}"
         finally:
+            self.state.slots.running -= 1
             task.updated_at = datetime.now(UTC)
             task.done.set()
 
