@@ -89,45 +89,55 @@ async def test_the_task_routing_header_must_name_the_task(server: str) -> None:
 PRESET = ROOT / "src" / "mcp_team" / "server" / "presets" / "curriculum.toml"
 
 
-async def _start_then_stop(env: dict[str, str], mode: str) -> str:
-    """Start a task on a durable server, then stop the server (SIGTERM) with the run unfinished."""
-    with serve_http(env=env) as base:
-        async with Client(f"{base}/mcp", mode=mode, extensions=[Tasks()]) as client:
-            created = await TaskClient(client, mode).create({"request": "Research bees and calculate 2+2"})
+MODES = ("auto", "legacy")  # 2026-07-28, 2025-11-25
+
+
+async def _start(base: str, mode: str) -> str:
+    async with Client(f"{base}/mcp", mode=mode, extensions=[Tasks()]) as client:
+        created = await TaskClient(client, mode).create({"request": "Research bees and calculate 2+2"})
     return str(created["taskId"])
 
 
-@pytest.mark.anyio
-@pytest.mark.parametrize("mode", ["auto", "legacy"], ids=["2026-07-28", "2025-11-25"])
-async def test_a_task_outlives_the_server_process(mode: str, tmp_path: Path) -> None:
-    env = clean_env(MCP_TEAM_MODEL="offline", MCP_TEAM_OFFLINE_LATENCY_MS="300", MCP_TEAM_STATE_DIR=str(tmp_path))
-    task_id = await _start_then_stop(env, mode)
-    with serve_http(env=env) as base:  # the same team resumes the run
-        async with Client(f"{base}/mcp", mode=mode, extensions=[Tasks()]) as client:
-            task, result = await TaskClient(client, mode).final(task_id)
-    assert task["status"] == "completed" and result["structuredContent"]["status"] == "complete"
-    assert result["structuredContent"]["run_id"] == task_id
+async def _end(base: str, mode: str, task_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The task once it has ended, and its result (or, for one that failed, the error), from a new client."""
+    async with Client(f"{base}/mcp", mode=mode, extensions=[Tasks()]) as client:
+        tasks = TaskClient(client, mode)
+        if not tasks.legacy:
+            task, result = await tasks.final(task_id)
+            return task, task.get("error", result)
+        try:
+            return await tasks.final(task_id)
+        except MCPError as exc:
+            return await tasks.get(task_id), exc.error.model_dump()
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize("mode", ["auto", "legacy"], ids=["2026-07-28", "2025-11-25"])
-async def test_a_task_that_cannot_resume_fails_with_the_reason(mode: str, tmp_path: Path) -> None:
-    env = clean_env(MCP_TEAM_MODEL="offline", MCP_TEAM_OFFLINE_LATENCY_MS="300", MCP_TEAM_STATE_DIR=str(tmp_path))
-    task_id = await _start_then_stop(env, mode)
-    # Another team (a preset) is not replayed a run started with the built-in team: it is interrupted.
+async def test_a_task_outlives_the_server_process_or_fails_with_the_reason(tmp_path: Path) -> None:
+    """Each server below is stopped (SIGTERM) with the runs it started unfinished (a run makes several model
+    calls of 1 s each, and the server stops at once). A restart with the same
+    team resumes them; a restart with another team (a preset) does not replay a run started with the
+    built-in team: it is interrupted, and its task fails saying why. Both revisions, one client each."""
+    env = clean_env(MCP_TEAM_MODEL="offline", MCP_TEAM_OFFLINE_LATENCY_MS="1000", MCP_TEAM_STATE_DIR=str(tmp_path))
+    with serve_http(env=env) as base:
+        stranded = {mode: await _start(base, mode) for mode in MODES}
     with serve_http("--team", str(PRESET), env=env) as base:
-        async with Client(f"{base}/mcp", mode=mode, extensions=[Tasks()]) as client:
-            tasks = TaskClient(client, mode)
-            if tasks.legacy:
-                with pytest.raises(MCPError) as caught:
-                    await tasks.result(task_id)
-                task, error = await tasks.get(task_id), caught.value.error.model_dump()
-            else:
-                task, _ = await tasks.final(task_id)
-                error = task["error"]
-    assert task["status"] == "failed" and "team changed" in task["statusMessage"]
-    assert error["code"] == types.INTERNAL_ERROR and "team changed" in error["message"]
-    assert f"team://runs/{task_id}" in error["message"]
+        failed = {mode: await _end(base, mode, stranded[mode]) for mode in MODES}
+        resumed = {mode: await _start(base, mode) for mode in MODES}
+    with serve_http("--team", str(PRESET), env=env) as base:
+        completed = {mode: await _end(base, mode, resumed[mode]) for mode in MODES}
+
+    for mode in MODES:
+        task, result = completed[mode]
+        assert task["status"] == "completed", mode
+        assert (
+            result["structuredContent"]["status"] == "complete"
+            and result["structuredContent"]["run_id"] == task["taskId"]
+        )
+        task, error = failed[mode]
+        assert task["status"] == "failed" and "team changed" in task["statusMessage"], mode
+        # 2025-11-25: tasks/result answers the JSON-RPC error; 2026-07-28: tasks/get inlines it.
+        assert error["code"] == types.INTERNAL_ERROR and "team changed" in error["message"], mode
+        assert f"team://runs/{stranded[mode]}" in error["message"]
 
 
 def _ts_client(url: str) -> dict[str, Any]:
