@@ -114,9 +114,9 @@ async def _end(base: str, mode: str, task_id: str) -> tuple[dict[str, Any], dict
 @pytest.mark.anyio
 async def test_a_task_outlives_the_server_process_or_fails_with_the_reason(tmp_path: Path) -> None:
     """Each server below is stopped (SIGTERM) with the runs it started unfinished (a run makes several model
-    calls of 1 s each, and the server stops at once). A restart with the same
-    team resumes them; a restart with another team (a preset) does not replay a run started with the
-    built-in team: it is interrupted, and its task fails saying why. Both revisions, one client each."""
+    calls of 1 s each, and the server stops at once). A restart with the same team resumes them; a restart
+    with another team (a preset) does not replay a run started with the built-in team: it is interrupted,
+    and its task fails saying why. Both revisions, one client each."""
     env = clean_env(MCP_TEAM_MODEL="offline", MCP_TEAM_OFFLINE_LATENCY_MS="1000", MCP_TEAM_STATE_DIR=str(tmp_path))
     with serve_http(env=env) as base:
         stranded = {mode: await _start(base, mode) for mode in MODES}
