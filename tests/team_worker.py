@@ -36,7 +36,14 @@ def team(k: int, latency: float, log: str) -> Team:
     model = LoggedOffline(latency=latency)
     model.log = log
     specialists = [
-        Specialist(name=f"w{i}", description=f"worker {i}", system_prompt=f"You are worker {i}.", tools=(CALCULATE,))
+        # odd workers call their calculator before answering (two model calls), even ones answer at once: the
+        # even ones have finished while the odd ones still run
+        Specialist(
+            name=f"w{i}",
+            description=f"worker {i}",
+            system_prompt=f"You are worker {i}.",
+            tools=(CALCULATE,) if i % 2 else (),
+        )
         for i in range(1, k + 1)
     ]
     return Team(ModelSet.single(model, max_concurrency=64), specialists, RunSettings())

@@ -60,7 +60,7 @@ def _result(proc: subprocess.Popen[str]) -> dict[str, object]:
 def test_a_team_fan_out_killed_mid_run_resumes_and_each_handoff_gets_its_own_results(tmp_path: Path, mode: str) -> None:
     db = tmp_path / "runs.sqlite"
     first = _start(tmp_path, "start", mode)
-    while len(_stored_finished(db)) < 3:  # some handoffs finished, others still running
+    while len(_stored_finished(db)) < K // 2:  # the even workers finished, the odd ones still running
         assert first.poll() is None, first.communicate()
         time.sleep(0.005)
     os.kill(first.pid, signal.SIGKILL)
@@ -74,7 +74,8 @@ def test_a_team_fan_out_killed_mid_run_resumes_and_each_handoff_gets_its_own_res
     outputs = {h["target"]: h["output"] for h in result["handoffs"] if h["status"] == "completed"}
     assert set(outputs) == {f"w{i}" for i in range(1, K + 1)}
     for target, output in outputs.items():  # its own answer and its own tool result, not another branch's
-        assert output.startswith(f"[offline {target}] Notes on:") and "6*7 = 42" in output, (target, output)
+        assert output.startswith(f"[offline {target}] Notes on:"), (target, output)
+        assert ("6*7 = 42" in output) == (int(target[1:]) % 2 == 1), (target, output)
     calls = _calls(tmp_path)
     first_pid = calls[0]["pid"]
     again = {c["member"] for c in calls if c["pid"] != first_pid}

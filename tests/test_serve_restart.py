@@ -28,7 +28,7 @@ DAG_REQUEST = "Research bees, calculate 2+2, write a short report and review it"
 
 
 def _serve(state: Path, *args: str) -> subprocess.Popen[str]:
-    env = clean_env(MCP_TEAM_MODEL="offline", MCP_TEAM_OFFLINE_LATENCY_MS="300",
+    env = clean_env(MCP_TEAM_MODEL="offline", MCP_TEAM_OFFLINE_LATENCY_MS="600",
                     MCP_TEAM_STATE_DIR=str(state), MCP_TEAM_TEST_CALL_LOG=str(state / "calls.log"))  # fmt: skip
     proc = subprocess.Popen([sys.executable, LAUNCHER, "serve", *args], env=env, text=True,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip

@@ -87,6 +87,7 @@ class RunStore:
         self.interval = interval
         self._dirty: dict[str, RunRecord] = {}
         self._wake = anyio.Event()
+        self._urgent = anyio.Event()
         self._changed: dict[str, anyio.Event] = {}
         self._flushing = anyio.Lock()  # batches commit in the order they were taken
         self.writes = 0  # transactions written, for tests and the benchmark
@@ -120,10 +121,15 @@ class RunStore:
                     conn.execute(sa.insert(meta_table).values(key=key, value=value))
 
     # --- writes -------------------------------------------------------------------------------
-    def put(self, record: RunRecord) -> None:
-        """Queue a write, coalesced with later ones; no I/O here."""
+    def put(self, record: RunRecord, *, soon: bool = False) -> None:
+        """Queue a write, coalesced with later ones; no I/O here. Subscribers here see it at once. `soon`:
+        write without waiting for the interval (records written meanwhile still go in the same batch)."""
         self._dirty[record.run_id] = record
         self._wake.set()
+        if soon:
+            self._urgent.set()
+        if (event := self._changed.pop(record.run_id, None)) is not None:
+            event.set()
 
     async def write(self, record: RunRecord) -> None:
         """Write now (and anything queued with it)."""
@@ -148,7 +154,9 @@ class RunStore:
         while True:
             await self._wake.wait()
             self._wake = anyio.Event()
-            await anyio.sleep(self.interval)
+            with anyio.move_on_after(self.interval):
+                await self._urgent.wait()
+            self._urgent = anyio.Event()
             await self.flush()
 
     def _write_batch(self, records: Sequence[RunRecord]) -> None:
@@ -210,7 +218,8 @@ class RunStore:
         seen: float | None = None
         while True:
             event = self._changed.setdefault(run_id, anyio.Event())
-            stamp = await anyio.to_thread.run_sync(self.updated_at, run_id)
+            queued = self._dirty.get(run_id)
+            stamp = queued.updated_at.timestamp() if queued else await anyio.to_thread.run_sync(self.updated_at, run_id)
             if stamp is not None and stamp != seen:
                 seen = stamp
                 record = await anyio.to_thread.run_sync(self.get, run_id)
