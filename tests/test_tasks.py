@@ -219,3 +219,16 @@ async def test_task_runs_count_against_the_server_run_limit(runs: DurableConfig 
         after = await tasks.create({"request": "Research ants"})  # the slot came back with the cancel
         await tasks.cancel(after["taskId"])
     assert busy.code == types.INVALID_PARAMS and "MCP_TEAM_MAX_RUNS=1" in busy.message
+
+
+async def test_the_run_tools_see_and_cancel_the_task(mode: str, tmp_path: Path) -> None:
+    server = build_server(offline(offline_latency_ms=2000), durable=resolve(state_dir=tmp_path))
+    async with Client(server, mode=mode, extensions=[Tasks()]) as client:
+        tasks = TaskClient(client, mode)
+        task_id = (await tasks.create({"request": "Research bees"}))["taskId"]
+        seen = await client.call_tool("get_run", {"run_id": task_id})
+        cancelled = await client.call_tool("cancel_run", {"run_id": task_id})
+        task = await tasks.get(task_id)
+    assert seen.structured_content["run_id"] == task_id and seen.structured_content["status"] == "running"  # type: ignore[index]
+    assert cancelled.structured_content["status"] == "cancelled"  # type: ignore[index]
+    assert task["status"] == "cancelled"
