@@ -69,13 +69,16 @@ class CallBudget:
         self.left = calls
         self.charged: list[Usage] = []
 
-    def before_call(self) -> None:
+    def before_call(self, input_tokens: int = 0) -> None:
         if self.left == 0:
             raise BudgetExhausted("the run's model-call budget is used up")
         self.left -= 1
 
     def after_call(self, usage: Usage) -> None:
         self.charged.append(usage)
+
+    def used_fallback(self, note: str) -> None:
+        raise AssertionError(f"no fallback is configured: {note}")
 
 
 pytestmark = pytest.mark.anyio
@@ -93,7 +96,7 @@ async def test_tool_round_trip(spans) -> None:
 
     assert (result.status, result.output, result.turns) == ("completed", "The result is 42.", 2)
     assert (result.error, result.error_type, result.verdict) == (None, None, None)
-    assert result.usage == Usage(input_tokens=40, output_tokens=12)
+    assert result.usage == Usage(input_tokens=40, output_tokens=12, cost_usd=None)
     assert len(model.requests) == 2
     second = model.requests[1]
     assert second.messages[-2].role == "assistant"
@@ -336,7 +339,7 @@ async def test_max_turns_exhausted(spans) -> None:
 
     assert (result.status, result.error_type, result.turns) == ("failed", "max_turns", 3)
     assert result.error == "analyst stopped after 3 turns without a final answer (it kept calling: calculate)"
-    assert result.usage == Usage(input_tokens=30, output_tokens=15)
+    assert result.usage == Usage(input_tokens=30, output_tokens=15, cost_usd=None)
     assert len(model.requests) == 3
     # No turn is left to read the last tool results in, so the last call's tools are not run.
     assert [spans.attr(s, A.TOOL_CALL_ID) for s in spans.named("execute_tool calculate")] == ["t1_0", "t2_0"]
@@ -377,7 +380,7 @@ async def test_meter_refusal_fails_the_specialist() -> None:
 
     assert (result.status, result.error_type, result.turns) == ("failed", "budget_exhausted", 2)
     assert result.error == "the run's model-call budget is used up"
-    assert meter.charged == [Usage(input_tokens=10, output_tokens=5)]
+    assert meter.charged == [Usage(input_tokens=10, output_tokens=5, cost_usd=None)]  # scripted: no price
     assert len(model.requests) == 1
 
 
@@ -400,7 +403,7 @@ async def test_model_error_fails_with_its_kind_and_message(spans) -> None:
         2,
     )
     assert result.output == "Let me compute that."  # the last thing it said is kept
-    assert result.usage == Usage(input_tokens=10, output_tokens=5)
+    assert result.usage == Usage(input_tokens=10, output_tokens=5, cost_usd=None)
     agent = spans.one("invoke_agent analyst")
     assert spans.attr(agent, A.ERROR_TYPE) == "rate_limited"
     assert agent.status.description == "HTTP 429: slow down"

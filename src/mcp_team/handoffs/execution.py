@@ -29,7 +29,7 @@ from mcp_team.handoffs.schema import Handoff, HandoffRecord, HandoffStatus
 from mcp_team.llm import SUPERVISOR, Message, ModelError, ModelRequest, ToolDefinition, Usage
 from mcp_team.specialists import run_specialist
 from mcp_team.telemetry import spans
-from mcp_team.telemetry.attributes import HANDOFF_TASK, TOOL_CALL_ARGUMENTS, TOOL_CALL_RESULT
+from mcp_team.telemetry.attributes import FALLBACK_MODEL, HANDOFF_TASK, TOOL_CALL_ARGUMENTS, TOOL_CALL_RESULT
 
 _PAYLOAD = {"task", "context", "expected_output"}
 
@@ -292,6 +292,8 @@ async def _attempt(ctx: RunContext, handoff: Handoff) -> HandoffRecord:
                 gather=ctx.runtime.gather,
             )
             spans.record_content(span, TOOL_CALL_RESULT, lambda: result.output if result.output else result.error)
+            if record.fallback and span.is_recording():
+                span.set_attribute(FALLBACK_MODEL, record.fallback)
             if result.status == "failed":
                 spans.mark_error(span, result.error_type or "failed", message=result.error or "")
     except anyio.get_cancelled_exc_class():
@@ -320,12 +322,15 @@ class _HandoffMeter:
     budget: Budget
     record: HandoffRecord
 
-    def before_call(self) -> None:
-        self.budget.before_call()
+    def before_call(self, input_tokens: int = 0) -> None:
+        self.budget.before_call(input_tokens)
 
     def after_call(self, usage: Usage) -> None:
         self.budget.after_call(usage)
         self.record.usage = self.record.usage + usage
+
+    def used_fallback(self, note: str) -> None:
+        self.record.fallback = self.record.fallback or note
 
 
 async def _refine(ctx: RunContext, handoff: Handoff, error: str) -> str:

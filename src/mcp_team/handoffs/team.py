@@ -167,8 +167,9 @@ async def _orchestrate(ctx: RunContext) -> None:
                 answer = outcome.answer
             elif outcome.reason is not None:
                 ctx.stopped_by = ctx.stopped_by or outcome.reason
-        if answer is None and ctx.completed():
-            # The synthesis prompt closes the run; after a budget ran out it spends the reserved call.
+        if answer is None and (ctx.completed() or ctx.budget.exhausted):
+            # The synthesis prompt closes the run; after a budget ran out it spends the reserved call,
+            # even with no finished work (the answer then says what could not be done).
             answer = await synthesize(ctx, how)
     if deadline.cancelled_caught:
         ctx.stopped_by = f"the deadline ({ctx.settings.budgets.deadline_seconds:g} s) passed"

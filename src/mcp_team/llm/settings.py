@@ -1,6 +1,6 @@
 """Model settings from the environment (and CLI flags), model strings, and the `ModelSet` they describe.
 
-A model string is `provider:model` (`anthropic:claude-sonnet-4-5`, `openai:gpt-4o-mini`,
+A model string is `provider:model` (`anthropic:claude-sonnet-5-5`, `openai:gpt-4o-mini`,
 `openai:qwen2.5:7b`: split at the first `:` only), a provider alone (`openai`, `offline`; its
 default models), or a plain model name, which means a model of the default provider, as before.
 
@@ -33,7 +33,7 @@ Backend = Literal["anthropic", "openai", "offline", "sampling", "replay"]
 BACKENDS: tuple[Backend, ...] = get_args(Backend)
 
 DEFAULT_MODELS: dict[str, dict[str, str]] = {
-    "anthropic": {SUPERVISOR: "claude-sonnet-4-5", SPECIALIST: "claude-haiku-4-5"},
+    "anthropic": {SUPERVISOR: "claude-sonnet-5-5", SPECIALIST: "claude-haiku-5-5"},
     "openai": {SUPERVISOR: "gpt-4o", SPECIALIST: "gpt-4o-mini"},
     "offline": {SUPERVISOR: "offline", SPECIALIST: "offline"},
 }

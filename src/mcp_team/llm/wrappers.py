@@ -49,8 +49,6 @@ def map_models(models: ModelSet, wrap: Callable[[Model], Model]) -> ModelSet:
     wrapped set still count against the limits of the set it came from (a server's runs all share
     one set, and a wrapped copy per run must not get a fresh allowance).
     """
-    for model in (*models.models.values(), *models.members.values()):
-        models.limiter_for(model)  # made now if they are made lazily, so the copy shares them
     made: dict[int, Model] = {}
 
     def once(model: Model) -> Model:
@@ -61,4 +59,5 @@ def map_models(models: ModelSet, wrap: Callable[[Model], Model]) -> ModelSet:
     wrapped = copy.copy(models)  # a shallow copy: no __post_init__, so the limiter is the same object
     wrapped.models = {role: once(m) for role, m in models.models.items()}
     wrapped.members = {name: once(m) for name, m in models.members.items()}
+    wrapped.fallbacks = {name: once(m) for name, m in models.fallbacks.items()}
     return wrapped

@@ -186,7 +186,7 @@ def durable_models(models: ModelSet, *, call_timeout: float | None = None) -> Mo
         {role: DurableModel(m, role, call_timeout) for role, m in models.models.items()},
         models.max_concurrency,
     )
-    wrapped.limiter = models.limiter
+    wrapped.limits = models.limits  # the same endpoint limiters, so calls count against the same limits
     return wrapped
 
 

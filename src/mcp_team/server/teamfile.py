@@ -92,6 +92,7 @@ class TeamSpec:
     base_dir: Path = field(default_factory=Path.cwd)
     specialists: tuple[Specialist, ...] = DEFAULT_TEAM  # a team defined in code
     settings: RunSettings = field(default_factory=RunSettings)
+    overrides: dict[str, Any] = field(default_factory=dict)  # run settings given on the command line
 
     @classmethod
     def of(
@@ -114,8 +115,8 @@ class TeamSpec:
     @property
     def run_settings(self) -> RunSettings:
         if self.model is None:
-            return self.settings
-        return RunSettings(**self.model.supervisor.model_dump(exclude={"max_concurrency"}))
+            return self.settings.model_copy(update=self.overrides) if self.overrides else self.settings
+        return RunSettings(**{**self.model.supervisor.model_dump(exclude={"max_concurrency"}), **self.overrides})
 
     @property
     def model_overrides(self) -> dict[str, Any]:
@@ -357,8 +358,8 @@ def render_team_file(specialists: Sequence[Specialist] = DEFAULT_TEAM, settings:
         f"deadline_seconds = {b.deadline_seconds:g}",
         "",
         "[models]                     # model names per role (anthropic backend); unset: the environment's",
-        '# supervisor = "claude-sonnet-4-5"',
-        '# specialist = "claude-haiku-4-5"',
+        '# supervisor = "claude-sonnet-5-5"',
+        '# specialist = "claude-haiku-5-5"',
         "",
         "[tools]                      # settings of the built-in tools a specialist can be granted:",
         "# calculate, fetch_url, read_file, list_files, write_note, read_notes",

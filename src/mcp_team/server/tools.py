@@ -41,6 +41,9 @@ async def run_team(
     deadline_seconds: Annotated[
         float | None, Field(gt=0, allow_inf_nan=False, description="Wall-clock limit in seconds.")
     ] = None,
+    max_cost: Annotated[
+        float | None, Field(gt=0, allow_inf_nan=False, description="Cap on the cost in US dollars (priced calls).")
+    ] = None,
 ) -> RunResult | InputRequiredResult:
     """Run a request through the supervisor and its specialists and return one answer.
 
@@ -56,6 +59,7 @@ async def run_team(
         max_model_calls=max_model_calls,
         max_tokens=max_tokens,
         deadline_seconds=deadline_seconds,
+        max_cost=max_cost,
     )
 
     async def work(team: Team, get_ctx: CtxGetter) -> RunResult:
