@@ -16,7 +16,17 @@ from mcp_team.handoffs.execution import dispatch
 from mcp_team.handoffs.prompts import SUPERVISOR_INSTRUCTIONS, describe_team
 from mcp_team.handoffs.schema import HandoffArgs, HandoffRecord
 from mcp_team.handoffs.synthesis import FINALIZE_TOOL
-from mcp_team.handoffs.turn import HANDOFF_PREFIX, Continue, Final, Stop, TurnOutcome, TurnPlan, classify
+from mcp_team.handoffs.turn import (
+    HANDOFF_PREFIX,
+    TEXT_TOOL_CALL_FEEDBACK,
+    Continue,
+    Final,
+    Stop,
+    TurnOutcome,
+    TurnPlan,
+    classify,
+    text_tool_call,
+)
 from mcp_team.llm import (
     SUPERVISOR,
     ContentBlock,
@@ -85,6 +95,13 @@ async def supervisor_turn(ctx: RunContext, request: ModelRequest) -> TurnOutcome
         return Stop(exc.budget)
     uses = response.tool_uses
     if not uses:
+        offered = {t.name for t in request.tools}
+        if (name := text_tool_call(response.text, offered)) is not None:
+            # Not an answer: a call the model wrote as text. Back to it, as a malformed handoff would go.
+            reason = f"the supervisor wrote a call of {name} as text instead of calling the tool"
+            ctx.fail("malformed_tool_call", "supervisor", reason, recovered=True)
+            feedback = TEXT_TOOL_CALL_FEEDBACK.format(name=name)
+            return Continue(Message(role="assistant", content=response.text), Message(role="user", content=feedback))
         if response.text.strip():
             return Final(response.text)
         ctx.fail("empty_answer", "supervisor", "the supervisor's model returned neither an answer nor a handoff")

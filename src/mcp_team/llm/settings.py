@@ -82,14 +82,18 @@ class MemberModel(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    model: str
+    model: str | None = Field(default=None, description="Its model string; None: its role's model.")
     base_url: str | None = None
     api_key_env: str | None = Field(default=None, description="The environment variable that holds its API key.")
+    fallback: str | None = Field(
+        default=None, description="The model string used when its model keeps failing (overloaded, timeouts)."
+    )
 
-    @field_validator("model")
+    @field_validator("model", "fallback")
     @classmethod
-    def _parses(cls, value: str) -> str:
-        parse_model(value)
+    def _parses(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_model(value)
         return value
 
 
@@ -103,6 +107,12 @@ class ModelSettings(BaseSettings):
     )
     supervisor_model: str | None = Field(default=None, description="The supervisor's model string.")
     specialist_model: str | None = Field(default=None, description="The specialists' model string.")
+    supervisor_fallback: str | None = Field(
+        default=None, description="The supervisor's model when its own keeps failing (overloaded, timeouts)."
+    )
+    specialist_fallback: str | None = Field(
+        default=None, description="The specialists' model when their own keeps failing (overloaded, timeouts)."
+    )
     anthropic_api_key: SecretStr | None = Field(
         default=None, validation_alias=AliasChoices("MCP_TEAM_ANTHROPIC_API_KEY", "ANTHROPIC_API_KEY")
     )
@@ -137,7 +147,7 @@ class ModelSettings(BaseSettings):
     )
     record_dir: str | None = Field(default=None, description="Record every run to DIR/<run id>.jsonl.")
 
-    @field_validator("model", "supervisor_model", "specialist_model")
+    @field_validator("model", "supervisor_model", "specialist_model", "supervisor_fallback", "specialist_fallback")
     @classmethod
     def _is_a_model_string(cls, value: str | None, info: ValidationInfo) -> str | None:
         if value is not None:
@@ -265,21 +275,52 @@ def _build(settings: ModelSettings, backend: Backend, members: Mapping[str, Memb
         key = settings.supervisor_api_key if role == SUPERVISOR else settings.specialist_api_key
         url = settings.supervisor_base_url if role == SUPERVISOR else settings.specialist_base_url
         roles[role] = factory.model(ref, key, url, f"MCP_TEAM_{role.upper()}_API_KEY")
+    fallbacks: dict[str, Model] = {}
+    for role, text in ((SUPERVISOR, settings.supervisor_fallback), (SPECIALIST, settings.specialist_fallback)):
+        if text is not None:
+            fallbacks[role] = factory.model(_member_ref(text, backend, f"the {role}'s fallback"), None, None, "")
     own: dict[str, Model] = {}
     for name, choice in (members or {}).items():
-        ref = _parse(choice.model, f"specialist {name!r}: model") or ModelRef(None, None)
-        provider = ref.provider or backend
-        if provider in ("sampling", "replay"):
-            raise ConfigError(f"specialist {name!r}: a specialist's model cannot be {provider}")
-        ref = ModelRef(provider, ref.name or DEFAULT_MODELS[provider][SPECIALIST])
         key = None
         if choice.api_key_env is not None:
             value = os.environ.get(choice.api_key_env)
             if not value:
                 raise ConfigError(f"specialist {name!r}: its API key variable {choice.api_key_env} is not set")
             key = SecretStr(value)
-        own[name] = factory.model(ref, key, choice.base_url, choice.api_key_env or "")
-    return ModelSet(roles, settings.max_concurrency, members=own, limits=limits)
+        if choice.model is not None or choice.base_url is not None or key is not None:
+            ref = _member_ref(choice.model, backend, f"specialist {name!r}")
+            own[name] = factory.model(ref, key, choice.base_url, choice.api_key_env or "")
+        if choice.fallback is not None:
+            fallbacks[name] = factory.model(
+                _member_ref(choice.fallback, backend, f"specialist {name!r}: fallback"), None, None, ""
+            )
+    return ModelSet(roles, settings.max_concurrency, members=own, limits=limits, fallbacks=fallbacks)
+
+
+def describe_model(settings: ModelSettings, role: str, member: MemberModel | None = None) -> str:
+    """The model a member runs on, as `provider:model` (with its endpoint and fallback when it has them),
+    for `mcp-team check`; says what is missing instead when nothing is configured. Never raises."""
+    try:
+        if settings.model is not None and parse_model(settings.model).provider in ("offline", "sampling", "replay"):
+            return str(settings.model)
+        if settings.configured_backend() is None:
+            return "not configured (see mcp-team run --help)"
+        own = member is not None and (member.model is not None or member.base_url is not None)
+        ref = _member_ref(member.model, settings.backend(), "") if own and member else settings.role_model(role)
+        text = str(ref) + (f" at {member.base_url}" if member and member.base_url else "")
+        fallback = member.fallback if member and member.fallback else getattr(settings, f"{role}_fallback", None)
+        return text + (f" (fallback {fallback})" if fallback else "")
+    except (ConfigError, ValueError) as exc:
+        return f"invalid: {exc}"
+
+
+def _member_ref(text: str | None, backend: Backend, what: str) -> ModelRef:
+    """The provider and model a member's (or fallback's) model string names, defaults filled in."""
+    ref = _parse(text, what) or ModelRef(None, None)
+    provider = ref.provider or backend
+    if provider in ("sampling", "replay"):
+        raise ConfigError(f"{what}: a specialist's model cannot be {provider}")
+    return ModelRef(provider, ref.name or DEFAULT_MODELS[provider][SPECIALIST])
 
 
 class _Factory:

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from mcp_team.errors import ConfigError
 from mcp_team.handoffs import RunSettings
+from mcp_team.llm.settings import MemberModel, parse_model
 from mcp_team.specialists import DEFAULT_TEAM, Specialist, Tool
 from mcp_team.specialists.calculator import CALCULATE
 from mcp_team.specialists.definition import NAME_PATTERN
@@ -50,8 +51,12 @@ class SupervisorSpec(RunSettings):
 
 
 class ModelsSpec(_Strict):
+    """`[models]`: model strings per role, and the fallback of each (see `llm.settings`)."""
+
     supervisor: str | None = None
     specialist: str | None = None
+    supervisor_fallback: str | None = None
+    specialist_fallback: str | None = None
 
 
 class ToolSettings(_Strict):
@@ -72,6 +77,11 @@ class SpecialistSpec(_Strict):
     max_tokens: int | None = Field(default=None, ge=1)
     tools: list[str] = Field(default_factory=list)
     returns_verdict: bool = False
+    # Its own model, when not its role's: a model string, and its endpoint when not its provider's.
+    model: str | None = None
+    base_url: str | None = None
+    api_key_env: str | None = Field(default=None, description="The variable that holds its endpoint's API key.")
+    fallback_model: str | None = None
 
 
 class TeamFileModel(_Strict):
@@ -130,7 +140,23 @@ class TeamSpec:
             overrides["specialist_model"] = self.model.models.specialist
         if self.model.supervisor.max_concurrency:
             overrides["max_concurrency"] = self.model.supervisor.max_concurrency
+        for role in ("supervisor", "specialist"):
+            if fallback := getattr(self.model.models, f"{role}_fallback"):
+                overrides[f"{role}_fallback"] = fallback
         return overrides
+
+    @property
+    def member_models(self) -> dict[str, MemberModel]:
+        """The specialists that name their own model, endpoint or fallback, by name."""
+        if self.model is None:
+            return {}
+        return {
+            s.name: MemberModel(
+                model=s.model, base_url=s.base_url, api_key_env=s.api_key_env, fallback=s.fallback_model
+            )
+            for s in self.model.specialists
+            if s.model or s.base_url or s.api_key_env or s.fallback_model
+        }
 
     def secrets(self) -> list[str]:
         """Values that must never be logged or traced: the MCP servers' env values and headers."""
@@ -288,6 +314,12 @@ def _check(model: TeamFileModel, base: Path) -> tuple[list[str], dict[str, str]]
             prompts[spec.name] = (spec.prompt or "").strip()
         if spec.name in prompts and not prompts[spec.name]:
             problems.append(f"{where}: the prompt is empty")
+        for key in ("model", "fallback_model"):
+            if (text := getattr(spec, key)) is not None:
+                try:
+                    parse_model(text)
+                except ValueError as exc:
+                    problems.append(f"{where}.{key}: {exc}")
         for j, grant in enumerate(spec.tools):
             problems.extend(_check_grant(f"{where}.tools[{j}]", grant, servers))
         if {"read_file", "list_files"} & set(spec.tools) and not model.tools.read_dirs:

@@ -95,7 +95,7 @@ async def run_specialist(
     gather: Gather = gather_concurrently,
 ) -> SpecialistResult:
     """Run `specialist` on one task, traced as `invoke_agent {name}`. `gather` runs a turn's tool calls."""
-    model = models.for_role(specialist.model_role)
+    model = models.for_member(specialist.name, specialist.model_role)
     with spans.agent_span(
         specialist.name, description=specialist.description, agent_id=agent_id, provider=model.provider
     ) as span:
@@ -189,7 +189,12 @@ async def _run_tool(specialist: Specialist, use: ToolUseBlock) -> ToolResultBloc
     with spans.tool_span(use.name, use.id, specialist.name) as span:
         spans.record_content(span, TOOL_CALL_ARGUMENTS, lambda: use.input)
         tool = specialist.tool(use.name)
-        if tool is None:
+        if use.input_error is not None:  # never run a call whose arguments could not be read
+            error, kind = (
+                f"{use.name} was not run: {use.input_error}. Call it again with a JSON object.",
+                "bad_arguments",
+            )
+        elif tool is None:
             own = ", ".join(t.name for t in specialist.tools) or "none"
             error, kind = f"unknown tool '{use.name}'; your tools are: {own}", "unknown_tool"
         else:

@@ -82,7 +82,7 @@ def run_command(args: argparse.Namespace) -> int:
         spec = load_team(args.team)
         settings = model_settings(args).model_copy(update=spec.model_overrides)
         register_secrets(settings, spec)
-        models = build_models(settings)
+        models = build_models(settings, spec.member_models)
         replay = replay_of(models)
         if not args.request.strip() and replay is not None:
             args.request = str(replay.recording.header.run.get("request", ""))
