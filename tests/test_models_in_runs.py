@@ -253,3 +253,53 @@ async def test_a_supervisor_turn_written_as_json_text_goes_back_and_is_never_the
     assert [(f.kind, f.recovered) for f in result.failures] == [("malformed_tool_call", True)]
     feedback = gpt.requests[1]["messages"][-1]
     assert feedback["role"] == "user" and "wrote a tool call as text" in feedback["content"]
+
+
+# --- sampling settings ---------------------------------------------------------------------------
+
+
+def test_sampling_settings_per_role_and_member_are_sent(gpt: FakeOpenAIAPI, tmp_path: Path) -> None:
+    team = tmp_path / "team.toml"
+    team.write_text(
+        "[models]\nspecialist_sampling = { temperature = 0.7 }\n\n"
+        '[[specialists]]\nname = "researcher"\ndescription = "Finds facts."\nprompt = "Find facts."\n'
+        "sampling = { temperature = 0.1, max_tokens = 333 }\n\n"
+        '[[specialists]]\nname = "writer"\ndescription = "Writes reports."\nprompt = "Write."\n'
+    )
+    env = {"OPENAI_BASE_URL": gpt.base_url}
+    proc = cli(
+        "run", "--json", "--team", str(team), "--model", f"openai:{MODEL}", "Research bees and write a report", **env
+    )
+    assert json.loads(proc.stdout)["status"] == "complete", proc.stderr
+    sent = {}
+    for body in gpt.requests:
+        system = body["messages"][0]["content"]
+        who = (
+            "researcher" if system.endswith("Find facts.") else "writer" if system.endswith("Write.") else "supervisor"
+        )
+        sent.setdefault(who, set()).add((body.get("temperature"), body.get("max_tokens")))
+    assert sent["researcher"] == {(0.1, 333)}  # its own settings, over its role's
+    assert sent["writer"] == {(0.7, 4096)}  # its role's temperature, the engine's output limit
+    assert all(temperature is None for temperature, _ in sent["supervisor"])  # nothing set: the model's default
+
+
+# --- run_team's max_cost ------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_run_team_max_cost_is_capped_by_the_team_file(tmp_path: Path) -> None:
+    from mcp import Client, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    team = tmp_path / "team.toml"
+    assert cli("init", str(team)).returncode == 0
+    team.write_text(team.read_text().replace("[supervisor.budgets]", "[supervisor.budgets]\nmax_cost = 0.5", 1))
+    params = StdioServerParameters(
+        command=MCP_TEAM, args=["serve", "--team", str(team)], env=clean_env(MCP_TEAM_MODEL="offline")
+    )
+    async with Client(stdio_client(params), mode="legacy") as client:
+        above = await client.call_tool("run_team", {"request": "Research bees", "max_cost": 1})
+        below = await client.call_tool("run_team", {"request": "Research bees", "max_cost": 0.25})
+    text = " ".join(getattr(c, "text", "") for c in above.content)
+    assert above.is_error and "max_cost=1" in text and "0.5" in text
+    assert not below.is_error and below.structured_content["status"] == "complete"

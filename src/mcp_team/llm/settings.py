@@ -28,6 +28,7 @@ from mcp_team.errors import ConfigError
 from mcp_team.llm.call import SPECIALIST, SUPERVISOR, ModelSet
 from mcp_team.llm.limits import EndpointLimits, Limiters
 from mcp_team.llm.types import Model
+from mcp_team.llm.wrappers import SamplingSettings, TunedModel
 
 Backend = Literal["anthropic", "openai", "offline", "sampling", "replay"]
 BACKENDS: tuple[Backend, ...] = get_args(Backend)
@@ -88,6 +89,8 @@ class MemberModel(BaseModel):
     fallback: str | None = Field(
         default=None, description="The model string used when its model keeps failing (overloaded, timeouts)."
     )
+    sampling: SamplingSettings | None = None
+    role: str = Field(default=SPECIALIST, description="Its role, whose model it uses unless it names its own.")
 
     @field_validator("model", "fallback")
     @classmethod
@@ -107,6 +110,12 @@ class ModelSettings(BaseSettings):
     )
     supervisor_model: str | None = Field(default=None, description="The supervisor's model string.")
     specialist_model: str | None = Field(default=None, description="The specialists' model string.")
+    supervisor_sampling: SamplingSettings | None = Field(
+        default=None, description='The supervisor\'s temperature and output limit (JSON: {"temperature": 0.2}).'
+    )
+    specialist_sampling: SamplingSettings | None = Field(
+        default=None, description="The specialists' temperature and output limit (JSON)."
+    )
     supervisor_fallback: str | None = Field(
         default=None, description="The supervisor's model when its own keeps failing (overloaded, timeouts)."
     )
@@ -275,6 +284,9 @@ def _build(settings: ModelSettings, backend: Backend, members: Mapping[str, Memb
         key = settings.supervisor_api_key if role == SUPERVISOR else settings.specialist_api_key
         url = settings.supervisor_base_url if role == SUPERVISOR else settings.specialist_base_url
         roles[role] = factory.model(ref, key, url, f"MCP_TEAM_{role.upper()}_API_KEY")
+        sampling = settings.supervisor_sampling if role == SUPERVISOR else settings.specialist_sampling
+        if sampling is not None:
+            roles[role] = TunedModel(roles[role], sampling)
     fallbacks: dict[str, Model] = {}
     for role, text in ((SUPERVISOR, settings.supervisor_fallback), (SPECIALIST, settings.specialist_fallback)):
         if text is not None:
@@ -290,11 +302,21 @@ def _build(settings: ModelSettings, backend: Backend, members: Mapping[str, Memb
         if choice.model is not None or choice.base_url is not None or key is not None:
             ref = _member_ref(choice.model, backend, f"specialist {name!r}")
             own[name] = factory.model(ref, key, choice.base_url, choice.api_key_env or "")
+        if choice.sampling is not None:
+            own[name] = _tuned(own.get(name) or roles[choice.role], choice.sampling)
         if choice.fallback is not None:
             fallbacks[name] = factory.model(
                 _member_ref(choice.fallback, backend, f"specialist {name!r}: fallback"), None, None, ""
             )
     return ModelSet(roles, settings.max_concurrency, members=own, limits=limits, fallbacks=fallbacks)
+
+
+def _tuned(model: Model, sampling: SamplingSettings) -> Model:
+    """`model` with `sampling` on its requests; over a role's own settings, the member's win."""
+    if isinstance(model, TunedModel):
+        merged = {**model.sampling.model_dump(exclude_none=True), **sampling.model_dump(exclude_none=True)}
+        return TunedModel(model.wrapped, SamplingSettings(**merged))
+    return TunedModel(model, sampling)
 
 
 def describe_model(settings: ModelSettings, role: str, member: MemberModel | None = None) -> str:

@@ -100,6 +100,7 @@ class ModelRequest(_Frozen):
     messages: list[Message]
     tools: list[ToolDefinition] = Field(default_factory=list)
     max_tokens: int = 4096
+    temperature: float | None = Field(default=None, ge=0, le=2, description="None: the model's default.")
     phase: Phase = "specialist"
     member: str = Field(
         default="",

@@ -11,6 +11,8 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from mcp_team.llm.call import ModelSet
 from mcp_team.llm.types import Model, ModelRequest, ModelResponse
 
@@ -40,6 +42,27 @@ class WrapperModel:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.wrapped!r})"
+
+
+class SamplingSettings(BaseModel):
+    """A member's sampling settings (team file, `MCP_TEAM_*_SAMPLING`); None: the engine's or the model's."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    max_tokens: int | None = Field(default=None, ge=1, description="The output limit of each call.")
+
+
+class TunedModel(WrapperModel):
+    """`wrapped` with a member's sampling settings on every request it gets."""
+
+    def __init__(self, wrapped: Model, sampling: SamplingSettings) -> None:
+        super().__init__(wrapped)
+        self.sampling = sampling
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        update = {k: v for k, v in self.sampling.model_dump().items() if v is not None}
+        return await self.wrapped.complete(request.model_copy(update=update))
 
 
 def map_models(models: ModelSet, wrap: Callable[[Model], Model]) -> ModelSet:

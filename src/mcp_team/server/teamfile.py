@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from mcp_team.errors import ConfigError
 from mcp_team.handoffs import RunSettings
 from mcp_team.llm.settings import MemberModel, parse_model
+from mcp_team.llm.wrappers import SamplingSettings
 from mcp_team.specialists import DEFAULT_TEAM, Specialist, Tool
 from mcp_team.specialists.calculator import CALCULATE
 from mcp_team.specialists.definition import NAME_PATTERN
@@ -51,12 +52,14 @@ class SupervisorSpec(RunSettings):
 
 
 class ModelsSpec(_Strict):
-    """`[models]`: model strings per role, and the fallback of each (see `llm.settings`)."""
+    """`[models]`: model strings per role, the fallback of each, and their sampling settings (see `llm.settings`)."""
 
     supervisor: str | None = None
     specialist: str | None = None
     supervisor_fallback: str | None = None
     specialist_fallback: str | None = None
+    supervisor_sampling: SamplingSettings | None = None
+    specialist_sampling: SamplingSettings | None = None
 
 
 class ToolSettings(_Strict):
@@ -82,6 +85,7 @@ class SpecialistSpec(_Strict):
     base_url: str | None = None
     api_key_env: str | None = Field(default=None, description="The variable that holds its endpoint's API key.")
     fallback_model: str | None = None
+    sampling: SamplingSettings | None = Field(default=None, description="Its temperature and output limit.")
 
 
 class TeamFileModel(_Strict):
@@ -141,21 +145,27 @@ class TeamSpec:
         if self.model.supervisor.max_concurrency:
             overrides["max_concurrency"] = self.model.supervisor.max_concurrency
         for role in ("supervisor", "specialist"):
-            if fallback := getattr(self.model.models, f"{role}_fallback"):
-                overrides[f"{role}_fallback"] = fallback
+            for key in (f"{role}_fallback", f"{role}_sampling"):
+                if (value := getattr(self.model.models, key)) is not None:
+                    overrides[key] = value
         return overrides
 
     @property
     def member_models(self) -> dict[str, MemberModel]:
-        """The specialists that name their own model, endpoint or fallback, by name."""
+        """The specialists that name their own model, endpoint, fallback or sampling settings, by name."""
         if self.model is None:
             return {}
         return {
             s.name: MemberModel(
-                model=s.model, base_url=s.base_url, api_key_env=s.api_key_env, fallback=s.fallback_model
+                model=s.model,
+                base_url=s.base_url,
+                api_key_env=s.api_key_env,
+                fallback=s.fallback_model,
+                sampling=s.sampling,
+                role=s.model_role,
             )
             for s in self.model.specialists
-            if s.model or s.base_url or s.api_key_env or s.fallback_model
+            if s.model or s.base_url or s.api_key_env or s.fallback_model or s.sampling
         }
 
     def secrets(self) -> list[str]:
@@ -389,9 +399,11 @@ def render_team_file(specialists: Sequence[Specialist] = DEFAULT_TEAM, settings:
         f"max_tokens = {b.max_tokens}",
         f"deadline_seconds = {b.deadline_seconds:g}",
         "",
-        "[models]                     # model names per role (anthropic backend); unset: the environment's",
-        '# supervisor = "claude-sonnet-5-5"',
-        '# specialist = "claude-haiku-5-5"',
+        "[models]                     # PROVIDER:MODEL per role; unset: the environment's (see the README)",
+        '# supervisor = "anthropic:claude-sonnet-5-5"',
+        '# specialist = "openai:gpt-4o-mini"',
+        '# supervisor_fallback = "openai:gpt-4o"   # used when the supervisor\'s model keeps failing',
+        "# specialist_sampling = { temperature = 0.2, max_tokens = 2048 }",
         "",
         "[tools]                      # settings of the built-in tools a specialist can be granted:",
         "# calculate, fetch_url, read_file, list_files, write_note, read_notes",
@@ -421,6 +433,7 @@ def render_team_file(specialists: Sequence[Specialist] = DEFAULT_TEAM, settings:
                 else "# max_tokens = 50000          # token budget per handoff"
             ),
             f"tools = {json.dumps([t.name for t in s.tools])}",
+            '# model = "openai:qwen2.5:7b"  # its own model (also base_url, api_key_env, fallback_model, sampling)',
         ]
         if s.returns_verdict:
             out.append("returns_verdict = true      # its answers end in VERDICT: PASS or VERDICT: REVISE")
