@@ -303,3 +303,56 @@ async def test_run_team_max_cost_is_capped_by_the_team_file(tmp_path: Path) -> N
     text = " ".join(getattr(c, "text", "") for c in above.content)
     assert above.is_error and "max_cost=1" in text and "0.5" in text
     assert not below.is_error and below.structured_content["status"] == "complete"
+
+
+# --- fallback specialists -----------------------------------------------------------------------
+
+FALLBACK_TEAM = """
+[supervisor]
+breaker_threshold = 1
+
+[[specialists]]
+name = "researcher"
+description = "Finds facts."
+prompt = "Find facts."
+fallback = "scout"
+
+[[specialists]]
+name = "scout"
+description = "Finds facts another way."
+prompt = "Find facts another way."
+
+[[specialists]]
+name = "writer"
+description = "Writes reports."
+prompt = "Write."
+"""
+
+
+def test_a_fallback_specialist_takes_over_when_the_circuit_opens(tmp_path: Path) -> None:
+    team = tmp_path / "team.toml"
+    team.write_text(FALLBACK_TEAM)
+    proc = cli(
+        "run",
+        "--json",
+        "--model",
+        "offline",
+        "--team",
+        str(team),
+        "--fault",
+        "server_error:researcher",
+        "Research bees",
+    )
+    result = json.loads(proc.stdout)
+    first, retry = result["handoffs"][:2]
+    assert (first["target"], first["status"], first["fallback"]) == ("researcher", "failed", None)
+    assert (retry["target"], retry["status"], retry["retry_of"]) == ("scout", "completed", first["id"])
+    assert retry["fallback"] == "specialist scout took it: the circuit of researcher is open"
+    assert result["status"] == "complete", result["failures"]
+
+
+def test_a_fallback_specialist_must_be_another_member(tmp_path: Path) -> None:
+    team = tmp_path / "team.toml"
+    team.write_text(FALLBACK_TEAM.replace('fallback = "scout"', 'fallback = "ghost"'))
+    proc = cli("check", "--team", str(team))
+    assert proc.returncode == 1 and "specialists[0].fallback: 'ghost' must be another specialist" in proc.stderr

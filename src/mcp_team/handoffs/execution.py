@@ -125,6 +125,7 @@ async def execute(ctx: RunContext, handoff: Handoff, *, contested: bool = False)
             refusal = await ctx.runtime.decide("start", lambda: refusal_of(ctx, first))
             if (refused := _settle(ctx, handoff, refusal)) is not None:
                 return refused
+        handoff = await _to_fallback(ctx, handoff)
         while True:
             record = await _attempt(ctx, handoff)
             if record.status != "failed":
@@ -148,6 +149,7 @@ async def execute(ctx: RunContext, handoff: Handoff, *, contested: bool = False)
                     "retry_of": record.id,
                 }
             )
+            handoff = await _to_fallback(ctx, handoff)
     if failed_ids and record.status == "completed":
         for failure in ctx.failures:
             if failure.handoff_id in failed_ids:
@@ -155,9 +157,32 @@ async def execute(ctx: RunContext, handoff: Handoff, *, contested: bool = False)
     return record
 
 
+def _fallback_of(ctx: RunContext, name: str) -> str | None:
+    """The specialist that takes `name`'s handoffs now: its fallback once its circuit is open (if that one's
+    circuit is closed), else None."""
+    fallback = ctx.team[name].fallback
+    if fallback is None or fallback not in ctx.team or not ctx.breakers.is_open(name):
+        return None
+    return None if ctx.breakers.is_open(fallback) else fallback
+
+
+async def _to_fallback(ctx: RunContext, handoff: Handoff) -> Handoff:
+    """`handoff`, or the same handoff to its target's fallback specialist when the target's circuit is open.
+
+    Whether a circuit is open depends on how branches were timed, so it is a decision of the runtime; a
+    specialist without a fallback never asks (a durable run records nothing for it)."""
+    if ctx.team[handoff.target].fallback is None:
+        return handoff
+    name = await ctx.runtime.decide(f"fallback {handoff.attempt}", lambda: _fallback_of(ctx, handoff.target))
+    if name is None:
+        return handoff
+    note = f"specialist {name} took it: the circuit of {handoff.target} is open"
+    return handoff.model_copy(update={"target": name, "fallback": note})
+
+
 def _retry_blocked(ctx: RunContext, handoff: Handoff) -> str | None:
     """What stops a retry of a failed handoff now: `circuit_open`, `handoff_budget`, or None."""
-    if ctx.breakers.is_open(handoff.target):
+    if ctx.breakers.is_open(handoff.target) and _fallback_of(ctx, handoff.target) is None:
         return "circuit_open"
     if not ctx.budget.can_hand_off():
         return "handoff_budget"
@@ -184,7 +209,7 @@ def _refuse_duplicate(ctx: RunContext, handoff: Handoff, earlier: HandoffRecord)
 
 def refusal_of(ctx: RunContext, handoff: Handoff) -> Refusal | None:
     """Why `handoff` may not start now, or None when it may. Reads the run's state, changes nothing."""
-    if ctx.breakers.is_open(handoff.target):
+    if ctx.breakers.is_open(handoff.target) and _fallback_of(ctx, handoff.target) is None:
         return Refusal(
             kind="circuit_open",
             reason=f"{handoff.target} failed {ctx.settings.breaker_threshold} times in a row; its circuit is open "

@@ -75,6 +75,9 @@ class Handoff(HandoffArgs):
     call_id: str = Field(description="The supervisor's tool-call id, or the plan task id.")
     attempt: int = 1
     retry_of: str | None = None
+    fallback: str | None = Field(
+        default=None, description="The fallback model or specialist that did (part of) the work, and why."
+    )
 
 
 class HandoffRecord(Handoff):
@@ -89,9 +92,6 @@ class HandoffRecord(Handoff):
     turns: int = 0
     usage: Usage = Field(default_factory=Usage)
     verdict: Verdict | None = None
-    fallback: str | None = Field(
-        default=None, description="The fallback model or specialist that did (part of) the work, and why."
-    )
 
 
 class Failure(BaseModel):

@@ -86,6 +86,7 @@ class SpecialistSpec(_Strict):
     api_key_env: str | None = Field(default=None, description="The variable that holds its endpoint's API key.")
     fallback_model: str | None = None
     sampling: SamplingSettings | None = Field(default=None, description="Its temperature and output limit.")
+    fallback: str | None = Field(default=None, description="The specialist that takes over once its circuit opens.")
 
 
 class TeamFileModel(_Strict):
@@ -214,6 +215,7 @@ class TeamSpec:
                     max_turns=spec.max_turns,
                     max_tokens=spec.max_tokens,
                     returns_verdict=spec.returns_verdict,
+                    fallback=spec.fallback,
                 )
             )
         return tuple(team)
@@ -324,6 +326,11 @@ def _check(model: TeamFileModel, base: Path) -> tuple[list[str], dict[str, str]]
             prompts[spec.name] = (spec.prompt or "").strip()
         if spec.name in prompts and not prompts[spec.name]:
             problems.append(f"{where}: the prompt is empty")
+        names = [other.name for other in model.specialists]
+        if spec.fallback is not None and (spec.fallback == spec.name or spec.fallback not in names):
+            problems.append(
+                f"{where}.fallback: '{spec.fallback}' must be another specialist of this team ({', '.join(names)})"
+            )
         for key in ("model", "fallback_model"):
             if (text := getattr(spec, key)) is not None:
                 try:
