@@ -408,11 +408,6 @@ def test_call_timeout_is_a_cli_option() -> None:
     assert any(f["kind"] == "timeout" for f in json.loads(proc.stdout)["failures"])
 
 
-@xfail(
-    "a specialist's own tool calls Team.ask (handoffs/team.py), which runs the specialist outside any run: "
-    "no RunResult, no save_run, no supervisor span, so no record and no trace file. Fix: Team.ask makes a "
-    "one-handoff run (run id, record with the handoff, on_finish) and server/app.py saves it like run_team"
-)
 @pytest.mark.anyio
 async def test_a_specialist_tool_call_leaves_a_run_record_and_a_trace_file(tmp_path: Path) -> None:
     async with serve("legacy", "--trace-dir", str(tmp_path)) as (client, _):

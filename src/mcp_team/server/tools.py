@@ -113,7 +113,9 @@ def specialist_tool(specialist: Specialist) -> SpecialistTool:
     ) -> SpecialistResult | InputRequiredResult:
         state_of(ctx).limits.check_task(task, context)
         await ctx.report_progress(0, 1, f"{specialist.name}: {task[:100]}")
-        result = await state_of(ctx).execute(ctx, lambda team, _get_ctx: team.ask(specialist.name, task, context))
+        result = await state_of(ctx).execute(
+            ctx, lambda team, _get_ctx: team.ask(specialist.name, task, context, on_finish=state_of(ctx).save_run)
+        )
         if isinstance(result, InputRequiredResult):
             return result
         await ctx.report_progress(1, 1, f"{specialist.name} {result.status}")
