@@ -482,3 +482,21 @@ def test_parse_verdict_last_verdict_wins() -> None:
 )
 def test_parse_verdict_none(text_: str) -> None:
     assert parse_verdict(text_) is None
+
+
+async def test_a_tool_call_whose_arguments_could_not_be_read_is_answered_with_the_error_not_run() -> None:
+    ran: list[dict[str, Any]] = []
+
+    async def record(args: dict[str, Any]) -> str:
+        ran.append(args)
+        return "ran"
+
+    broken = ModelResponse(
+        content=[ToolUseBlock(id="c1", name="lookup", input_error="the arguments are not valid JSON: {'q': 1")],
+        stop_reason="tool_use",
+        model="scripted",
+    )
+    result, model = await run(specialist(tools=(make_tool("lookup", record),)), broken, text("Fixed it."))
+    assert result.status == "completed" and not ran
+    [answer] = tool_results(model.requests[1])
+    assert answer.is_error and "not run" in answer.content and "not valid JSON" in answer.content
