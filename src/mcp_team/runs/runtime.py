@@ -160,6 +160,15 @@ class DurableModel:
     def provider(self) -> str:
         return self.inner.provider
 
+    # What the endpoint limiter and the price lookup read (llm.limits, llm.cost): the inner model's.
+    @property
+    def base_url(self) -> str | None:
+        return getattr(self.inner, "base_url", None)
+
+    @property
+    def price_provider(self) -> str | None:
+        return getattr(self.inner, "price_provider", None)
+
     async def complete(self, request: ModelRequest) -> ModelResponse:
         if not internals.in_workflow():
             return await self._call(request)
@@ -185,6 +194,8 @@ def durable_models(models: ModelSet, *, call_timeout: float | None = None) -> Mo
     wrapped = ModelSet(
         {role: DurableModel(m, role, call_timeout) for role, m in models.models.items()},
         models.max_concurrency,
+        members={name: DurableModel(m, name, call_timeout) for name, m in models.members.items()},
+        fallbacks={name: DurableModel(m, f"{name}.fallback", call_timeout) for name, m in models.fallbacks.items()},
     )
     wrapped.limits = models.limits  # the same endpoint limiters, so calls count against the same limits
     return wrapped
