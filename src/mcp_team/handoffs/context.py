@@ -172,7 +172,10 @@ class RunContext:
             mode=self.settings.mode,
             plan=self.plan,
             stopped_by=self.stop_reason,
-            notes=[*self.notes.values(), *(f"A fallback model answered: {n}." for n in self.budget.fallbacks)],
+            notes=[
+                *self.notes.values(),
+                *(f"A fallback model answered the supervisor: {n}." for n in dict.fromkeys(self.budget.fallbacks)),
+            ],
             started_at=self.started_at,
             ended_at=self.ended_at,
         )
