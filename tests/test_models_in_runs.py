@@ -18,12 +18,12 @@ import pytest
 from conftest import Spans
 from fake_openai_api import FakeOpenAIAPI, completion
 from mcp_team.handoffs import Team
-from mcp_team.handoffs.turn import text_tool_call
 from mcp_team.llm import SPECIALIST, SUPERVISOR, Message, ModelRequest, ModelResponse, ModelSet, chat
 from mcp_team.llm.cost import usage_cost
 from mcp_team.llm.limits import EndpointLimits, Limiters
 from mcp_team.llm.offline import OfflineModel
 from mcp_team.llm.openai import OpenAIModel
+from mcp_team.llm.text_calls import text_tool_call
 from mcp_team.specialists import DEFAULT_TEAM
 from mcp_team.telemetry.attributes import FALLBACK_MODEL, OP_CHAT, USAGE_COST_USD
 from support import HANG_GUARD, MCP_TEAM, clean_env

@@ -500,3 +500,19 @@ async def test_a_tool_call_whose_arguments_could_not_be_read_is_answered_with_th
     assert result.status == "completed" and not ran
     [answer] = tool_results(model.requests[1])
     assert answer.is_error and "not run" in answer.content and "not valid JSON" in answer.content
+
+
+async def test_a_tool_call_written_as_text_goes_back_to_the_model_and_is_not_the_answer() -> None:
+    written = '```json\n{"name": "calculate", "arguments": {"expression": "2+2"}}\n```'
+    result, model = await run(
+        specialist(), text(written), tool_calls(("calculate", {"expression": "2+2"})), text("The result is 4.")
+    )
+    assert (result.status, result.output, result.turns) == ("completed", "The result is 4.", 3)
+    feedback = model.requests[1].messages[-1]
+    assert feedback.role == "user" and "wrote a tool call as text (calculate)" in str(feedback.content)
+
+
+async def test_an_answer_holding_json_is_still_an_answer() -> None:
+    answer = '```json\n{"result": 4}\n```'
+    result, _ = await run(specialist(), text(answer))
+    assert (result.status, result.output) == ("completed", answer)

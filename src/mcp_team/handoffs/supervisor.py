@@ -16,17 +16,7 @@ from mcp_team.handoffs.execution import dispatch
 from mcp_team.handoffs.prompts import SUPERVISOR_INSTRUCTIONS, describe_team
 from mcp_team.handoffs.schema import HandoffArgs, HandoffRecord
 from mcp_team.handoffs.synthesis import FINALIZE_TOOL
-from mcp_team.handoffs.turn import (
-    HANDOFF_PREFIX,
-    TEXT_TOOL_CALL_FEEDBACK,
-    Continue,
-    Final,
-    Stop,
-    TurnOutcome,
-    TurnPlan,
-    classify,
-    text_tool_call,
-)
+from mcp_team.handoffs.turn import HANDOFF_PREFIX, Continue, Final, Stop, TurnOutcome, TurnPlan, classify
 from mcp_team.llm import (
     SUPERVISOR,
     ContentBlock,
@@ -36,6 +26,7 @@ from mcp_team.llm import (
     ToolDefinition,
     ToolResultBlock,
 )
+from mcp_team.llm.text_calls import TEXT_TOOL_CALL_FEEDBACK, text_tool_call
 from mcp_team.specialists import Specialist
 
 _HANDOFF_SCHEMA = {k: v for k, v in HandoffArgs.model_json_schema().items() if k != "title"}

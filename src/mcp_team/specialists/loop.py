@@ -25,6 +25,7 @@ from mcp_team.llm import (
     Usage,
     chat,
 )
+from mcp_team.llm.text_calls import TEXT_TOOL_CALL_FEEDBACK, text_tool_call
 from mcp_team.specialists.definition import Specialist
 from mcp_team.specialists.tools import ToolFailed
 from mcp_team.specialists.verdict import Verdict, parse_verdict
@@ -148,6 +149,12 @@ async def _loop(
         usage = usage + response.usage
         last_text = response.text or last_text
         uses = response.tool_uses
+        offered = {t.name for t in specialist.tools}
+        if not uses and turn < specialist.max_turns and (name := text_tool_call(response.text, offered)):
+            # A call written as text is no answer: back to the model, with a turn left to make it properly.
+            messages.append(Message(role="assistant", content=response.text))
+            messages.append(Message(role="user", content=TEXT_TOOL_CALL_FEEDBACK.format(name=name)))
+            continue
         if not uses:
             if response.stop_reason == "refusal":
                 return failed("model_refused", f"the model declined the task: {response.text[:300]}", turn)
