@@ -409,6 +409,14 @@ def test_call_timeout_is_a_cli_option() -> None:
 
 
 @pytest.mark.anyio
+async def test_serve_takes_call_timeout_too() -> None:
+    async with serve("legacy", "--call-timeout", "1", "--fault", "timeout:researcher:1") as (client, _):
+        result = await client.call_tool("run_team", {"request": "Research bees"})
+    assert not result.is_error, text_of(result)
+    assert [f["kind"] for f in result.structured_content["failures"]] == ["timeout"]
+
+
+@pytest.mark.anyio
 async def test_a_specialist_tool_call_leaves_a_run_record_and_a_trace_file(tmp_path: Path) -> None:
     async with serve("legacy", "--trace-dir", str(tmp_path)) as (client, _):
         result = await client.call_tool("researcher", {"task": "Why do bees matter?"})
