@@ -356,3 +356,22 @@ def test_a_fallback_specialist_must_be_another_member(tmp_path: Path) -> None:
     team.write_text(FALLBACK_TEAM.replace('fallback = "scout"', 'fallback = "ghost"'))
     proc = cli("check", "--team", str(team))
     assert proc.returncode == 1 and "specialists[0].fallback: 'ghost' must be another specialist" in proc.stderr
+
+
+def test_the_openai_sdk_and_the_price_table_stay_off_the_start_up_path(tmp_path: Path) -> None:
+    """Serving a team whose members are on OpenAI-compatible models imports neither until a model is called."""
+    team = tmp_path / "team.toml"
+    team.write_text(
+        '[models]\nsupervisor = "openai:gpt-4o"\nsupervisor_fallback = "openai:gpt-4o-mini"\n\n'
+        '[[specialists]]\nname = "researcher"\ndescription = "Finds facts."\nprompt = "Find facts."\n'
+        'model = "openai:qwen2.5:7b"\nbase_url = "http://127.0.0.1:1/v1"\nsampling = { temperature = 0.2 }\n'
+    )
+    code = (
+        "import sys; from mcp_team.server.app import build_server; from mcp_team.server.teamfile import load_team; "
+        f"build_server(team=load_team({str(team)!r})); print(sorted({{'openai', 'genai_prices'}} & set(sys.modules)))"
+    )
+    proc = subprocess.run(
+        [str(Path(MCP_TEAM).parent / "python"), "-c", code],
+        capture_output=True, text=True, timeout=HANG_GUARD, env=clean_env(OPENAI_API_KEY="sk-test"),
+    )  # fmt: skip
+    assert proc.stdout.strip() == "[]", proc.stderr
