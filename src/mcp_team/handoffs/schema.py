@@ -25,10 +25,18 @@ class Budgets(BaseModel):
     max_tokens: int = Field(
         default=400_000,
         ge=1,
-        description="Input plus output tokens over all calls. Checked before each call, so parallel calls "
-        "already in flight may finish past it.",
+        description="Input plus output tokens over all calls. Checked before each call with the size of its "
+        "prompt, so only a call's output, and parallel calls already in flight, may finish past it.",
     )
-    deadline_seconds: float = Field(default=600.0, gt=0, description="Wall-clock limit for the run.")
+    deadline_seconds: float = Field(
+        default=600.0, gt=0, allow_inf_nan=False, description="Wall-clock limit for the run."
+    )
+    max_cost: float | None = Field(
+        default=None,
+        gt=0,
+        allow_inf_nan=False,
+        description="US dollars over all calls whose price is known (see llm.cost); None: no limit.",
+    )
 
 
 class RunSettings(BaseModel):
@@ -67,6 +75,9 @@ class Handoff(HandoffArgs):
     call_id: str = Field(description="The supervisor's tool-call id, or the plan task id.")
     attempt: int = 1
     retry_of: str | None = None
+    fallback: str | None = Field(
+        default=None, description="The fallback model or specialist that did (part of) the work, and why."
+    )
 
 
 class HandoffRecord(Handoff):

@@ -78,8 +78,8 @@ def fallback_answer(ctx: RunContext) -> str:
 def missing_section(ctx: RunContext) -> str:
     """A plain list of what the answer lacks: every unrecovered failure and any early stop."""
     lines = []
-    if ctx.stopped_by:
-        lines.append(f"- The run stopped early: {ctx.stopped_by}.")
+    if ctx.stop_reason:
+        lines.append(f"- The run stopped early: {ctx.stop_reason}.")
     superseded = _superseded(ctx.records)
     seen: set[object] = set()
     for f in ctx.failures:

@@ -11,6 +11,7 @@ import anyio
 
 from mcp_team.errors import McpTeamError
 from mcp_team.handoffs.context import EventSink, RunContext, now
+from mcp_team.handoffs.direct import ask
 from mcp_team.handoffs.planner import PlanError, make_plan, run_plan
 from mcp_team.handoffs.runtime import EPHEMERAL, Runtime
 from mcp_team.handoffs.schema import Budgets, Mode, Plan, RunResult, RunSettings
@@ -18,7 +19,7 @@ from mcp_team.handoffs.supervisor import run_adaptive
 from mcp_team.handoffs.synthesis import fallback_answer, missing_section, synthesize
 from mcp_team.handoffs.turn import Final
 from mcp_team.llm import ModelSet
-from mcp_team.specialists import DEFAULT_TEAM, Specialist, SpecialistResult, run_specialist
+from mcp_team.specialists import DEFAULT_TEAM, Specialist, SpecialistResult
 from mcp_team.telemetry import spans
 from mcp_team.telemetry.attributes import INPUT_MESSAGES, OUTPUT_MESSAGES, RUN_MODE, RUN_STATUS
 
@@ -137,13 +138,14 @@ class Team:
         ):
             return await make_plan(ctx)
 
-    async def ask(self, name: str, task: str, context: str = "") -> SpecialistResult:
-        """Hand one task straight to one specialist. Raises `UnknownSpecialist`."""
+    async def ask(
+        self, name: str, task: str, context: str = "", *, on_finish: Callable[[RunResult], None] | None = None
+    ) -> SpecialistResult:
+        """Hand one task straight to one specialist, as a one-handoff run whose record goes to `on_finish`
+        (see `handoffs.direct`). Raises `UnknownSpecialist`."""
         if name not in self.by_name:
             raise UnknownSpecialist(name, list(self.by_name))
-        return await run_specialist(
-            self.by_name[name], task, self.models, context=context, call_timeout=self.settings.call_timeout
-        )
+        return await ask(self, name, task, context, on_finish=on_finish)
 
 
 async def _orchestrate(ctx: RunContext) -> None:
@@ -167,8 +169,9 @@ async def _orchestrate(ctx: RunContext) -> None:
                 answer = outcome.answer
             elif outcome.reason is not None:
                 ctx.stopped_by = ctx.stopped_by or outcome.reason
-        if answer is None and ctx.completed():
-            # The synthesis prompt closes the run; after a budget ran out it spends the reserved call.
+        if answer is None and (ctx.completed() or ctx.budget.exhausted):
+            # The synthesis prompt closes the run; after a budget ran out it spends the reserved call,
+            # even with no finished work (the answer then says what could not be done).
             answer = await synthesize(ctx, how)
     if deadline.cancelled_caught:
         ctx.stopped_by = f"the deadline ({ctx.settings.budgets.deadline_seconds:g} s) passed"

@@ -289,10 +289,9 @@ def _plan(request: ModelRequest) -> dict[str, Any]:
 def _refine(request: ModelRequest) -> str:
     text = _text_of(request.messages[-1])
     task = re.search(r"Failed task:\s*(.*?)\n\s*\nError:", text, re.S)
-    error = re.search(r"Error:\s*(.*?)(\n\s*\n|$)", text, re.S)
     original = task.group(1).strip() if task else text.strip()
-    reason = error.group(1).strip() if error else "unknown error"
-    return f"{original}\n(Retry: the previous attempt failed with '{reason}'. Keep the answer short and focused.)"
+    # A rewritten task, as a model writes one: no notes about the engine, which would reach the answer.
+    return f"{original}\nKeep the answer short and focused."
 
 
 # --- specialists -------------------------------------------------------------------------------

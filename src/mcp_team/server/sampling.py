@@ -76,6 +76,7 @@ def sampling_params(request: ModelRequest) -> types.CreateMessageRequestParams:
         ],
         system_prompt=request.system,
         max_tokens=request.max_tokens,
+        temperature=request.temperature,
         tools=[types.Tool(name=t.name, description=t.description, input_schema=t.input_schema) for t in request.tools]
         or None,
         tool_choice=types.ToolChoice(mode="auto") if request.tools else None,

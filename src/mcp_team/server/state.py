@@ -107,7 +107,7 @@ class ServerState:
             return None
         if self._models is None:
             try:
-                self._models = build_models(settings)
+                self._models = build_models(settings, self.team.member_models)
             except ConfigError as exc:
                 raise ToolError(f"mcp-team is misconfigured: {exc}") from None
         return self._models

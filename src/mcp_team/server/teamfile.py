@@ -21,6 +21,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from mcp_team.errors import ConfigError
 from mcp_team.handoffs import RunSettings
+from mcp_team.llm.settings import MemberModel, parse_model
+from mcp_team.llm.wrappers import SamplingSettings
 from mcp_team.specialists import DEFAULT_TEAM, Specialist, Tool
 from mcp_team.specialists.calculator import CALCULATE
 from mcp_team.specialists.definition import NAME_PATTERN
@@ -50,8 +52,14 @@ class SupervisorSpec(RunSettings):
 
 
 class ModelsSpec(_Strict):
+    """`[models]`: model strings per role, the fallback of each, and their sampling settings (see `llm.settings`)."""
+
     supervisor: str | None = None
     specialist: str | None = None
+    supervisor_fallback: str | None = None
+    specialist_fallback: str | None = None
+    supervisor_sampling: SamplingSettings | None = None
+    specialist_sampling: SamplingSettings | None = None
 
 
 class ToolSettings(_Strict):
@@ -72,6 +80,13 @@ class SpecialistSpec(_Strict):
     max_tokens: int | None = Field(default=None, ge=1)
     tools: list[str] = Field(default_factory=list)
     returns_verdict: bool = False
+    # Its own model, when not its role's: a model string, and its endpoint when not its provider's.
+    model: str | None = None
+    base_url: str | None = None
+    api_key_env: str | None = Field(default=None, description="The variable that holds its endpoint's API key.")
+    fallback_model: str | None = None
+    sampling: SamplingSettings | None = Field(default=None, description="Its temperature and output limit.")
+    fallback: str | None = Field(default=None, description="The specialist that takes over once its circuit opens.")
 
 
 class TeamFileModel(_Strict):
@@ -92,6 +107,7 @@ class TeamSpec:
     base_dir: Path = field(default_factory=Path.cwd)
     specialists: tuple[Specialist, ...] = DEFAULT_TEAM  # a team defined in code
     settings: RunSettings = field(default_factory=RunSettings)
+    overrides: dict[str, Any] = field(default_factory=dict)  # run settings given on the command line
 
     @classmethod
     def of(
@@ -114,8 +130,8 @@ class TeamSpec:
     @property
     def run_settings(self) -> RunSettings:
         if self.model is None:
-            return self.settings
-        return RunSettings(**self.model.supervisor.model_dump(exclude={"max_concurrency"}))
+            return self.settings.model_copy(update=self.overrides) if self.overrides else self.settings
+        return RunSettings(**{**self.model.supervisor.model_dump(exclude={"max_concurrency"}), **self.overrides})
 
     @property
     def model_overrides(self) -> dict[str, Any]:
@@ -129,7 +145,29 @@ class TeamSpec:
             overrides["specialist_model"] = self.model.models.specialist
         if self.model.supervisor.max_concurrency:
             overrides["max_concurrency"] = self.model.supervisor.max_concurrency
+        for role in ("supervisor", "specialist"):
+            for key in (f"{role}_fallback", f"{role}_sampling"):
+                if (value := getattr(self.model.models, key)) is not None:
+                    overrides[key] = value
         return overrides
+
+    @property
+    def member_models(self) -> dict[str, MemberModel]:
+        """The specialists that name their own model, endpoint, fallback or sampling settings, by name."""
+        if self.model is None:
+            return {}
+        return {
+            s.name: MemberModel(
+                model=s.model,
+                base_url=s.base_url,
+                api_key_env=s.api_key_env,
+                fallback=s.fallback_model,
+                sampling=s.sampling,
+                role=s.model_role,
+            )
+            for s in self.model.specialists
+            if s.model or s.base_url or s.api_key_env or s.fallback_model or s.sampling
+        }
 
     def secrets(self) -> list[str]:
         """Values that must never be logged or traced: the MCP servers' env values and headers."""
@@ -177,6 +215,7 @@ class TeamSpec:
                     max_turns=spec.max_turns,
                     max_tokens=spec.max_tokens,
                     returns_verdict=spec.returns_verdict,
+                    fallback=spec.fallback,
                 )
             )
         return tuple(team)
@@ -287,6 +326,17 @@ def _check(model: TeamFileModel, base: Path) -> tuple[list[str], dict[str, str]]
             prompts[spec.name] = (spec.prompt or "").strip()
         if spec.name in prompts and not prompts[spec.name]:
             problems.append(f"{where}: the prompt is empty")
+        names = [other.name for other in model.specialists]
+        if spec.fallback is not None and (spec.fallback == spec.name or spec.fallback not in names):
+            problems.append(
+                f"{where}.fallback: '{spec.fallback}' must be another specialist of this team ({', '.join(names)})"
+            )
+        for key in ("model", "fallback_model"):
+            if (text := getattr(spec, key)) is not None:
+                try:
+                    parse_model(text)
+                except ValueError as exc:
+                    problems.append(f"{where}.{key}: {exc}")
         for j, grant in enumerate(spec.tools):
             problems.extend(_check_grant(f"{where}.tools[{j}]", grant, servers))
         if {"read_file", "list_files"} & set(spec.tools) and not model.tools.read_dirs:
@@ -356,9 +406,11 @@ def render_team_file(specialists: Sequence[Specialist] = DEFAULT_TEAM, settings:
         f"max_tokens = {b.max_tokens}",
         f"deadline_seconds = {b.deadline_seconds:g}",
         "",
-        "[models]                     # model names per role (anthropic backend); unset: the environment's",
-        '# supervisor = "claude-sonnet-4-5"',
-        '# specialist = "claude-haiku-4-5"',
+        "[models]                     # PROVIDER:MODEL per role; unset: the environment's (see the README)",
+        '# supervisor = "anthropic:claude-sonnet-5-5"',
+        '# specialist = "openai:gpt-4o-mini"',
+        '# supervisor_fallback = "openai:gpt-4o"   # used when the supervisor\'s model keeps failing',
+        "# specialist_sampling = { temperature = 0.2, max_tokens = 2048 }",
         "",
         "[tools]                      # settings of the built-in tools a specialist can be granted:",
         "# calculate, fetch_url, read_file, list_files, write_note, read_notes",
@@ -388,6 +440,7 @@ def render_team_file(specialists: Sequence[Specialist] = DEFAULT_TEAM, settings:
                 else "# max_tokens = 50000          # token budget per handoff"
             ),
             f"tools = {json.dumps([t.name for t in s.tools])}",
+            '# model = "openai:qwen2.5:7b"  # its own model (also base_url, api_key_env, fallback_model, sampling)',
         ]
         if s.returns_verdict:
             out.append("returns_verdict = true      # its answers end in VERDICT: PASS or VERDICT: REVISE")

@@ -49,6 +49,9 @@ async def run_team(
         float | None, Field(gt=0, allow_inf_nan=False, description="Wall-clock limit in seconds.")
     ] = None,
     thread: Annotated[str | None, THREAD_FIELD] = None,
+    max_cost: Annotated[
+        float | None, Field(gt=0, allow_inf_nan=False, description="Cap on the cost in US dollars (priced calls).")
+    ] = None,
 ) -> RunResult | InputRequiredResult:
     """Run a request through the supervisor and its specialists and return one answer.
 
@@ -64,6 +67,7 @@ async def run_team(
         max_model_calls=max_model_calls,
         max_tokens=max_tokens,
         deadline_seconds=deadline_seconds,
+        max_cost=max_cost,
     )
 
     asked = RunRequest(request, mode, budgets, thread)
@@ -127,7 +131,9 @@ def specialist_tool(specialist: Specialist) -> SpecialistTool:
     ) -> SpecialistResult | InputRequiredResult:
         state_of(ctx).limits.check_task(task, context)
         await ctx.report_progress(0, 1, f"{specialist.name}: {task[:100]}")
-        result = await state_of(ctx).execute(ctx, lambda team, _get_ctx: team.ask(specialist.name, task, context))
+        result = await state_of(ctx).execute(
+            ctx, lambda team, _get_ctx: team.ask(specialist.name, task, context, on_finish=state_of(ctx).save_run)
+        )
         if isinstance(result, InputRequiredResult):
             return result
         await ctx.report_progress(1, 1, f"{specialist.name} {result.status}")

@@ -14,6 +14,7 @@ from mcp_team.server.commands.common import (
     EXIT_OK,
     EXIT_PARTIAL,
     EXIT_USAGE,
+    call_timeout_flag,
     error,
     log_to_stderr,
     model_flags,
@@ -22,6 +23,7 @@ from mcp_team.server.commands.common import (
     start_tracing,
     team_flag,
     trace_flags,
+    with_call_timeout,
 )
 from mcp_team.server.commands.runs import durable_config, durable_flags
 
@@ -60,6 +62,8 @@ def add_parsers(sub: Subparsers) -> None:
     run.add_argument("--max-tokens", type=int, metavar="N")
     run.add_argument("--deadline", type=float, metavar="SECONDS")
     durable_flags(run)
+    run.add_argument("--max-cost", type=float, metavar="USD", help="stop when the priced calls cost this much")
+    call_timeout_flag(run)
     run.add_argument(
         "--record",
         metavar="FILE",
@@ -72,7 +76,8 @@ def add_parsers(sub: Subparsers) -> None:
 def run_command(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
-    from mcp_team.handoffs import Budgets, validation_problems
+    from mcp_team.handoffs import validation_problems
+    from mcp_team.handoffs.budget import merge_budgets
     from mcp_team.llm.replay import replay_of
     from mcp_team.llm.settings import build_models
     from mcp_team.server.teamfile import load_team
@@ -82,24 +87,22 @@ def run_command(args: argparse.Namespace) -> int:
         spec = load_team(args.team)
         settings = model_settings(args).model_copy(update=spec.model_overrides)
         register_secrets(settings, spec)
-        models = build_models(settings)
+        models = build_models(settings, spec.member_models)
         replay = replay_of(models)
         if not args.request.strip() and replay is not None:
             args.request = str(replay.recording.header.run.get("request", ""))
             args.mode = args.mode or replay.recording.header.run.get("mode")
         if not args.request.strip():
             return error('the request is empty; say what you want the team to do, e.g. mcp-team run "..."')
-        limits = {
-            k: v
-            for k, v in {
-                "max_handoffs": args.max_handoffs,
-                "max_model_calls": args.max_model_calls,
-                "max_tokens": args.max_tokens,
-                "deadline_seconds": args.deadline,
-            }.items()
-            if v is not None
+        flags = {
+            "max_handoffs": args.max_handoffs,
+            "max_model_calls": args.max_model_calls,
+            "max_tokens": args.max_tokens,
+            "deadline_seconds": args.deadline,
+            "max_cost": args.max_cost,
         }
-        budgets = Budgets(**limits) if limits else None
+        budgets = merge_budgets(spec.run_settings.budgets, flags)  # over the team file's, as run_team merges
+        spec = with_call_timeout(spec, args.call_timeout)
         args.durable = None if args.record or settings.record_dir else durable_config(args)
     except ValidationError as exc:  # a ConfigError reaches main(), which says it the same way
         problems = "; ".join(p.replace("_", "-") for p in validation_problems(exc, prefix="--"))
@@ -254,9 +257,14 @@ def _summary(console: Console, result: RunResult) -> None:
     u = result.usage
     console.print(
         f"[{style}]{result.status}[/{style}]: {len(result.handoffs)} handoffs, {u.model_calls} model calls, "
-        f"{u.total.total_tokens} tokens, run {result.run_id}"
+        f"{u.total.total_tokens} tokens, {_cost(u.total.cost_usd)}, run {result.run_id}"
         + (f", trace {result.trace_id}" if result.trace_id else "")
     )
+
+
+def _cost(usd: float | None) -> str:
+    """A run's cost for people: unknown (a local or offline model) is not $0."""
+    return "cost unknown" if usd is None else f"${usd:.4f}"
 
 
 def _compare(console: Console, replay: Replay, result: RunResult) -> None:
