@@ -25,6 +25,7 @@ from mcp_team.errors import BudgetExhausted
 from mcp_team.handoffs.budget import Budget
 from mcp_team.handoffs.context import RunContext, now
 from mcp_team.handoffs.prompts import REFINE_INSTRUCTIONS
+from mcp_team.handoffs.review import gate_revision
 from mcp_team.handoffs.schema import Handoff, HandoffRecord, HandoffStatus
 from mcp_team.llm import SUPERVISOR, Message, ModelError, ModelRequest, ToolDefinition, Usage
 from mcp_team.specialists import run_specialist
@@ -127,10 +128,15 @@ async def execute(ctx: RunContext, handoff: Handoff, *, contested: bool = False)
                 return refused
         while True:
             record = await _attempt(ctx, handoff)
+            if record.status == "completed":
+                if (revised := await gate_revision(ctx, handoff, record)) is None:
+                    break
+                handoff = revised
+                continue
             if record.status != "failed":
                 break
             failed_ids.append(record.id)
-            if record.error_type in _FINAL_ERRORS or handoff.attempt > ctx.settings.max_retries:
+            if record.error_type in _FINAL_ERRORS or len(failed_ids) > ctx.settings.max_retries:
                 break
             # Other branches may have opened the breaker or spent the handoff budget meanwhile.
             blocked = await ctx.runtime.decide(f"retry {handoff.attempt + 1}", lambda: _retry_blocked(ctx, first))

@@ -6,6 +6,7 @@ dependencies' results as context; a task whose dependency failed is skipped and 
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Collection
 
@@ -16,6 +17,7 @@ from mcp_team.errors import BudgetExhausted, McpTeamError
 from mcp_team.handoffs.context import RunContext
 from mcp_team.handoffs.execution import admit, execute, in_handoff_order, not_run, note_fan_out
 from mcp_team.handoffs.prompts import PLANNER_INSTRUCTIONS, describe_team
+from mcp_team.handoffs.review import revise_in_plan
 from mcp_team.handoffs.schema import Handoff, HandoffRecord, Plan, PlanTask, validation_problems
 from mcp_team.llm import PLANNER, Message, ModelError, ModelRequest, ToolDefinition, ToolResultBlock
 from mcp_team.telemetry import spans
@@ -150,6 +152,10 @@ async def run_plan(ctx: RunContext, plan: Plan) -> None:
                 outcome[task.id] = _skip(ctx, handoff, failed, outcome)
             else:
                 outcome[task.id] = await execute(ctx, handoff, contested=True)
+                if ctx.team[task.specialist].returns_verdict:  # REVISE sends its input's authors back to work
+                    authors = [outcome[d] for d in task.depends_on]
+                    run = functools.partial(execute, ctx, contested=True)
+                    outcome[task.id] = await revise_in_plan(ctx, outcome[task.id], authors, run)
         finally:
             done[task.id].set()
 

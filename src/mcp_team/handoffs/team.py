@@ -12,6 +12,7 @@ import anyio
 from mcp_team.errors import McpTeamError
 from mcp_team.handoffs.context import EventSink, RunContext, now
 from mcp_team.handoffs.planner import PlanError, make_plan, run_plan
+from mcp_team.handoffs.review import note_unpassed_reviews
 from mcp_team.handoffs.runtime import EPHEMERAL, Runtime
 from mcp_team.handoffs.schema import Budgets, Mode, Plan, RunResult, RunSettings
 from mcp_team.handoffs.supervisor import run_adaptive
@@ -175,6 +176,7 @@ async def _orchestrate(ctx: RunContext) -> None:
         for r in ctx.records:
             if r.status == "cancelled":
                 ctx.fail("deadline", r.target, "stopped by the run's deadline", r.task, r.id)
+    note_unpassed_reviews(ctx)
     missing = missing_section(ctx)
     ctx.status = "complete" if not missing else "partial" if ctx.completed() else "failed"
     answer = answer or fallback_answer(ctx)

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from mcp_team.errors import ConfigError
 from mcp_team.handoffs import RunSettings
+from mcp_team.handoffs.gates import Gates
 from mcp_team.specialists import DEFAULT_TEAM, Specialist, Tool
 from mcp_team.specialists.calculator import CALCULATE
 from mcp_team.specialists.definition import NAME_PATTERN
@@ -72,6 +73,7 @@ class SpecialistSpec(_Strict):
     max_tokens: int | None = Field(default=None, ge=1)
     tools: list[str] = Field(default_factory=list)
     returns_verdict: bool = False
+    gates: Gates | None = None  # quality gates on its output (handoffs/gates.py)
 
 
 class TeamFileModel(_Strict):
@@ -115,7 +117,9 @@ class TeamSpec:
     def run_settings(self) -> RunSettings:
         if self.model is None:
             return self.settings
-        return RunSettings(**self.model.supervisor.model_dump(exclude={"max_concurrency"}))
+        settings = RunSettings(**self.model.supervisor.model_dump(exclude={"max_concurrency"}))
+        gates = {s.name: s.gates for s in self.model.specialists if s.gates is not None}
+        return settings.model_copy(update={"gates": {**settings.gates, **gates}}) if gates else settings
 
     @property
     def model_overrides(self) -> dict[str, Any]:
