@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Literal
 
 from mcp_team.handoffs.budget import Breakers, Budget, FinalCall
+from mcp_team.handoffs.checkpoints import Approver, CheckpointRecord, Stop
 from mcp_team.handoffs.runtime import EPHEMERAL, Runtime
 from mcp_team.handoffs.schema import (
     Failure,
@@ -28,7 +29,7 @@ from mcp_team.specialists import Specialist
 
 log = logging.getLogger("mcp_team.handoffs")
 
-EventKind = Literal["run_started", "plan_ready", "handoff_started", "handoff_finished", "synthesizing"]
+EventKind = Literal["run_started", "plan_ready", "handoff_started", "handoff_finished", "synthesizing", "checkpoint"]
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,9 @@ class RunContext:
     fingerprints: dict[tuple[str, str, str], HandoffRecord] = field(default_factory=dict)
     last_seq: int = 0  # the number of the run's latest handoff
     notes: dict[str, str] = field(default_factory=dict)  # by topic: the first one of each is kept
+    approve: Approver | None = None  # asks a person at checkpoints (handoffs/checkpoints.py)
+    checkpoints: list[CheckpointRecord] = field(default_factory=list)
+    checkpoint_stop: Stop | None = None  # set when a checkpoint ended the run
 
     def __post_init__(self) -> None:
         self.budget = Budget(self.settings.budgets)
@@ -152,4 +156,5 @@ class RunContext:
             notes=list(self.notes.values()),
             started_at=self.started_at,
             ended_at=self.ended_at,
+            checkpoints=list(self.checkpoints),
         )

@@ -22,6 +22,7 @@ import anyio
 from pydantic import BaseModel
 
 from mcp_team.errors import BudgetExhausted
+from mcp_team.handoffs.approval import approve_handoff
 from mcp_team.handoffs.budget import Budget
 from mcp_team.handoffs.context import RunContext, now
 from mcp_team.handoffs.prompts import REFINE_INSTRUCTIONS
@@ -126,6 +127,9 @@ async def execute(ctx: RunContext, handoff: Handoff, *, contested: bool = False)
             refusal = await ctx.runtime.decide("start", lambda: refusal_of(ctx, first))
             if (refused := _settle(ctx, handoff, refusal)) is not None:
                 return refused
+        if (approved := await approve_handoff(ctx, handoff)) is None:  # a before:<member> checkpoint stopped it
+            return not_run(ctx, handoff, "refused", "checkpoint", ctx.stopped_by or "stopped at a checkpoint")
+        first = handoff = approved
         while True:
             record = await _attempt(ctx, handoff)
             if record.status == "completed":

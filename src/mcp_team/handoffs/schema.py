@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from mcp_team.handoffs.checkpoints import CheckpointRecord
 from mcp_team.handoffs.gates import Gates
 from mcp_team.llm import Usage
 from mcp_team.specialists import Verdict
@@ -159,6 +160,9 @@ class RunResult(BaseModel):
     )
     started_at: datetime
     ended_at: datetime | None = None
+    checkpoints: list[CheckpointRecord] = Field(
+        default_factory=list, description="Each question asked at a human checkpoint, its answer and the wait."
+    )
 
 
 def validation_problems(exc: ValidationError, prefix: str = "") -> list[str]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 
 from mcp_team.errors import BudgetExhausted
+from mcp_team.handoffs.approval import REVISE_PREFIX, approve_turn
 from mcp_team.handoffs.context import RunContext
 from mcp_team.handoffs.execution import dispatch
 from mcp_team.handoffs.prompts import SUPERVISOR_INSTRUCTIONS, describe_team
@@ -74,6 +75,13 @@ async def supervisor_turn(ctx: RunContext, request: ModelRequest) -> TurnOutcome
     plan = classify(uses, ctx.team, ctx.run_id, ctx.last_seq + 1)
     if plan.answer is not None:
         return Final(plan.answer)
+    if (decision := await approve_turn(ctx, list(plan.handoffs))) is None:  # the `plan` checkpoint stopped the run
+        return Stop()
+    if decision.action == "revise":
+        feedback = f"{REVISE_PREFIX}: {decision.feedback}. Hand off again with the changes."
+        answers: list[ContentBlock] = [ToolResultBlock(tool_use_id=u.id, content=feedback, is_error=True) for u in uses]
+        reply = Message(role="assistant", content=list(response.content))
+        return Continue(reply, Message(role="user", content=answers))
     ctx.last_seq += len(plan.handoffs)
     results = await run_turn(ctx, plan)
     return Continue(Message(role="assistant", content=list(response.content)), Message(role="user", content=results))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -10,6 +11,8 @@ from datetime import datetime
 import anyio
 
 from mcp_team.errors import McpTeamError
+from mcp_team.handoffs.approval import approve_plan
+from mcp_team.handoffs.checkpoints import Approver, checkpoint_problems
 from mcp_team.handoffs.context import EventSink, RunContext, now
 from mcp_team.handoffs.planner import PlanError, make_plan, run_plan
 from mcp_team.handoffs.review import note_unpassed_reviews
@@ -61,15 +64,22 @@ class Team:
         run_id: str | None = None,
         runtime: Runtime | None = None,
         started_at: datetime | None = None,
+        checkpoints: Sequence[str] = (),
+        approve: Approver | None = None,
     ) -> RunResult:
         """Run a request through the supervisor. Never raises for failed work: see `status`/`failures`.
 
         On cancellation the run is recorded as cancelled (`on_finish` still gets it) and the
         cancellation propagates; every branch has stopped by the time it does. `runtime` replaces
         the team's for this run; `started_at` (default: now) is when the run began, so a resumed
-        run keeps its original deadline.
+        run keeps its original deadline. `checkpoints` add to the team's (see `handoffs.checkpoints`);
+        `approve` asks a person at each. Raises `ValueError` for a checkpoint that names no member.
         """
         update: dict[str, object] = {}
+        if checkpoints:
+            if problems := checkpoint_problems(checkpoints, list(self.by_name)):
+                raise ValueError("; ".join(problems))
+            update["checkpoints"] = list(dict.fromkeys([*self.settings.checkpoints, *checkpoints]))
         if mode is not None:
             update["mode"] = mode
         if budgets is not None:
@@ -83,6 +93,7 @@ class Team:
             on_event=on_event,
             runtime=runtime or self.runtime,
             started_at=started_at or now(),
+            approve=approve,
         )
         with (
             spans.conversation(ctx.run_id),
@@ -155,10 +166,15 @@ async def _orchestrate(ctx: RunContext) -> None:
         if ctx.settings.mode == "planned":
             try:
                 ctx.plan = await make_plan(ctx)
+                approved = await approve_plan(ctx, ctx.plan, functools.partial(_replan, ctx))
             except PlanError as exc:
                 ctx.fail("invalid_plan", "supervisor", str(exc))
                 ctx.status, ctx.answer = "failed", f"No answer: {exc}."
                 return
+            if approved is None:
+                _stopped_at_checkpoint(ctx)
+                return
+            ctx.plan = approved
             await ctx.emit("plan_ready", f"plan: {len(ctx.plan.tasks)} tasks")
             await run_plan(ctx, ctx.plan)
             how = ctx.plan.combine
@@ -168,6 +184,9 @@ async def _orchestrate(ctx: RunContext) -> None:
                 answer = outcome.answer
             elif outcome.reason is not None:
                 ctx.stopped_by = ctx.stopped_by or outcome.reason
+        if ctx.checkpoint_stop is not None:
+            _stopped_at_checkpoint(ctx)
+            return
         if answer is None and ctx.completed():
             # The synthesis prompt closes the run; after a budget ran out it spends the reserved call.
             answer = await synthesize(ctx, how)
@@ -181,3 +200,20 @@ async def _orchestrate(ctx: RunContext) -> None:
     ctx.status = "complete" if not missing else "partial" if ctx.completed() else "failed"
     answer = answer or fallback_answer(ctx)
     ctx.answer = f"{answer}\n\n---\n{missing}" if missing else answer
+
+
+async def _replan(ctx: RunContext, feedback: str) -> Plan:
+    ctx.plan = await make_plan(ctx, feedback)
+    return ctx.plan
+
+
+def _stopped_at_checkpoint(ctx: RunContext) -> None:
+    """A checkpoint ended the run: no synthesis; the answer says why and gives what had finished."""
+    stop = ctx.checkpoint_stop
+    assert stop is not None
+    if stop.status == "failed":
+        ctx.fail("checkpoint_unanswerable", "supervisor", stop.reason)
+    ctx.status = stop.status
+    done = [f"## {r.target}: {r.task[:120]}\n{r.output}" for r in ctx.records if r.status == "completed"]
+    finished = "What had finished:\n\n" + "\n\n".join(done) if done else "No work had finished."
+    ctx.answer = f"The run stopped: {stop.reason}.\n\n{finished}"

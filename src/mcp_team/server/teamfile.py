@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from mcp_team.errors import ConfigError
 from mcp_team.handoffs import RunSettings
+from mcp_team.handoffs.checkpoints import checkpoint_problems
 from mcp_team.handoffs.gates import Gates
 from mcp_team.specialists import DEFAULT_TEAM, Specialist, Tool
 from mcp_team.specialists.calculator import CALCULATE
@@ -271,6 +272,8 @@ def _check(model: TeamFileModel, base: Path) -> tuple[list[str], dict[str, str]]
     for i, server in enumerate(model.mcp_servers):
         if [s.name for s in model.mcp_servers].count(server.name) > 1:
             problems.append(f"mcp_servers[{i}].name: '{server.name}' is declared more than once")
+    names = [s.name for s in model.specialists]
+    problems += [f"supervisor.checkpoints: {p}" for p in checkpoint_problems(model.supervisor.checkpoints, names)]
     seen: set[str] = set()
     for i, spec in enumerate(model.specialists):
         where = f"specialists[{i}]"

@@ -17,6 +17,8 @@ from pydantic import Field
 
 from mcp_team.evals.recordings import record_run
 from mcp_team.handoffs import Plan, PlanError, RunResult, Team
+from mcp_team.handoffs.checkpoints import checkpoint_problems
+from mcp_team.server.elicitation import elicitation_approver
 from mcp_team.server.limits import client_budgets
 from mcp_team.server.progress import progress_sink
 from mcp_team.server.sampling import CtxGetter
@@ -41,6 +43,13 @@ async def run_team(
     deadline_seconds: Annotated[
         float | None, Field(gt=0, allow_inf_nan=False, description="Wall-clock limit in seconds.")
     ] = None,
+    checkpoints: Annotated[
+        list[str] | None,
+        Field(
+            description='Where to stop for your approval (elicitation), added to the team\'s: "plan", '
+            '"before:<member>".'
+        ),
+    ] = None,
 ) -> RunResult | InputRequiredResult:
     """Run a request through the supervisor and its specialists and return one answer.
 
@@ -58,6 +67,9 @@ async def run_team(
         deadline_seconds=deadline_seconds,
     )
 
+    if problems := checkpoint_problems(checkpoints or [], [s.name for s in state.specialists]):
+        raise ToolError("invalid checkpoints: " + "; ".join(problems))
+
     async def work(team: Team, get_ctx: CtxGetter) -> RunResult:
         run = functools.partial(
             team.run,
@@ -65,6 +77,8 @@ async def run_team(
             budgets=budgets,
             on_event=live_record(state.save_run, progress_sink(get_ctx)),
             on_finish=state.save_run,
+            checkpoints=checkpoints or (),
+            approve=elicitation_approver(get_ctx),
         )
         if state.model_settings.record_dir:  # MCP_TEAM_RECORD_DIR: every run to <dir>/<run id>.jsonl
             run_id = uuid.uuid4().hex
@@ -72,7 +86,8 @@ async def run_team(
             return await record_run(team, path, request, run_id=run_id, **run.keywords)
         return await run(request)
 
-    result = await state.execute(ctx, work)
+    asks = bool(checkpoints or state.run_settings.checkpoints)
+    result = await state.execute(ctx, work, asks=asks)
     if isinstance(result, InputRequiredResult):
         return result
     if result.status == "failed":

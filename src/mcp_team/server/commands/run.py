@@ -56,6 +56,14 @@ def add_parsers(sub: Subparsers) -> None:
     run.add_argument("--max-tokens", type=int, metavar="N")
     run.add_argument("--deadline", type=float, metavar="SECONDS")
     run.add_argument(
+        "--checkpoint",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help='stop for your approval at NAME ("plan" or "before:<member>"), added to the team file\'s; '
+        "asked on the terminal, or the team's checkpoint_policy when not interactive",
+    )
+    run.add_argument(
         "--record",
         metavar="FILE",
         help="write every model exchange of the run and its result to FILE (JSON lines, secrets redacted); "
@@ -68,6 +76,7 @@ def run_command(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
     from mcp_team.handoffs import Budgets, validation_problems
+    from mcp_team.handoffs.checkpoints import checkpoint_problems
     from mcp_team.llm.replay import replay_of
     from mcp_team.llm.settings import build_models
     from mcp_team.server.teamfile import load_team
@@ -84,6 +93,8 @@ def run_command(args: argparse.Namespace) -> int:
             args.mode = args.mode or replay.recording.header.run.get("mode")
         if not args.request.strip():
             return error('the request is empty; say what you want the team to do, e.g. mcp-team run "..."')
+        if wrong := checkpoint_problems(args.checkpoint, spec.names):
+            return error("invalid --checkpoint: " + "; ".join(wrong), EXIT_USAGE)
         limits = {
             k: v
             for k, v in {
@@ -131,7 +142,9 @@ def _run_traced(
     on_event = None if args.quiet else _progress(console)
     try:
         record = args.record or (str(Path(settings.record_dir) / f"{run_id}.jsonl") if settings.record_dir else None)
-        result = anyio.run(_run_team, spec, models, args.request, args.mode, budgets, on_event, record, run_id)
+        result = anyio.run(
+            _run_team, spec, models, args.request, args.mode, budgets, on_event, record, run_id, args.checkpoint
+        )
     except Exception:
         if replay is not None and replay.divergence is not None:
             return error(str(replay.divergence), EXIT_FAILED)
@@ -159,20 +172,32 @@ async def _run_team(
     on_event: EventSink | None,
     record: str | None = None,
     run_id: str | None = None,
+    checkpoints: list[str] | None = None,
 ) -> RunResult:
     """One run of the team file's team, with its external MCP servers up for the run's duration;
     with `record`, every model exchange and the result are written to that file."""
+    import functools
     from contextlib import nullcontext
 
     from mcp_team.evals.recordings import record_run
     from mcp_team.handoffs import Team
+    from mcp_team.server.commands.ask import terminal_approver
     from mcp_team.specialists.mcp_tools import McpToolPool
 
     async with McpToolPool(spec.mcp_servers) if spec.mcp_servers else nullcontext() as pool:
         team = Team(models, spec.build(pool), spec.run_settings)
+        run = functools.partial(
+            team.run,
+            mode=mode,
+            budgets=budgets,
+            on_event=on_event,
+            run_id=run_id,
+            checkpoints=checkpoints or (),
+            approve=terminal_approver(),
+        )
         if record:
-            return await record_run(team, record, request, mode=mode, budgets=budgets, on_event=on_event, run_id=run_id)
-        return await team.run(request, mode=mode, budgets=budgets, on_event=on_event, run_id=run_id)
+            return await record_run(team, record, request, **run.keywords)
+        return await run(request)
 
 
 def _save_jaeger(tracing: Tracing | None, run_id: str, target: str) -> str | None:
