@@ -28,6 +28,7 @@ from mcp_team.handoffs.context import RunContext, now
 from mcp_team.handoffs.prompts import REFINE_INSTRUCTIONS
 from mcp_team.handoffs.review import gate_revision
 from mcp_team.handoffs.schema import Handoff, HandoffRecord, HandoffStatus
+from mcp_team.handoffs.subteam import SubTeam, run_subteam
 from mcp_team.llm import SUPERVISOR, Message, ModelError, ModelRequest, ToolDefinition, Usage
 from mcp_team.specialists import run_specialist
 from mcp_team.telemetry import spans
@@ -290,17 +291,21 @@ async def _attempt(ctx: RunContext, handoff: Handoff) -> HandoffRecord:
         with spans.transfer_span(handoff.source, handoff.target, handoff.call_id, handoff.id, handoff.attempt) as span:
             spans.record_content(span, HANDOFF_TASK, lambda: handoff.task)
             spans.record_content(span, TOOL_CALL_ARGUMENTS, lambda: handoff.model_dump(include=_PAYLOAD))
-            result = await run_specialist(
-                specialist,
-                handoff.task,
-                ctx.models,
-                context=handoff.context,
-                expected_output=handoff.expected_output,
-                meter=_HandoffMeter(ctx.budget, record),
-                call_timeout=ctx.settings.call_timeout,
-                agent_id=handoff.id,
-                gather=ctx.runtime.gather,
-            )
+            if isinstance(specialist, SubTeam):  # a member that is a team: a sub-run under this span
+                result, record.subrun = await run_subteam(ctx, specialist, handoff)
+                record.usage = result.usage
+            else:
+                result = await run_specialist(
+                    specialist,
+                    handoff.task,
+                    ctx.models,
+                    context=handoff.context,
+                    expected_output=handoff.expected_output,
+                    meter=_HandoffMeter(ctx.budget, record),
+                    call_timeout=ctx.settings.call_timeout,
+                    agent_id=handoff.id,
+                    gather=ctx.runtime.gather,
+                )
             spans.record_content(span, TOOL_CALL_RESULT, lambda: result.output if result.output else result.error)
             if result.status == "failed":
                 spans.mark_error(span, result.error_type or "failed", message=result.error or "")

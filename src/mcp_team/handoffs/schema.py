@@ -98,6 +98,7 @@ class HandoffRecord(Handoff):
     turns: int = 0
     usage: Usage = Field(default_factory=Usage)
     verdict: Verdict | None = None
+    subrun: RunResult | None = Field(default=None, description="A member that is a team: its sub-run's record.")
 
 
 class Failure(BaseModel):
@@ -163,6 +164,9 @@ class RunResult(BaseModel):
     checkpoints: list[CheckpointRecord] = Field(
         default_factory=list, description="Each question asked at a human checkpoint, its answer and the wait."
     )
+
+
+HandoffRecord.model_rebuild()  # `subrun` nests a RunResult, defined after it
 
 
 def validation_problems(exc: ValidationError, prefix: str = "") -> list[str]:

@@ -18,11 +18,12 @@ from mcp_team.handoffs.planner import PlanError, make_plan, run_plan
 from mcp_team.handoffs.review import note_unpassed_reviews
 from mcp_team.handoffs.runtime import EPHEMERAL, Runtime
 from mcp_team.handoffs.schema import Budgets, Mode, Plan, RunResult, RunSettings
+from mcp_team.handoffs.subteam import SubTeam
 from mcp_team.handoffs.supervisor import run_adaptive
 from mcp_team.handoffs.synthesis import fallback_answer, missing_section, synthesize
 from mcp_team.handoffs.turn import Final
 from mcp_team.llm import ModelSet
-from mcp_team.specialists import DEFAULT_TEAM, Specialist, SpecialistResult, run_specialist
+from mcp_team.specialists import DEFAULT_TEAM, Specialist, SpecialistResult, handoff_message, run_specialist
 from mcp_team.telemetry import spans
 from mcp_team.telemetry.attributes import INPUT_MESSAGES, OUTPUT_MESSAGES, RUN_MODE, RUN_STATUS
 
@@ -102,7 +103,7 @@ class Team:
             ctx.trace_id = spans.current_trace_id()
             try:
                 await ctx.emit("run_started", f"run {ctx.run_id}")
-                await _orchestrate(ctx)
+                await orchestrate(ctx)
             except anyio.get_cancelled_exc_class():
                 ctx.status, ctx.ended_at = "cancelled", now()
                 ctx.answer = ctx.answer or "The run was cancelled. " + fallback_answer(ctx)
@@ -153,13 +154,22 @@ class Team:
         """Hand one task straight to one specialist. Raises `UnknownSpecialist`."""
         if name not in self.by_name:
             raise UnknownSpecialist(name, list(self.by_name))
+        member = self.by_name[name]
+        if isinstance(member, SubTeam):  # a team as a tool: its own run, its answer as the result
+            sub = Team(self.models, member.members, member.settings, self.runtime)
+            run = await sub.run(handoff_message(task, context))
+            if run.status == "failed":
+                return SpecialistResult(specialist=name, status="failed", error=run.answer, error_type="subteam_failed")
+            return SpecialistResult(specialist=name, status="completed", output=run.answer, usage=run.usage.total)
         return await run_specialist(
             self.by_name[name], task, self.models, context=context, call_timeout=self.settings.call_timeout
         )
 
 
-async def _orchestrate(ctx: RunContext) -> None:
-    """Plan or supervise, then synthesize; on a deadline or a dead end, the best partial answer."""
+async def orchestrate(ctx: RunContext) -> None:
+    """Plan or supervise, then synthesize; on a deadline or a dead end, the best partial answer.
+
+    A run, or a sub-run of a member that is a team (see `subteam`)."""
     answer: str | None = None
     with anyio.move_on_after((ctx.deadline_at - now()).total_seconds()) as deadline:
         how = ""
