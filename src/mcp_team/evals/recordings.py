@@ -39,8 +39,9 @@ def comparable(result: RunResult) -> dict[str, Any]:
     data = result.model_dump(mode="json", exclude=_NOT_COMPARED)
     data["handoffs"] = [{k: v for k, v in h.items() if k not in _HANDOFF_NOT_COMPARED} for h in data["handoffs"]]
     # Fields added by issue 13 compare as recorded before they existed when a run does not use them.
-    if not data.get("checkpoints"):
-        data.pop("checkpoints", None)
+    for key in ("checkpoints", "conflicts"):
+        if not data.get(key):
+            data.pop(key, None)
     for h in data["handoffs"]:
         if h.get("subrun") is None:
             h.pop("subrun", None)

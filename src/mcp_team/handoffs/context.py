@@ -14,6 +14,7 @@ from typing import Literal
 
 from mcp_team.handoffs.budget import Breakers, Budget, FinalCall
 from mcp_team.handoffs.checkpoints import Approver, CheckpointRecord, Stop
+from mcp_team.handoffs.conflicts import Conflict, Ruling
 from mcp_team.handoffs.runtime import EPHEMERAL, Runtime
 from mcp_team.handoffs.schema import (
     Failure,
@@ -83,10 +84,17 @@ class RunContext:
     approve: Approver | None = None  # asks a person at checkpoints (handoffs/checkpoints.py)
     checkpoints: list[CheckpointRecord] = field(default_factory=list)
     checkpoint_stop: Stop | None = None  # set when a checkpoint ended the run
+    pending_conflicts: list[Conflict] = field(default_factory=list)  # reported by finalize, not judged yet
+    rulings: list[Ruling] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.budget = Budget(self.settings.budgets)
         self.breakers = Breakers(self.settings.breaker_threshold)
+
+    @property
+    def workers(self) -> list[Specialist]:
+        """The members the supervisor hands work to: all but the judge, which only rules on conflicts."""
+        return [s for s in self.team.values() if s.name != self.settings.judge]
 
     @property
     def deadline_at(self) -> datetime:
@@ -140,6 +148,8 @@ class RunContext:
         by_specialist: dict[str, Usage] = {"supervisor": self.supervisor_usage}
         for r in self.records:
             by_specialist[r.target] = by_specialist.get(r.target, Usage()) + r.usage
+        for ruling in self.rulings:
+            by_specialist[ruling.judge] = by_specialist.get(ruling.judge, Usage()) + ruling.usage
         total = sum(by_specialist.values(), Usage())
         return RunResult(
             answer=self.answer,
@@ -157,4 +167,5 @@ class RunContext:
             started_at=self.started_at,
             ended_at=self.ended_at,
             checkpoints=list(self.checkpoints),
+            conflicts=list(self.rulings),
         )

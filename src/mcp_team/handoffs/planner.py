@@ -81,7 +81,7 @@ async def make_plan(ctx: RunContext, feedback: str = "") -> Plan:
     """Ask the planner for a plan; one repair round if it is invalid. Raises `PlanError`.
 
     `feedback`: what a person asked to change in the previous plan (a `plan` checkpoint's revise)."""
-    system = PLANNER_INSTRUCTIONS.format(team=describe_team(ctx.team.values()))
+    system = PLANNER_INSTRUCTIONS.format(team=describe_team(ctx.workers))
     messages = [Message(role="user", content=ctx.request)]
     if feedback and ctx.plan is not None:  # the earlier plan, and the person's answer to it
         earlier = ToolUseBlock(id="earlier_plan", name="submit_plan", input=ctx.plan.model_dump())

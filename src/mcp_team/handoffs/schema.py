@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from mcp_team.handoffs.checkpoints import CheckpointRecord
+from mcp_team.handoffs.conflicts import Ruling
 from mcp_team.handoffs.gates import Gates
 from mcp_team.llm import Usage
 from mcp_team.specialists import Verdict
@@ -163,6 +164,9 @@ class RunResult(BaseModel):
     ended_at: datetime | None = None
     checkpoints: list[CheckpointRecord] = Field(
         default_factory=list, description="Each question asked at a human checkpoint, its answer and the wait."
+    )
+    conflicts: list[Ruling] = Field(
+        default_factory=list, description="Results that disagreed, and the judge's ruling on each."
     )
 
 

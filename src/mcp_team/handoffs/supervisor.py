@@ -14,6 +14,7 @@ from mcp_team.errors import BudgetExhausted
 from mcp_team.handoffs.approval import REVISE_PREFIX, approve_turn
 from mcp_team.handoffs.context import RunContext
 from mcp_team.handoffs.execution import dispatch
+from mcp_team.handoffs.judge import CONFLICTS_INSTRUCTIONS, has_judge, note_conflicts, with_conflicts
 from mcp_team.handoffs.prompts import SUPERVISOR_INSTRUCTIONS, describe_team
 from mcp_team.handoffs.schema import HandoffArgs, HandoffRecord
 from mcp_team.handoffs.synthesis import FINALIZE_TOOL
@@ -41,8 +42,11 @@ def handoff_tool(specialist: Specialist) -> ToolDefinition:
 
 async def run_adaptive(ctx: RunContext) -> Final | Stop:
     """Drive the supervisor turn by turn until it finalizes or stops."""
-    system = SUPERVISOR_INSTRUCTIONS.format(team=describe_team(ctx.team.values()))
-    tools = [*(handoff_tool(s) for s in ctx.team.values()), FINALIZE_TOOL]
+    system = SUPERVISOR_INSTRUCTIONS.format(team=describe_team(ctx.workers))
+    finalize = FINALIZE_TOOL
+    if has_judge(ctx):  # its finalize may report conflicts for the judge
+        system, finalize = system + CONFLICTS_INSTRUCTIONS, with_conflicts(FINALIZE_TOOL)
+    tools = [*(handoff_tool(s) for s in ctx.workers), finalize]
     messages = [Message(role="user", content=ctx.request)]
     for _turn in range(ctx.settings.max_supervisor_turns):
         outcome = await supervisor_turn(
@@ -74,6 +78,7 @@ async def supervisor_turn(ctx: RunContext, request: ModelRequest) -> TurnOutcome
         return Stop()
     plan = classify(uses, ctx.team, ctx.run_id, ctx.last_seq + 1)
     if plan.answer is not None:
+        note_conflicts(ctx, response)
         return Final(plan.answer)
     if (decision := await approve_turn(ctx, list(plan.handoffs))) is None:  # the `plan` checkpoint stopped the run
         return Stop()

@@ -14,6 +14,7 @@ from mcp_team.errors import McpTeamError
 from mcp_team.handoffs.approval import approve_plan
 from mcp_team.handoffs.checkpoints import Approver, checkpoint_problems
 from mcp_team.handoffs.context import EventSink, RunContext, now
+from mcp_team.handoffs.judge import rule, rulings_text
 from mcp_team.handoffs.planner import PlanError, make_plan, run_plan
 from mcp_team.handoffs.review import note_unpassed_reviews
 from mcp_team.handoffs.runtime import EPHEMERAL, Runtime
@@ -200,6 +201,11 @@ async def orchestrate(ctx: RunContext) -> None:
         if answer is None and ctx.completed():
             # The synthesis prompt closes the run; after a budget ran out it spends the reserved call.
             answer = await synthesize(ctx, how)
+        if answer is not None and ctx.pending_conflicts:  # the judge rules, the synthesis follows its rulings
+            rulings = rulings_text(await rule(ctx))
+            answer = await synthesize(ctx, how, rulings) if ctx.completed() else answer
+            if rulings not in answer and "judge" not in answer.lower():
+                answer += f"\n\nConflicts between results, as the judge ruled:\n{rulings}"
     if deadline.cancelled_caught:
         ctx.stopped_by = f"the deadline ({ctx.settings.budgets.deadline_seconds:g} s) passed"
         for r in ctx.records:

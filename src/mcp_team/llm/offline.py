@@ -309,6 +309,10 @@ def _specialist(request: ModelRequest, name: str, tools: set[str]) -> list[TextB
         expression = _EXPRESSION.search(task)
         if expression:
             return [_call("calculate", {"expression": expression.group(0).strip()})]
+    if "DECISION: <specialist name or neither>" in task:  # a judge (handoffs/judge.py): the first position holds
+        first = re.search(r"^- ([A-Za-z0-9_-]+): ", task, re.M)
+        side = first.group(1) if first else "neither"
+        return [TextBlock(text=f"DECISION: {side}\n- Its result is the better supported. [{OFFLINE_NOTICE}]")]
     if name == "reviewer":
         if "TODO" in task:
             return [

@@ -305,6 +305,8 @@ def _check(model: TeamFileModel, base: Path) -> tuple[list[str], dict[str, str]]
             problems.append(f"mcp_servers[{i}].name: '{server.name}' is declared more than once")
     names = [s.name for s in model.specialists]
     problems += [f"supervisor.checkpoints: {p}" for p in checkpoint_problems(model.supervisor.checkpoints, names)]
+    if model.supervisor.judge is not None and model.supervisor.judge not in names:
+        problems.append(f"supervisor.judge: there is no member '{model.supervisor.judge}' ({', '.join(names)})")
     seen: set[str] = set()
     for i, spec in enumerate(model.specialists):
         where = f"specialists[{i}]"
