@@ -232,3 +232,26 @@ async def test_every_checkpoint_is_a_span_with_its_answer_and_wait(spans) -> Non
         assert spans.attr(span, "mcp_team.checkpoint.action") == "approve"
         assert spans.attr(span, "mcp_team.checkpoint.answered_by") == "person"
         assert isinstance(spans.attr(span, "mcp_team.checkpoint.waited_seconds"), float)
+
+
+@pytest.mark.anyio
+async def test_in_adaptive_mode_the_plan_checkpoint_holds_the_first_handoffs_until_approved() -> None:
+    from mcp_team.handoffs import Team
+    from mcp_team.handoffs.checkpoints import Checkpoint, Decision
+    from mcp_team.llm import ModelSet
+    from mcp_team.llm.offline import OfflineModel
+
+    asked: list[Checkpoint] = []
+
+    async def person(checkpoint: Checkpoint) -> Decision:
+        asked.append(checkpoint)
+        if len(asked) == 1:
+            return Decision(action="revise", feedback="research the hive first")
+        return Decision(action="approve")
+
+    result = await Team(ModelSet.single(OfflineModel())).run(REQUEST, checkpoints=["plan"], approve=person)
+
+    assert [(c.name, c.round) for c in asked] == [("plan", 1), ("plan", 2)]
+    assert "1. researcher:" in asked[0].summary
+    assert result.status == "complete"
+    assert [h.target for h in result.handoffs] == ["researcher", "writer"]  # the held turn never ran

@@ -3,7 +3,7 @@
 A revise re-plans (or refines the next handoff) with the person's feedback and asks again, at most
 `max_checkpoint_rounds` times; after that the latest version goes ahead. A stop (reject, no answer,
 nobody to ask under the `fail` policy) is set on `ctx.checkpoint_stop` and `ctx.stopped_by`, so every
-branch winds down as after any other stop, and `team._orchestrate` ends the run with its status.
+branch winds down as after any other stop, and `team.orchestrate` ends the run with its status.
 """
 
 from __future__ import annotations

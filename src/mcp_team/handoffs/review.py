@@ -6,7 +6,7 @@ Three rules share the run's revision cap (`RunSettings.max_revisions`, counted i
 - in planned mode a review task that answers REVISE sends its input's author back to work with the
   reasons, then reviews the new draft (`revise_in_plan`, from `planner.run_plan`);
 - at the end of a run, a member whose last verdict is still REVISE makes the run partial: the answer
-  says the review did not pass (`note_unpassed_reviews`, from `team._orchestrate`).
+  says the review did not pass (`note_unpassed_reviews`, from `team.orchestrate`).
 """
 
 from __future__ import annotations
