@@ -156,4 +156,3 @@ def _diff(recorded: Any, now: Any, where: str) -> list[str]:
 def _short(value: Any, width: int = 160) -> str:
     text = repr(value)
     return text if len(text) <= width else text[: width - 1] + "…"
-
