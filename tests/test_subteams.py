@@ -146,3 +146,12 @@ def test_a_team_deeper_than_the_limit_is_refused_at_load(tmp_path: Path) -> None
     deeper: dict[str, Any] = {}
     (tmp_path / "a.toml").write_text("[supervisor]\nmax_team_depth = 4\n" + nesting("level_b", "b.toml"))
     assert load_team_file(tmp_path / "a.toml").subteams != deeper
+
+
+def test_check_shows_a_member_that_is_a_team(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [MCP_TEAM, "check", "--team", str(files(tmp_path))], capture_output=True, text=True, timeout=HANG_GUARD,
+        env=clean_env(),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "team: web_researcher, fact_checker" in proc.stdout

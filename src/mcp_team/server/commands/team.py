@@ -68,6 +68,9 @@ def check_command(args: argparse.Namespace) -> int:
     grants = {s.name: s.tools for s in spec.model.specialists} if spec.model else {}
     for s in team:
         tools = grants.get(s.name) or [t.name for t in s.tools]
+        members = getattr(s, "members", None)  # a member that is a team (handoffs/subteam.py)
+        if members is not None:
+            tools = ["team: " + ", ".join(m.name for m in members)]
         table.add_row(
             s.name, s.description, ", ".join(tools) or "-", str(s.max_turns), str(s.max_tokens or "-"), s.model_role
         )
