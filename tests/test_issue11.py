@@ -381,12 +381,6 @@ def test_an_empty_http_token_is_refused_at_start_up() -> None:
     assert "MCP_TEAM_HTTP_TOKEN" in proc.stderr and "empty" in proc.stderr and "Traceback" not in proc.stderr
 
 
-@xfail(
-    "planned mode runs the review task once and never reads its verdict (handoffs/planner.py run_plan); "
-    "adaptive mode stops honouring REVISE after max_revisions but _orchestrate (handoffs/team.py) still sets "
-    "status complete. Fix in the engine: a final REVISE verdict makes the run partial, naming the review's "
-    "points as what is missing, in both modes"
-)
 @pytest.mark.parametrize("mode", ["adaptive", "planned"])
 def test_a_reviewer_still_asking_for_revision_is_not_complete(mode: str) -> None:
     result = run_json("--mode", mode, "--fault", "revise:reviewer", REQUEST)

@@ -15,6 +15,8 @@ from typing import Literal
 import anyio
 
 from mcp_team.handoffs.budget import Breakers, Budget, FinalCall
+from mcp_team.handoffs.checkpoints import Approver, CheckpointRecord, Stop
+from mcp_team.handoffs.conflicts import Conflict, Ruling
 from mcp_team.handoffs.runtime import EPHEMERAL, Runtime
 from mcp_team.handoffs.schema import (
     Failure,
@@ -34,7 +36,7 @@ log = logging.getLogger("mcp_team.handoffs")
 SUPERVISOR_RETRIES = 2  # on top of the SDK's own retries, which an outage or a stuck call outlasts
 RETRY_BACKOFF = 0.5  # seconds before the first retry, doubled for each next one
 
-EventKind = Literal["run_started", "plan_ready", "handoff_started", "handoff_finished", "synthesizing"]
+EventKind = Literal["run_started", "plan_ready", "handoff_started", "handoff_finished", "synthesizing", "checkpoint"]
 
 
 @dataclass(frozen=True)
@@ -85,10 +87,20 @@ class RunContext:
     fingerprints: dict[tuple[str, str, str], HandoffRecord] = field(default_factory=dict)
     last_seq: int = 0  # the number of the run's latest handoff
     notes: dict[str, str] = field(default_factory=dict)  # by topic: the first one of each is kept
+    approve: Approver | None = None  # asks a person at checkpoints (handoffs/checkpoints.py)
+    checkpoints: list[CheckpointRecord] = field(default_factory=list)
+    checkpoint_stop: Stop | None = None  # set when a checkpoint ended the run
+    pending_conflicts: list[Conflict] = field(default_factory=list)  # reported by finalize, not judged yet
+    rulings: list[Ruling] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.budget = Budget(self.settings.budgets)
         self.breakers = Breakers(self.settings.breaker_threshold)
+
+    @property
+    def workers(self) -> list[Specialist]:
+        """The members the supervisor hands work to: all but the judge, which only rules on conflicts."""
+        return [s for s in self.team.values() if s.name != self.settings.judge]
 
     @property
     def deadline_at(self) -> datetime:
@@ -159,6 +171,8 @@ class RunContext:
         by_specialist: dict[str, Usage] = {"supervisor": self.supervisor_usage}
         for r in self.records:
             by_specialist[r.target] = by_specialist.get(r.target, Usage()) + r.usage
+        for ruling in self.rulings:
+            by_specialist[ruling.judge] = by_specialist.get(ruling.judge, Usage()) + ruling.usage
         total = sum(by_specialist.values(), Usage())
         return RunResult(
             answer=self.answer,
@@ -178,4 +192,6 @@ class RunContext:
             ],
             started_at=self.started_at,
             ended_at=self.ended_at,
+            checkpoints=list(self.checkpoints),
+            conflicts=list(self.rulings),
         )

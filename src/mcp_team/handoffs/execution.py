@@ -22,10 +22,13 @@ import anyio
 from pydantic import BaseModel
 
 from mcp_team.errors import BudgetExhausted
+from mcp_team.handoffs.approval import approve_handoff
 from mcp_team.handoffs.budget import Budget
 from mcp_team.handoffs.context import RunContext, now
 from mcp_team.handoffs.prompts import REFINE_INSTRUCTIONS
+from mcp_team.handoffs.review import gate_revision
 from mcp_team.handoffs.schema import Handoff, HandoffRecord, HandoffStatus
+from mcp_team.handoffs.subteam import SubTeam, run_subteam
 from mcp_team.llm import SUPERVISOR, Message, ModelError, ModelRequest, ToolDefinition, Usage
 from mcp_team.specialists import run_specialist
 from mcp_team.telemetry import spans
@@ -125,13 +128,21 @@ async def execute(ctx: RunContext, handoff: Handoff, *, contested: bool = False)
             refusal = await ctx.runtime.decide("start", lambda: refusal_of(ctx, first))
             if (refused := _settle(ctx, handoff, refusal)) is not None:
                 return refused
+        if (approved := await approve_handoff(ctx, handoff)) is None:  # a before:<member> checkpoint stopped it
+            return not_run(ctx, handoff, "refused", "checkpoint", ctx.stopped_by or "stopped at a checkpoint")
+        first = handoff = approved
         handoff = await _to_fallback(ctx, handoff)
         while True:
             record = await _attempt(ctx, handoff)
+            if record.status == "completed":
+                if (revised := await gate_revision(ctx, handoff, record)) is None:
+                    break
+                handoff = revised
+                continue
             if record.status != "failed":
                 break
             failed_ids.append(record.id)
-            if record.error_type in _FINAL_ERRORS or handoff.attempt > ctx.settings.max_retries:
+            if record.error_type in _FINAL_ERRORS or len(failed_ids) > ctx.settings.max_retries:
                 break
             # Other branches may have opened the breaker or spent the handoff budget meanwhile.
             blocked = await ctx.runtime.decide(f"retry {handoff.attempt + 1}", lambda: _retry_blocked(ctx, first))
@@ -305,17 +316,21 @@ async def _attempt(ctx: RunContext, handoff: Handoff) -> HandoffRecord:
         with spans.transfer_span(handoff.source, handoff.target, handoff.call_id, handoff.id, handoff.attempt) as span:
             spans.record_content(span, HANDOFF_TASK, lambda: handoff.task)
             spans.record_content(span, TOOL_CALL_ARGUMENTS, lambda: handoff.model_dump(include=_PAYLOAD))
-            result = await run_specialist(
-                specialist,
-                handoff.task,
-                ctx.models,
-                context=handoff.context,
-                expected_output=handoff.expected_output,
-                meter=_HandoffMeter(ctx.budget, record),
-                call_timeout=ctx.settings.call_timeout,
-                agent_id=handoff.id,
-                gather=ctx.runtime.gather,
-            )
+            if isinstance(specialist, SubTeam):  # a member that is a team: a sub-run under this span
+                result, record.subrun = await run_subteam(ctx, specialist, handoff)
+                record.usage = result.usage
+            else:
+                result = await run_specialist(
+                    specialist,
+                    handoff.task,
+                    ctx.models,
+                    context=handoff.context,
+                    expected_output=handoff.expected_output,
+                    meter=_HandoffMeter(ctx.budget, record),
+                    call_timeout=ctx.settings.call_timeout,
+                    agent_id=handoff.id,
+                    gather=ctx.runtime.gather,
+                )
             spans.record_content(span, TOOL_CALL_RESULT, lambda: result.output if result.output else result.error)
             if record.fallback and span.is_recording():
                 span.set_attribute(FALLBACK_MODEL, record.fallback)

@@ -11,8 +11,10 @@ from __future__ import annotations
 import functools
 
 from mcp_team.errors import BudgetExhausted
+from mcp_team.handoffs.approval import REVISE_PREFIX, approve_turn
 from mcp_team.handoffs.context import RunContext
 from mcp_team.handoffs.execution import dispatch
+from mcp_team.handoffs.judge import CONFLICTS_INSTRUCTIONS, has_judge, note_conflicts, with_conflicts
 from mcp_team.handoffs.prompts import SUPERVISOR_INSTRUCTIONS, describe_team
 from mcp_team.handoffs.schema import HandoffArgs, HandoffRecord
 from mcp_team.handoffs.synthesis import FINALIZE_TOOL
@@ -49,8 +51,11 @@ def handoff_tool(specialist: Specialist) -> ToolDefinition:
 
 async def run_adaptive(ctx: RunContext) -> Final | Stop:
     """Drive the supervisor turn by turn until it finalizes or stops."""
-    instructions = SUPERVISOR_INSTRUCTIONS.format(team=describe_team(ctx.team.values()))
-    tools = [*(handoff_tool(s) for s in ctx.team.values()), FINALIZE_TOOL]
+    instructions = SUPERVISOR_INSTRUCTIONS.format(team=describe_team(ctx.workers))
+    finalize = FINALIZE_TOOL
+    if has_judge(ctx):  # its finalize may report conflicts for the judge
+        instructions, finalize = instructions + CONFLICTS_INSTRUCTIONS, with_conflicts(FINALIZE_TOOL)
+    tools = [*(handoff_tool(s) for s in ctx.workers), finalize]
     messages = [Message(role="user", content=ctx.request)]
     for _turn in range(ctx.settings.max_supervisor_turns):
         system = instructions + _run_notes(ctx)
@@ -99,7 +104,15 @@ async def supervisor_turn(ctx: RunContext, request: ModelRequest) -> TurnOutcome
         return Stop()
     plan = classify(uses, ctx.team, ctx.run_id, ctx.last_seq + 1)
     if plan.answer is not None:
+        note_conflicts(ctx, response)
         return Final(plan.answer)
+    if (decision := await approve_turn(ctx, list(plan.handoffs))) is None:  # the `plan` checkpoint stopped the run
+        return Stop()
+    if decision.action == "revise":
+        feedback = f"{REVISE_PREFIX}: {decision.feedback}. Hand off again with the changes."
+        answers: list[ContentBlock] = [ToolResultBlock(tool_use_id=u.id, content=feedback, is_error=True) for u in uses]
+        reply = Message(role="assistant", content=list(response.content))
+        return Continue(reply, Message(role="user", content=answers))
     ctx.last_seq += len(plan.handoffs)
     results = await run_turn(ctx, plan)
     return Continue(Message(role="assistant", content=list(response.content)), Message(role="user", content=results))

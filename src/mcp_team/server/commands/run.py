@@ -65,6 +65,14 @@ def add_parsers(sub: Subparsers) -> None:
     run.add_argument("--max-cost", type=float, metavar="USD", help="stop when the priced calls cost this much")
     call_timeout_flag(run)
     run.add_argument(
+        "--checkpoint",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help='stop for your approval at NAME ("plan" or "before:<member>"), added to the team file\'s; '
+        "asked on the terminal, or the team's checkpoint_policy when not interactive",
+    )
+    run.add_argument(
         "--record",
         metavar="FILE",
         help="write every model exchange of the run and its result to FILE (JSON lines, secrets redacted); "
@@ -78,6 +86,7 @@ def run_command(args: argparse.Namespace) -> int:
 
     from mcp_team.handoffs import validation_problems
     from mcp_team.handoffs.budget import merge_budgets
+    from mcp_team.handoffs.checkpoints import checkpoint_problems
     from mcp_team.llm.replay import replay_of
     from mcp_team.llm.settings import build_models
     from mcp_team.server.teamfile import load_team
@@ -94,6 +103,8 @@ def run_command(args: argparse.Namespace) -> int:
             args.mode = args.mode or replay.recording.header.run.get("mode")
         if not args.request.strip():
             return error('the request is empty; say what you want the team to do, e.g. mcp-team run "..."')
+        if wrong := checkpoint_problems(args.checkpoint, spec.names):
+            return error("invalid --checkpoint: " + "; ".join(wrong), EXIT_USAGE)
         flags = {
             "max_handoffs": args.max_handoffs,
             "max_model_calls": args.max_model_calls,
@@ -141,7 +152,17 @@ def _run_traced(
     try:
         record = args.record or (str(Path(settings.record_dir) / f"{run_id}.jsonl") if settings.record_dir else None)
         result = anyio.run(
-            _run_team, spec, models, args.request, args.mode, budgets, on_event, record, run_id, args.durable
+            _run_team,
+            spec,
+            models,
+            args.request,
+            args.mode,
+            budgets,
+            on_event,
+            record,
+            run_id,
+            args.durable,
+            args.checkpoint,
         )
     except Exception:
         if replay is not None and replay.divergence is not None:
@@ -171,24 +192,38 @@ async def _run_team(
     record: str | None = None,
     run_id: str | None = None,
     durable: DurableConfig | None = None,
+    checkpoints: list[str] | None = None,
 ) -> RunResult:
     """One run of the team file's team, with its external MCP servers up for the run's duration;
     with `record`, every model exchange and the result are written to that file; with `durable`, the run
-    is kept in the runs database (and resumes, when a process with this one's executor id starts again)."""
+    is kept in the runs database (and resumes, when a process with this one's executor id starts again).
+    A run that stops at checkpoints runs in this process only: its approvals are not durable yet."""
+    import functools
     from contextlib import nullcontext
 
     from mcp_team.evals.recordings import record_run
     from mcp_team.handoffs import Team
+    from mcp_team.server.commands.ask import terminal_approver
     from mcp_team.specialists.mcp_tools import McpToolPool
 
     async with McpToolPool(spec.mcp_servers) if spec.mcp_servers else nullcontext() as pool:
         team = Team(models, spec.build(pool), spec.run_settings)
+        run = functools.partial(
+            team.run,
+            mode=mode,
+            budgets=budgets,
+            on_event=on_event,
+            run_id=run_id,
+            checkpoints=checkpoints or (),
+            approve=terminal_approver(),
+        )
         if record:
-            return await record_run(team, record, request, mode=mode, budgets=budgets, on_event=on_event, run_id=run_id)
-        if durable is not None:
+            return await record_run(team, record, request, **run.keywords)
+        if durable is not None and not (checkpoints or team.settings.checkpoints):
             return await _run_durably(durable, team, request, mode, budgets, on_event, run_id)
-        print(f"mcp-team: run {run_id} (--ephemeral: not kept)", file=sys.stderr)
-        return await team.run(request, mode=mode, budgets=budgets, on_event=on_event, run_id=run_id)
+        why = "--ephemeral" if durable is None else "it stops at checkpoints"
+        print(f"mcp-team: run {run_id} ({why}: not kept)", file=sys.stderr)
+        return await run(request)
 
 
 async def _run_durably(

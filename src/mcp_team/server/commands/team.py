@@ -74,6 +74,8 @@ def check_command(args: argparse.Namespace) -> int:
     for s in team:
         tools = grants.get(s.name) or [t.name for t in s.tools]
         model = describe_model(settings, s.model_role, members.get(s.name)) if settings else "-"
+        if (sub := getattr(s, "members", None)) is not None:  # a member that is a team (handoffs/subteam.py)
+            tools = ["team: " + ", ".join(m.name for m in sub)]
         table.add_row(
             s.name,
             s.description,
