@@ -224,6 +224,9 @@ class RunStore:
                 seen = stamp
                 record = await anyio.to_thread.run_sync(self.get, run_id)
                 if record is not None:
+                    # The stamp may be of a queued record that a flush took meanwhile: `get` then reads the row
+                    # before the flush commits. Remember what was read, so the committed record still comes.
+                    seen = record.updated_at.timestamp()
                     yield record
                     if record.finished:
                         return
