@@ -1,6 +1,8 @@
 """`mcp-team` exactly as a user runs it, with one addition: every call the offline model finishes is appended
 to the file `$MCP_TEAM_TEST_CALL_LOG` as `{"member", "phase", "task", "pid"}`, so a test that kills the
-process can tell which model calls ran again after a restart. Usage: logged_serve.py ARGS... (as mcp-team)."""
+process can tell which model calls ran again after a restart. With `$MCP_TEAM_TEST_FAIL_FIRST=NAME`, the first
+call of specialist NAME ever made (the log is the memory, so across restarts too) fails with a server error
+(logged with `"failed": true`). Usage: logged_serve.py ARGS... (as mcp-team)."""
 
 from __future__ import annotations
 
@@ -8,7 +10,9 @@ import json
 import os
 import sys
 
-from mcp_team.llm import ModelRequest, ModelResponse
+import anyio
+
+from mcp_team.llm import ModelError, ModelRequest, ModelResponse
 from mcp_team.llm.offline import OfflineModel
 from mcp_team.server.cli import main
 
@@ -16,12 +20,29 @@ _complete = OfflineModel.complete
 
 
 async def _logged(self: OfflineModel, request: ModelRequest) -> ModelResponse:
-    response = await _complete(self, request)
+    log = os.environ["MCP_TEAM_TEST_CALL_LOG"]
     first = request.messages[0].content if request.messages else ""
     entry = {"member": request.member, "phase": request.phase, "task": str(first)[:200], "pid": os.getpid()}
-    with open(os.environ["MCP_TEAM_TEST_CALL_LOG"], "a") as f:  # noqa: ASYNC230 - one short line
-        f.write(json.dumps(entry) + "\n")
+    failing = request.member and request.member == os.environ.get("MCP_TEAM_TEST_FAIL_FIRST")
+    if failing and f'"member": "{request.member}"' not in _read(log):
+        await anyio.sleep(self.latency)
+        _append(log, {**entry, "failed": True})
+        raise ModelError("server_error", "injected by the test: the first call of this specialist fails")
+    response = await _complete(self, request)
+    _append(log, entry)
     return response
+
+
+def _read(log: str) -> str:
+    if not os.path.exists(log):
+        return ""
+    with open(log) as f:
+        return f.read()
+
+
+def _append(log: str, entry: dict[str, object]) -> None:
+    with open(log, "a") as f:
+        f.write(json.dumps(entry) + "\n")
 
 
 OfflineModel.complete = _logged  # type: ignore[method-assign]

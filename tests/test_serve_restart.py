@@ -27,9 +27,10 @@ FOUR = "\n".join(
 DAG_REQUEST = "Research bees, calculate 2+2, write a short report and review it"
 
 
-def _serve(state: Path, *args: str) -> subprocess.Popen[str]:
-    env = clean_env(MCP_TEAM_MODEL="offline", MCP_TEAM_OFFLINE_LATENCY_MS="600",
-                    MCP_TEAM_STATE_DIR=str(state), MCP_TEAM_TEST_CALL_LOG=str(state / "calls.log"))  # fmt: skip
+def _serve(state: Path, *args: str, **env_extra: str) -> subprocess.Popen[str]:
+    log = str(state / "calls.log")
+    env = clean_env(MCP_TEAM_MODEL="offline", MCP_TEAM_OFFLINE_LATENCY_MS="600", MCP_TEAM_STATE_DIR=str(state),
+                    MCP_TEAM_TEST_CALL_LOG=log, **env_extra)  # fmt: skip
     proc = subprocess.Popen([sys.executable, LAUNCHER, "serve", *args], env=env, text=True,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
     return proc
@@ -56,6 +57,10 @@ def _records(db: Path) -> list[dict[str, Any]]:
     except sqlite3.OperationalError:  # not created yet, or busy
         return []
     return [json.loads(text) for (text,) in rows]
+
+
+def _final(db: Path) -> dict[str, Any] | None:
+    return next((r for r in _records(db) if r["status"] != "running"), None)
 
 
 def _finished_targets(db: Path) -> set[str]:
@@ -141,3 +146,39 @@ def test_mcp_team_runs_lists_shows_and_cancels(tmp_path: Path) -> None:
     none = subprocess.run([MCP_TEAM, "runs", "show", "nope"], env=env, capture_output=True, text=True,
                           timeout=HANG_GUARD)  # fmt: skip
     assert none.returncode == 1 and "no run 'nope'" in none.stderr
+
+
+def _records_of(db: Path) -> list[dict[str, Any]]:
+    return [h for r in _records(db) for h in (r.get("result") or {}).get("handoffs", [])]
+
+
+def test_a_run_stopped_between_a_failed_handoff_and_its_retry_completes_after_a_restart(tmp_path: Path) -> None:
+    """w1's first attempt fails; the server is killed once the store shows the failure, before the retry has
+    finished. After the restart the failed attempt is not run again: the retry goes on and the run completes."""
+    team = tmp_path / "team.toml"
+    team.write_text(FOUR, encoding="utf-8")
+    db = tmp_path / "runs.sqlite"
+    fail = {"MCP_TEAM_TEST_FAIL_FIRST": "w1"}
+    first = _serve(tmp_path, "--team", str(team), **fail)
+    _start_run(first, "Each of you: compute 6*7 and report.")
+    _wait(first, "w1's failed attempt", lambda: any(h["target"] == "w1" and h["status"] == "failed"
+                                                     for h in _records_of(db)))  # fmt: skip
+    os.kill(first.pid, signal.SIGKILL)
+    first.wait()
+    assert not any(h["target"] == "w1" and h["status"] == "completed" for h in _records_of(db)), "retry done already"
+    second = _serve(tmp_path, "--team", str(team), **fail)
+    try:
+        record = _wait(
+            second, "the resumed run", lambda: next((r for r in _records(db) if r["status"] != "running"), None)
+        )
+    finally:
+        second.kill()
+        second.communicate()
+    assert record["status"] == "complete", record.get("reason")
+    w1 = [h for h in record["result"]["handoffs"] if h["target"] == "w1"]
+    assert [(h["attempt"], h["status"]) for h in w1] == [(1, "failed"), (2, "completed")], w1
+    assert "6*7 = 42" in w1[1]["output"]
+    calls = [json.loads(line) for line in (tmp_path / "calls.log").read_text().splitlines()]
+    failed = [c for c in calls if c.get("failed")]
+    assert len(failed) == 1 and failed[0]["pid"] == first.pid  # the failed attempt was not run again
+    assert [c["member"] for c in calls if c["pid"] == second.pid and c["member"] in ("w2", "w3", "w4")] == []

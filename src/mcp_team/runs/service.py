@@ -302,13 +302,8 @@ class Runs:
 
         async def on_event(event: RunEvent) -> None:
             progress.on_event(event)
-            if event.kind == "handoff_finished" and not durable:
-                # A run that cannot resume keeps only what the store holds: written before the branch goes on.
+            if event.kind == "handoff_finished":  # written before the branch goes on: never lost to a crash
                 await self.store.write(progress.snapshot())
-            elif event.kind == "handoff_finished":
-                # A durable run's finished handoff is in its recorded steps already (a replay rebuilds the
-                # record): written at once but not awaited, and handoffs finishing together share one write.
-                self.store.put(progress.snapshot(), soon=True)
             else:
                 self.store.put(progress.snapshot())
             if live.on_event is not None:

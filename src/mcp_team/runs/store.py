@@ -87,7 +87,6 @@ class RunStore:
         self.interval = interval
         self._dirty: dict[str, RunRecord] = {}
         self._wake = anyio.Event()
-        self._urgent = anyio.Event()
         self._changed: dict[str, anyio.Event] = {}
         self._flushing = anyio.Lock()  # batches commit in the order they were taken
         self.writes = 0  # transactions written, for tests and the benchmark
@@ -121,13 +120,10 @@ class RunStore:
                     conn.execute(sa.insert(meta_table).values(key=key, value=value))
 
     # --- writes -------------------------------------------------------------------------------
-    def put(self, record: RunRecord, *, soon: bool = False) -> None:
-        """Queue a write, coalesced with later ones; no I/O here. Subscribers here see it at once. `soon`:
-        write without waiting for the interval (records written meanwhile still go in the same batch)."""
+    def put(self, record: RunRecord) -> None:
+        """Queue a write, coalesced with later ones; no I/O here. Subscribers here see it at once."""
         self._dirty[record.run_id] = record
         self._wake.set()
-        if soon:
-            self._urgent.set()
         if (event := self._changed.pop(record.run_id, None)) is not None:
             event.set()
 
@@ -154,9 +150,7 @@ class RunStore:
         while True:
             await self._wake.wait()
             self._wake = anyio.Event()
-            with anyio.move_on_after(self.interval):
-                await self._urgent.wait()
-            self._urgent = anyio.Event()
+            await anyio.sleep(self.interval)
             await self.flush()
 
     def _write_batch(self, records: Sequence[RunRecord]) -> None:
@@ -224,6 +218,9 @@ class RunStore:
                 seen = stamp
                 record = await anyio.to_thread.run_sync(self.get, run_id)
                 if record is not None:
+                    # The stamp may be of a queued record that a flush took meanwhile: `get` then reads the row
+                    # before the flush commits. Remember what was read, so the committed record still comes.
+                    seen = record.updated_at.timestamp()
                     yield record
                     if record.finished:
                         return
