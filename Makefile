@@ -34,3 +34,4 @@ test: $(BIN)/mcp-team conformance-suite
 bench: $(BIN)/mcp-team
 	$(BIN)/python benchmarks/run.py
 	$(BIN)/python benchmarks/durable.py
+	$(BIN)/python benchmarks/replicas.py

@@ -26,7 +26,7 @@ async def main() -> None:
     rate = PostgresRate(postgres_engine(normalize_url(url), pool_size=8))
     rate.create()
     limiters = Limiters(EndpointLimits(max_concurrency=64, requests_per_minute=rpm))
-    limiters.shared = rate
+    limiters.share(rate)
     model = OpenAIModel("gpt-4o-mini", base_url=base_url)
     done = 0
     await model.complete(ModelRequest(system="s", messages=[Message(role="user", content="warm-up")]))

@@ -10,7 +10,7 @@ estimate plus the output limit (`max_tokens`). That never under-counts, so our o
 before the provider's 429 does.
 
 Several processes (replicas on one database) share a request rate through `SharedRate`, a seam that
-runs/ fills (`runs.shared_limits`): set `Limiters.shared` and every endpoint with `requests_per_minute`
+runs/ fills (`runs.shared_limits`): after `Limiters.share(rate)` every endpoint with `requests_per_minute`
 also waits for the shared rate, counted in the database by all of them.
 """
 
@@ -86,7 +86,13 @@ class Limiters:
         self.default = default or EndpointLimits()
         self.overrides = {k.rstrip("/"): v for k, v in (overrides or {}).items()}
         self._by_endpoint: dict[tuple[str, str], EndpointLimiter] = {}
-        self.shared: SharedRate | None = None  # set before the first call (see `SharedRate`)
+        self.shared: SharedRate | None = None  # see `share`
+
+    def share(self, rate: SharedRate | None) -> None:
+        """Share request rates with other processes through `rate` (None: this process alone), from now on."""
+        self.shared = rate
+        for limiter in self._by_endpoint.values():
+            limiter.shared = rate
 
     def for_model(self, model: Model) -> EndpointLimiter:
         """The limiter of the endpoint `model` calls."""

@@ -73,7 +73,7 @@ class Replicas:
         self.engine = engine
         self.lease = lease
         self.settle = settle
-        self.rate = PostgresRate(engine)  # the model-call rate shared by every replica (`Limiters.shared`)
+        self.rate = PostgresRate(engine)  # the model-call rate shared by every replica (`Limiters.share`)
         self.taken_over: list[str] = []  # executor ids this replica took runs over from (for tests, logs)
 
     @property
@@ -184,6 +184,7 @@ class Replicas:
 async def register_queue(config: DurableConfig) -> None:
     """Declare the shared run queue (after launch); the last replica started sets its limits."""
     await DBOS.register_queue_async(RUN_QUEUE, global_concurrency=config.max_runs,
+                                    worker_concurrency=config.runs_per_replica,
                                     polling_interval_sec=config.queue_poll, on_conflict="always_update")  # fmt: skip
 
 
