@@ -36,6 +36,8 @@ def clean_env(**extra: str) -> dict[str, str]:
     """The test process's environment without `SCRUBBED_PREFIXES`, unbuffered, plus `extra`."""
     env = {k: v for k, v in os.environ.items() if not k.upper().startswith(SCRUBBED_PREFIXES)}
     env["PYTHONUNBUFFERED"] = "1"  # a child's output arrives as it is written, even if the child is killed
+    # Durable runs are on by default: each child keeps them in a state directory of its own, never the user's.
+    env["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="mcp-team-state-")
     return {**env, **extra}
 
 

@@ -43,7 +43,10 @@ def test_json_output_is_the_structured_run_result() -> None:
     assert result.status == "complete" and result.mode == "planned"
     assert [h.target for h in result.handoffs] == ["researcher", "analyst", "writer", "reviewer"]
     assert result.plan is not None and len(result.plan.tasks) == 4
-    assert proc.stderr.strip() == "mcp-team: offline backend: deterministic answers, no LLM is called"
+    assert proc.stderr.strip().splitlines() == [
+        "mcp-team: offline backend: deterministic answers, no LLM is called",
+        f"mcp-team: run {result.run_id} (see: mcp-team runs show {result.run_id})",  # to find it after a crash
+    ]
 
 
 def test_no_model_configured_is_a_clear_error_listing_the_options() -> None:

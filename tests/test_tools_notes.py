@@ -116,3 +116,14 @@ async def test_corrupt_lines_are_skipped_and_reported(tmp_path: Path) -> None:
     assert out.startswith("2 of 2 notes, newest first:")
     assert "good one" in out and "good two" in out
     assert out.endswith("(skipped 5 unreadable lines of the notes file: 2, 3, 4, 5, 6)")
+
+
+async def test_a_repeated_write_saves_the_note_once(tmp_path: Path) -> None:
+    """A durable run's tool step re-run after a crash repeats the call: the note is not saved twice."""
+    path = tmp_path / "notes.jsonl"
+    notes = tools(path)
+    first = await write(notes, "Pricing", "The API costs $3.")
+    again = await write(tools(path), "Pricing", "The API costs $3.")
+    await write(notes, "Pricing", "The API costs $4.")  # another text is another note
+    assert again == first
+    assert [n["text"] for n in lines(path)] == ["The API costs $3.", "The API costs $4."]

@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 import anyio
 from dbos import DBOS
 
-from mcp_team.llm import Model, ModelError, ModelRequest, ModelResponse, ModelSet
+from mcp_team.llm import Model, ModelError, ModelRequest, ModelResponse
 from mcp_team.runs import _dbos_internals as internals
 from mcp_team.specialists.tools import Tool
 
@@ -160,6 +160,12 @@ class DurableModel:
     def provider(self) -> str:
         return self.inner.provider
 
+    def __getattr__(self, item: str) -> Any:
+        # As llm.wrappers.WrapperModel: the endpoint (`base_url`) and prices are the wrapped model's.
+        if item == "inner":
+            raise AttributeError(item)
+        return getattr(self.inner, item)
+
     async def complete(self, request: ModelRequest) -> ModelResponse:
         if not internals.in_workflow():
             return await self._call(request)
@@ -174,20 +180,6 @@ class DurableModel:
             return await self.inner.complete(request)
         assert limit.cancelled_caught
         raise ModelError("timeout", f"the {self.inner.name} call took longer than {self.timeout:g} s")
-
-
-def durable_models(models: ModelSet, *, call_timeout: float | None = None) -> ModelSet:
-    """The same models, each call a step; the concurrency limit stays shared with `models`.
-
-    `call_timeout` should be a little under the engine's own timeout, so the step records the timeout
-    before the engine's outer limit cancels it (a cancelled step is not recorded and would run again).
-    """
-    wrapped = ModelSet(
-        {role: DurableModel(m, role, call_timeout) for role, m in models.models.items()},
-        models.max_concurrency,
-    )
-    wrapped.limiter = models.limiter
-    return wrapped
 
 
 def durable_tool(tool: Tool) -> Tool:

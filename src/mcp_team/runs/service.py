@@ -109,6 +109,11 @@ class Runs:
     def executor_id(self) -> str:
         return self.lease.executor_id
 
+    @property
+    def running(self) -> int:
+        """Runs executing in this process now."""
+        return len(self._live)
+
     # --- lifecycle ----------------------------------------------------------------------------
     @classmethod
     async def open(cls, config: DurableConfig, engine: Engine) -> Runs:
@@ -167,6 +172,46 @@ class Runs:
     ) -> RunRecord:
         """Start a run and return its record at once. `resumable=False` (with the session's `engine`, e.g.
         the client's model through sampling) runs it outside DBOS: recorded, but not resumed after a restart."""
+        record, run = await self._begin(request, mode, budgets, thread, run_id, on_event, engine, resumable)
+        if resumable:
+            with SetWorkflowID(record.run_id):
+                await DBOS.start_workflow_async(workflow.run_workflow, run)
+        else:
+            assert self._tg is not None
+            self._tg.start_soon(self._execute_quietly, run)
+        return record
+
+    async def run_here(
+        self,
+        request: str,
+        *,
+        engine: Engine,
+        mode: Mode | None = None,
+        budgets: Budgets | None = None,
+        thread: str | None = None,
+        on_event: EventSink | None = None,
+    ) -> RunRecord:
+        """Run a non-resumable run in the calling task (a run on the client's model, whose sampling requests
+        must come from the call that started it) and return its final record; recorded like any other, and
+        marked `interrupted` if the process stops first. Cancelling the call cancels the run."""
+        record, run = await self._begin(request, mode, budgets, thread, None, on_event, engine, False)
+        with contextlib.suppress(Exception):
+            await self.execute(run, durable=False)
+        final = await self.get(record.run_id)
+        assert final is not None
+        return final
+
+    async def _begin(
+        self,
+        request: str,
+        mode: Mode | None,
+        budgets: Budgets | None,
+        thread: str | None,
+        run_id: str | None,
+        on_event: EventSink | None,
+        engine: Engine | None,
+        resumable: bool,
+    ) -> tuple[RunRecord, RunInput]:
         engine = engine or self.engine
         run_id = run_id or uuid.uuid4().hex
         history = await self.history(thread) if thread else ThreadHistory()
@@ -183,13 +228,7 @@ class Runs:
             return record
         self._live[run_id] = _Live(Progress(record), engine, on_event)
         await self.store.write(record)
-        if resumable:
-            with SetWorkflowID(run_id):
-                await DBOS.start_workflow_async(workflow.run_workflow, run)
-        else:
-            assert self._tg is not None
-            self._tg.start_soon(self._execute_quietly, run)
-        return record
+        return record, run
 
     async def get(self, run_id: str) -> RunRecord | None:
         if (live := self._live.get(run_id)) is not None:
@@ -274,8 +313,13 @@ class Runs:
 
         async def on_event(event: RunEvent) -> None:
             progress.on_event(event)
-            if event.kind == "handoff_finished":  # written before the branch goes on: never lost to a crash
+            if event.kind == "handoff_finished" and not durable:
+                # A run that cannot resume keeps only what the store holds: written before the branch goes on.
                 await self.store.write(progress.snapshot())
+            elif event.kind == "handoff_finished":
+                # A durable run's finished handoff is in its recorded steps already (a replay rebuilds the
+                # record): written at once but not awaited, and handoffs finishing together share one write.
+                self.store.put(progress.snapshot(), soon=True)
             else:
                 self.store.put(progress.snapshot())
             if live.on_event is not None:
@@ -298,6 +342,10 @@ class Runs:
                 await self.store.write(progress.finish("cancelled", finished[-1] if finished else None,
                                                        live.cancel_reason or "cancelled"))  # fmt: skip
                 raise
+            if isinstance(exc, anyio.get_cancelled_exc_class()) and not durable:  # its caller was cancelled
+                reason = live.cancel_reason or "cancelled by the client"
+                with anyio.CancelScope(shield=True):
+                    await self.store.write(progress.finish("cancelled", finished[-1] if finished else None, reason))
             if isinstance(exc, Exception):
                 await self.store.write(progress.finish("failed", reason=f"the run stopped on an error: {exc}"))
             raise
@@ -394,6 +442,14 @@ def _first(exc: BaseException) -> str:
     if isinstance(exc, BaseExceptionGroup):
         return _first(exc.exceptions[0])
     return " ".join(str(exc).split())[:300]
+
+
+def check(config: DurableConfig) -> None:
+    """The start-up checks alone (database reachable and not newer, state directory writable, an executor id
+    free), then let go: for a server that must fail at once on bad input, before it serves. Blocking."""
+    store, lease = _prepare(config)
+    lease.release()
+    store.engine.dispose()
 
 
 def _prepare(config: DurableConfig) -> tuple[RunStore, ExecutorLease]:

@@ -11,7 +11,7 @@ end and each finished handoff (awaited, so a crash never loses a handoff that wa
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import UTC, datetime
 from typing import Literal
 
@@ -89,9 +89,11 @@ class RunStore:
         self.interval = interval
         self._dirty: dict[str, RunRecord] = {}
         self._wake = anyio.Event()
+        self._urgent = anyio.Event()
         self._changed: dict[str, anyio.Event] = {}
         self._flushing = anyio.Lock()  # batches commit in the order they were taken
         self.writes = 0  # transactions written, for tests and the benchmark
+        self.on_write: Callable[[list[str]], None] | None = None  # told the ids of every batch written
 
     # --- schema -------------------------------------------------------------------------------
     def check_version(self) -> None:
@@ -108,6 +110,11 @@ class RunStore:
                 f"another database (--state-dir / --database-url). Nothing was changed."
             )
 
+    def exists(self) -> bool:
+        """Whether the tables are there (a database no durable run ever used has none)."""
+        with self.engine.connect() as conn:
+            return sa.inspect(conn).has_table("mcp_team_runs")
+
     def create(self) -> None:
         metadata.create_all(self.engine)
         with self.engine.begin() as conn:
@@ -116,10 +123,15 @@ class RunStore:
                     conn.execute(sa.insert(meta_table).values(key=key, value=value))
 
     # --- writes -------------------------------------------------------------------------------
-    def put(self, record: RunRecord) -> None:
-        """Queue a write, coalesced with later ones; no I/O here."""
+    def put(self, record: RunRecord, *, soon: bool = False) -> None:
+        """Queue a write, coalesced with later ones; no I/O here. Subscribers here see it at once. `soon`:
+        write without waiting for the interval (records written meanwhile still go in the same batch)."""
         self._dirty[record.run_id] = record
         self._wake.set()
+        if soon:
+            self._urgent.set()
+        if (event := self._changed.pop(record.run_id, None)) is not None:
+            event.set()
 
     async def write(self, record: RunRecord) -> None:
         """Write now (and anything queued with it)."""
@@ -139,6 +151,8 @@ class RunStore:
         for run_id in batch:
             if (event := self._changed.pop(run_id, None)) is not None:
                 event.set()
+        if self.on_write is not None:
+            self.on_write(list(batch))
 
     async def _write_when_back(self, batch: dict[str, RunRecord]) -> None:
         """Retry a batch until the database answers; cancelled meanwhile, it goes back in the queue."""
@@ -162,7 +176,9 @@ class RunStore:
         while True:
             await self._wake.wait()
             self._wake = anyio.Event()
-            await anyio.sleep(self.interval)
+            with anyio.move_on_after(self.interval):
+                await self._urgent.wait()
+            self._urgent = anyio.Event()
             await self.flush()
 
     def _write_batch(self, records: Sequence[RunRecord]) -> None:
@@ -224,7 +240,8 @@ class RunStore:
         seen: float | None = None
         while True:
             event = self._changed.setdefault(run_id, anyio.Event())
-            stamp = await anyio.to_thread.run_sync(self.updated_at, run_id)
+            queued = self._dirty.get(run_id)
+            stamp = queued.updated_at.timestamp() if queued else await anyio.to_thread.run_sync(self.updated_at, run_id)
             if stamp is not None and stamp != seen:
                 seen = stamp
                 record = await anyio.to_thread.run_sync(self.get, run_id)

@@ -20,6 +20,7 @@ from mcp.server.subscriptions import InMemorySubscriptionBus
 
 from mcp_team import __version__
 from mcp_team.llm.settings import ModelSettings
+from mcp_team.server.durability import Durability
 from mcp_team.server.limits import ServerLimits
 from mcp_team.server.log_level import install_set_level
 from mcp_team.server.middleware import (
@@ -31,6 +32,8 @@ from mcp_team.server.middleware import (
 from mcp_team.server.prompts import add_supervisor_prompt
 from mcp_team.server.registry import apply_team
 from mcp_team.server.resources import add_resources
+from mcp_team.server.run_tools import add_run_tools
+from mcp_team.server.run_updates import install_run_updates
 from mcp_team.server.state import ServerState
 from mcp_team.server.store import MemoryRunStore, RunStore
 from mcp_team.server.strict import install_strict_requests
@@ -43,6 +46,7 @@ if TYPE_CHECKING:
     from mcp.server.auth.provider import TokenVerifier
     from mcp.server.auth.settings import AuthSettings
 
+    from mcp_team.runs.config import DurableConfig
     from mcp_team.telemetry.setup import Tracing
 
 INSTRUCTIONS = """\
@@ -65,16 +69,20 @@ def build_server(
     watch: bool = False,
     tracing: Tracing | None = None,
     limits: ServerLimits | None = None,
+    durable: DurableConfig | None = None,
 ) -> MCPServer[ServerState]:
     """The MCP server for a team (by default the one `load_team` finds). Cheap to build: the model is made on
     first use, and external MCP servers start with the server's lifespan. With `watch`, edits to the team file
     reload the team and tell clients that the tool and prompt lists changed. With `tracing`, spans are
     flushed after every tool call (in the background, so an absent collector never delays a reply). `limits`
-    (default: from the environment) bound what a client may ask (see `limits`)."""
+    (default: from the environment) bound what a client may ask (see `limits`). With `durable`, runs are
+    durable and kept in its database (see `durability`); without, in memory."""
     team = team or load_team()
     model_settings = (model_settings or ModelSettings()).model_copy(update=team.model_overrides)
     bus = InMemorySubscriptionBus()
     state = ServerState(model_settings, team, store or MemoryRunStore(), bus=bus, limits=limits or ServerLimits())
+    if durable is not None:
+        state.durability = Durability(durable)
 
     @asynccontextmanager
     async def lifespan(server: MCPServer[ServerState]) -> AsyncIterator[ServerState]:
@@ -82,6 +90,8 @@ def build_server(
         async with anyio.create_task_group() as tg:
             state.rounds.task_group = tg
             await apply_team(server, state, state.team, tg)
+            if state.durability is not None:
+                state.durability.start(tg, state)
             watcher = anyio.CancelScope()
             if watch and state.team.path is not None:
                 tg.start_soon(watch_team_file, server, state, state.team.path, tg, watcher)
@@ -90,6 +100,8 @@ def build_server(
             finally:
                 # Let the pool's task close the external servers in order; stop everything else.
                 watcher.cancel()
+                if state.durability is not None:
+                    state.durability.stop()
                 state.rounds.cancel_all()
                 state.close_pool()
 
@@ -113,6 +125,9 @@ def build_server(
     install_set_level(server._lowlevel_server)  # also declares the `logging` capability (2025-11-25)
     install_strict_requests(server)  # exact errors for unknown tools, prompts, resources and arguments
     add_team_tools(server)
+    if durable is not None:
+        add_run_tools(server)
+        install_run_updates(server, state)
     add_supervisor_prompt(server, state)
     # The specialists' tools and prompts are registered by the lifespan, once their MCP servers are up.
     add_resources(server, state)

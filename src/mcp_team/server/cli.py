@@ -12,10 +12,10 @@ import os
 import sys
 from collections.abc import Sequence
 
-from mcp_team.server.commands import eval, run, serve, team, trace
+from mcp_team.server.commands import eval, run, runs, serve, team, trace
 from mcp_team.server.commands.common import EXIT_CANCELLED, EXIT_FAILED, EXIT_USAGE, error
 
-COMMANDS = (run, serve, team, trace, eval)  # each adds its subcommands, in this order in --help
+COMMANDS = (run, runs, serve, team, trace, eval)  # each adds its subcommands, in this order in --help
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -25,7 +25,11 @@ def remember_session(state: ServerState) -> ServerMiddleware[Any]:
             # The session object is made per request; its connection is what lives as long as the client
             # and can send on the standalone channel. The SDK exposes it to middleware only privately.
             state.sessions.add(getattr(ctx.session, "_connection", ctx.session))
-        return await call_next(ctx)
+        try:
+            return await call_next(ctx)
+        finally:
+            if state.durability is not None:
+                state.durability.want()  # the first request is answered: durable runs may open now
 
     return middleware
 

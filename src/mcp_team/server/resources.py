@@ -4,12 +4,18 @@ No `from __future__ import annotations` here: the SDK reads these signatures at 
 `run_id` template parameter).
 """
 
-from typing import Any
+import json
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError
 
 from mcp_team.server.state import ServerState
+from mcp_team.telemetry.content import redact_value
+
+if TYPE_CHECKING:
+    from mcp_team.runs.store import RunRecord
 
 
 def add_resources(server: MCPServer[ServerState], state: ServerState) -> None:
@@ -40,19 +46,11 @@ def add_resources(server: MCPServer[ServerState], state: ServerState) -> None:
         }
 
     @server.resource("team://runs", name="runs", mime_type="application/json", description="Recent runs, newest first.")
-    def runs_resource() -> dict[str, Any]:
-        return {
-            "runs": [
-                {
-                    "run_id": r.run_id,
-                    "status": r.status,
-                    "request": r.request[:200],
-                    "started_at": r.started_at.isoformat(),
-                    "uri": f"team://runs/{r.run_id}",
-                }
-                for r in state.store.recent()
-            ]
-        }
+    async def runs_resource() -> dict[str, Any]:
+        if state.durability is not None:
+            runs = await state.durability.service()
+            return {"runs": [_summary(r.run_id, r.status, r.request, r.started_at) for r in await runs.list()]}
+        return {"runs": [_summary(r.run_id, r.status, r.request, r.started_at) for r in state.store.recent()]}
 
     @server.resource(
         "team://runs/{run_id}",
@@ -60,7 +58,13 @@ def add_resources(server: MCPServer[ServerState], state: ServerState) -> None:
         mime_type="application/json",
         description="A run's record: request, plan, every handoff with payload and result, status, usage, trace id.",
     )
-    def run_resource(run_id: str) -> str:
+    async def run_resource(run_id: str) -> str:
+        if state.durability is not None:
+            runs = await state.durability.service()
+            record = await runs.get(run_id)
+            if record is None:
+                raise ResourceNotFoundError(f"no run '{run_id}' in the run store (see team://runs)")
+            return json.dumps(record_view(record), indent=2)
         run = state.store.get(run_id)
         if run is None:
             raise ResourceNotFoundError(
@@ -68,3 +72,31 @@ def add_resources(server: MCPServer[ServerState], state: ServerState) -> None:
                 f"{getattr(state.store, 'max_runs', '')} only; see team://runs)"
             )
         return run.model_dump_json(indent=2)
+
+
+def _summary(run_id: str, status: str, request: str, started_at: "datetime") -> dict[str, Any]:
+    return {
+        "run_id": run_id,
+        "status": status,
+        "request": request[:200],
+        "started_at": started_at.isoformat(),
+        "uri": f"team://runs/{run_id}",
+    }
+
+
+def record_view(record: "RunRecord") -> dict[str, Any]:
+    """A stored run as the run record clients know (the `RunResult` fields), with the store's status (which
+    may be `interrupted`), why it stopped, its thread, and whether it can resume after a restart."""
+    view: dict[str, Any] = record.result.model_dump(mode="json") if record.result is not None else {}
+    view.update(
+        run_id=record.run_id,
+        request=record.request,
+        status=record.status,
+        reason=record.reason,
+        thread=record.thread,
+        resumable=record.resumable,
+        started_at=record.started_at.isoformat(),
+        updated_at=record.updated_at.isoformat(),
+    )
+    view.setdefault("handoffs", [])
+    return redact_value(view)

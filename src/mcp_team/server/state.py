@@ -23,6 +23,7 @@ from mcp_team.errors import ConfigError
 from mcp_team.handoffs import RunResult, RunSettings, Team
 from mcp_team.llm import ModelSet
 from mcp_team.llm.settings import ModelSettings, build_models
+from mcp_team.server.durability import Durability, ServerEngine
 from mcp_team.server.limits import RunSlots, ServerLimits
 from mcp_team.server.sampling import CtxGetter, RoundRunner, SamplingModel, can_sample_in_rounds, can_sample_now
 from mcp_team.server.store import MemoryRunStore, RunStore
@@ -51,8 +52,13 @@ class ServerState:
     registered: list[str] = field(default_factory=list)  # the per-specialist tool and prompt names on the server
     limits: ServerLimits = field(default_factory=ServerLimits)
     slots: RunSlots = field(default_factory=RunSlots)
+    durability: Durability | None = None  # None: ephemeral (runs in memory only)
+    engine: ServerEngine = field(init=False)
     _models: ModelSet | None = None
     _pool_stop: anyio.Event | None = None
+
+    def __post_init__(self) -> None:
+        self.engine = ServerEngine(self)
 
     async def load(self, team: TeamSpec, task_group: TaskGroup) -> None:
         """Make `team` current: (re)start its MCP servers if they changed and build its specialists. On a

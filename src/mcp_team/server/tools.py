@@ -17,6 +17,7 @@ from pydantic import Field
 
 from mcp_team.evals.recordings import record_run
 from mcp_team.handoffs import Plan, PlanError, RunResult, Team
+from mcp_team.server.durability import RunRequest, run_and_wait
 from mcp_team.server.limits import client_budgets
 from mcp_team.server.progress import progress_sink
 from mcp_team.server.sampling import CtxGetter
@@ -24,6 +25,12 @@ from mcp_team.server.state import ServerState, state_of
 from mcp_team.server.views import RUN_VIEW_META, live_record
 from mcp_team.specialists import Specialist, SpecialistResult
 
+THREAD_FIELD = Field(
+    description="Continue a conversation: runs with the same thread id see its earlier requests and answers.",
+    min_length=1,
+    max_length=128,
+    pattern=r"^[A-Za-z0-9_.:-]+$",
+)
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=False, open_world_hint=True)
 SpecialistTool = Callable[..., Awaitable[SpecialistResult | InputRequiredResult]]
 
@@ -41,6 +48,7 @@ async def run_team(
     deadline_seconds: Annotated[
         float | None, Field(gt=0, allow_inf_nan=False, description="Wall-clock limit in seconds.")
     ] = None,
+    thread: Annotated[str | None, THREAD_FIELD] = None,
 ) -> RunResult | InputRequiredResult:
     """Run a request through the supervisor and its specialists and return one answer.
 
@@ -58,7 +66,17 @@ async def run_team(
         deadline_seconds=deadline_seconds,
     )
 
+    asked = RunRequest(request, mode, budgets, thread)
+    durability = state.durability
+
     async def work(team: Team, get_ctx: CtxGetter) -> RunResult:
+        if durability is not None and not state.model_settings.record_dir:
+            runs = await durability.service()
+            progress = progress_sink(get_ctx)
+            resumable = state.configured_models() is not None  # a run on the client's model cannot resume
+            return await run_and_wait(runs, state.engine, team, asked, resumable=resumable, on_event=progress)
+        if thread is not None:
+            raise ToolError("'thread' needs durable runs, which this server has off (--ephemeral)")
         run = functools.partial(
             team.run,
             mode=mode,

@@ -97,20 +97,29 @@ class _Notes:
         line = json.dumps(note, ensure_ascii=False) + "\n"
         async with self.lock:
             try:
-                await anyio.to_thread.run_sync(self._append, line)
+                saved = await anyio.to_thread.run_sync(self._append, line, title, text)
             except OSError as exc:
                 raise ToolFailed(f"could not save the note: {exc.strerror or exc}") from None
+        if saved is not None:
+            return f"Saved note '{title}' ({saved})."
         return f"Saved note '{title}' ({note['time']})."
 
-    def _append(self, line: str) -> None:
+    def _append(self, line: str, title: str, text: str) -> str | None:
+        """Append `line`, unless a note with this title and text is already saved: then its time. A call
+        repeated (a durable run's step re-run after a crash) never saves a note twice."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         data = line.encode("utf-8")
         with self.path.open("a+b") as handle:  # writes always go to the end, whatever the read position
+            handle.seek(0)
+            same = [n for n in _parse(handle.read())[0] if n["title"] == title and n["text"] == text]
+            if same:
+                return same[-1]["time"]
             if handle.seek(0, 2) > 0:
                 handle.seek(-1, 2)
                 if handle.read(1) != b"\n":  # a torn last line must not swallow this note
                     data = b"\n" + data
             handle.write(data)
+        return None
 
     async def read(self, args: dict[str, Any]) -> str:
         query = args.get("query")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -22,14 +23,17 @@ from mcp_team.server.commands.common import (
     team_flag,
     trace_flags,
 )
+from mcp_team.server.commands.runs import durable_config, durable_flags
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from mcp_team.handoffs import Budgets, RunEvent, RunResult
+    from mcp_team.handoffs import Team as TeamType
     from mcp_team.llm import ModelSet
     from mcp_team.llm.replay import Replay
     from mcp_team.llm.settings import ModelSettings
+    from mcp_team.runs.config import DurableConfig
     from mcp_team.server.commands.common import Subparsers
     from mcp_team.server.teamfile import TeamSpec
     from mcp_team.telemetry.setup import Tracing
@@ -55,6 +59,7 @@ def add_parsers(sub: Subparsers) -> None:
     run.add_argument("--max-model-calls", type=int, metavar="N")
     run.add_argument("--max-tokens", type=int, metavar="N")
     run.add_argument("--deadline", type=float, metavar="SECONDS")
+    durable_flags(run)
     run.add_argument(
         "--record",
         metavar="FILE",
@@ -95,6 +100,7 @@ def run_command(args: argparse.Namespace) -> int:
             if v is not None
         }
         budgets = Budgets(**limits) if limits else None
+        args.durable = None if args.record or settings.record_dir else durable_config(args)
     except ValidationError as exc:  # a ConfigError reaches main(), which says it the same way
         problems = "; ".join(p.replace("_", "-") for p in validation_problems(exc, prefix="--"))
         return error(f"invalid budget: {problems}", EXIT_USAGE)
@@ -131,7 +137,9 @@ def _run_traced(
     on_event = None if args.quiet else _progress(console)
     try:
         record = args.record or (str(Path(settings.record_dir) / f"{run_id}.jsonl") if settings.record_dir else None)
-        result = anyio.run(_run_team, spec, models, args.request, args.mode, budgets, on_event, record, run_id)
+        result = anyio.run(
+            _run_team, spec, models, args.request, args.mode, budgets, on_event, record, run_id, args.durable
+        )
     except Exception:
         if replay is not None and replay.divergence is not None:
             return error(str(replay.divergence), EXIT_FAILED)
@@ -159,9 +167,11 @@ async def _run_team(
     on_event: EventSink | None,
     record: str | None = None,
     run_id: str | None = None,
+    durable: DurableConfig | None = None,
 ) -> RunResult:
     """One run of the team file's team, with its external MCP servers up for the run's duration;
-    with `record`, every model exchange and the result are written to that file."""
+    with `record`, every model exchange and the result are written to that file; with `durable`, the run
+    is kept in the runs database (and resumes, when a process with this one's executor id starts again)."""
     from contextlib import nullcontext
 
     from mcp_team.evals.recordings import record_run
@@ -172,7 +182,41 @@ async def _run_team(
         team = Team(models, spec.build(pool), spec.run_settings)
         if record:
             return await record_run(team, record, request, mode=mode, budgets=budgets, on_event=on_event, run_id=run_id)
+        if durable is not None:
+            return await _run_durably(durable, team, request, mode, budgets, on_event, run_id)
+        print(f"mcp-team: run {run_id} (--ephemeral: not kept)", file=sys.stderr)
         return await team.run(request, mode=mode, budgets=budgets, on_event=on_event, run_id=run_id)
+
+
+async def _run_durably(
+    config: DurableConfig,
+    team: TeamType,
+    request: str,
+    mode: Literal["adaptive", "planned"] | None,
+    budgets: Budgets | None,
+    on_event: EventSink | None,
+    run_id: str | None,
+) -> RunResult:
+    """The run through the run service: its id is said first, so a user can find it after an interruption
+    (`mcp-team runs show ID`); Ctrl-C cancels it."""
+    import anyio
+
+    from mcp_team.errors import McpTeamError
+    from mcp_team.runs import open_runs
+    from mcp_team.runs.team_engine import TeamEngine
+
+    async with open_runs(config, TeamEngine(team)) as runs:
+        started = await runs.start(request, mode=mode, budgets=budgets, run_id=run_id, on_event=on_event)
+        print(f"mcp-team: run {started.run_id} (see: mcp-team runs show {started.run_id})", file=sys.stderr, flush=True)
+        try:
+            final = await runs.wait(started.run_id)
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                await runs.cancel(started.run_id, "cancelled from the command line")
+            raise
+    if final is None or final.result is None:
+        raise McpTeamError(f"run {started.run_id} stopped: {final.reason if final else 'not found'}")
+    return final.result
 
 
 def _save_jaeger(tracing: Tracing | None, run_id: str, target: str) -> str | None:

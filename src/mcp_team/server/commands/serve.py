@@ -23,6 +23,7 @@ from mcp_team.server.commands.common import (
     team_flag,
     trace_flags,
 )
+from mcp_team.server.commands.runs import durable_config, durable_flags
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
@@ -43,6 +44,7 @@ def add_parsers(sub: Subparsers) -> None:
     serve.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
     serve.add_argument("--host", help="HTTP bind address (default 127.0.0.1; others need a token, see README)")
     serve.add_argument("--port", type=int, help="HTTP port (default 8765)")
+    durable_flags(serve)
     serve.set_defaults(handler=serve_command)
 
 
@@ -68,6 +70,7 @@ def serve_command(args: argparse.Namespace) -> int:
 
         spec = load_team(args.team)
         limits = ServerLimits()
+        durable = durable_config(args)  # opened in the background once the server answers (see server/durability)
         register_secrets(settings, spec)
         http, stdio_limit = None, None
         if not args.http:
@@ -80,6 +83,10 @@ def serve_command(args: argparse.Namespace) -> int:
             overrides = {k: v for k, v in {"host": args.host, "port": args.port}.items() if v is not None}
             http = HttpSettings(**overrides)
             check_bind(http)
+            if durable is not None:  # an HTTP server is not spawned per client: check now, fail before serving
+                from mcp_team.runs.service import check
+
+                check(durable)
             if http.http_token is not None:
                 register_secret(http.http_token.get_secret_value())
         tracing = start_tracing(args)
@@ -92,14 +99,16 @@ def serve_command(args: argparse.Namespace) -> int:
 
     try:
         if http is None:
-            server = build_server(settings, spec, watch=args.watch, tracing=tracing, limits=limits)
+            server = build_server(settings, spec, watch=args.watch, tracing=tracing, limits=limits, durable=durable)
             anyio.run(_serve_stdio, server, tracing, stdio_limit)
             return EXIT_OK
         import uvicorn
 
         from mcp_team.server.http import auth_for, http_app
 
-        server = build_server(settings, spec, auth=auth_for(http), watch=args.watch, tracing=tracing, limits=limits)
+        server = build_server(
+            settings, spec, auth=auth_for(http), watch=args.watch, tracing=tracing, limits=limits, durable=durable
+        )
         print(f"mcp-team: serving streamable HTTP on http://{http.host}:{http.port}/mcp", file=sys.stderr)
         uvicorn.run(http_app(server, http), host=http.host, port=http.port, log_level="warning")
         return EXIT_OK

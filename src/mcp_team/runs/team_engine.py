@@ -1,0 +1,112 @@
+"""The real engine behind the run service: a `Team` as the `Engine` that `Runs` executes.
+
+A durable run runs the same `Team.run` as an ephemeral one, on a copy of the team whose models and
+side-effecting tools are DBOS steps (`runtime.DurableModel`, `runtime.durable_tool`) and on the
+`DurableRuntime` (branches, gather, recorded decisions). Outside a workflow the wrappers pass straight
+through, so the one wrapped team also serves ephemeral and non-resumable runs.
+
+Which tools are safe to run again (a step in flight when the process died has no stored result and runs
+again after a restart): `calculate` is pure (not a step at all); `read_file`, `list_files`,
+`read_notes` and `fetch` only read; `write_note` skips a note identical to one already saved, so a
+repeat writes nothing twice. Tools of external MCP servers are steps, but whether a repeat is harmless
+is up to that server.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from mcp_team.handoffs import RunResult, Team
+from mcp_team.llm import Model
+from mcp_team.llm.wrappers import map_models
+from mcp_team.runs.runtime import DurableModel, DurableRuntime, durable_tool
+from mcp_team.runs.threads import compose_request
+from mcp_team.runs.workflow import EventSink, RunInput
+from mcp_team.specialists import Specialist
+
+TIMEOUT_MARGIN = 0.05
+"""Seconds by which a durable model call times out before the engine's own limit, so the step records
+the timeout (a step cancelled from outside records nothing and would run again after a restart)."""
+
+
+def team_hash(team: Team) -> str:
+    """A digest of everything a replay depends on: specialists (prompts, tools, limits), settings, models."""
+    models = team.models
+
+    def model_id(m: Model) -> list[str]:
+        return [m.provider, m.name, str(getattr(m, "base_url", "") or "")]
+
+    doc: dict[str, Any] = {
+        "specialists": [
+            {
+                "name": s.name,
+                "description": s.description,
+                "prompt": s.system_prompt,
+                "role": s.model_role,
+                "max_turns": s.max_turns,
+                "max_tokens": s.max_tokens,
+                "verdict": s.returns_verdict,
+                "tools": [[t.name, t.description, t.input_schema] for t in s.tools],
+            }
+            for s in team.specialists
+        ],
+        "settings": team.settings.model_dump(mode="json"),
+        "models": {role: model_id(m) for role, m in sorted(models.models.items())},
+        "members": {name: model_id(m) for name, m in sorted(models.members.items())},
+    }
+    return hashlib.blake2b(json.dumps(doc, sort_keys=True, default=str).encode(), digest_size=12).hexdigest()
+
+
+def durable_team(team: Team) -> Team:
+    """`team` with every model call and every side-effecting tool call a step (in a workflow)."""
+    timeout = team.settings.call_timeout
+    step_timeout = max(timeout - TIMEOUT_MARGIN, timeout / 2)
+    models = map_models(team.models, lambda m: DurableModel(m, _label(m), step_timeout))
+    specialists = [_durable_specialist(s) for s in team.specialists]
+    return Team(models, specialists, team.settings, team.runtime)
+
+
+def _label(model: Model) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "-" for c in model.name)[:40] or "model"
+
+
+def _durable_specialist(specialist: Specialist) -> Specialist:
+    if not specialist.tools:
+        return specialist
+    return specialist.model_copy(update={"tools": tuple(durable_tool(t) for t in specialist.tools)})
+
+
+@dataclass
+class TeamEngine:
+    """A `Team` as the run service's `Engine` (runs/workflow.py)."""
+
+    team: Team
+    team_hash: str = field(init=False)
+    durable: Team = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.team_hash = team_hash(self.team)
+        self.durable = durable_team(self.team)
+
+    async def run(
+        self,
+        run: RunInput,
+        runtime: DurableRuntime | None,
+        on_event: EventSink,
+        on_finish: Callable[[RunResult], None],
+    ) -> RunResult:
+        team = self.durable if runtime is not None else self.team
+        return await team.run(
+            compose_request(run.request, run.history),
+            mode=run.mode,
+            budgets=run.budgets,
+            on_event=on_event,
+            on_finish=on_finish,
+            run_id=run.run_id,
+            runtime=runtime,
+            started_at=run.started_at,
+        )

@@ -1,0 +1,152 @@
+"""`mcp-team runs`: the runs in the runs database (list, show one, cancel one), and the durability flags
+that `serve` and `run` share (`--ephemeral`, `--state-dir`, `--database-url`).
+
+Reading runs needs no server: the run store is the database, readable by any process. Cancelling a run
+another process is running marks it cancelled in DBOS; that process stops it within a second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import TYPE_CHECKING
+
+from mcp_team.server.commands.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, error
+
+if TYPE_CHECKING:
+    from mcp_team.runs.config import DurableConfig
+    from mcp_team.runs.store import RunRecord, RunStore
+    from mcp_team.server.commands.common import Subparsers
+
+
+def durable_flags(parser: argparse.ArgumentParser, *, ephemeral: bool = True) -> None:
+    group = parser.add_argument_group("durable runs (on by default: runs survive a restart)")
+    if ephemeral:
+        group.add_argument("--ephemeral", action="store_true", help="keep runs in memory only (nothing survives)")
+    group.add_argument(
+        "--state-dir",
+        metavar="DIR",
+        help="where runs are kept (default: $MCP_TEAM_STATE_DIR, else $XDG_STATE_HOME/mcp-team)",
+    )
+    group.add_argument(
+        "--database-url",
+        metavar="URL",
+        help="sqlite:///PATH or postgresql://USER:PASSWORD@HOST/DB (default: $MCP_TEAM_DATABASE_URL, else "
+        "runs.sqlite in the state directory)",
+    )
+
+
+def durable_config(args: argparse.Namespace) -> DurableConfig | None:
+    """The durable-runs configuration the flags and environment say; None with `--ephemeral`.
+    Raises `ConfigError` naming what to fix."""
+    if getattr(args, "ephemeral", False):
+        return None
+    from mcp_team.runs.config import resolve
+
+    return resolve(state_dir=args.state_dir, database_url=args.database_url)
+
+
+def add_parsers(sub: Subparsers) -> None:
+    runs = sub.add_parser("runs", help="list the runs kept in the runs database; show or cancel one")
+    durable_flags(runs, ephemeral=False)
+    runs.add_argument("--json", action="store_true", help="print JSON")
+    runs.add_argument("--limit", type=int, default=20, metavar="N", help="how many runs to list (default 20)")
+    runs.add_argument("action", nargs="?", choices=["list", "show", "cancel"], default="list")
+    runs.add_argument("run_id", nargs="?", metavar="ID", help="the run to show or cancel")
+    runs.set_defaults(handler=runs_command)
+
+
+def runs_command(args: argparse.Namespace) -> int:
+    if args.action in ("show", "cancel") and not args.run_id:
+        return error(f"'mcp-team runs {args.action}' needs a run id (see 'mcp-team runs')")
+    if args.limit < 1:
+        return error("--limit must be at least 1")
+    config = durable_config(args)
+    assert config is not None
+    from mcp_team.runs.database import open_engine
+    from mcp_team.runs.store import RunStore
+
+    if config.sqlite_path is not None and not config.sqlite_path.exists():
+        store = None  # nothing was ever kept there: do not create it just to list nothing
+    else:
+        store = RunStore(open_engine(config))
+    try:
+        if store is not None:
+            store.check_version()
+        return _act(args, config, store)
+    finally:
+        if store is not None:
+            store.engine.dispose()
+
+
+def _act(args: argparse.Namespace, config: DurableConfig, store: RunStore | None) -> int:
+    from mcp_team.server.resources import record_view
+
+    if args.action == "list":
+        records = store.list(limit=args.limit) if store is not None and store.exists() else []
+        if args.json:
+            print(json.dumps([_line(r) for r in records], indent=2))
+        elif not records:
+            print(f"mcp-team: no runs in {config.redacted_url}", file=sys.stderr)
+        for r in records if not args.json else []:
+            print(f"{r.run_id}  {r.status:<11}  {r.started_at:%Y-%m-%d %H:%M:%S}  {_short(r.request)}")
+        return EXIT_OK
+    record = store.get(args.run_id) if store is not None and store.exists() else None
+    if record is None or store is None:
+        return error(f"no run {args.run_id!r} in {config.redacted_url} (see 'mcp-team runs')", EXIT_FAILED)
+    if args.action == "show":
+        if args.json:
+            print(json.dumps(record_view(record), indent=2))
+        else:
+            _show(record)
+        return EXIT_OK
+    if record.finished:
+        return error(f"run {args.run_id} has already finished ({record.status})", EXIT_USAGE)
+    _cancel(store, record)
+    print(f"mcp-team: run {record.run_id} cancelled", file=sys.stderr)
+    return EXIT_OK
+
+
+def _cancel(store: RunStore, record: RunRecord) -> None:
+    """Cancel in DBOS (nothing resumes it; the process running it stops it within a second) and in the store."""
+    import anyio
+
+    from mcp_team.runs.service import Progress
+
+    if record.resumable and record.workflow_id:
+        from dbos import DBOSClient
+
+        from mcp_team.runs.serializer import JSONSerializer
+
+        client = DBOSClient(system_database_engine=store.engine, serializer=JSONSerializer())
+        try:
+            client.cancel_workflow(record.workflow_id)
+        finally:
+            client.destroy()
+    final = Progress(record).finish("cancelled", reason="cancelled with mcp-team runs cancel")
+    anyio.run(store.write, final)
+
+
+def _line(r: RunRecord) -> dict[str, object]:
+    return {"run_id": r.run_id, "status": r.status, "request": r.request[:200], "thread": r.thread,
+            "started_at": r.started_at.isoformat(), "reason": r.reason}  # fmt: skip
+
+
+def _show(r: RunRecord) -> None:
+    print(f"run {r.run_id}: {r.status}" + (f" ({r.reason})" if r.reason else ""))
+    print(f"request: {r.request}")
+    if r.thread:
+        print(f"thread: {r.thread}")
+    print(f"started {r.started_at:%Y-%m-%d %H:%M:%S} UTC, updated {r.updated_at:%Y-%m-%d %H:%M:%S} UTC")
+    result = r.result
+    for h in result.handoffs if result is not None else []:
+        print(f"  {h.id} {h.target:<12} {h.status:<10} {_short(h.output or h.error or h.task, 70)}")
+    if result is not None and result.answer:
+        print()
+        print(result.answer)
+
+
+def _short(text: str, width: int = 60) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"

@@ -1,0 +1,191 @@
+"""The server's side of durable runs: opening the run service in the background, the team it resumes runs
+with, and running a request through it (as `run_team` does, waiting) or starting one (as `start_run` does).
+
+The service (and DBOS with it) is opened after the server has answered its first request, or after
+`OPEN_DELAY` seconds, whichever comes first, so `initialize` never waits for it; a tool that needs it
+earlier asks for it at once. Nothing here imports DBOS at module level.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import anyio
+from mcp.server.mcpserver.exceptions import ToolError
+
+from mcp_team.errors import ConfigError
+from mcp_team.handoffs import Budgets, RunEvent, RunResult, Team
+from mcp_team.handoffs.schema import Mode
+from mcp_team.runs.config import DurableConfig
+
+if TYPE_CHECKING:
+    from mcp_team.runs.service import Runs
+    from mcp_team.runs.store import RunRecord
+    from mcp_team.runs.team_engine import TeamEngine
+    from mcp_team.runs.workflow import RunInput
+    from mcp_team.server.state import ServerState
+
+OPEN_DELAY = 1.5  # seconds: a server that no client talks to (HTTP) still resumes its runs soon after start
+NO_MODEL = "no-configured-model"  # the team hash when the server has no model of its own: nothing resumes on it
+
+log = logging.getLogger("mcp_team.server")
+EventSink = Callable[[RunEvent], Awaitable[None]]
+
+
+@dataclass
+class Durability:
+    """The run service of a durable server, opened in the background for the server's lifetime."""
+
+    config: DurableConfig
+    runs: Runs | None = None
+    error: str | None = None
+    _wanted: anyio.Event | None = None
+    _ready: anyio.Event | None = None
+    _stop: anyio.Event | None = None
+
+    def start(self, tg: anyio.abc.TaskGroup, state: ServerState) -> None:
+        self._wanted, self._ready, self._stop = anyio.Event(), anyio.Event(), anyio.Event()
+        tg.start_soon(self._serve, state, tg)
+
+    def want(self) -> None:
+        """Open now (the server has answered a request, or a tool needs the service)."""
+        if self._wanted is not None:
+            self._wanted.set()
+
+    def stop(self) -> None:
+        if self._stop is not None:
+            self._stop.set()
+
+    async def service(self) -> Runs:
+        """The open service; `ToolError` if it could not open."""
+        assert self._ready is not None, "the server's lifespan has not started"
+        self.want()
+        await self._ready.wait()
+        if self.runs is None:
+            raise ToolError(f"durable runs are unavailable on this server: {self.error or 'it is shutting down'}")
+        return self.runs
+
+    async def _serve(self, state: ServerState, tg: anyio.abc.TaskGroup) -> None:
+        assert self._wanted is not None and self._ready is not None and self._stop is not None
+        with anyio.move_on_after(OPEN_DELAY):
+            await self._wanted.wait()
+        from mcp_team.runs import open_runs
+
+        try:
+            async with open_runs(self.config, ServerEngine(state)) as runs:
+                from mcp_team.server.run_updates import publish_updates
+
+                runs.store.on_write = publish_updates(state, tg)
+                self.runs = runs
+                self._ready.set()
+                await self._stop.wait()
+                self.runs = None
+        except ConfigError as exc:
+            # Bad input at start-up: the server stops, and the CLI says why and exits with a usage error.
+            self.error = str(exc)
+            raise
+        finally:
+            self.runs = None
+            self._ready.set()
+
+
+class ServerEngine:
+    """The run service's engine: the server's current team on its configured model. A run resumed after a
+    restart runs on it only if its team hash is the one the run started with (else it is interrupted)."""
+
+    def __init__(self, state: ServerState) -> None:
+        self.state = state
+        self._key: tuple[Any, ...] | None = None
+        self._engine: TeamEngine | None = None
+
+    def current(self) -> TeamEngine | None:
+        try:
+            models = self.state.configured_models()
+        except ToolError:
+            return None
+        if models is None:
+            return None
+        return self.engine_for(Team(models, self.state.specialists, self.state.run_settings))
+
+    def engine_for(self, team: Team) -> TeamEngine:
+        """The engine for `team`, kept while the team is the same (a hash and wrapped models per call is waste)."""
+        from mcp_team.runs.team_engine import TeamEngine
+
+        key = (id(team.models), tuple(id(s) for s in team.specialists), team.settings.model_dump_json())
+        if key != self._key or self._engine is None:
+            self._key, self._engine = key, TeamEngine(team)
+        return self._engine
+
+    @property
+    def team_hash(self) -> str:
+        engine = self.current()
+        return engine.team_hash if engine is not None else NO_MODEL
+
+    async def run(
+        self, run: RunInput, runtime: Any, on_event: EventSink, on_finish: Callable[[RunResult], None]
+    ) -> RunResult:
+        engine = self.current()
+        if engine is None:
+            raise ConfigError("this server has no model of its own to resume the run on")
+        return await engine.run(run, runtime, on_event, on_finish)
+
+
+@dataclass
+class RunRequest:
+    """What a client asked for: the request and its options."""
+
+    request: str
+    mode: Mode | None = None
+    budgets: Budgets | None = None
+    thread: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+async def start_run(
+    runs: Runs, engine: ServerEngine, team: Team, asked: RunRequest, *, resumable: bool, on_event: EventSink | None
+) -> RunRecord:
+    """Start a run in the background and return its record at once."""
+    return await runs.start(
+        asked.request,
+        mode=asked.mode,
+        budgets=asked.budgets,
+        thread=asked.thread,
+        on_event=on_event,
+        engine=engine.engine_for(team),
+        resumable=resumable,
+    )
+
+
+async def run_and_wait(
+    runs: Runs, engine: ServerEngine, team: Team, asked: RunRequest, *, resumable: bool, on_event: EventSink | None
+) -> RunResult:
+    """Run it and return its result: a durable run in the service's background, awaited here (cancelled when
+    this call is); a non-resumable one (sampling) in this task, recorded in the store."""
+    if not resumable:
+        record = await runs.run_here(
+            asked.request,
+            mode=asked.mode,
+            budgets=asked.budgets,
+            thread=asked.thread,
+            on_event=on_event,
+            engine=engine.engine_for(team),
+        )
+    else:
+        started = await start_run(runs, engine, team, asked, resumable=True, on_event=on_event)
+        try:
+            final = await runs.wait(started.run_id)
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                await runs.cancel(started.run_id, "cancelled by the client")
+            raise
+        if final is None:
+            raise ToolError(f"run {started.run_id} vanished from the run store")
+        record = final
+    if record.result is None or record.status == "interrupted":
+        raise ToolError(
+            f"run {record.run_id} stopped: {record.reason or record.status} (see team://runs/{record.run_id})"
+        )
+    return record.result

@@ -1,0 +1,135 @@
+"""Runs that outlive a call: `start_run` (returns the run id at once), `get_run` (status, progress so far, the
+result when done; an optional bounded wait) and `cancel_run`. They need durable runs (the default for
+`serve`) and the server's own model: a run on the client's model (sampling) cannot outlive the call that
+asks for its model calls, so it goes through `run_team`.
+
+No `from __future__ import annotations` here: the SDK reads these signatures at runtime.
+"""
+
+from typing import Annotated, Any, Literal
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import ToolAnnotations
+from pydantic import Field
+
+from mcp_team.handoffs import Team
+from mcp_team.server import durability
+from mcp_team.server.limits import client_budgets
+from mcp_team.server.resources import record_view
+from mcp_team.server.state import ServerState, state_of
+from mcp_team.server.tools import THREAD_FIELD
+from mcp_team.server.views import RUN_VIEW_META
+
+MAX_WAIT_SECONDS = 50.0  # under the 60 s many clients give one tool call
+RUN_ID = Field(
+    description="The run id start_run returned.", min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.~-]+$"
+)
+
+
+async def _service(ctx: Context[Any, Any]) -> Any:
+    service = state_of(ctx).durability
+    if service is None:
+        raise ToolError("runs that outlive a call need durable runs, which this server has off (--ephemeral); "
+                        "use run_team")  # fmt: skip
+    return await service.service()
+
+
+async def start_run(
+    request: Annotated[str, Field(description="What the team should do, in plain language.", min_length=1)],
+    ctx: Context[Any, Any],
+    mode: Annotated[
+        Literal["adaptive", "planned"] | None,
+        Field(description="adaptive (default): the supervisor re-plans after each round; planned: plan first."),
+    ] = None,
+    max_handoffs: Annotated[int | None, Field(ge=1, description="Cap on handoffs, retries included.")] = None,
+    max_model_calls: Annotated[int | None, Field(ge=2, description="Cap on model calls.")] = None,
+    max_tokens: Annotated[int | None, Field(ge=1, description="Cap on tokens over all calls.")] = None,
+    deadline_seconds: Annotated[
+        float | None, Field(gt=0, allow_inf_nan=False, description="Wall-clock limit in seconds.")
+    ] = None,
+    thread: Annotated[str | None, THREAD_FIELD] = None,
+) -> dict[str, Any]:
+    """Start a team run in the background and return its id at once; follow it with get_run (or the resource
+    team://runs/{run_id}), stop it with cancel_run. The run survives a restart of the server."""
+    state = state_of(ctx)
+    if not request.strip():
+        raise ToolError("'request' is empty: say what the team should do")
+    state.limits.check_request(request)
+    budgets = client_budgets(
+        state.run_settings.budgets,
+        max_handoffs=max_handoffs,
+        max_model_calls=max_model_calls,
+        max_tokens=max_tokens,
+        deadline_seconds=deadline_seconds,
+    )
+    models = state.configured_models()
+    if models is None:
+        raise ToolError("start_run needs a model configured on the server (a run on the client's model through "
+                        "sampling cannot outlive this call); use run_team")  # fmt: skip
+    runs = await _service(ctx)
+    if runs.running >= state.limits.max_runs:
+        raise ToolError(f"busy: this server already has {runs.running} run(s) in progress, its limit "
+                        f"(MCP_TEAM_MAX_RUNS={state.limits.max_runs}); retry later")  # fmt: skip
+    team = Team(models, state.specialists, state.run_settings)
+    record = await durability.start_run(runs, state.engine, team, durability.RunRequest(request, mode, budgets, thread),
+                             resumable=True, on_event=None)  # fmt: skip
+    return record_view(record)
+
+
+async def get_run(
+    run_id: Annotated[str, RUN_ID],
+    ctx: Context[Any, Any],
+    wait_seconds: Annotated[
+        float,
+        Field(ge=0, le=MAX_WAIT_SECONDS, allow_inf_nan=False,
+              description=f"Wait up to this long for the run to finish (at most {MAX_WAIT_SECONDS:g} s)."),
+    ] = 0,
+) -> dict[str, Any]:  # fmt: skip
+    """A run's status, its handoffs so far, and its answer once it has finished (status complete, partial,
+    failed, cancelled or interrupted)."""
+    runs = await _service(ctx)
+    record = await (runs.wait(run_id, wait_seconds) if wait_seconds > 0 else runs.get(run_id))
+    if record is None:
+        raise ToolError(f"no run '{run_id}' on this server (see team://runs)")
+    return record_view(record)
+
+
+async def cancel_run(run_id: Annotated[str, RUN_ID], ctx: Context[Any, Any]) -> dict[str, Any]:
+    """Cancel a run: its model and tool calls stop, and it does not resume after a restart. A run that has
+    already finished is left as it is."""
+    runs = await _service(ctx)
+    record = await runs.cancel(run_id, "cancelled with cancel_run")
+    if record is None:
+        raise ToolError(f"no run '{run_id}' on this server (see team://runs)")
+    return record_view(record)
+
+
+def add_run_tools(server: MCPServer[ServerState]) -> None:
+    """`start_run`, `get_run` and `cancel_run`."""
+    server.add_tool(
+        start_run,
+        name="start_run",
+        title="Start a team run",
+        annotations=ToolAnnotations(
+            read_only_hint=True, destructive_hint=False, idempotent_hint=False, open_world_hint=True
+        ),
+        meta=RUN_VIEW_META,
+    )
+    server.add_tool(
+        get_run,
+        name="get_run",
+        title="Get a run",
+        annotations=ToolAnnotations(
+            read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+        ),
+        meta=RUN_VIEW_META,
+    )
+    server.add_tool(
+        cancel_run,
+        name="cancel_run",
+        title="Cancel a run",
+        annotations=ToolAnnotations(
+            read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
+        ),
+    )

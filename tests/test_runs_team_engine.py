@@ -1,0 +1,108 @@
+"""The real engine under the run service: a K=8 fan-out of a `Team` (offline model with latency) killed with
+SIGKILL mid-run and resumed by a new process with the same executor id. Every handoff gets its own results,
+and no handoff the run store showed finished asks its model again."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from mcp_team.handoffs import RunSettings, Team
+from mcp_team.llm import ModelSet
+from mcp_team.llm.offline import OfflineModel
+from mcp_team.runs.team_engine import TeamEngine, team_hash
+from mcp_team.specialists import DEFAULT_TEAM
+
+WORKER = Path(__file__).parent / "team_worker.py"
+K = 8
+
+
+def _start(state: Path, mode: str, *extra: str) -> subprocess.Popen[str]:
+    args = [sys.executable, str(WORKER), str(state), mode, "run-1", str(K), "0.15", str(state / "calls.log"), *extra]
+    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _calls(state: Path) -> list[dict[str, str]]:
+    log = state / "calls.log"
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+def _stored_finished(db: Path) -> set[str]:
+    """Targets of the handoffs the run store shows finished (read as another process would)."""
+    if not db.exists():
+        return set()
+    try:
+        with sqlite3.connect(db) as conn:
+            rows = conn.execute("SELECT record FROM mcp_team_runs").fetchall()
+    except sqlite3.OperationalError:  # tables not created yet
+        return set()
+    handoffs = [h for (text,) in rows for h in (json.loads(text).get("result") or {}).get("handoffs", [])]
+    return {h["target"] for h in handoffs if h["status"] == "completed"}
+
+
+def _result(proc: subprocess.Popen[str]) -> dict[str, object]:
+    out, err = proc.communicate(timeout=120)
+    lines = [line for line in out.splitlines() if line.startswith("RESULT ")]
+    assert lines, f"no result; stderr:\n{err[-3000:]}"
+    record: dict[str, object] = json.loads(lines[-1][7:])
+    return record
+
+
+@pytest.mark.parametrize("mode", ["adaptive", "planned"])
+def test_a_team_fan_out_killed_mid_run_resumes_and_each_handoff_gets_its_own_results(tmp_path: Path, mode: str) -> None:
+    db = tmp_path / "runs.sqlite"
+    first = _start(tmp_path, "start", mode)
+    while len(_stored_finished(db)) < K // 2:  # the even workers finished, the odd ones still running
+        assert first.poll() is None, first.communicate()
+        time.sleep(0.005)
+    os.kill(first.pid, signal.SIGKILL)
+    first.wait()
+    finished = _stored_finished(db)
+    assert len(finished) < K, "every handoff had finished before the kill; nothing was tested"
+    record = _result(_start(tmp_path, "resume"))
+    assert record["status"] == "complete", record.get("reason")
+    result = record["result"]
+    assert isinstance(result, dict)
+    outputs = {h["target"]: h["output"] for h in result["handoffs"] if h["status"] == "completed"}
+    assert set(outputs) == {f"w{i}" for i in range(1, K + 1)}
+    for target, output in outputs.items():  # its own answer and its own tool result, not another branch's
+        assert output.startswith(f"[offline {target}] Notes on:"), (target, output)
+        assert ("6*7 = 42" in output) == (int(target[1:]) % 2 == 1), (target, output)
+    calls = _calls(tmp_path)
+    first_pid = calls[0]["pid"]
+    again = {c["member"] for c in calls if c["pid"] != first_pid}
+    assert not again & finished, f"finished handoffs asked their model again: {again & finished}"
+    assert again, "the second process called no model: the run did not resume"
+
+
+def test_the_team_hash_follows_prompts_tools_settings_and_models() -> None:
+    base = Team(ModelSet.single(OfflineModel()), DEFAULT_TEAM, RunSettings())
+    same = Team(ModelSet.single(OfflineModel()), DEFAULT_TEAM, RunSettings())
+    assert team_hash(base) == team_hash(same) == TeamEngine(base).team_hash
+    prompt = [DEFAULT_TEAM[0].model_copy(update={"system_prompt": "other"}), *DEFAULT_TEAM[1:]]
+    others = [
+        Team(base.models, prompt, RunSettings()),
+        Team(base.models, DEFAULT_TEAM[1:], RunSettings()),
+        Team(base.models, DEFAULT_TEAM, RunSettings(max_retries=0)),
+        Team(ModelSet.single(OfflineModel(name="other")), DEFAULT_TEAM, RunSettings()),
+    ]
+    hashes = {team_hash(t) for t in others}
+    assert len(hashes) == len(others) and team_hash(base) not in hashes
+
+
+def test_a_durable_team_keeps_the_limits_and_members_of_its_models() -> None:
+    member = OfflineModel(name="own")
+    models = ModelSet.single(OfflineModel(), max_concurrency=3)
+    models.members = {"researcher": member}
+    durable = TeamEngine(Team(models, DEFAULT_TEAM)).durable.models
+    assert durable.limiter is models.limiter and durable.limits is models.limits
+    assert durable.members["researcher"].name == "own" and durable.members["researcher"] is not member
+    assert durable.limiter_for(durable.for_role("specialist")) is models.limiter_for(models.for_role("specialist"))

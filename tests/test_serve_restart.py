@@ -1,0 +1,143 @@
+"""Kill -9 of `mcp-team serve` in the middle of a run, then a restart: the run completes, and the offline
+model's call log proves that no handoff the run store showed finished asked its model again. A K=4 fan-out,
+a planned DAG (gatherers, then the writer, then the reviewer), and `mcp-team runs` reading the result."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from support import HANG_GUARD, INITIALIZED, MCP_TEAM, clean_env, initialize, stdio_lines
+
+LAUNCHER = str(Path(__file__).parent / "logged_serve.py")
+# w1 calls its calculator before answering (two model calls), the others answer at once (one): w1 is still
+# running when the others have finished.
+FOUR = "\n".join(
+    f'[[specialists]]\nname = "w{i}"\ndescription = "Worker {i}."\nprompt = "You are worker {i}."\n'
+    + ('tools = ["calculate"]\n' if i == 1 else "")
+    for i in range(1, 5)
+)
+DAG_REQUEST = "Research bees, calculate 2+2, write a short report and review it"
+
+
+def _serve(state: Path, *args: str) -> subprocess.Popen[str]:
+    env = clean_env(MCP_TEAM_MODEL="offline", MCP_TEAM_OFFLINE_LATENCY_MS="600",
+                    MCP_TEAM_STATE_DIR=str(state), MCP_TEAM_TEST_CALL_LOG=str(state / "calls.log"))  # fmt: skip
+    proc = subprocess.Popen([sys.executable, LAUNCHER, "serve", *args], env=env, text=True,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    return proc
+
+
+def _send(proc: subprocess.Popen[str], *messages: dict[str, Any]) -> None:
+    assert proc.stdin is not None
+    proc.stdin.write(stdio_lines(*messages))
+    proc.stdin.flush()
+
+
+def _start_run(proc: subprocess.Popen[str], request: str, **extra: Any) -> None:
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "start_run", "arguments": {"request": request, **extra}}}  # fmt: skip
+    _send(proc, initialize(), INITIALIZED, call)
+
+
+def _records(db: Path) -> list[dict[str, Any]]:
+    if not db.exists():
+        return []
+    try:
+        with sqlite3.connect(db) as conn:
+            rows = conn.execute("SELECT record FROM mcp_team_runs").fetchall()
+    except sqlite3.OperationalError:  # not created yet, or busy
+        return []
+    return [json.loads(text) for (text,) in rows]
+
+
+def _finished_targets(db: Path) -> set[str]:
+    return {h["target"] for r in _records(db) for h in (r.get("result") or {}).get("handoffs", [])
+            if h["status"] == "completed"}  # fmt: skip
+
+
+def _wait(proc: subprocess.Popen[str], what: str, done: Any) -> Any:
+    deadline = time.monotonic() + HANG_GUARD
+    while not (value := done()):
+        assert proc.poll() is None, f"serve exited while waiting for {what}: {proc.communicate()[1][-3000:]}"
+        assert time.monotonic() < deadline, f"hang guard: still waiting for {what}"
+        time.sleep(0.01)
+    return value
+
+
+def _kill_and_resume(
+    tmp_path: Path, request: str, finished_before_kill: int, *args: str, **extra: Any
+) -> dict[str, Any]:
+    db = tmp_path / "runs.sqlite"
+    first = _serve(tmp_path, *args)
+    _start_run(first, request, **extra)
+    _wait(first, "finished handoffs", lambda: len(_finished_targets(db)) >= finished_before_kill)
+    os.kill(first.pid, signal.SIGKILL)
+    first.wait()
+    finished = _finished_targets(db)
+    assert [r["status"] for r in _records(db)] == ["running"], "the run ended before the kill: nothing was tested"
+    second = _serve(tmp_path, *args)  # no client needs to call: the server resumes its runs on its own
+    try:
+        record = _wait(
+            second, "the resumed run", lambda: next((r for r in _records(db) if r["status"] != "running"), None)
+        )
+    finally:
+        second.kill()
+        second.communicate()
+    assert record["status"] == "complete", record.get("reason")
+    calls = [json.loads(line) for line in (tmp_path / "calls.log").read_text().splitlines()]
+    again = [c for c in calls if c["pid"] == second.pid]
+    assert again, "the restarted server called no model: the run was not resumed"
+    rerun = {c["member"] for c in again} & finished
+    assert not rerun, f"handoffs that had finished asked their model again: {rerun}"
+    record["finished_before_kill"] = finished
+    return record
+
+
+def test_a_fan_out_killed_mid_run_completes_after_a_restart(tmp_path: Path) -> None:
+    team = tmp_path / "team.toml"
+    team.write_text(FOUR, encoding="utf-8")
+    record = _kill_and_resume(tmp_path, "Each of you: compute 6*7 and report.", 3, "--team", str(team))
+    assert record["finished_before_kill"] == {"w2", "w3", "w4"}
+    outputs = {h["target"]: h["output"] for h in record["result"]["handoffs"] if h["status"] == "completed"}
+    assert set(outputs) == {"w1", "w2", "w3", "w4"}
+    for target, output in outputs.items():  # each its own answer
+        assert output.startswith(f"[offline {target}] Notes on:"), (target, output)
+    assert "6*7 = 42" in outputs["w1"]
+    calls = [json.loads(line) for line in (tmp_path / "calls.log").read_text().splitlines()]
+    w1 = [c["pid"] for c in calls if c["member"] == "w1"]
+    # w1's first call (recorded) is not asked again; only its second, in flight at the kill, runs after it
+    assert len(w1) == 2 and w1[0] != w1[1], w1
+
+
+def test_a_planned_dag_killed_after_its_first_tasks_completes_after_a_restart(tmp_path: Path) -> None:
+    record = _kill_and_resume(tmp_path, DAG_REQUEST, 2, mode="planned")
+    assert record["finished_before_kill"] == {"researcher", "analyst"}
+    assert [h["target"] for h in record["result"]["handoffs"]] == ["researcher", "analyst", "writer", "reviewer"]
+    assert record["result"]["plan"] is not None
+
+
+def test_mcp_team_runs_lists_shows_and_cancels(tmp_path: Path) -> None:
+    env = clean_env(MCP_TEAM_MODEL="offline", MCP_TEAM_STATE_DIR=str(tmp_path))
+    run = subprocess.run([MCP_TEAM, "run", "--quiet", "Write a haiku"], env=env, capture_output=True, text=True,
+                         timeout=HANG_GUARD)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    run_id = run.stderr.split("mcp-team: run ", 1)[1].split()[0]
+    listed = subprocess.run([MCP_TEAM, "runs"], env=env, capture_output=True, text=True, timeout=HANG_GUARD)
+    assert listed.returncode == 0 and listed.stdout.startswith(f"{run_id}  complete"), listed
+    shown = subprocess.run([MCP_TEAM, "runs", "show", run_id, "--json"], env=env, capture_output=True, text=True,
+                           timeout=HANG_GUARD)  # fmt: skip
+    assert json.loads(shown.stdout)["status"] == "complete"
+    done = subprocess.run([MCP_TEAM, "runs", "cancel", run_id], env=env, capture_output=True, text=True,
+                          timeout=HANG_GUARD)  # fmt: skip
+    assert done.returncode == 2 and "already finished (complete)" in done.stderr and "Traceback" not in done.stderr
+    none = subprocess.run([MCP_TEAM, "runs", "show", "nope"], env=env, capture_output=True, text=True,
+                          timeout=HANG_GUARD)  # fmt: skip
+    assert none.returncode == 1 and "no run 'nope'" in none.stderr
