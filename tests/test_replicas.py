@@ -239,8 +239,10 @@ def test_the_model_call_rate_is_shared_by_every_replica(pg: Postgres, tmp_path: 
     assert len(arrivals) == 2 * n
     arrivals.sort()
     per_second = rate / 60
-    for i, t in enumerate(arrivals):  # any window of T seconds: at most burst + rate * T (+1 for jitter)
-        in_window = [u for u in arrivals[i:] if u - t <= 1.0]
-        assert len(in_window) <= burst + per_second * 1.0 + 1, (i, [round(u - arrivals[0], 3) for u in arrivals])
+    # any 2 s at the server: at most burst + rate * 2 s, plus 2 for the time between a grant and its request
+    # reaching the server (on a loaded machine, a granted request may arrive with the next ones)
+    for i, t in enumerate(arrivals):
+        in_window = [u for u in arrivals[i:] if u - t <= 2.0]
+        assert len(in_window) <= burst + per_second * 2.0 + 2, (i, [round(u - arrivals[0], 3) for u in arrivals])
     # 40 calls at 10/s after a burst of 10 take at least 3 s at the server: the two did not each get 10/s
     assert arrivals[-1] - arrivals[0] >= (2 * n - burst) / per_second - 0.5

@@ -5,7 +5,7 @@ Resolution, flags first: `--state-dir` / `MCP_TEAM_STATE_DIR`, else `$XDG_STATE_
 `runs.sqlite` in the state directory; `postgresql://user:password@host:port/db` selects PostgreSQL (the
 same code; the database is created on first start). `--executor-id` / `MCP_TEAM_EXECUTOR_ID` names this
 process for recovery (see `executor.py`). On PostgreSQL, replicas share a run queue:
-`MCP_TEAM_MAX_RUNS` caps the runs executing at once across all replicas, `MCP_TEAM_RUNS_PER_REPLICA`
+`MCP_TEAM_GLOBAL_MAX_RUNS` caps the runs executing at once across all replicas, `MCP_TEAM_RUNS_PER_REPLICA`
 those of one replica; `MCP_TEAM_LEASE_SECONDS` is how long a replica's heartbeat lease lasts before
 another replica takes its runs over (see `replicas.py`).
 Light on purpose: nothing here imports DBOS or SQLAlchemy.
@@ -85,14 +85,14 @@ def resolve(
             f"executor id {executor_id!r} is not valid: use up to 100 letters, digits, '_', '.', ':' or '-', "
             f"starting with a letter or digit (--executor-id / MCP_TEAM_EXECUTOR_ID)"
         )
-    max_runs = max_runs if max_runs is not None else _number(env, "MCP_TEAM_MAX_RUNS", int, "MCP_TEAM_MAX_RUNS")
-    lease = _number(env, "MCP_TEAM_LEASE_SECONDS", float, "MCP_TEAM_LEASE_SECONDS")
-    per_replica = _number(env, "MCP_TEAM_RUNS_PER_REPLICA", int, "MCP_TEAM_RUNS_PER_REPLICA")
+    max_runs = max_runs if max_runs is not None else _number(env, "MCP_TEAM_GLOBAL_MAX_RUNS", int)
+    lease = _number(env, "MCP_TEAM_LEASE_SECONDS", float)
+    per_replica = _number(env, "MCP_TEAM_RUNS_PER_REPLICA", int)
     return DurableConfig(state_dir=state, database_url=normalize_url(url), executor_id=executor_id,
                          max_runs=max_runs, runs_per_replica=per_replica, lease_seconds=lease or 10.0)  # fmt: skip
 
 
-def _number(env: Mapping[str, str], name: str, kind: type[int] | type[float], flag: str) -> Any:
+def _number(env: Mapping[str, str], name: str, kind: type[int] | type[float]) -> Any:
     """A positive number from the environment, or None; `ConfigError` naming the variable otherwise."""
     raw = env.get(name)
     if not raw:
@@ -102,7 +102,7 @@ def _number(env: Mapping[str, str], name: str, kind: type[int] | type[float], fl
     except ValueError:
         value = 0
     if value <= 0:
-        raise ConfigError(f"{name}={raw!r} is not a positive number ({flag})")
+        raise ConfigError(f"{name}={raw!r} is not a positive {'whole ' if kind is int else ''}number; fix or unset it")
     return value
 
 

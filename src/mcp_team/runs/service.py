@@ -173,7 +173,10 @@ class Runs:
         """Start a run and return its record at once. `resumable=False` (with the session's `engine`, e.g.
         the client's model through sampling) runs it outside DBOS: recorded, but not resumed after a restart."""
         record, run = await self._begin(request, mode, budgets, thread, run_id, on_event, engine, resumable)
-        if resumable:
+        if resumable and on_event is None and self.replicas is not None and run.team_hash == self.engine.team_hash:
+            self._live.pop(record.run_id, None)  # any replica may run it, on its own engine (same team)
+            await replicas.enqueue(run)
+        elif resumable:
             with SetWorkflowID(record.run_id):
                 await DBOS.start_workflow_async(workflow.run_workflow, run)
         else:
@@ -222,10 +225,6 @@ class Runs:
                            executor_id=self.executor_id, resumable=resumable,
                            workflow_id=run_id if resumable else None, app_version=self.config.app_version,
                            started_at=started, updated_at=started)  # fmt: skip
-        if resumable and on_event is None and engine is self.engine and self.replicas is not None:
-            await self.store.write(record)
-            await replicas.enqueue(run)  # any replica may run it (`max_runs` at once across all)
-            return record
         self._live[run_id] = _Live(Progress(record), engine, on_event)
         await self.store.write(record)
         return record, run
