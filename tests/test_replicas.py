@@ -26,7 +26,7 @@ HERE = Path(__file__).parent
 WORKER = HERE / "replica_worker.py"
 K, STEPS = 4, 4
 CALLS = 1 + K * (STEPS + 2) + 1
-LEASE = "1.5"
+LEASE = "10"  # the default; the takeover test shortens it (a short lease on a loaded machine is a flake)
 
 
 @pytest.fixture(scope="module")
@@ -151,7 +151,8 @@ def test_a_run_started_on_a_is_read_followed_and_cancelled_on_b(pg: Postgres, tm
 
 def test_a_replica_killed_mid_run_is_taken_over_and_nothing_finished_runs_again(pg: Postgres, tmp_path: Path) -> None:
     url, log = pg.url("takeover"), tmp_path / "calls.log"
-    both = [Replica(url, "a", log, latency=0.1), Replica(url, "b", log, latency=0.1)]
+    short = {"MCP_TEAM_LEASE_SECONDS": "2"}
+    both = [Replica(url, "a", log, latency=0.1, **short), Replica(url, "b", log, latency=0.1, **short)]
     try:
         assert all(r.ready for r in both), [r.first for r in both]
         both[0].ask("start r1")
@@ -245,4 +246,4 @@ def test_the_model_call_rate_is_shared_by_every_replica(pg: Postgres, tmp_path: 
         in_window = [u for u in arrivals[i:] if u - t <= 2.0]
         assert len(in_window) <= burst + per_second * 2.0 + 2, (i, [round(u - arrivals[0], 3) for u in arrivals])
     # 40 calls at 10/s after a burst of 10 take at least 3 s at the server: the two did not each get 10/s
-    assert arrivals[-1] - arrivals[0] >= (2 * n - burst) / per_second - 0.5
+    assert arrivals[-1] - arrivals[0] >= (2 * n - burst) / per_second - 1.0  # alone, each would take ~0.1 s
