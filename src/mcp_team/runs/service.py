@@ -347,6 +347,11 @@ class Runs:
                     await self.store.write(progress.finish("cancelled", finished[-1] if finished else None, reason))
             if isinstance(exc, Exception):
                 await self.store.write(progress.finish("failed", reason=f"the run stopped on an error: {exc}"))
+            elif isinstance(exc, anyio.get_cancelled_exc_class()) and not self._closing:
+                # DBOS cancels a cancelled workflow's task itself: record it, or the run shows running forever
+                with anyio.CancelScope(shield=True):
+                    await self.store.write(progress.finish("cancelled", finished[-1] if finished else None,
+                                                           live.cancel_reason or "cancelled"))  # fmt: skip
             raise
         if result is None:  # our scope was cancelled: by `cancel`, or by `close`
             if self._closing:

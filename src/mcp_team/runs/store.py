@@ -195,10 +195,17 @@ class RunStore:
                     "updated_at": r.updated_at.timestamp(),
                     "record": r.model_dump_json(),
                 }
-                done = conn.execute(sa.update(runs_table).where(runs_table.c.run_id == r.run_id).values(**values))
-                if done.rowcount == 0:
+                where = [runs_table.c.run_id == r.run_id]
+                if not r.finished:  # progress never turns a finished run back into a running one: another
+                    where.append(runs_table.c.status.not_in(FINISHED))  # replica may have cancelled it meanwhile
+                done = conn.execute(sa.update(runs_table).where(*where).values(**values))
+                if done.rowcount == 0 and (r.finished or self._missing(conn, r.run_id)):
                     conn.execute(sa.insert(runs_table).values(run_id=r.run_id, **values))
         self.writes += 1
+
+    @staticmethod
+    def _missing(conn: sa.Connection, run_id: str) -> bool:
+        return conn.execute(sa.select(runs_table.c.run_id).where(runs_table.c.run_id == run_id)).first() is None
 
     # --- reads --------------------------------------------------------------------------------
     def get(self, run_id: str) -> RunRecord | None:
