@@ -35,3 +35,4 @@ bench: $(BIN)/mcp-team
 	$(BIN)/python benchmarks/run.py
 	$(BIN)/python benchmarks/durable.py
 	$(BIN)/python benchmarks/durable_team.py
+	$(BIN)/python benchmarks/replicas.py

@@ -8,6 +8,10 @@ to the per-minute amount, then a steady drip); concurrency is an anyio `Capacity
 Tokens are charged before the call, as the providers themselves count them: the prompt's size
 estimate plus the output limit (`max_tokens`). That never under-counts, so our own limiter trips
 before the provider's 429 does.
+
+Several processes (replicas on one database) share a request rate through `SharedRate`, a seam that
+runs/ fills (`runs.shared_limits`): after `Limiters.share(rate)` every endpoint with `requests_per_minute`
+also waits for the shared rate, counted in the database by all of them.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
+from typing import Protocol
 
 import anyio
 from aiolimiter import AsyncLimiter
@@ -35,11 +40,20 @@ class EndpointLimits(BaseModel):
     tokens_per_minute: float | None = Field(default=None, gt=0, description="Input estimate plus max_tokens.")
 
 
+class SharedRate(Protocol):
+    """A request rate shared with other processes."""
+
+    async def acquire(self, endpoint: str, requests_per_minute: float) -> None:
+        """Wait until one more request to `endpoint` fits the rate across every process."""
+        ...
+
+
 class EndpointLimiter:
     """The limiter of one endpoint. Hold a `slot` for the whole model call."""
 
-    def __init__(self, limits: EndpointLimits) -> None:
+    def __init__(self, limits: EndpointLimits, shared: SharedRate | None = None, key: str = DEFAULT_URL) -> None:
         self.limits = limits
+        self.shared, self.key = shared, key
         self.calls = anyio.CapacityLimiter(limits.max_concurrency)
         self._requests = AsyncLimiter(limits.requests_per_minute, 60) if limits.requests_per_minute else None
         self._tokens = AsyncLimiter(limits.tokens_per_minute, 60) if limits.tokens_per_minute else None
@@ -54,6 +68,8 @@ class EndpointLimiter:
         async with self.calls:
             if self._requests is not None:
                 await self._requests.acquire()
+                if self.shared is not None:
+                    await self.shared.acquire(self.key, self._requests.max_rate)
             if self._tokens is not None:
                 await self._tokens.acquire(min(float(tokens), self._tokens.max_rate))
             yield
@@ -70,6 +86,13 @@ class Limiters:
         self.default = default or EndpointLimits()
         self.overrides = {k.rstrip("/"): v for k, v in (overrides or {}).items()}
         self._by_endpoint: dict[tuple[str, str], EndpointLimiter] = {}
+        self.shared: SharedRate | None = None  # see `share`
+
+    def share(self, rate: SharedRate | None) -> None:
+        """Share request rates with other processes through `rate` (None: this process alone), from now on."""
+        self.shared = rate
+        for limiter in self._by_endpoint.values():
+            limiter.shared = rate
 
     def for_model(self, model: Model) -> EndpointLimiter:
         """The limiter of the endpoint `model` calls."""
@@ -77,7 +100,7 @@ class Limiters:
         limiter = self._by_endpoint.get((provider, url))
         if limiter is None:
             limits = self.overrides.get(url) or self.overrides.get(provider) or self.default
-            limiter = self._by_endpoint[(provider, url)] = EndpointLimiter(limits)
+            limiter = self._by_endpoint[(provider, url)] = EndpointLimiter(limits, self.shared, f"{provider} {url}")
         return limiter
 
 

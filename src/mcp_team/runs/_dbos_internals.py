@@ -159,3 +159,17 @@ def adopt_event_loop(loop: Any) -> None:
     from dbos._dbos import _get_dbos_instance
 
     _get_dbos_instance()._background_event_loop._main_loop = loop
+
+
+def tune_internal_queue(polling_interval_sec: float) -> None:
+    """Poll DBOS's internal queue every `polling_interval_sec` instead of each second: recovered and
+    resumed workflows (a takeover, `_recover_pending_workflows`) are re-enqueued there, so the default
+    left a run taken over from a dead replica idle for up to two seconds. Call after `DBOS(config=...)`,
+    before `launch()` (the registry creates the queue on first use; we create it first, with our limit).
+    """
+    from dbos._dbos import _get_dbos_instance
+    from dbos._utils import INTERNAL_QUEUE_NAME
+
+    registry = _get_dbos_instance()._registry
+    if INTERNAL_QUEUE_NAME not in registry.internal_queue_map:
+        registry._register_internal_queue(INTERNAL_QUEUE_NAME, polling_interval_sec=polling_interval_sec)

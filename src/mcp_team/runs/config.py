@@ -4,7 +4,11 @@ Resolution, flags first: `--state-dir` / `MCP_TEAM_STATE_DIR`, else `$XDG_STATE_
 `~/.local/state/mcp-team`. `--database-url` / `MCP_TEAM_DATABASE_URL`, else the SQLite file
 `runs.sqlite` in the state directory; `postgresql://user:password@host:port/db` selects PostgreSQL (the
 same code; the database is created on first start). `--executor-id` / `MCP_TEAM_EXECUTOR_ID` names this
-process for recovery (see `executor.py`). Light on purpose: nothing here imports DBOS or SQLAlchemy.
+process for recovery (see `executor.py`). On PostgreSQL, replicas share a run queue:
+`MCP_TEAM_GLOBAL_MAX_RUNS` caps the runs executing at once across all replicas, `MCP_TEAM_RUNS_PER_REPLICA`
+those of one replica; `MCP_TEAM_LEASE_SECONDS` is how long a replica's heartbeat lease lasts before
+another replica takes its runs over (see `replicas.py`).
+Light on purpose: nothing here imports DBOS or SQLAlchemy.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from mcp_team import __version__
@@ -38,6 +43,10 @@ class DurableConfig:
     database_url: str
     executor_id: str | None = None  # None: the first free `<hostname>-<n>` (see executor.py)
     app_version: str = APP_VERSION
+    max_runs: int | None = None  # runs executing at once across every replica (PostgreSQL); None: no cap
+    runs_per_replica: int | None = None  # runs one replica takes from the queue at once; None: no cap
+    lease_seconds: float = 10.0  # a replica silent this long is dead: another one takes its runs over
+    queue_poll: float = 0.05  # seconds between polls of the run queue (DBOS's default 1 s: ~1 s to start)
 
     @property
     def is_sqlite(self) -> bool:
@@ -58,6 +67,7 @@ def resolve(
     state_dir: str | os.PathLike[str] | None = None,
     database_url: str | None = None,
     executor_id: str | None = None,
+    max_runs: int | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> DurableConfig:
     """The configuration from flags (arguments) and the environment; `ConfigError` naming what to fix."""
@@ -75,7 +85,25 @@ def resolve(
             f"executor id {executor_id!r} is not valid: use up to 100 letters, digits, '_', '.', ':' or '-', "
             f"starting with a letter or digit (--executor-id / MCP_TEAM_EXECUTOR_ID)"
         )
-    return DurableConfig(state_dir=state, database_url=normalize_url(url), executor_id=executor_id)
+    max_runs = max_runs if max_runs is not None else _number(env, "MCP_TEAM_GLOBAL_MAX_RUNS", int)
+    lease = _number(env, "MCP_TEAM_LEASE_SECONDS", float)
+    per_replica = _number(env, "MCP_TEAM_RUNS_PER_REPLICA", int)
+    return DurableConfig(state_dir=state, database_url=normalize_url(url), executor_id=executor_id,
+                         max_runs=max_runs, runs_per_replica=per_replica, lease_seconds=lease or 10.0)  # fmt: skip
+
+
+def _number(env: Mapping[str, str], name: str, kind: type[int] | type[float]) -> Any:
+    """A positive number from the environment, or None; `ConfigError` naming the variable otherwise."""
+    raw = env.get(name)
+    if not raw:
+        return None
+    try:
+        value = kind(raw)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise ConfigError(f"{name}={raw!r} is not a positive {'whole ' if kind is int else ''}number; fix or unset it")
+    return value
 
 
 def normalize_url(url: str) -> str:

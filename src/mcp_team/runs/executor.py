@@ -17,6 +17,7 @@ import hashlib
 import os
 import re
 import socket
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -27,6 +28,7 @@ from mcp_team.errors import ConfigError
 from mcp_team.runs.config import DurableConfig
 
 MAX_SLOTS = 64
+TAKEOVER_GRACE = 3.0  # seconds an explicit id waits for a takeover of its runs to finish
 
 
 @dataclass
@@ -34,6 +36,17 @@ class ExecutorLease:
     executor_id: str
     _file: IO[str] | None = None
     _conn: Any = None
+
+    def alive(self) -> bool:
+        """Whether the lease still holds: a PostgreSQL lock dies with its connection (a database restart)."""
+        if self._conn is None:
+            return self._file is not None
+        try:
+            self._conn.execute(sa.text("SELECT 1")).scalar()
+            self._conn.commit()
+        except Exception:
+            return False
+        return True
 
     def release(self) -> None:
         if self._file is not None:
@@ -56,6 +69,11 @@ def acquire(config: DurableConfig, engine: sa.Engine) -> ExecutorLease:
     take = _file_lock if config.sqlite_path is not None else _advisory_lock
     if config.executor_id is not None:
         lease = take(config, engine, config.executor_id)
+        # A replica taking over this id's runs holds its lease for the second that takes: wait that out.
+        deadline = time.monotonic() + TAKEOVER_GRACE
+        while lease is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+            lease = take(config, engine, config.executor_id)
         if lease is None:
             raise ConfigError(
                 f"another running mcp-team process already uses executor id {config.executor_id!r} on "
@@ -87,6 +105,12 @@ def _file_lock(config: DurableConfig, engine: sa.Engine, executor_id: str) -> Ex
     file.write(f"{os.getpid()}\n")
     file.flush()
     return ExecutorLease(executor_id, _file=file)
+
+
+def try_acquire(config: DurableConfig, engine: sa.Engine, executor_id: str) -> ExecutorLease | None:
+    """`executor_id`'s lease if no live process holds it (a takeover holds a dead replica's id while it
+    moves its runs, so the replica cannot come back half-way), else None."""
+    return (_file_lock if config.sqlite_path is not None else _advisory_lock)(config, engine, executor_id)
 
 
 def is_held(config: DurableConfig, engine: sa.Engine, executor_id: str) -> bool:

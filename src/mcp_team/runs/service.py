@@ -25,10 +25,11 @@ from mcp_team.errors import ConfigError, McpTeamError
 from mcp_team.handoffs import Budgets, HandoffRecord, RunEvent, RunResult, UsageReport
 from mcp_team.handoffs.schema import Mode
 from mcp_team.runs import _dbos_internals as internals
-from mcp_team.runs import workflow
+from mcp_team.runs import replicas, workflow
 from mcp_team.runs.config import REPLAY_FORMAT, DurableConfig
 from mcp_team.runs.database import open_engine
 from mcp_team.runs.executor import ExecutorLease, acquire
+from mcp_team.runs.replicas import Replicas
 from mcp_team.runs.runtime import DurableRuntime, ReplayDiverged
 from mcp_team.runs.serializer import JSONSerializer
 from mcp_team.runs.store import RunRecord, RunState, RunStore, now
@@ -102,6 +103,7 @@ class Runs:
         self._live: dict[str, _Live] = {}
         self._closing = False
         self._tg: TaskGroup | None = None
+        self.replicas: Replicas | None = None  # PostgreSQL: heartbeat, takeover, the shared run queue
 
     @property
     def executor_id(self) -> str:
@@ -122,6 +124,8 @@ class Runs:
         loop = asyncio.get_running_loop()
         try:
             await anyio.to_thread.run_sync(_launch, config, store.engine, lease.executor_id, loop)
+            if not config.is_sqlite:
+                runs.replicas = await replicas.join(config, store.engine, lease, runs._recover)
             await runs._recover()
         except BaseException:
             workflow.bind(None)
@@ -134,6 +138,8 @@ class Runs:
         self._tg = tg
         tg.start_soon(self.store.flush_loop)
         tg.start_soon(self._watch_cancellations)
+        if self.replicas is not None:
+            tg.start_soon(self.replicas.run)
 
     async def close(self) -> None:
         """Stop running work here: durable runs stay pending and resume at the next start; runs that
@@ -143,6 +149,9 @@ class Runs:
             live.scope.cancel()
             await live.done.wait()
         await self.store.flush()
+        if self.replicas is not None:
+            with contextlib.suppress(sa.exc.SQLAlchemyError):
+                await anyio.to_thread.run_sync(self.replicas.leave)
         await anyio.to_thread.run_sync(_destroy)
         workflow.bind(None)
         self.lease.release()
@@ -165,7 +174,10 @@ class Runs:
         """Start a run and return its record at once. `resumable=False` (with the session's `engine`, e.g.
         the client's model through sampling) runs it outside DBOS: recorded, but not resumed after a restart."""
         record, run = await self._begin(request, mode, budgets, thread, run_id, on_event, engine, resumable, owner)
-        if resumable:
+        if resumable and on_event is None and self.replicas is not None and run.team_hash == self.engine.team_hash:
+            self._live.pop(record.run_id, None)  # any replica may run it, on its own engine (same team)
+            await replicas.enqueue(run)
+        elif resumable:
             with SetWorkflowID(record.run_id):
                 await DBOS.start_workflow_async(workflow.run_workflow, run)
         else:
@@ -318,6 +330,10 @@ class Runs:
                 raise RunInterrupted(
                     f"it could not resume: the replay asked for other steps than those recorded ({_first(exc)})"
                 ) from None
+            if _contains(exc, BaseException, names=("DBOSWorkflowConflictIDError",)) and await _owned_elsewhere(
+                progress.record.workflow_id
+            ):  # another replica took the run over while we could not reach the database: its record now
+                raise
             if _contains(exc, BaseException, names=("DBOSWorkflowCancelledError", "DBOSWorkflowConflictIDError")):
                 await self.store.write(progress.finish("cancelled", finished[-1] if finished else None,
                                                        live.cancel_reason or "cancelled"))  # fmt: skip
@@ -328,6 +344,11 @@ class Runs:
                     await self.store.write(progress.finish("cancelled", finished[-1] if finished else None, reason))
             if isinstance(exc, Exception):
                 await self.store.write(progress.finish("failed", reason=f"the run stopped on an error: {exc}"))
+            elif isinstance(exc, anyio.get_cancelled_exc_class()) and not self._closing:
+                # DBOS cancels a cancelled workflow's task itself: record it, or the run shows running forever
+                with anyio.CancelScope(shield=True):
+                    await self.store.write(progress.finish("cancelled", finished[-1] if finished else None,
+                                                           live.cancel_reason or "cancelled"))  # fmt: skip
             raise
         if result is None:  # our scope was cancelled: by `cancel`, or by `close`
             if self._closing:
@@ -355,10 +376,11 @@ class Runs:
                     live.scope.cancel()
 
     # --- recovery -----------------------------------------------------------------------------
-    async def _recover(self) -> None:
-        """Settle every run this executor left running (see the module docstring)."""
+    async def _recover(self, executor_id: str | None = None) -> None:
+        """Settle every run this executor (or a dead replica taken over) left running (see the module docstring)."""
+        executor_id = executor_id or self.executor_id
         left = await anyio.to_thread.run_sync(
-            lambda: self.store.list(limit=100_000, status=["running"], executor_id=self.executor_id)
+            lambda: self.store.list(limit=100_000, status=["running"], executor_id=executor_id)
         )
         for record in left:
             if record.run_id in self._live:
@@ -400,6 +422,11 @@ class Runs:
 _NOT_RESUMABLE = (
     "the process running it stopped; a run on the client's model (sampling) cannot resume. Finished handoffs are kept"
 )
+
+
+async def _owned_elsewhere(workflow_id: str | None) -> bool:
+    status = await DBOS.get_workflow_status_async(workflow_id) if workflow_id else None
+    return status is not None and status.status != "CANCELLED"
 
 
 def _state(result: RunResult) -> RunState:
@@ -476,6 +503,8 @@ def _launch(config: DurableConfig, db: sa.Engine, executor_id: str, loop: asynci
         dbos_config["system_database_engine"] = db
     DBOS(config=dbos_config)  # type: ignore[arg-type]
     internals.adopt_event_loop(loop)
+    if config.sqlite_path is None:
+        internals.tune_internal_queue(config.queue_poll)  # takeovers and resumes start within a poll
     try:
         DBOS.launch()
     except Exception as exc:

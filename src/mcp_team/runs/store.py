@@ -10,6 +10,7 @@ end and each finished handoff (awaited, so a crash never loses a handoff that wa
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import UTC, datetime
 from typing import Literal
@@ -21,6 +22,8 @@ from pydantic import BaseModel, Field
 from mcp_team import __version__
 from mcp_team.errors import ConfigError
 from mcp_team.handoffs import RunResult
+
+log = logging.getLogger(__name__)
 
 STORE_SCHEMA = 1
 """Version of the tables below. A database whose recorded schema is newer is refused at start-up."""
@@ -137,13 +140,33 @@ class RunStore:
             if not self._dirty:
                 return
             batch, self._dirty = self._dirty, {}
-            with anyio.CancelScope(shield=True):  # a batch taken is a batch written
-                await anyio.to_thread.run_sync(self._write_batch, list(batch.values()))
+            try:
+                with anyio.CancelScope(shield=True):  # a batch taken is a batch written
+                    await anyio.to_thread.run_sync(self._write_batch, list(batch.values()))
+            except sa.exc.OperationalError:  # the database is away: wait for it, as DBOS's own writes do
+                await self._write_when_back(batch)
         for run_id in batch:
             if (event := self._changed.pop(run_id, None)) is not None:
                 event.set()
         if self.on_write is not None:
             self.on_write(list(batch))
+
+    async def _write_when_back(self, batch: dict[str, RunRecord]) -> None:
+        """Retry a batch until the database answers; cancelled meanwhile, it goes back in the queue."""
+        backoff = 0.5
+        try:
+            while True:
+                log.warning("the runs database is not reachable; retrying in %.1f s", backoff)
+                await anyio.sleep(backoff)
+                backoff = min(backoff * 2, 10.0)
+                try:
+                    await anyio.to_thread.run_sync(self._write_batch, list(batch.values()))
+                    return
+                except sa.exc.OperationalError:
+                    continue
+        except BaseException:
+            self._dirty = {**batch, **self._dirty}
+            raise
 
     async def flush_loop(self) -> None:
         """Write queued records every `interval` seconds while there are any (run it in a task group)."""
@@ -167,10 +190,17 @@ class RunStore:
                     "updated_at": r.updated_at.timestamp(),
                     "record": r.model_dump_json(),
                 }
-                done = conn.execute(sa.update(runs_table).where(runs_table.c.run_id == r.run_id).values(**values))
-                if done.rowcount == 0:
+                where = [runs_table.c.run_id == r.run_id]
+                if not r.finished:  # progress never turns a finished run back into a running one: another
+                    where.append(runs_table.c.status.not_in(FINISHED))  # replica may have cancelled it meanwhile
+                done = conn.execute(sa.update(runs_table).where(*where).values(**values))
+                if done.rowcount == 0 and (r.finished or self._missing(conn, r.run_id)):
                     conn.execute(sa.insert(runs_table).values(run_id=r.run_id, **values))
         self.writes += 1
+
+    @staticmethod
+    def _missing(conn: sa.Connection, run_id: str) -> bool:
+        return conn.execute(sa.select(runs_table.c.run_id).where(runs_table.c.run_id == run_id)).first() is None
 
     # --- reads --------------------------------------------------------------------------------
     def get(self, run_id: str) -> RunRecord | None:
