@@ -109,7 +109,9 @@ def sweep(figs: list[Figures], rounds: int, repeats: int) -> None:
 
 
 def _ratio(peer: float, ours: float) -> str:
-    return f"{peer / ours:.1f}x" if ours > 0 and peer == peer else "-"
+    # A fitted intercept can come out negative when a framework's cost grows faster than linearly in K:
+    # no ratio then (the K=1 figure is the one to compare).
+    return f"{peer / ours:.1f}x" if ours > 0 and peer > 0 else "-"
 
 
 def report(figs: list[Figures], rounds: int, repeats: int) -> None:
