@@ -16,6 +16,7 @@ import argparse
 import asyncio
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -108,6 +109,9 @@ async def load(url: str, pid: int, runs: int) -> dict[str, Any]:
             if (err := await one_run(client, url)) is not None:
                 raise RuntimeError(f"warm-up run failed: {err}")
         await asyncio.sleep(1.0)
+        if os.environ.get("LOAD_SNAPSHOT"):
+            os.kill(pid, signal.SIGUSR1)
+            await asyncio.sleep(3)
         idle = rss_kib(pid)
         peak, stop = [idle], asyncio.Event()
         sampler = asyncio.create_task(sample(pid, peak, stop))
@@ -123,6 +127,9 @@ async def load(url: str, pid: int, runs: int) -> dict[str, Any]:
         if (err := await one_run(client, url)) is not None:
             errors.append(f"the run after the load: {err}")
         await asyncio.sleep(1.0)
+        if os.environ.get("LOAD_SNAPSHOT"):
+            os.kill(pid, signal.SIGUSR1)
+            await asyncio.sleep(5)
     after = rss_kib(pid)
     return {"idle": idle, "peak": peak[0], "after": after, "errors": errors, "wall": wall}
 
@@ -141,8 +148,9 @@ def main() -> int:
         "MCP_TEAM_MAX_CONCURRENCY": str(4 * args.runs),
     }
     exe = Path(sys.executable).with_name("mcp-team")
+    cmd = [sys.executable, os.environ["LOAD_SNAPSHOT"]] if os.environ.get("LOAD_SNAPSHOT") else [str(exe)]
     proc = subprocess.Popen(
-        [str(exe), "serve", "--http", "--port", str(port)],
+        [*cmd, "serve", "--http", "--port", str(port)],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
