@@ -20,6 +20,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -149,11 +150,12 @@ def main() -> int:
     }
     exe = Path(sys.executable).with_name("mcp-team")
     cmd = [sys.executable, os.environ["LOAD_SNAPSHOT"]] if os.environ.get("LOAD_SNAPSHOT") else [str(exe)]
+    log = tempfile.TemporaryFile()
     proc = subprocess.Popen(
         [*cmd, "serve", "--http", "--port", str(port)],
         env=env,
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+        stderr=log,  # a file, not a pipe: a pipe nobody reads blocks a server that logs
     )
     url = f"http://127.0.0.1:{port}/mcp"
     try:
@@ -165,8 +167,8 @@ def main() -> int:
             except httpx.HTTPError:
                 pass
             if proc.poll() is not None or time.monotonic() > deadline:
-                why = proc.stderr.read().decode()[-500:] if proc.stderr else ""
-                raise RuntimeError(f"the server did not start: {why}")
+                log.seek(0)
+                raise RuntimeError(f"the server did not start: {log.read().decode(errors='replace')[-500:]}")
             time.sleep(0.1)
         out = asyncio.run(load(url, proc.pid, args.runs))
     finally:
