@@ -23,7 +23,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import httpx
 
@@ -58,7 +58,27 @@ def _messages(body: str) -> list[dict[str, Any]]:
     return out
 
 
-async def one_run(client: httpx.AsyncClient, url: str, started: asyncio.Event | None = None) -> str | None:
+class Counter:
+    """How many runs have sent their `run_team` call; `all_called` is set when all `runs` have."""
+
+    def __init__(self, runs: int) -> None:
+        self.n, self.runs = 0, runs
+        self.all_called = asyncio.Event()
+
+    def add(self) -> None:
+        self.n += 1
+        if self.n >= self.runs:
+            self.all_called.set()
+
+
+async def snapshot_in_flight(pid: int, calling: Counter, latency: float) -> None:
+    """A tracemalloc snapshot while every run is in flight (all called, none answered yet)."""
+    await calling.all_called.wait()
+    await asyncio.sleep(latency / 2)
+    os.kill(pid, signal.SIGUSR1)
+
+
+async def one_run(client: httpx.AsyncClient, url: str, calling: Counter | None = None) -> str | None:
     """initialize, initialized, run_team, close the session; None when it worked, else what went wrong."""
     init = {
         "jsonrpc": "2.0",
@@ -80,6 +100,8 @@ async def one_run(client: httpx.AsyncClient, url: str, started: asyncio.Event | 
         "method": "tools/call",
         "params": {"name": "run_team", "arguments": {"request": REQUEST}},
     }
+    if calling is not None:
+        calling.add()
     try:
         r = await client.post(url, json=call, headers=headers)
         if r.status_code != 200:
@@ -103,22 +125,26 @@ async def sample(pid: int, peak: list[int], stop: asyncio.Event) -> None:
         await asyncio.sleep(0.05)
 
 
-async def load(url: str, pid: int, runs: int) -> dict[str, Any]:
+async def load(url: str, pid: int, runs: int, latency: float, snapshots: bool) -> dict[str, Any]:
     limits = httpx.Limits(max_connections=runs + 10, max_keepalive_connections=0)
     async with httpx.AsyncClient(timeout=600, limits=limits) as client:
         for _ in range(3):  # warm-up: lazy imports, caches
             if (err := await one_run(client, url)) is not None:
                 raise RuntimeError(f"warm-up run failed: {err}")
         await asyncio.sleep(1.0)
-        if os.environ.get("LOAD_SNAPSHOT"):
-            os.kill(pid, signal.SIGUSR1)
+        if snapshots:
+            os.kill(pid, signal.SIGUSR1)  # tracing starts now, at idle
             await asyncio.sleep(3)
         idle = rss_kib(pid)
         peak, stop = [idle], asyncio.Event()
         sampler = asyncio.create_task(sample(pid, peak, stop))
         t0 = time.perf_counter()
-        outcomes = await asyncio.gather(*(one_run(client, url) for _ in range(runs)), return_exceptions=True)
+        calling = Counter(runs)
+        snapshot = asyncio.create_task(snapshot_in_flight(pid, calling, latency)) if snapshots else None
+        outcomes = await asyncio.gather(*(one_run(client, url, calling) for _ in range(runs)), return_exceptions=True)
         wall = time.perf_counter() - t0
+        if snapshot is not None:
+            await snapshot
         stop.set()
         await sampler
         errors = [o if isinstance(o, str) else f"{type(o).__name__}: {o}" for o in outcomes if o is not None]
@@ -128,17 +154,38 @@ async def load(url: str, pid: int, runs: int) -> dict[str, Any]:
         if (err := await one_run(client, url)) is not None:
             errors.append(f"the run after the load: {err}")
         await asyncio.sleep(1.0)
-        if os.environ.get("LOAD_SNAPSHOT"):
-            os.kill(pid, signal.SIGUSR1)
+        if snapshots:
+            os.kill(pid, signal.SIGUSR1)  # what is still held after the load
             await asyncio.sleep(5)
     after = rss_kib(pid)
     return {"idle": idle, "peak": peak[0], "after": after, "errors": errors, "wall": wall}
+
+
+def wait_healthy(port: int, proc: subprocess.Popen[bytes], log: IO[bytes]) -> None:
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            log.seek(0)
+            raise RuntimeError(f"the server did not start: {log.read().decode(errors='replace')[-500:]}")
+        time.sleep(0.1)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=1000)
     parser.add_argument("--latency", type=float, default=2.0, help="seconds per offline model call")
+    parser.add_argument(
+        "--tracemalloc",
+        type=Path,
+        metavar="DIR",
+        help="run the server under tracemalloc (benchmarks/traced_server.py); prints where memory goes, in flight "
+        "and after the load (snapshots in DIR)",
+    )
     args = parser.parse_args()
     port = free_port()
     env = {
@@ -149,31 +196,21 @@ def main() -> int:
         "MCP_TEAM_MAX_CONCURRENCY": str(4 * args.runs),
     }
     exe = Path(sys.executable).with_name("mcp-team")
-    cmd = [sys.executable, os.environ["LOAD_SNAPSHOT"]] if os.environ.get("LOAD_SNAPSHOT") else [str(exe)]
-    log = tempfile.TemporaryFile()
-    proc = subprocess.Popen(
-        [*cmd, "serve", "--http", "--port", str(port)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=log,  # a file, not a pipe: a pipe nobody reads blocks a server that logs
-    )
+    cmd = [sys.executable, str(Path(__file__).with_name("traced_server.py"))] if args.tracemalloc else [str(exe)]
+    if args.tracemalloc:
+        env["TRACEMALLOC_DIR"] = str(args.tracemalloc)
+        args.tracemalloc.mkdir(parents=True, exist_ok=True)
     url = f"http://127.0.0.1:{port}/mcp"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                log.seek(0)
-                raise RuntimeError(f"the server did not start: {log.read().decode(errors='replace')[-500:]}")
-            time.sleep(0.1)
-        out = asyncio.run(load(url, proc.pid, args.runs))
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+    with tempfile.TemporaryFile() as log:  # a file, not a pipe: a pipe nobody reads blocks a server that logs
+        proc = subprocess.Popen(
+            [*cmd, "serve", "--http", "--port", str(port)], env=env, stdout=subprocess.DEVNULL, stderr=log
+        )
+        try:
+            wait_healthy(port, proc, log)
+            out = asyncio.run(load(url, proc.pid, args.runs, args.latency, snapshots=args.tracemalloc is not None))
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
     idle, peak, after, errors = out["idle"], out["peak"], out["after"], out["errors"]
     per_run = (peak - idle) / args.runs
     back = (after - idle) / idle
@@ -186,7 +223,26 @@ def main() -> int:
     ok_back = back <= TARGET_RETURN
     print(f"   per in-flight run {per_run:.0f} KiB (target <= {TARGET_KB_PER_RUN}): {'PASS' if ok_run else 'FAIL'}")
     print(f"   after the load {back:+.1%} of idle (target <= +{TARGET_RETURN:.0%}): {'PASS' if ok_back else 'FAIL'}")
+    if args.tracemalloc:
+        report_snapshots(args.tracemalloc)
     return 1 if errors else 0
+
+
+def report_snapshots(directory: Path) -> None:
+    import tracemalloc
+
+    for name, what in (("snap2.bin", "in flight"), ("snap3.bin", "after the load")):
+        path = directory / name
+        if not path.exists():
+            print(f"   tracemalloc: no snapshot {what} ({path})")
+            continue
+        stats = tracemalloc.Snapshot.load(str(path)).statistics("lineno")
+        total = sum(s.size for s in stats)
+        print(f"   tracemalloc, {what}: {total / 1024:.0f} KiB of Python objects allocated since idle, top sites:")
+        for stat in stats[:8]:
+            frame = stat.traceback[0]
+            where = frame.filename.split("site-packages/")[-1].split("/src/")[-1]
+            print(f"     {stat.size / 1024:8.0f} KiB {stat.count:7d} blocks  {where}:{frame.lineno}")
 
 
 if __name__ == "__main__":
