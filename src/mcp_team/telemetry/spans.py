@@ -216,12 +216,13 @@ def record_usage(
     """Token usage on a `chat` span, or summed totals on an `invoke_agent` span."""
     if not span.is_recording():
         return
-    span.set_attribute(A.USAGE_INPUT_TOKENS, input_tokens)
-    span.set_attribute(A.USAGE_OUTPUT_TOKENS, output_tokens)
+    # One call, not one per key: each takes the span's lock and copies its attributes (every model call).
+    usage = {A.USAGE_INPUT_TOKENS: input_tokens, A.USAGE_OUTPUT_TOKENS: output_tokens}
     if cache_read:
-        span.set_attribute(A.USAGE_CACHE_READ_INPUT_TOKENS, cache_read)
+        usage[A.USAGE_CACHE_READ_INPUT_TOKENS] = cache_read
     if cache_creation:
-        span.set_attribute(A.USAGE_CACHE_CREATION_INPUT_TOKENS, cache_creation)
+        usage[A.USAGE_CACHE_CREATION_INPUT_TOKENS] = cache_creation
+    span.set_attributes(usage)
 
 
 def record_content(span: Span, key: str, value: Callable[[], Any]) -> None:
