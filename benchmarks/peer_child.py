@@ -36,8 +36,9 @@ def _check(calls: frameworks.Calls, levels: list[int], runs: int, name: str) -> 
     want_sup, want_workers = calls.expected(levels, runs)
     if calls.worker != want_workers or calls.supervisor != want_sup:
         raise RuntimeError(
-            f"{name} made {calls.supervisor} supervisor and {calls.worker} worker model calls for {runs} runs "
-            f"of {levels}; the workload is {want_sup} and {want_workers}"
+            f"{name} made {calls.supervisor / runs:g} supervisor and {calls.worker / runs:g} worker model calls a run "
+            f"on levels {levels}, where the workload is {want_sup // runs} and {want_workers // runs}"
+            + (" (its handoffs of one response did not run together)" if calls.supervisor > want_sup else "")
         )
 
 
