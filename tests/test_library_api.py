@@ -43,6 +43,7 @@ def test_the_public_names_are_listed_and_unknown_ones_are_an_attribute_error() -
         "ModelError",
         "BudgetExhausted",
         "PlanError",
+        "use_tracing",
     }
     assert set(mcp_team.__all__) <= set(dir(mcp_team))
     with pytest.raises(AttributeError, match="no attribute 'Teem'"):

@@ -305,7 +305,7 @@ def test_end_to_end_otlp_http_base_endpoint() -> None:
 
 
 def test_end_to_end_traces_endpoint_and_trace_dir(tmp_path: Path) -> None:
-    from mcp_team.telemetry.jaeger import load_trace_file
+    from mcp_team.telemetry.tracefile import load_trace_file
 
     with OTLPReceiver() as rx:
         env = clean_env(OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=rx.traces_endpoint, MCP_TEAM_TRACE_DIR=str(tmp_path))
@@ -314,9 +314,9 @@ def test_end_to_end_traces_endpoint_and_trace_dir(tmp_path: Path) -> None:
     result = _last_json(proc.stderr)
     assert result["files"] == [str(tmp_path / "run-1.json")]
     doc = load_trace_file(tmp_path / "run-1.json")
-    (trace,) = doc["data"]
-    assert len(trace["spans"]) == 5
-    assert trace["processes"]["p1"]["serviceName"] == "mcp-team"
+    (resource_spans,) = doc["resourceSpans"]
+    assert sum(len(s["spans"]) for s in resource_spans["scopeSpans"]) == 5
+    assert {"key": "service.name", "value": {"stringValue": "mcp-team"}} in resource_spans["resource"]["attributes"]
 
 
 def test_console_exporter_writes_to_stderr_not_stdout() -> None:

@@ -15,7 +15,7 @@ from mcp_team.llm.settings import ModelSettings
 from mcp_team.server.app import build_server
 from mcp_team.telemetry import attributes as A
 from mcp_team.telemetry import content
-from mcp_team.telemetry.jaeger import load_trace_file, validate_jaeger
+from mcp_team.telemetry.tracefile import file_spans, load_trace_file
 from otlp_receiver import OTLPReceiver
 from support import HANG_GUARD, INITIALIZED, MCP_TEAM, clean_env, initialize, stdio_lines
 
@@ -141,7 +141,7 @@ async def test_secrets_never_reach_spans_or_records_even_with_content_capture(
     assert "[redacted]" in record
 
 
-def test_run_writes_a_jaeger_file_and_trace_shows_it(tmp_path: Path) -> None:
+def test_run_writes_an_otlp_json_trace_file_and_trace_shows_it(tmp_path: Path) -> None:
     target = tmp_path / "run.json"
     proc = subprocess.run(
         [
@@ -164,11 +164,9 @@ def test_run_writes_a_jaeger_file_and_trace_shows_it(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     run_id = json.loads(proc.stdout)["run_id"]
-    doc = load_trace_file(target)
-    assert validate_jaeger(doc) == []
-    (trace_doc,) = doc["data"]
-    assert trace_doc["traceID"] == json.loads(proc.stdout)["trace_id"]
-    names = {s["operationName"] for s in trace_doc["spans"]}
+    spans = file_spans(load_trace_file(target))
+    assert {s.trace_id for s in spans} == {json.loads(proc.stdout)["trace_id"]}
+    names = {s.name for s in spans}
     assert {"invoke_agent supervisor", "execute_tool transfer_to_analyst", "execute_tool calculate"} <= names
 
     shown = subprocess.run(
@@ -189,6 +187,13 @@ def test_run_writes_a_jaeger_file_and_trace_shows_it(tmp_path: Path) -> None:
         env=clean_env(),
     )
     assert missing.returncode == 1 and "no trace for run 'nope'" in missing.stderr and run_id in missing.stderr
+
+    # A Jaeger v1 JSON file of an older mcp-team is named as such, with what to do.
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps({"data": [{"traceID": "0" * 32, "spans": [], "processes": {}}]}))
+    refused = subprocess.run([MCP_TEAM, "trace", str(old)], capture_output=True, text=True, timeout=60, env=clean_env())
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert "Jaeger v1 JSON file, written by an older mcp-team" in refused.stderr and "--trace-dir" in refused.stderr
 
 
 def test_console_exporter_writes_to_stderr_never_to_stdio_stdout() -> None:
@@ -263,7 +268,7 @@ async def test_error_text_on_spans_is_redacted(spans) -> None:
     assert SECRET not in (tool_span.status.description or "") and "[redacted]" in (tool_span.status.description or "")
 
 
-def test_jaeger_file_that_cannot_be_written_still_prints_the_answer(tmp_path: Path) -> None:
+def test_trace_file_that_cannot_be_written_still_prints_the_answer(tmp_path: Path) -> None:
     proc = subprocess.run(
         [
             MCP_TEAM,

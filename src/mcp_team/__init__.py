@@ -2,7 +2,7 @@
 
 The library API, importable from here:
 
-    from mcp_team import Team, ModelSet, Specialist, Budgets, RunSettings, RunResult
+    from mcp_team import Team, ModelSet, Specialist, Budgets, RunSettings, RunResult, use_tracing
 
 Names are imported on first use (PEP 562), so `import mcp_team` stays as cheap as it was: the
 CLI imports this package on the server's start-up path.
@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from mcp_team.handoffs import Budgets, PlanError, RunResult, RunSettings, Team
     from mcp_team.llm import ModelError, ModelSet
     from mcp_team.specialists import Specialist
+    from mcp_team.telemetry.spans import use_tracing
 
 # Where each public name lives.
 _PUBLIC = {
@@ -33,6 +34,7 @@ _PUBLIC = {
     "McpTeamError": "mcp_team.errors",
     "ConfigError": "mcp_team.errors",
     "BudgetExhausted": "mcp_team.errors",
+    "use_tracing": "mcp_team.telemetry.spans",
 }
 
 __all__ = [
@@ -48,6 +50,7 @@ __all__ = [
     "Specialist",
     "Team",
     "__version__",
+    "use_tracing",
 ]
 
 

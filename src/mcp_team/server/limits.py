@@ -18,9 +18,11 @@ Defaults, and why:
 
 from __future__ import annotations
 
+import ctypes
+import functools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field, ValidationError
@@ -83,8 +85,27 @@ class RunSlots:
                 return await work(*args)
             finally:
                 self.running -= 1
+                if self.running == 0:
+                    release_memory()
 
         return run
+
+
+@functools.cache
+def _malloc_trim() -> Callable[[int], int] | None:
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        return cast("Callable[[int], int]", libc.malloc_trim)
+    except (OSError, AttributeError):  # not glibc (musl, macOS): the allocator keeps its own policy
+        return None
+
+
+def release_memory() -> None:
+    """Give freed heap back to the OS. glibc keeps the arenas a burst of runs grew (1,000 runs: +130 MB that
+    stayed after the load); once no run is in progress, `malloc_trim` returns their free pages."""
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
 
 
 def client_budgets(base: Budgets, **overrides: int | float | None) -> Budgets | None:

@@ -27,7 +27,7 @@ from mcp_team import __version__
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
 
-    from mcp_team.telemetry.jaeger import TraceFileProcessor
+    from mcp_team.telemetry.tracefile import TraceFileProcessor
 
 __all__ = ["DEFAULT_SERVICE_NAME", "Exporter", "Protocol", "Tracing", "TracingConfig", "setup_tracing"]
 
@@ -108,7 +108,7 @@ class TracingConfig:
 
     `exporter` is `"none"` unless the user asked for export. `endpoint` is the full URL the
     exporter posts to (for `http/protobuf`, including `/v1/traces`), or None for the protocol's
-    default on localhost. `trace_dir`, when set, gets one Jaeger JSON file per run.
+    default on localhost. `trace_dir`, when set, gets one OTLP JSON trace file per run.
     """
 
     exporter: Exporter = "none"
@@ -339,9 +339,9 @@ def setup_tracing(config: TracingConfig, *, set_global: bool = True) -> Tracing 
 
     trace_files: TraceFileProcessor | None = None
     if config.trace_dir is not None:
-        from mcp_team.telemetry.jaeger import TraceFileProcessor
+        from mcp_team.telemetry.tracefile import TraceFileProcessor
 
-        trace_files = TraceFileProcessor(config.trace_dir, service_name=config.service_name)
+        trace_files = TraceFileProcessor(config.trace_dir)
         provider.add_span_processor(trace_files)
     if exporter is not None:
         timeout_ms = int(config.export_timeout * 1000)

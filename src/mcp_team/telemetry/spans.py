@@ -8,16 +8,19 @@ helpers cost a few microseconds.
 from __future__ import annotations
 
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import context, trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from mcp_team.telemetry import attributes as A
 from mcp_team.telemetry import content
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import SpanProcessor
 
 _conversation_id: ContextVar[str | None] = ContextVar("mcp_team_conversation_id", default=None)
 
@@ -37,11 +40,46 @@ def conversation(run_id: str) -> Iterator[None]:
 
 
 _real_tracer: trace.Tracer | None = None
+_caller_tracer: ContextVar[trace.Tracer | None] = ContextVar("mcp_team_tracer", default=None)
+
+
+@contextmanager
+def use_tracing(
+    provider: trace.TracerProvider | None = None, *, processors: Sequence[SpanProcessor] = ()
+) -> Iterator[trace.TracerProvider]:
+    """Send the spans of everything run inside this block to `provider` instead of the global one.
+
+    Without a provider, a new SDK `TracerProvider` is made; `processors` are added to the provider either
+    way. For a library user who sends spans somewhere of their own, or a test that collects them in memory:
+
+        with use_tracing(processors=[SimpleSpanProcessor(InMemorySpanExporter())]):
+            result = await team.run("...")
+
+    The choice follows the context (a `ContextVar`), so concurrent runs may each trace to their own
+    provider, and tasks a run starts inherit it. Yields the provider (flush or shut it down as you need).
+    """
+    if provider is None:
+        from opentelemetry.sdk.trace import TracerProvider  # the SDK only when asked: off the start-up path
+
+        provider = TracerProvider(shutdown_on_exit=False)
+    for processor in processors:
+        add = getattr(provider, "add_span_processor", None)
+        if add is None:
+            raise TypeError(f"{type(provider).__name__} takes no span processors; pass an SDK TracerProvider")
+        add(processor)
+    token = _caller_tracer.set(provider.get_tracer("mcp_team"))
+    try:
+        yield provider
+    finally:
+        _caller_tracer.reset(token)
 
 
 def _tracer() -> trace.Tracer:
-    """The tracer, resolved once a real provider is installed (the proxy costs a lookup per span)."""
+    """The caller's tracer (`use_tracing`), else the global one, resolved once a real provider is installed
+    (the proxy costs a lookup per span)."""
     global _real_tracer
+    if (caller := _caller_tracer.get()) is not None:
+        return caller
     if _real_tracer is not None:
         return _real_tracer
     provider = trace.get_tracer_provider()
@@ -178,12 +216,13 @@ def record_usage(
     """Token usage on a `chat` span, or summed totals on an `invoke_agent` span."""
     if not span.is_recording():
         return
-    span.set_attribute(A.USAGE_INPUT_TOKENS, input_tokens)
-    span.set_attribute(A.USAGE_OUTPUT_TOKENS, output_tokens)
+    # One call, not one per key: each takes the span's lock and copies its attributes (every model call).
+    usage = {A.USAGE_INPUT_TOKENS: input_tokens, A.USAGE_OUTPUT_TOKENS: output_tokens}
     if cache_read:
-        span.set_attribute(A.USAGE_CACHE_READ_INPUT_TOKENS, cache_read)
+        usage[A.USAGE_CACHE_READ_INPUT_TOKENS] = cache_read
     if cache_creation:
-        span.set_attribute(A.USAGE_CACHE_CREATION_INPUT_TOKENS, cache_creation)
+        usage[A.USAGE_CACHE_CREATION_INPUT_TOKENS] = cache_creation
+    span.set_attributes(usage)
 
 
 def record_content(span: Span, key: str, value: Callable[[], Any]) -> None:

@@ -1,4 +1,4 @@
-"""A terminal waterfall of one run, drawn from its Jaeger JSON (plain text, no ANSI).
+"""A terminal waterfall of one run, drawn from its OTLP JSON trace file (plain text, no ANSI).
 
 span                               timeline                        time  status      tokens
 supervisor                         ██████████████████████████████  4.2s  ok       2.1k/640
@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from mcp_team.telemetry import attributes as A
+from mcp_team.telemetry.tracefile import FileSpan, file_spans
 
 __all__ = ["render_waterfall", "span_label"]
 
@@ -19,10 +20,6 @@ TASK_TAG: Final = A.HANDOFF_TASK
 _TRANSFER_PREFIX: Final = "transfer_to_"
 _BAR: Final = "█"
 _TICK: Final = "▏"
-
-
-def _tags(span: Mapping[str, Any]) -> dict[str, Any]:
-    return {str(t.get("key")): t.get("value") for t in span.get("tags") or () if isinstance(t, Mapping)}
 
 
 def span_label(operation: str, tags: Mapping[str, Any]) -> str:
@@ -56,7 +53,8 @@ def _fit(text: str, width: int) -> str:
     return text[: width - 1] + "…"
 
 
-def _fmt_duration(us: int) -> str:
+def _fmt_duration(ns: int) -> str:
+    us = ns // 1000
     ms = us / 1000
     if ms < 1:
         return f"{us}µs"
@@ -97,10 +95,8 @@ def _tokens(tags: Mapping[str, Any]) -> str:
     return f"{_fmt_count(tin or 0)}/{_fmt_count(tout or 0)}"
 
 
-def _status(tags: Mapping[str, Any]) -> str:
-    if tags.get("error") is True or tags.get("otel.status_code") == "ERROR":
-        return str(tags.get(A.ERROR_TYPE) or "error")
-    return "ok"
+def _status(span: FileSpan) -> str:
+    return str(span.attributes.get(A.ERROR_TYPE) or "error") if span.error else "ok"
 
 
 def _bar(start: int, duration: int, t0: int, total: int, width: int) -> str:
@@ -120,55 +116,51 @@ def _bar(start: int, duration: int, t0: int, total: int, width: int) -> str:
     return "".join(cells)
 
 
-def _tree(spans: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
+def _tree(spans: list[FileSpan]) -> list[tuple[int, FileSpan]]:
     """Spans in depth-first order (children by start time) with their depth; orphans become roots."""
-    by_id = {s.get("spanID"): s for s in spans}
-    children: dict[Any, list[dict[str, Any]]] = {}
-    roots: list[dict[str, Any]] = []
+    by_id = {s.span_id: s for s in spans}
+    children: dict[str, list[FileSpan]] = {}
+    roots: list[FileSpan] = []
     for span in spans:
-        parent = next((r.get("spanID") for r in span.get("references") or () if r.get("refType") == "CHILD_OF"), None)
-        if parent is not None and parent in by_id and parent != span.get("spanID"):
-            children.setdefault(parent, []).append(span)
+        if span.parent_id and span.parent_id in by_id and span.parent_id != span.span_id:
+            children.setdefault(span.parent_id, []).append(span)
         else:
             roots.append(span)
 
-    def start(s: dict[str, Any]) -> int:
-        return _int(s.get("startTime")) or 0
+    def start(s: FileSpan) -> int:
+        return s.start
 
-    out: list[tuple[int, dict[str, Any]]] = []
-    seen: set[Any] = set()
+    out: list[tuple[int, FileSpan]] = []
+    seen: set[str] = set()
     stack = [(0, s) for s in sorted(roots, key=start, reverse=True)]
     while stack:
         depth, span = stack.pop()
-        if span.get("spanID") in seen:
+        if span.span_id in seen:
             continue
-        seen.add(span.get("spanID"))
+        seen.add(span.span_id)
         out.append((depth, span))
-        kids = sorted(children.get(span.get("spanID"), ()), key=start, reverse=True)
+        kids = sorted(children.get(span.span_id, ()), key=start, reverse=True)
         stack.extend((depth + 1, k) for k in kids)
     return out
 
 
-def _render_trace(trace: Mapping[str, Any], width: int) -> list[str]:
-    spans = [s for s in trace.get("spans") or () if isinstance(s, dict)]
-    if not spans:
-        return [f"trace {trace.get('traceID', '?')}: no spans"]
+def _render_trace(trace_id: str, spans: list[FileSpan], width: int) -> list[str]:
     rows = _tree(spans)
-    t0 = min(_int(s.get("startTime")) or 0 for s in spans)
-    t1 = max((_int(s.get("startTime")) or 0) + (_int(s.get("duration")) or 0) for s in spans)
+    t0 = min(s.start for s in spans)
+    t1 = max(max(s.end, s.start) for s in spans)
     total = t1 - t0
 
     # The status column fits the longest error.type (within reason); the label gets ~58% of the rest.
-    status_w = min(18, max(6, *(len(_status(_tags(s))) for s in spans)))
+    status_w = min(18, max(6, *(len(_status(s)) for s in spans)))
     dur_w, tok_w = 6, 9
     fixed = dur_w + status_w + tok_w + 4  # 4 separating spaces
     label_w = max(16, min(48, int((width - fixed) * 0.58)))
     bar_w = max(8, width - fixed - label_w)
 
-    root_tags = _tags(rows[0][1])
-    run_id = next((v for _, s in rows if (v := _tags(s).get(A.CONVERSATION_ID))), None)
-    errors = sum(1 for _, s in rows if _status(_tags(s)) != "ok")
-    ids = ([f"run {run_id}"] if run_id else []) + [f"trace {trace.get('traceID', '?')}"]
+    root_tags = rows[0][1].attributes
+    run_id = next((v for _, s in rows if (v := s.attributes.get(A.CONVERSATION_ID))), None)
+    errors = sum(1 for _, s in rows if s.error)
+    ids = ([f"run {run_id}"] if run_id else []) + [f"trace {trace_id or '?'}"]
     head = [_fmt_duration(total)]
     head.append(f"{len(spans)} spans")
     if errors:
@@ -183,34 +175,34 @@ def _render_trace(trace: Mapping[str, Any], width: int) -> list[str]:
         f"{'tokens':>{tok_w}}"
     )
     for depth, span in rows:
-        tags = _tags(span)
-        label = span_label(str(span.get("operationName", "")), tags)
+        tags = span.attributes
+        label = span_label(span.name, tags)
         task = tags.get(TASK_TAG)
         if isinstance(task, str) and task.strip():
             label = f"{label}: {_oneline(task)}"
         indent = "  " * min(depth, 12)
-        start = _int(span.get("startTime")) or 0
-        duration = _int(span.get("duration")) or 0
+        duration = max(0, span.end - span.start)
         lines.append(
-            f"{_fit(indent + label, label_w)} {_bar(start, duration, t0, total, bar_w)} "
-            f"{_fmt_duration(duration):>{dur_w}} {_fit(_status(tags), status_w)} {_tokens(tags):>{tok_w}}"
+            f"{_fit(indent + label, label_w)} {_bar(span.start, duration, t0, total, bar_w)} "
+            f"{_fmt_duration(duration):>{dur_w}} {_fit(_status(span), status_w)} {_tokens(tags):>{tok_w}}"
         )
     return [line.rstrip() for line in lines]
 
 
 def render_waterfall(doc: Mapping[str, Any], *, width: int = 100) -> list[str]:
-    """Plain-text rows of a waterfall for each trace in a Jaeger JSON document (normally one run).
+    """Plain-text rows of a waterfall for each trace in an OTLP JSON document (normally one run).
 
     One row per span in tree order: label (indented by depth, with the handoff task when content
     capture recorded it), a bar placed by start/duration relative to the run, duration, status
     (`ok` or the `error.type`) and tokens (input/output). Lines are at most `width` characters.
     """
     width = max(width, 60)
+    by_trace: dict[str, list[FileSpan]] = {}
+    for span in file_spans(doc):
+        by_trace.setdefault(span.trace_id, []).append(span)
     lines: list[str] = []
-    for trace in doc.get("data") or ():
-        if not isinstance(trace, Mapping):
-            continue
+    for trace_id, spans in sorted(by_trace.items(), key=lambda item: min(s.start for s in item[1])):
         if lines:
             lines.append("")
-        lines.extend(_render_trace(trace, width))
+        lines.extend(_render_trace(trace_id, spans, width))
     return lines or ["(no trace)"]

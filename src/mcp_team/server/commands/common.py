@@ -81,7 +81,7 @@ def trace_flags(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("tracing (default: the OTEL_* variables; off when none is set)")
     group.add_argument("--otlp-endpoint", metavar="URL", help="export spans over OTLP, e.g. http://localhost:4318")
     group.add_argument("--trace-exporter", choices=["otlp", "console", "none"], help="console writes to stderr")
-    group.add_argument("--trace-dir", metavar="DIR", help="write every run as a Jaeger JSON file in DIR")
+    group.add_argument("--trace-dir", metavar="DIR", help="write every run's trace to DIR/<run id>.json (OTLP JSON)")
 
 
 def model_settings(args: argparse.Namespace) -> ModelSettings:

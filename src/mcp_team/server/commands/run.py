@@ -52,7 +52,7 @@ def add_parsers(sub: Subparsers) -> None:
     team_flag(run)
     trace_flags(run)
     run.add_argument(
-        "--jaeger-json", metavar="FILE", help="write this run's trace as Jaeger JSON (for Jaeger's Upload)"
+        "--jaeger-json", metavar="FILE", help="write this run's trace to FILE (OTLP JSON: Jaeger's Upload reads it)"
     )
     run.add_argument("--mode", choices=["adaptive", "planned"], help="adaptive (default) or planned")
     run.add_argument("--json", action="store_true", help="print the structured run result as JSON")

@@ -15,9 +15,11 @@ if TYPE_CHECKING:
 
 def add_parsers(sub: Subparsers) -> None:
     show = sub.add_parser("trace", help="show a run's trace as a waterfall (from a trace directory or file)")
-    show.add_argument("run", help="a run id (looked up in --dir) or a Jaeger JSON file")
+    show.add_argument("run", help="a run id (looked up in --dir) or an OTLP JSON trace file")
     show.add_argument("--dir", metavar="DIR", help="the trace directory (default: $MCP_TEAM_TRACE_DIR)")
-    show.add_argument("--jaeger-json", metavar="FILE", help="also write the trace to FILE for Jaeger's Upload")
+    show.add_argument(
+        "--jaeger-json", metavar="FILE", help="also copy the trace (OTLP JSON) to FILE, e.g. for Jaeger's Upload"
+    )
     show.add_argument("--width", type=int, default=100, help="columns (default 100)")
     show.set_defaults(handler=trace_command)
 
@@ -26,7 +28,7 @@ def trace_command(args: argparse.Namespace) -> int:
     import shutil
     from pathlib import Path
 
-    from mcp_team.telemetry.jaeger import load_trace_file
+    from mcp_team.telemetry.tracefile import load_trace_file
     from mcp_team.telemetry.waterfall import render_waterfall
 
     path = Path(args.run)

@@ -1,4 +1,4 @@
-"""Jaeger JSON conversion and validation, per-run trace files, and the terminal waterfall.
+"""Trace files in OTLP JSON (conversion, reading back, one file per run) and the terminal waterfall.
 
 Spans are made with a local `TracerProvider` (not the global one) so their times, statuses and
 resource are exactly what the test says; one test replays the real span helpers' spans too.
@@ -6,7 +6,6 @@ resource are exactly what the test says; one test replays the real span helpers'
 
 from __future__ import annotations
 
-import copy
 import json
 import logging
 from collections.abc import Iterator
@@ -24,7 +23,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode, format_span_id, fo
 from conftest import Spans
 from mcp_team.telemetry import attributes as A
 from mcp_team.telemetry import spans as helpers
-from mcp_team.telemetry.jaeger import TraceFileProcessor, load_trace_file, to_jaeger, validate_jaeger
+from mcp_team.telemetry.tracefile import TraceFileProcessor, file_spans, load_trace_file, to_otlp_json
 from mcp_team.telemetry.waterfall import render_waterfall, span_label
 
 T0 = 1_760_000_000_000_000_000  # ns since the epoch
@@ -130,102 +129,109 @@ def build_run(tracer: trace.Tracer, run_id: str = "run-1", task: str | None = "f
     sup.end(end_time=ms(2500))
 
 
-def tags_of(span: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {t["key"]: t for t in span["tags"]}
+def otlp_spans(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    return [span for rs in doc["resourceSpans"] for ss in rs["scopeSpans"] for span in ss["spans"]]
+
+
+def attrs_of(span: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """A span's attributes: key -> the OTLP AnyValue, e.g. {"intValue": "900"}."""
+    return {a["key"]: a["value"] for a in span.get("attributes", [])}
 
 
 def by_name(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
-    for span in doc["data"][0]["spans"]:
-        out.setdefault(span["operationName"], span)  # first (earliest) of a name
+    for span in sorted(otlp_spans(doc), key=lambda s: int(s["startTimeUnixNano"])):
+        out.setdefault(span["name"], span)  # first (earliest) of a name
     return out
 
 
-# -- to_jaeger ---------------------------------------------------------------------------------------
+def written(tmp_path: Path, doc: dict[str, Any], name: str = "t.json") -> Path:
+    path = tmp_path / name
+    path.write_text(json.dumps(doc))
+    return path
 
 
-def test_to_jaeger_shape(local: Local) -> None:
+# -- to_otlp_json ------------------------------------------------------------------------------------
+
+
+def test_otlp_json_shape(local: Local, tmp_path: Path) -> None:
     build_run(local.tracer)
-    doc = to_jaeger(local.finished)
-    assert validate_jaeger(doc) == []
-    json.loads(json.dumps(doc))  # plain JSON
+    doc = to_otlp_json(local.finished)
+    assert load_trace_file(written(tmp_path, doc)) == doc  # plain JSON that reads back through the protobuf
 
-    (trace_doc,) = doc["data"]
-    spans = trace_doc["spans"]
+    (resource_spans,) = doc["resourceSpans"]
+    resource = {a["key"]: a["value"] for a in resource_spans["resource"]["attributes"]}
+    assert resource["service.name"] == {"stringValue": "team-test"}
+    assert resource["service.version"] == {"stringValue": "9.9"}
+    assert resource["host.name"] == {"stringValue": "box"}
+    (scope_spans,) = resource_spans["scopeSpans"]
+    assert scope_spans["scope"]["name"] == "mcp_team"
+    spans = scope_spans["spans"]
     assert len(spans) == 7
-    assert [s["startTime"] for s in spans] == sorted(s["startTime"] for s in spans)
-    assert len(trace_doc["traceID"]) == 32
-    assert int(trace_doc["traceID"], 16)
+    trace_id = spans[0]["traceId"]
+    assert len(trace_id) == 32 and int(trace_id, 16)  # hex, as OTLP JSON has it (not protobuf's base64)
     for span in spans:
-        assert len(span["spanID"]) == 16
-        assert span["traceID"] == trace_doc["traceID"]
-        assert span["processID"] == "p1"
-        assert isinstance(span["startTime"], int)
-        assert isinstance(span["duration"], int)
+        assert len(span["spanId"]) == 16 and int(span["spanId"], 16) >= 0
+        assert span["traceId"] == trace_id
 
     named = by_name(doc)
     sup = named["invoke_agent supervisor"]
-    assert sup["references"] == []
-    assert sup["startTime"] == T0 // 1000
-    assert sup["duration"] == 2_500_000  # µs
+    assert "parentSpanId" not in sup
+    assert sup["startTimeUnixNano"] == str(T0)
+    assert int(sup["endTimeUnixNano"]) - int(sup["startTimeUnixNano"]) == 2_500_000_000
+    assert sup["kind"] == 1  # enums as integers (SPAN_KIND_INTERNAL)
     xfer = named["execute_tool transfer_to_researcher"]
-    assert xfer["references"] == [{"refType": "CHILD_OF", "traceID": trace_doc["traceID"], "spanID": sup["spanID"]}]
-    assert named["invoke_agent researcher"]["references"][0]["spanID"] == xfer["spanID"]
+    assert xfer["parentSpanId"] == sup["spanId"]
+    assert named["invoke_agent researcher"]["parentSpanId"] == xfer["spanId"]
 
-    # Typed tags.
-    plan = tags_of(named["chat claude-sonnet-5-5"])
-    assert plan[A.USAGE_INPUT_TOKENS] == {"key": A.USAGE_INPUT_TOKENS, "type": "int64", "value": 900}
-    assert plan[A.PHASE]["type"] == "string"
-    assert plan["span.kind"]["value"] == "client"
-    assert plan[A.RESPONSE_FINISH_REASONS]["type"] == "string"
-    assert json.loads(plan[A.RESPONSE_FINISH_REASONS]["value"]) == ["tool_use", "end_turn"]
-    assert "error" not in plan
-    assert "otel.status_code" not in plan
-    assert tags_of(sup)["span.kind"]["value"] == "internal"
-    assert tags_of(sup)["otel.scope.name"]["value"] == "mcp_team"
+    plan = named["chat claude-sonnet-5-5"]
+    assert plan["kind"] == 3  # SPAN_KIND_CLIENT
+    pattrs = attrs_of(plan)
+    assert pattrs[A.USAGE_INPUT_TOKENS] == {"intValue": "900"}
+    assert pattrs[A.PHASE] == {"stringValue": "plan"}
+    assert pattrs[A.RESPONSE_FINISH_REASONS] == {
+        "arrayValue": {"values": [{"stringValue": "tool_use"}, {"stringValue": "end_turn"}]}
+    }
+    assert "code" not in plan.get("status", {})  # unset
 
-    # Error span: status, error flag, description, float tag, event as a log.
-    tool = tags_of(named["execute_tool web_search"])
-    assert tool["otel.status_code"] == {"key": "otel.status_code", "type": "string", "value": "ERROR"}
-    assert tool["error"] == {"key": "error", "type": "bool", "value": True}
-    assert tool["otel.status_description"]["value"] == "search timed out"
-    assert tool[A.ERROR_TYPE]["value"] == "TimeoutError"
-    assert tool["mcp_team.score"] == {"key": "mcp_team.score", "type": "float64", "value": 0.25}
-    (log,) = named["execute_tool web_search"]["logs"]
-    assert log["timestamp"] == ms(950) // 1000
-    fields = {f["key"]: f for f in log["fields"]}
-    assert fields["event"]["value"] == "retry"
-    assert fields["attempt"] == {"key": "attempt", "type": "int64", "value": 2}
-    assert fields["ok"] == {"key": "ok", "type": "bool", "value": False}
-    synth = [s for s in spans if s["operationName"] == "chat claude-sonnet-5-5"][1]
-    assert tags_of(synth)["otel.status_code"]["value"] == "OK"
-
-    # Resource -> process.
-    process = trace_doc["processes"]["p1"]
-    assert process["serviceName"] == "team-test"
-    ptags = {t["key"]: t["value"] for t in process["tags"]}
-    assert ptags["service.version"] == "9.9"
-    assert ptags["host.name"] == "box"
-    assert "service.name" not in ptags
-    assert to_jaeger(local.finished, service_name="override")["data"][0]["processes"]["p1"]["serviceName"] == "override"
+    tool = named["execute_tool web_search"]
+    assert tool["status"] == {"code": 2, "message": "search timed out"}
+    assert attrs_of(tool)[A.ERROR_TYPE] == {"stringValue": "TimeoutError"}
+    assert attrs_of(tool)["mcp_team.score"] == {"doubleValue": 0.25}
+    (event,) = tool["events"]
+    assert event["name"] == "retry" and event["timeUnixNano"] == str(ms(950))
+    assert {a["key"]: a["value"] for a in event["attributes"]} == {
+        "attempt": {"intValue": "2"},
+        "ok": {"boolValue": False},
+    }
+    synth = [s for s in spans if s["name"] == "chat claude-sonnet-5-5"][1]
+    assert synth["status"] == {"code": 1}  # OK
 
 
-def test_to_jaeger_groups_traces_and_keeps_outside_parents(local: Local) -> None:
+def test_file_spans_read_back_values(local: Local) -> None:
+    build_run(local.tracer)
+    spans = {s.name: s for s in reversed(file_spans(to_otlp_json(local.finished)))}
+    tool = spans["execute_tool web_search"]
+    assert tool.error and tool.attributes[A.ERROR_TYPE] == "TimeoutError"
+    assert tool.attributes["mcp_team.score"] == 0.25
+    assert tool.end - tool.start == 100_000_000
+    plan = spans["chat claude-sonnet-5-5"]
+    assert plan.attributes[A.USAGE_INPUT_TOKENS] == 900
+    assert plan.attributes[A.RESPONSE_FINISH_REASONS] == ["tool_use", "end_turn"]
+    assert not plan.error
+    assert spans["invoke_agent researcher"].parent_id == spans["execute_tool transfer_to_researcher"].span_id
+
+
+def test_otlp_json_keeps_outside_parents(local: Local) -> None:
     build_run(local.tracer, "run-1")
     build_run(local.tracer, "run-2")
-    doc = to_jaeger(local.finished)
-    assert validate_jaeger(doc) == []
-    assert len(doc["data"]) == 2
-    assert {len(t["spans"]) for t in doc["data"]} == {7}
-
-    # Only the researcher subtree: its root still references the (absent) transfer span.
+    doc = to_otlp_json(local.finished)
+    assert len({s["traceId"] for s in otlp_spans(doc)}) == 2
+    # Only the researcher subtree: its root still names the (absent) transfer span as its parent.
     subset = [s for s in local.finished if s.name in ("invoke_agent researcher", "chat claude-haiku-5-5")][:2]
-    sub = to_jaeger(subset)
-    assert validate_jaeger(sub) == []
-    research = next(s for s in sub["data"][0]["spans"] if s["operationName"] == "invoke_agent researcher")
-    assert research["references"][0]["refType"] == "CHILD_OF"
-    assert len(research["references"][0]["spanID"]) == 16
-    assert to_jaeger([]) == {"data": []}
+    research = by_name(to_otlp_json(subset))["invoke_agent researcher"]
+    assert len(research["parentSpanId"]) == 16
+    assert to_otlp_json([]) == {}
 
 
 def test_ids_are_zero_padded() -> None:
@@ -242,9 +248,9 @@ def test_ids_are_zero_padded() -> None:
     exporter = InMemorySpanExporter()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     provider.get_tracer("t").start_span("x").end()
-    span = to_jaeger(exporter.get_finished_spans())["data"][0]["spans"][0]
-    assert span["traceID"] == "0" * 30 + "1f"
-    assert span["spanID"] == "0" * 13 + "abc"
+    (span,) = otlp_spans(to_otlp_json(exporter.get_finished_spans()))
+    assert span["traceId"] == "0" * 30 + "1f"
+    assert span["spanId"] == "0" * 13 + "abc"
 
 
 @pytest.mark.anyio
@@ -261,14 +267,12 @@ async def test_real_span_helpers_convert_cleanly(spans: Spans, tmp_path: Path) -
         ):
             1 / 0  # noqa: B018
         helpers.record_usage(sup, 10, 2)
-    doc = to_jaeger(spans.all)
-    assert validate_jaeger(doc) == []
-    calc = tags_of(by_name(doc)["execute_tool calculator"])
-    assert calc["error"]["value"] is True
-    assert calc[A.ERROR_TYPE]["value"] == "ZeroDivisionError"
-    assert any(
-        f["value"] == "exception" for log in by_name(doc)["execute_tool calculator"]["logs"] for f in log["fields"]
-    )
+    doc = to_otlp_json(spans.all)
+    load_trace_file(written(tmp_path, doc, "all.json"))
+    calc = by_name(doc)["execute_tool calculator"]
+    assert calc["status"]["code"] == 2
+    assert attrs_of(calc)[A.ERROR_TYPE] == {"stringValue": "ZeroDivisionError"}
+    assert any(e["name"] == "exception" for e in calc["events"])
 
     # The same spans replayed through a trace-file processor: started in start order, ended in end order.
     proc = TraceFileProcessor(tmp_path)
@@ -276,58 +280,11 @@ async def test_real_span_helpers_convert_cleanly(spans: Spans, tmp_path: Path) -
         proc.on_start(span)  # type: ignore[arg-type]  # what it reads (context, attributes) a ReadableSpan has
     for span in spans.all:
         proc.on_end(span)
-    written = load_trace_file(tmp_path / "helpers-run.json")
-    assert len(written["data"][0]["spans"]) == 5
-    lines = render_waterfall(written)
+    run_file = load_trace_file(tmp_path / "helpers-run.json")
+    assert len(otlp_spans(run_file)) == 5
+    lines = render_waterfall(run_file)
     assert any("→ analyst" in line for line in lines)
     assert any("ZeroDivisionError" in line for line in lines)
-
-
-# -- validate_jaeger -----------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def good_doc(local: Local) -> dict[str, Any]:
-    build_run(local.tracer)
-    doc = to_jaeger(local.finished)
-    assert validate_jaeger(doc) == []
-    return doc
-
-
-@pytest.mark.parametrize(
-    ("breakage", "message"),
-    [
-        (lambda d: d["data"][0]["spans"][1].update(spanID="abc"), "is not 16 hex digits"),
-        (lambda d: d["data"][0]["spans"][1].update(spanID="z" * 16), "is not 16 hex digits"),
-        (lambda d: d["data"][0].update(traceID="1234"), "is not 32 hex digits"),
-        (lambda d: d["data"][0]["spans"][0].update(startTime=1.5), "startTime 1.5 must be an integer"),
-        (lambda d: d["data"][0]["spans"][0].update(duration="10"), "duration '10' must be an integer"),
-        (lambda d: d["data"][0]["spans"][0].update(duration=-1), "negative"),
-        (lambda d: d["data"][0]["spans"][0]["tags"].append({"key": "n", "type": "int", "value": 1}), "type 'int'"),
-        (lambda d: d["data"][0]["spans"][0]["tags"].append({"key": "n", "type": "int64", "value": "1"}), "'n'"),
-        (lambda d: d["data"][0]["spans"][0]["tags"].append({"key": "b", "type": "bool", "value": 1}), "'b'"),
-        (lambda d: d["data"][0]["spans"][0]["tags"].append({"key": "i", "type": "int64", "value": True}), "'i'"),
-        (lambda d: d["data"][0]["spans"][0].update(processID="p9"), "processID 'p9'"),
-        (lambda d: d["data"][0]["spans"][1]["references"][0].update(spanID="12"), "reference spanID"),
-        (lambda d: d["data"][0]["spans"][1]["references"][0].update(refType="PARENT"), "refType 'PARENT'"),
-        (lambda d: d["data"][0]["spans"][2].update(spanID=d["data"][0]["spans"][1]["spanID"]), "duplicate spanID"),
-        (lambda d: d["data"][0]["spans"][2].update(traceID="f" * 32), "differs from the trace"),
-        (lambda d: d["data"][0]["processes"]["p1"].update(serviceName=""), "serviceName"),
-        (lambda d: d.update(data=[]), "no trace"),
-        (lambda d: d.pop("data"), '"data" list'),
-    ],
-)
-def test_validate_catches_broken_documents(good_doc: dict[str, Any], breakage: Any, message: str) -> None:
-    doc = copy.deepcopy(good_doc)
-    breakage(doc)
-    problems = validate_jaeger(doc)
-    assert problems, "the broken document passed validation"
-    assert any(message in p for p in problems), problems
-
-
-def test_validate_rejects_non_documents() -> None:
-    assert validate_jaeger([]) != []
-    assert validate_jaeger({"data": [{"traceID": "0" * 32, "spans": [], "processes": {}}]}) != []
 
 
 # -- TraceFileProcessor ------------------------------------------------------------------------------
@@ -353,7 +310,7 @@ def test_trace_file_written_when_the_root_ends(tmp_path: Path) -> None:
     assert loc.files.last_path == path
     assert loc.files.open_runs() == {}
     doc = load_trace_file(path)
-    assert len(doc["data"][0]["spans"]) == 3
+    assert len(otlp_spans(doc)) == 3
     assert list(path.parent.iterdir()) == [path]  # no temporary files left
     loc.provider.shutdown()
 
@@ -380,15 +337,14 @@ def test_trace_file_leaves_out_the_span_enclosing_the_run(tmp_path: Path, enclos
         call.end()
     client.end()
     doc = load_trace_file(tmp_path / "r.json")
-    spans = doc["data"][0]["spans"]
-    assert sorted(s["operationName"] for s in spans) == ["chat m", "invoke_agent supervisor"]
-    ids = {s["spanID"] for s in spans}
-    assert [r for s in spans for r in s.get("references", []) if r["spanID"] not in ids] == []
-    root = next(s for s in spans if s["operationName"] == "invoke_agent supervisor")
-    assert {"key": A.PARENT_SPAN_ID, "type": "string", "value": format_span_id(call.get_span_context().span_id)} in (
-        root["tags"]
-    )
-    assert root["traceID"] == format_trace_id(client.get_span_context().trace_id)  # still the client's trace
+    spans = otlp_spans(doc)
+    assert sorted(s["name"] for s in spans) == ["chat m", "invoke_agent supervisor"]
+    ids = {s["spanId"] for s in spans}
+    assert [s["parentSpanId"] for s in spans if s.get("parentSpanId") and s["parentSpanId"] not in ids] == []
+    root = next(s for s in spans if s["name"] == "invoke_agent supervisor")
+    assert "parentSpanId" not in root
+    assert attrs_of(root)[A.PARENT_SPAN_ID] == {"stringValue": format_span_id(call.get_span_context().span_id)}
+    assert root["traceId"] == format_trace_id(client.get_span_context().trace_id)  # still the client's trace
     assert loc.files.open_runs() == {}  # the late tools/call span opened no run
     loc.provider.shutdown()
 
@@ -396,7 +352,7 @@ def test_trace_file_leaves_out_the_span_enclosing_the_run(tmp_path: Path, enclos
 def test_trace_file_of_a_full_run_and_waterfall(local: Local) -> None:
     build_run(local.tracer, "run-1")
     doc = load_trace_file(local.files.path_for("run-1"))
-    assert len(doc["data"][0]["spans"]) == 7
+    assert len(otlp_spans(doc)) == 7
 
     lines = render_waterfall(doc, width=100)
     text = "\n".join(lines)
@@ -442,12 +398,12 @@ def test_waterfall_without_task_shows_only_the_target(local: Local) -> None:
     handoff = next(line for line in lines if "→ researcher" in line)
     assert "→ researcher " in handoff
     assert ":" not in handoff.split("→ researcher")[1][:5]
-    assert render_waterfall({"data": []}) == ["(no trace)"]
+    assert render_waterfall({"resourceSpans": []}) == ["(no trace)"]
 
 
 def test_waterfall_narrow_width(local: Local) -> None:
     build_run(local.tracer, "run-n")
-    lines = render_waterfall(to_jaeger(local.finished), width=60)
+    lines = render_waterfall(to_otlp_json(local.finished), width=60)
     assert all(len(line) <= 60 for line in lines[1:])
 
 
@@ -473,10 +429,11 @@ def test_trace_file_bounds(tmp_path: Path) -> None:
         tracer.start_span("chat m", context=trace.set_span_in_context(sup), attributes={A.CONVERSATION_ID: "big"}).end()
     sup.end()
     doc = load_trace_file(tmp_path / "big.json")
-    names = [s["operationName"] for s in doc["data"][0]["spans"]]
+    names = [s["name"] for s in otlp_spans(doc)]
     assert len(names) == 4  # the cap, plus the root which is always kept
     assert "invoke_agent supervisor" in names
-    assert "dropped" in doc["data"][0]["warnings"][0]
+    resource = {a["key"]: a["value"] for a in doc["resourceSpans"][0]["resource"]["attributes"]}
+    assert resource["mcp_team.trace_file.dropped_spans"] == {"intValue": "7"}
     loc.provider.shutdown()
 
 
@@ -499,12 +456,28 @@ def test_trace_file_errors_are_logged_not_raised(tmp_path: Path, caplog: pytest.
     loc.provider.shutdown()
 
 
-def test_load_trace_file_errors(tmp_path: Path) -> None:
+def test_load_trace_file_errors(tmp_path: Path, local: Local) -> None:
     bad_json = tmp_path / "bad.json"
     bad_json.write_text("{not json")
     with pytest.raises(ValueError, match="not JSON"):
         load_trace_file(bad_json)
-    invalid = tmp_path / "invalid.json"
-    invalid.write_text(json.dumps({"data": [{"traceID": "x", "spans": [], "processes": {}}]}))
-    with pytest.raises(ValueError, match="traceID 'x' is not 32 hex digits"):
-        load_trace_file(invalid)
+    old = written(tmp_path, {"data": [{"traceID": "0" * 32, "spans": [], "processes": {}}]}, "old.json")
+    with pytest.raises(ValueError, match="Jaeger v1 JSON file, written by an older mcp-team"):
+        load_trace_file(old)
+    with pytest.raises(ValueError, match='expected an object with "resourceSpans"'):
+        load_trace_file(written(tmp_path, {"spans": []}, "other.json"))
+
+    build_run(local.tracer)
+    good = to_otlp_json(local.finished)
+    span = otlp_spans(good)[0]
+    span["spanId"] = "not hex"
+    with pytest.raises(ValueError, match="is not hex"):
+        load_trace_file(written(tmp_path, good, "ids.json"))
+    span["spanId"] = "00000000000000ab"
+    span["startTimeUnixNano"] = "soon"
+    with pytest.raises(ValueError, match="not a valid OTLP JSON trace"):
+        load_trace_file(written(tmp_path, good, "time.json"))
+    span["startTimeUnixNano"] = str(T0)
+    span["colour"] = "red"
+    with pytest.raises(ValueError, match="colour"):
+        load_trace_file(written(tmp_path, good, "field.json"))

@@ -1,0 +1,72 @@
+"""Tracing through a caller's provider or span processors (`mcp_team.use_tracing`), spans kept in memory."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from conftest import Spans
+from mcp_team import ModelSet, RunResult, Team, use_tracing
+from mcp_team.llm.offline import OfflineModel
+from mcp_team.telemetry import attributes as A
+
+REQUEST = "Research bees and calculate 2+2"
+
+
+def team() -> Team:
+    return Team(ModelSet.single(OfflineModel()))
+
+
+def run_ids(exporter: InMemorySpanExporter) -> set[object]:
+    return {(s.attributes or {}).get(A.CONVERSATION_ID) for s in exporter.get_finished_spans()}
+
+
+@pytest.mark.anyio
+async def test_processors_collect_a_runs_spans_in_memory_and_the_global_provider_gets_none(spans: Spans) -> None:
+    memory = InMemorySpanExporter()
+    with use_tracing(processors=[SimpleSpanProcessor(memory)]) as provider:
+        result = await team().run(REQUEST)
+    assert isinstance(provider, TracerProvider)
+    names = [s.name for s in memory.get_finished_spans()]
+    assert "invoke_agent supervisor" in names and "execute_tool transfer_to_analyst" in names
+    assert "execute_tool calculate" in names
+    assert run_ids(memory) == {result.run_id}
+    assert result.trace_id == trace.format_trace_id(memory.get_finished_spans()[0].context.trace_id)
+    assert spans.all == []  # nothing went to the global provider
+
+    # Outside the block, spans go to the global provider again.
+    after = await team().run(REQUEST)
+    assert {spans.attr(s, A.CONVERSATION_ID) for s in spans.all} == {after.run_id}
+    assert run_ids(memory) == {result.run_id}
+
+
+@pytest.mark.anyio
+async def test_concurrent_runs_trace_to_their_own_providers(spans: Spans) -> None:
+    exporters = [InMemorySpanExporter(), InMemorySpanExporter()]
+    results: list[RunResult] = [None, None]  # type: ignore[list-item]
+
+    async def traced(i: int) -> None:
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(exporters[i]))
+        with use_tracing(provider):
+            results[i] = await team().run(REQUEST)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(traced, 0)
+        tg.start_soon(traced, 1)
+    for i in (0, 1):
+        assert run_ids(exporters[i]) == {results[i].run_id}
+        assert len(exporters[i].get_finished_spans()) >= 8
+    assert spans.all == []
+
+
+def test_processors_need_an_sdk_provider() -> None:
+    with (
+        pytest.raises(TypeError, match="takes no span processors; pass an SDK TracerProvider"),
+        use_tracing(trace.NoOpTracerProvider(), processors=[SimpleSpanProcessor(InMemorySpanExporter())]),
+    ):
+        pass
