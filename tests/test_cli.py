@@ -91,8 +91,8 @@ def test_run_through_the_anthropic_backend_against_a_local_messages_api() -> Non
     assert result.status == "complete"
     assert "12*(3+4)/2 = 42" in result.answer
     models = {b["model"] for b in bodies}
-    assert models == {"claude-sonnet-4-5", "claude-haiku-4-5"}  # supervisor and specialists, per role
-    supervisor_calls = [b for b in bodies if b["model"] == "claude-sonnet-4-5"]
+    assert models == {"claude-sonnet-5-5", "claude-haiku-5-5"}  # supervisor and specialists, per role
+    supervisor_calls = [b for b in bodies if b["model"] == "claude-sonnet-5-5"]
     assert any(t["name"] == "handoff_to_researcher" for t in supervisor_calls[0]["tools"])
     assert supervisor_calls[0]["tools"][-1]["cache_control"] == {"type": "ephemeral"}
     assert result.usage.model_calls == len(bodies)
@@ -166,7 +166,7 @@ def test_supervisor_on_anthropic_and_specialists_on_openai() -> None:
     assert proc.returncode == 0, proc.stderr
     result = RunResult.model_validate_json(proc.stdout)
     assert result.status == "complete"
-    assert {b["model"] for b in supervisor_bodies} == {"claude-sonnet-4-5"}  # ANTHROPIC_API_KEY wins the default
+    assert {b["model"] for b in supervisor_bodies} == {"claude-sonnet-5-5"}  # ANTHROPIC_API_KEY wins the default
     assert {b["model"] for b in specialist_bodies} == {"gpt-4o-mini"}
     assert all(any(t["name"] == "finalize" for t in b["tools"]) for b in supervisor_bodies)
     assert result.usage.model_calls == len(supervisor_bodies) + len(specialist_bodies)

@@ -186,6 +186,48 @@ SCENARIOS: dict[str, Expect] = {
     ),
 }
 
+# The suite's scenarios of the tasks extension (SEP-2663, `[extension]` in `conformance list`): not part of
+# `--suite all`, so each runs on its own (`--scenario`, at 2026-07-28, the revision the extension is for).
+# mcp-team's task tool is run_team, so most checks need the suite's fixture tools (greet, slow_compute,
+# failing_job, protocol_error_job, confirm_delete, multi_input); tests/test_tasks.py checks the same rules
+# on run_team (creation, tasks/get inlining the result, a tool error as completed + isError, the cancel ack,
+# strong consistency, -32602 for an unknown task). What applies here: the extension's negotiation and the
+# methods' dispatch.
+_TASK_FIXTURES = "needs the suite's fixture tools; tests/test_tasks.py checks the same rules on run_team"
+TASK_SCENARIOS: dict[str, Expect] = {
+    "tasks-capability-negotiation": PASS(
+        reason="the sync fall-through and the per-request opt-in call the fixture tool slow_compute "
+        "(tests/test_tasks.py: a client without the extension gets plain calls and -32021)",
+        applies={"tasks-extension-advertised", "sep-2663-tasks-methods-non-declaring", "wire-schema-valid"},
+    ),
+    "tasks-dispatch-and-envelope": PASS(
+        reason="task creation, the legacy task param and resultType checks call fixture tools",
+        applies={
+            "sep-2663-tasks-result-removed-method-not-found",
+            "tasks-removed-tasks-list",
+            "sep-2663-tasks-get-invalid-task-id-32602",
+            "wire-schema-valid",
+        },
+    ),
+    "tasks-request-headers": PASS(
+        reason="the Mcp-Name checks on tasks/get need a task of the fixture tool slow_compute",
+        applies={"tasks-headers-reject-mismatched-method", "wire-schema-valid"},
+    ),
+    "tasks-lifecycle": NOT_APPLICABLE(_TASK_FIXTURES),
+    "tasks-wire-fields": NOT_APPLICABLE(_TASK_FIXTURES),
+    "tasks-request-state-removal": NOT_APPLICABLE(_TASK_FIXTURES),
+    "tasks-mrtr-input": NOT_APPLICABLE("a run never asks its client for input (input_required); " + _TASK_FIXTURES),
+    "tasks-mrtr-composition": NOT_APPLICABLE("calls the suite's fixture tool test_tool_with_task"),
+    "tasks-required-task-error": NOT_APPLICABLE(
+        "no mcp-team tool requires a task (run_team's task support is optional); calls the fixture failing_job"
+    ),
+    "tasks-status-notifications": Expect(
+        "n/a",
+        "the suite skips it (pending its subscriptions/listen rewrite); mcp-team sends none on 2026-07-28",
+        frozenset(),
+    ),
+}
+
 # Which scenarios the pinned suite runs on each revision (`conformance list --server --spec-version`,
 # `--suite all`).
 BOTH = {
@@ -220,11 +262,11 @@ def _install_suite() -> None:
         subprocess.run(["make", "-s", "conformance-suite"], cwd=ROOT, check=True, timeout=SUITE_TIMEOUT)
 
 
-def _run_suite(out: Path) -> dict[str, dict[str, list[dict[str, Any]]]]:
+def _run_suite(out: Path) -> dict[str, dict[str, Any]]:
     """Run every server scenario on both revisions against one `mcp-team serve --http`; checks per
     revision and scenario."""
     _install_suite()
-    results: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    results: dict[str, dict[str, Any]] = {}
     with serve_http(env=clean_env(MCP_TEAM_MODEL="offline")) as base:
         for revision in REVISIONS:
             target = out / revision
@@ -237,6 +279,15 @@ def _run_suite(out: Path) -> dict[str, dict[str, list[dict[str, Any]]]]:
             results[revision] = {
                 _scenario(d.name): json.loads((d / "checks.json").read_text()) for d in target.iterdir()
             }
+        target = out / "tasks"
+        for name in TASK_SCENARIOS:
+            command = [str(NODE), str(CONFORMANCE), "server", "--url", f"{base}/mcp", "--scenario", name]
+            proc = subprocess.run([*command, "-o", str(target)], capture_output=True, text=True, timeout=SUITE_TIMEOUT)
+            if proc.returncode not in (0, 1):
+                raise RuntimeError(f"the conformance suite did not run {name} ({proc.returncode}):\n{proc.stderr}")
+        results["tasks"] = {_scenario(d.name): json.loads((d / "checks.json").read_text()) for d in target.iterdir()}
+        listed = subprocess.run([str(NODE), str(CONFORMANCE), "list", "--server"], capture_output=True, text=True)
+        results["tasks-listed"] = {"names": re.findall(r"- (tasks-[\w-]+) \[extension\]", listed.stdout)}
     return results
 
 
@@ -267,9 +318,20 @@ def test_the_suite_runs_exactly_the_listed_scenarios(suite_results: dict[str, An
         assert set(suite_results[revision]) == RUNS_ON[revision], revision
 
 
-@pytest.mark.parametrize(("revision", "scenario"), list(_cases()))
+def test_every_tasks_extension_scenario_is_listed(suite_results: dict[str, Any]) -> None:
+    assert set(suite_results["tasks-listed"]["names"]) == set(TASK_SCENARIOS)
+    assert set(suite_results["tasks"]) == set(TASK_SCENARIOS)
+
+
+def _task_cases() -> Iterator[Any]:
+    for name, expect in sorted(TASK_SCENARIOS.items()):
+        marks = [pytest.mark.xfail(strict=True, reason=expect.reason)] if expect.verdict == "xfail" else []
+        yield pytest.param("tasks", name, marks=marks, id=f"tasks-extension-{name}")
+
+
+@pytest.mark.parametrize(("revision", "scenario"), [*_cases(), *_task_cases()])
 def test_scenario(revision: str, scenario: str, suite_results: dict[str, Any]) -> None:
-    expect = SCENARIOS[scenario]
+    expect = SCENARIOS[scenario] if revision != "tasks" else TASK_SCENARIOS[scenario]
     checks = suite_results[revision][scenario]
     seen = {c["id"] for c in checks}
     applies = expect.applies if expect.applies is not None else seen

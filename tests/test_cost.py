@@ -45,8 +45,12 @@ def no_base_url_env(monkeypatch: pytest.MonkeyPatch) -> None:
     [
         (OpenAIModel("gpt-4o-mini", api_key=KEY), "gpt-4o-mini-2024-07-18", "openai"),
         (OpenAIModel("gpt-4o", api_key=KEY, base_url="https://api.openai.com/v1"), "gpt-4o", "openai"),
-        (AnthropicModel("claude-sonnet-4-5", api_key=KEY), "claude-sonnet-4-5-20250929", "anthropic"),
-        (AnthropicModel("claude-haiku-4-5", api_key=KEY), "claude-haiku-4-5", "anthropic"),
+        (
+            AnthropicModel("claude-sonnet-4-5", api_key=KEY),
+            "claude-sonnet-4-5-20250929",
+            "anthropic",
+        ),  # a dated snapshot
+        (AnthropicModel("claude-haiku-5-5", api_key=KEY), "claude-haiku-5-5", "anthropic"),
     ],
 )
 def test_known_models_cost_what_the_price_table_says(
@@ -75,7 +79,7 @@ def test_unknown_and_local_models_cost_none() -> None:
     # A local server is never priced as OpenAI, even for a name OpenAI's price list has.
     assert call_cost(OpenAIModel("gpt-oss-20b", base_url=ollama), reply("gpt-oss-20b")) is None
     assert (
-        call_cost(AnthropicModel("claude-haiku-4-5", base_url="http://127.0.0.1:9/"), reply("claude-haiku-4-5")) is None
+        call_cost(AnthropicModel("claude-haiku-5-5", base_url="http://127.0.0.1:9/"), reply("claude-haiku-5-5")) is None
     )
     assert call_cost(OfflineModel(), reply("offline")) is None
     assert call_cost(ScriptedModel([]), reply("gpt-4o")) is None  # not a billed backend, whatever it says

@@ -37,7 +37,7 @@ def roles(settings: ModelSettings) -> tuple[object, object]:
 @pytest.mark.parametrize(
     ("text", "ref"),
     [
-        ("anthropic:claude-sonnet-4-5", ModelRef("anthropic", "claude-sonnet-4-5")),
+        ("anthropic:claude-sonnet-5-5", ModelRef("anthropic", "claude-sonnet-5-5")),
         ("openai:gpt-4o-mini", ModelRef("openai", "gpt-4o-mini")),
         ("openai:qwen2.5:7b", ModelRef("openai", "qwen2.5:7b")),  # split at the first ':' only
         ("OpenAI: gpt-4o ", ModelRef("openai", "gpt-4o")),
@@ -45,7 +45,7 @@ def roles(settings: ModelSettings) -> tuple[object, object]:
         ("openai", ModelRef("openai", None)),
         ("offline", ModelRef("offline", None)),
         ("sampling", ModelRef("sampling", None)),
-        ("claude-haiku-4-5", ModelRef(None, "claude-haiku-4-5")),  # a plain name: the default provider's
+        ("claude-haiku-5-5", ModelRef(None, "claude-haiku-5-5")),  # a plain name: the default provider's
         ("openai/gpt-4o", ModelRef(None, "openai/gpt-4o")),
     ],
 )
@@ -116,7 +116,7 @@ def test_with_both_keys_a_role_without_a_provider_gets_anthropic(monkeypatch: py
     monkeypatch.setenv("MCP_TEAM_SUPERVISOR_MODEL", "openai:gpt-4.1")
     supervisor, worker = roles(ModelSettings())
     assert isinstance(supervisor, OpenAIModel) and supervisor.name == "gpt-4.1"
-    assert isinstance(worker, AnthropicModel) and worker.name == "claude-haiku-4-5"
+    assert isinstance(worker, AnthropicModel) and worker.name == "claude-haiku-5-5"
 
 
 def test_a_provider_named_by_the_other_role_is_the_last_resort(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -155,7 +155,7 @@ def test_model_flag_with_a_name_is_every_role_s_model_unless_a_role_names_its_ow
 def test_providers_mix_per_role(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
     monkeypatch.setenv("ANTHROPIC_API_KEY", ANTHROPIC_KEY)
-    monkeypatch.setenv("MCP_TEAM_SUPERVISOR_MODEL", "anthropic:claude-sonnet-4-5")
+    monkeypatch.setenv("MCP_TEAM_SUPERVISOR_MODEL", "anthropic:claude-sonnet-5-5")
     monkeypatch.setenv("MCP_TEAM_SPECIALIST_MODEL", "openai:gpt-4o-mini")
     supervisor, worker = roles(ModelSettings())
     assert isinstance(supervisor, AnthropicModel) and supervisor._api_key == ANTHROPIC_KEY
@@ -219,7 +219,7 @@ def test_a_specialist_can_have_its_own_model(monkeypatch: pytest.MonkeyPatch) ->
         {
             "scout": MemberModel(model="openai:qwen2.5:7b", base_url=OLLAMA, api_key_env="SCOUT_KEY"),
             "coder": MemberModel(model="openai:gpt-4.1"),
-            "writer": MemberModel(model="claude-haiku-4-5"),  # a plain name: the default provider's
+            "writer": MemberModel(model="claude-haiku-5-5"),  # a plain name: the default provider's
         },
     )
     scout, coder = models.for_member("scout", SPECIALIST), models.for_member("coder", SPECIALIST)

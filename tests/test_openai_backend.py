@@ -637,7 +637,7 @@ async def test_full_run_on_a_model_without_tools_fails_clearly() -> None:
 
 async def test_supervisor_on_anthropic_and_specialists_on_openai_in_one_run(spans: Spans) -> None:
     with FakeMessagesAPI(brain=offline_brain) as claude, FakeOpenAIAPI(brain=offline_brain) as gpt:
-        supervisor = AnthropicModel("claude-sonnet-4-5", api_key=KEY, base_url=claude.base_url)
+        supervisor = AnthropicModel("claude-sonnet-5-5", api_key=KEY, base_url=claude.base_url)
         worker = model_for(gpt)
         result = await Team(ModelSet({SUPERVISOR: supervisor, SPECIALIST: worker})).run(REQUEST)
         calls = len(claude.requests) + len(gpt.requests)
@@ -645,5 +645,5 @@ async def test_supervisor_on_anthropic_and_specialists_on_openai_in_one_run(span
     assert result.usage.model_calls == calls
     chats = [s for s in spans.all if s.name.startswith(f"{OP_CHAT} ")]
     seen = {(spans.attr(s, PROVIDER_NAME), spans.attr(s, REQUEST_MODEL), spans.attr(s, RESPONSE_MODEL)) for s in chats}
-    assert seen == {("anthropic", "claude-sonnet-4-5", "offline"), ("openai", MODEL, MODEL)}
+    assert seen == {("anthropic", "claude-sonnet-5-5", "offline"), ("openai", MODEL, MODEL)}
     assert len(chats) == calls

@@ -38,6 +38,10 @@ REQUESTS = {
         "Review contracts/acme-msa.txt against our playbook in policies/: liability, indemnities, data "
         "protection, termination and auto-renewal. Give me a risk report citing clause numbers."
     ),
+    "research-desk": (
+        "Brief me on solid-state batteries for electric cars: who is closest to production, the energy "
+        "densities, and what could still go wrong."
+    ),
 }
 
 

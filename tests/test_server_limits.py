@@ -4,6 +4,7 @@ defaults through `mcp-team serve`; these cover the settings and the messages."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 
 import mcp_types as types
@@ -47,7 +48,9 @@ async def test_text_limits_apply_to_every_tool_and_name_the_setting(mode: str) -
         assert result.is_error and f"MCP_TEAM_MAX_{variable}_CHARS" in text_of(result), text_of(result)
     assert "501 characters" in text_of(run) and "limit of 500" in text_of(run)
     assert not within.is_error
-    assert isinstance(runs, types.TextResourceContents) and '"runs": []' in runs.text  # nothing ran
+    assert isinstance(runs, types.TextResourceContents)
+    ran = [r["request"] for r in json.loads(runs.text)["runs"]]
+    assert ran == ["Write a haiku"]  # only the call within the limits ran (a specialist's call is a run too)
 
 
 async def test_budget_overrides_are_capped_at_the_teams(mode: str) -> None:

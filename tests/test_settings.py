@@ -125,7 +125,7 @@ def test_build_offline_with_latency_faults_and_concurrency(monkeypatch: pytest.M
     assert model.wrapped.latency == pytest.approx(0.25)
     assert model.faults == [Fault("rate_limit", "researcher", 1), Fault("revise", "*", None)]
     assert models.max_concurrency == 3
-    assert models.limiter.total_tokens == 3
+    assert models.limiter_for(model).calls.total_tokens == 3
 
 
 def test_a_bad_fault_spec_is_a_config_error_naming_the_variable_and_kinds(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -172,8 +172,8 @@ def test_build_anthropic_default_model_names(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
     models = build_models(ModelSettings())
     assert (models.for_role(SUPERVISOR).name, models.for_role(SPECIALIST).name) == (
-        "claude-sonnet-4-5",
-        "claude-haiku-4-5",
+        "claude-sonnet-5-5",
+        "claude-haiku-5-5",
     )
     assert models.for_role(SUPERVISOR)._base_url is None
 

@@ -69,13 +69,16 @@ class CallBudget:
         self.left = calls
         self.charged: list[Usage] = []
 
-    def before_call(self) -> None:
+    def before_call(self, input_tokens: int = 0) -> None:
         if self.left == 0:
             raise BudgetExhausted("the run's model-call budget is used up")
         self.left -= 1
 
     def after_call(self, usage: Usage) -> None:
         self.charged.append(usage)
+
+    def used_fallback(self, note: str) -> None:
+        raise AssertionError(f"no fallback is configured: {note}")
 
 
 pytestmark = pytest.mark.anyio
@@ -93,7 +96,7 @@ async def test_tool_round_trip(spans) -> None:
 
     assert (result.status, result.output, result.turns) == ("completed", "The result is 42.", 2)
     assert (result.error, result.error_type, result.verdict) == (None, None, None)
-    assert result.usage == Usage(input_tokens=40, output_tokens=12)
+    assert result.usage == Usage(input_tokens=40, output_tokens=12, cost_usd=None)
     assert len(model.requests) == 2
     second = model.requests[1]
     assert second.messages[-2].role == "assistant"
@@ -336,7 +339,7 @@ async def test_max_turns_exhausted(spans) -> None:
 
     assert (result.status, result.error_type, result.turns) == ("failed", "max_turns", 3)
     assert result.error == "analyst stopped after 3 turns without a final answer (it kept calling: calculate)"
-    assert result.usage == Usage(input_tokens=30, output_tokens=15)
+    assert result.usage == Usage(input_tokens=30, output_tokens=15, cost_usd=None)
     assert len(model.requests) == 3
     # No turn is left to read the last tool results in, so the last call's tools are not run.
     assert [spans.attr(s, A.TOOL_CALL_ID) for s in spans.named("execute_tool calculate")] == ["t1_0", "t2_0"]
@@ -377,7 +380,7 @@ async def test_meter_refusal_fails_the_specialist() -> None:
 
     assert (result.status, result.error_type, result.turns) == ("failed", "budget_exhausted", 2)
     assert result.error == "the run's model-call budget is used up"
-    assert meter.charged == [Usage(input_tokens=10, output_tokens=5)]
+    assert meter.charged == [Usage(input_tokens=10, output_tokens=5, cost_usd=None)]  # scripted: no price
     assert len(model.requests) == 1
 
 
@@ -400,7 +403,7 @@ async def test_model_error_fails_with_its_kind_and_message(spans) -> None:
         2,
     )
     assert result.output == "Let me compute that."  # the last thing it said is kept
-    assert result.usage == Usage(input_tokens=10, output_tokens=5)
+    assert result.usage == Usage(input_tokens=10, output_tokens=5, cost_usd=None)
     agent = spans.one("invoke_agent analyst")
     assert spans.attr(agent, A.ERROR_TYPE) == "rate_limited"
     assert agent.status.description == "HTTP 429: slow down"
@@ -479,3 +482,37 @@ def test_parse_verdict_last_verdict_wins() -> None:
 )
 def test_parse_verdict_none(text_: str) -> None:
     assert parse_verdict(text_) is None
+
+
+async def test_a_tool_call_whose_arguments_could_not_be_read_is_answered_with_the_error_not_run() -> None:
+    ran: list[dict[str, Any]] = []
+
+    async def record(args: dict[str, Any]) -> str:
+        ran.append(args)
+        return "ran"
+
+    broken = ModelResponse(
+        content=[ToolUseBlock(id="c1", name="lookup", input_error="the arguments are not valid JSON: {'q': 1")],
+        stop_reason="tool_use",
+        model="scripted",
+    )
+    result, model = await run(specialist(tools=(make_tool("lookup", record),)), broken, text("Fixed it."))
+    assert result.status == "completed" and not ran
+    [answer] = tool_results(model.requests[1])
+    assert answer.is_error and "not run" in answer.content and "not valid JSON" in answer.content
+
+
+async def test_a_tool_call_written_as_text_goes_back_to_the_model_and_is_not_the_answer() -> None:
+    written = '```json\n{"name": "calculate", "arguments": {"expression": "2+2"}}\n```'
+    result, model = await run(
+        specialist(), text(written), tool_calls(("calculate", {"expression": "2+2"})), text("The result is 4.")
+    )
+    assert (result.status, result.output, result.turns) == ("completed", "The result is 4.", 3)
+    feedback = model.requests[1].messages[-1]
+    assert feedback.role == "user" and "wrote a tool call as text (calculate)" in str(feedback.content)
+
+
+async def test_an_answer_holding_json_is_still_an_answer() -> None:
+    answer = '```json\n{"result": 4}\n```'
+    result, _ = await run(specialist(), text(answer))
+    assert (result.status, result.output) == ("completed", answer)

@@ -183,6 +183,7 @@ def test_init_presets(tmp_path: Path) -> None:
         "curriculum",
         "product-launch",
         "contract-review",
+        "research-desk",
     ]
     made = run_cli("init", "--preset", "portfolio", "mine.toml", cwd=tmp_path)
     assert made.returncode == 0 and load_team_file(tmp_path / "mine.toml").build()

@@ -78,11 +78,11 @@ def build_run(tracer: trace.Tracer, run_id: str = "run-1", task: str | None = "f
         **{A.OPERATION_NAME: "invoke_agent", A.AGENT_NAME: "supervisor", A.PROVIDER_NAME: "anthropic"},
     )
     plan = start(
-        "chat claude-sonnet-4-5",
+        "chat claude-sonnet-5-5",
         sup,
         10,
         SpanKind.CLIENT,
-        **{A.OPERATION_NAME: "chat", A.REQUEST_MODEL: "claude-sonnet-4-5", A.PHASE: "plan"},
+        **{A.OPERATION_NAME: "chat", A.REQUEST_MODEL: "claude-sonnet-5-5", A.PHASE: "plan"},
     )
     plan.set_attribute(A.USAGE_INPUT_TOKENS, 900)
     plan.set_attribute(A.USAGE_OUTPUT_TOKENS, 120)
@@ -99,11 +99,11 @@ def build_run(tracer: trace.Tracer, run_id: str = "run-1", task: str | None = "f
     xfer = start("execute_tool transfer_to_researcher", sup, 410, **xfer_attrs)
     res = start("invoke_agent researcher", xfer, 420, **{A.OPERATION_NAME: "invoke_agent", A.AGENT_NAME: "researcher"})
     chat = start(
-        "chat claude-haiku-4-5",
+        "chat claude-haiku-5-5",
         res,
         430,
         SpanKind.CLIENT,
-        **{A.OPERATION_NAME: "chat", A.REQUEST_MODEL: "claude-haiku-4-5", A.PHASE: "specialist"},
+        **{A.OPERATION_NAME: "chat", A.REQUEST_MODEL: "claude-haiku-5-5", A.PHASE: "specialist"},
     )
     chat.set_attribute(A.USAGE_INPUT_TOKENS, 1200)
     chat.set_attribute(A.USAGE_OUTPUT_TOKENS, 300)
@@ -117,11 +117,11 @@ def build_run(tracer: trace.Tracer, run_id: str = "run-1", task: str | None = "f
     res.end(end_time=ms(1900))
     xfer.end(end_time=ms(1910))
     synth = start(
-        "chat claude-sonnet-4-5",
+        "chat claude-sonnet-5-5",
         sup,
         1920,
         SpanKind.CLIENT,
-        **{A.OPERATION_NAME: "chat", A.REQUEST_MODEL: "claude-sonnet-4-5", A.PHASE: "synthesize"},
+        **{A.OPERATION_NAME: "chat", A.REQUEST_MODEL: "claude-sonnet-5-5", A.PHASE: "synthesize"},
     )
     synth.set_status(Status(StatusCode.OK))
     synth.end(end_time=ms(2400))
@@ -173,7 +173,7 @@ def test_to_jaeger_shape(local: Local) -> None:
     assert named["invoke_agent researcher"]["references"][0]["spanID"] == xfer["spanID"]
 
     # Typed tags.
-    plan = tags_of(named["chat claude-sonnet-4-5"])
+    plan = tags_of(named["chat claude-sonnet-5-5"])
     assert plan[A.USAGE_INPUT_TOKENS] == {"key": A.USAGE_INPUT_TOKENS, "type": "int64", "value": 900}
     assert plan[A.PHASE]["type"] == "string"
     assert plan["span.kind"]["value"] == "client"
@@ -197,7 +197,7 @@ def test_to_jaeger_shape(local: Local) -> None:
     assert fields["event"]["value"] == "retry"
     assert fields["attempt"] == {"key": "attempt", "type": "int64", "value": 2}
     assert fields["ok"] == {"key": "ok", "type": "bool", "value": False}
-    synth = [s for s in spans if s["operationName"] == "chat claude-sonnet-4-5"][1]
+    synth = [s for s in spans if s["operationName"] == "chat claude-sonnet-5-5"][1]
     assert tags_of(synth)["otel.status_code"]["value"] == "OK"
 
     # Resource -> process.
@@ -219,7 +219,7 @@ def test_to_jaeger_groups_traces_and_keeps_outside_parents(local: Local) -> None
     assert {len(t["spans"]) for t in doc["data"]} == {7}
 
     # Only the researcher subtree: its root still references the (absent) transfer span.
-    subset = [s for s in local.finished if s.name in ("invoke_agent researcher", "chat claude-haiku-4-5")][:2]
+    subset = [s for s in local.finished if s.name in ("invoke_agent researcher", "chat claude-haiku-5-5")][:2]
     sub = to_jaeger(subset)
     assert validate_jaeger(sub) == []
     research = next(s for s in sub["data"][0]["spans"] if s["operationName"] == "invoke_agent researcher")
@@ -251,7 +251,7 @@ def test_ids_are_zero_padded() -> None:
 async def test_real_span_helpers_convert_cleanly(spans: Spans, tmp_path: Path) -> None:
     # Async: the helpers ask anyio for the cancellation class when an exception passes through.
     with helpers.conversation("helpers-run"), helpers.agent_span("supervisor", provider="anthropic") as sup:
-        with helpers.chat_span("claude-sonnet-4-5", "anthropic", "plan", 1024) as chat:
+        with helpers.chat_span("claude-sonnet-5-5", "anthropic", "plan", 1024) as chat:
             helpers.record_usage(chat, 10, 2)
         with (
             helpers.transfer_span("supervisor", "analyst", "toolu_9", "h9", 1),
@@ -412,12 +412,12 @@ def test_trace_file_of_a_full_run_and_waterfall(local: Local) -> None:
     assert len(rows) == 7
     labels = [row[:40].strip() for row in rows]
     assert labels[0].startswith("supervisor")
-    assert labels[1].startswith("chat claude-sonnet-4-5 (plan)")
+    assert labels[1].startswith("chat claude-sonnet-5-5 (plan)")
     assert labels[2].startswith("→ researcher: find papers")
     assert labels[3].startswith("researcher")
-    assert labels[4].startswith("chat claude-haiku-4-5 (specialist)")
+    assert labels[4].startswith("chat claude-haiku-5-5 (specialist)")
     assert labels[5].startswith("tool web_search")
-    assert labels[6].startswith("chat claude-sonnet-4-5 (synthe")
+    assert labels[6].startswith("chat claude-sonnet-5-5 (synthe")
     # Indentation follows depth.
     assert rows[3].startswith("    researcher")
     assert rows[5].startswith("      tool web_search")
@@ -426,14 +426,14 @@ def test_trace_file_of_a_full_run_and_waterfall(local: Local) -> None:
         return next(r for r in rows if r.strip().startswith(prefix))
 
     assert "2.5s" in row("supervisor") and "ok" in row("supervisor") and "2.1k/640" in row("supervisor")
-    assert "390ms" in row("chat claude-sonnet-4-5 (plan)") and "900/120" in row("chat claude-sonnet-4-5 (plan)")
+    assert "390ms" in row("chat claude-sonnet-5-5 (plan)") and "900/120" in row("chat claude-sonnet-5-5 (plan)")
     assert "TimeoutError" in row("tool web_search") and "100ms" in row("tool web_search")
     assert "1.2k/300" in row("chat claude-haiku")
     # Bars: the root spans the whole timeline, the synthesis sits at the right end.
     assert row("supervisor").count("█") >= 20
-    synth_row = row("chat claude-sonnet-4-5 (synthesize)")
+    synth_row = row("chat claude-sonnet-5-5 (synthesize)")
     bar_start = synth_row.index("█")
-    assert bar_start > row("chat claude-sonnet-4-5 (plan)").index("█") + 10
+    assert bar_start > row("chat claude-sonnet-5-5 (plan)").index("█") + 10
 
 
 def test_waterfall_without_task_shows_only_the_target(local: Local) -> None:

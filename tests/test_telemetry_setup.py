@@ -45,11 +45,11 @@ tracing = setup_tracing(TracingConfig.from_env())
 assert tracing is not None, "tracing should be on"
 with spans.conversation("run-1"):
     with spans.agent_span("supervisor", provider="anthropic") as sup:
-        with spans.chat_span("claude-sonnet-4-5", "anthropic", "plan", 1024) as chat:
+        with spans.chat_span("claude-sonnet-5-5", "anthropic", "plan", 1024) as chat:
             spans.record_usage(chat, 100, 20)
         with spans.transfer_span("supervisor", "researcher", "toolu_1", "h1", 1):
             with spans.agent_span("researcher", provider="anthropic"):
-                with spans.chat_span("claude-haiku-4-5", "anthropic", "specialist", 512) as chat:
+                with spans.chat_span("claude-haiku-5-5", "anthropic", "specialist", 512) as chat:
                     spans.record_usage(chat, 50, 10)
         spans.record_usage(sup, 150, 30)
     trace_id = spans.current_trace_id()
@@ -268,10 +268,10 @@ def test_grpc_without_its_package_says_what_to_install(monkeypatch: pytest.Monke
 def _check_run(rx: OTLPReceiver, service: str) -> None:
     wanted = {
         "invoke_agent supervisor",
-        "chat claude-sonnet-4-5",
+        "chat claude-sonnet-5-5",
         "execute_tool transfer_to_researcher",
         "invoke_agent researcher",
-        "chat claude-haiku-4-5",
+        "chat claude-haiku-5-5",
     }
     got = rx.wait_for(lambda spans: wanted <= {s["name"] for s in spans})
     by_name = {s["name"]: s for s in got}
@@ -280,19 +280,19 @@ def _check_run(rx: OTLPReceiver, service: str) -> None:
     assert len(sup["trace_id"]) == 32
     assert len(sup["span_id"]) == 16
     assert {s["trace_id"] for s in got} == {sup["trace_id"]}
-    assert by_name["chat claude-sonnet-4-5"]["parent_span_id"] == sup["span_id"]
+    assert by_name["chat claude-sonnet-5-5"]["parent_span_id"] == sup["span_id"]
     transfer = by_name["execute_tool transfer_to_researcher"]
     assert transfer["parent_span_id"] == sup["span_id"]
     assert by_name["invoke_agent researcher"]["parent_span_id"] == transfer["span_id"]
-    assert by_name["chat claude-haiku-4-5"]["parent_span_id"] == by_name["invoke_agent researcher"]["span_id"]
-    assert by_name["chat claude-haiku-4-5"]["kind"] == "client"
+    assert by_name["chat claude-haiku-5-5"]["parent_span_id"] == by_name["invoke_agent researcher"]["span_id"]
+    assert by_name["chat claude-haiku-5-5"]["kind"] == "client"
     for span in got:
         assert span["attributes"]["gen_ai.conversation.id"] == "run-1"
         assert span["resource"]["service.name"] == service
         assert span["resource"]["service.version"]
     assert sup["attributes"]["gen_ai.agent.name"] == "supervisor"
     assert sup["attributes"]["gen_ai.usage.input_tokens"] == 150
-    assert by_name["chat claude-sonnet-4-5"]["attributes"]["mcp_team.phase"] == "plan"
+    assert by_name["chat claude-sonnet-5-5"]["attributes"]["mcp_team.phase"] == "plan"
 
 
 def test_end_to_end_otlp_http_base_endpoint() -> None:

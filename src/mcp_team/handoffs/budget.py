@@ -1,9 +1,13 @@
-"""Run-wide budgets (handoffs, model calls, tokens) and per-specialist circuit breakers.
+"""Run-wide budgets (handoffs, model calls, tokens, cost) and per-specialist circuit breakers.
 
 One `Budget` is shared by every branch of a run. The model-call budget keeps one call in reserve
 so a run that runs out can still ask the supervisor for a final synthesis. A call refused for
 want of budget raises `BudgetExhausted`; the handoff budget is checked and charged separately
 (`can_hand_off`, `charge_handoff`) so a decision about it can be recorded before it is applied.
+
+Tokens are checked before a call with the size of its prompt, so one call never overshoots the
+budget by its whole input; only its output (and calls already in flight) can pass the limit, and
+then the budget counts as used up. Cost is counted from the calls whose price is known.
 """
 
 from __future__ import annotations
@@ -11,9 +15,37 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from mcp_team.errors import BudgetExhausted
+from mcp_team.errors import BudgetExhausted, McpTeamError
 from mcp_team.handoffs.schema import Budgets
 from mcp_team.llm import Usage
+
+
+class BudgetAboveLimit(McpTeamError, ValueError):
+    """An override that would raise a budget its caller may only lower."""
+
+    def __init__(self, name: str, value: float, limit: float) -> None:
+        self.name, self.value, self.limit = name, value, limit
+        super().__init__(f"{name}={_number(value)} is above the limit of {_number(limit)}")
+
+
+def merge_budgets(base: Budgets, overrides: Mapping[str, float | None], *, cap: bool = False) -> Budgets:
+    """`base` with each override given (None: not given) in place of its value: the one merge the CLI's
+    flags and `run_team`'s arguments both go through, so neither drops the budgets it does not name.
+
+    With `cap` (a client's overrides) a budget may be lowered, never raised: `BudgetAboveLimit`. A value
+    that is no budget at all (negative, infinite) raises pydantic's `ValidationError`, naming it.
+    """
+    asked = {name: value for name, value in overrides.items() if value is not None}
+    if cap:
+        for name, value in asked.items():
+            limit = getattr(base, name)
+            if limit is not None and value > limit:
+                raise BudgetAboveLimit(name, value, limit)
+    return Budgets.model_validate({**base.model_dump(), **asked})
+
+
+def _number(value: float) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 @dataclass
@@ -22,7 +54,9 @@ class Budget:
     handoffs: int = 0
     model_calls: int = 0
     usage: Usage = field(default_factory=Usage)
+    cost_usd: float = 0.0  # of the calls whose price is known
     exhausted: str | None = None  # which budget ran out first, in words, once one has
+    fallbacks: list[str] = field(default_factory=list)  # the supervisor's calls a fallback model answered
 
     @property
     def handoffs_left(self) -> int:
@@ -38,21 +72,44 @@ class Budget:
         """Record that the handoff budget ran out; which budget ran out first, in words."""
         return self._run_out(f"the handoff budget ({self.limits.max_handoffs}) was used up")
 
-    def before_call(self) -> None:
-        self.charge_call(reserve=1)
+    def before_call(self, input_tokens: int = 0) -> None:
+        self.charge_call(reserve=1, input_tokens=input_tokens)
 
     def after_call(self, usage: Usage) -> None:
         self.usage = self.usage + usage
+        self.cost_usd += usage.cost_usd or 0.0
         if self.usage.total_tokens >= self.limits.max_tokens:
-            self._run_out(f"the token budget ({self.limits.max_tokens}) was used up")
+            self._run_out(self._tokens_used_up())
+        if (limit := self.limits.max_cost) is not None and self.cost_usd >= limit:
+            self._run_out(self._cost_used_up())
 
-    def charge_call(self, reserve: int) -> None:
-        """Count one model call, keeping `reserve` calls back; `BudgetExhausted` when none is left."""
+    def used_fallback(self, note: str) -> None:
+        self.fallbacks.append(note)
+
+    def charge_call(self, reserve: int, input_tokens: int = 0) -> None:
+        """Count one model call whose prompt is about `input_tokens` long, keeping `reserve` calls back;
+        `BudgetExhausted` when no call is left, or the prompt alone would not fit in the tokens left."""
         if self.model_calls >= self.limits.max_model_calls - reserve:
             raise BudgetExhausted(self._run_out(f"the model-call budget ({self.limits.max_model_calls}) was used up"))
-        if self.usage.total_tokens >= self.limits.max_tokens:
-            raise BudgetExhausted(self._run_out(f"the token budget ({self.limits.max_tokens}) was used up"))
+        left = self.limits.max_tokens - self.usage.total_tokens
+        if left <= 0:
+            raise BudgetExhausted(self._run_out(self._tokens_used_up()))
+        if input_tokens > left:
+            raise BudgetExhausted(
+                self._run_out(
+                    f"the token budget ({self.limits.max_tokens}) was used up: the next call's prompt alone is "
+                    f"about {input_tokens} tokens, {left} are left"
+                )
+            )
+        if (limit := self.limits.max_cost) is not None and self.cost_usd >= limit:
+            raise BudgetExhausted(self._run_out(self._cost_used_up()))
         self.model_calls += 1
+
+    def _tokens_used_up(self) -> str:
+        return f"the token budget ({self.limits.max_tokens}) was used up"
+
+    def _cost_used_up(self) -> str:
+        return f"the cost budget (${self.limits.max_cost:g}) was used up"
 
     def _run_out(self, what: str) -> str:
         self.exhausted = self.exhausted or what
@@ -65,11 +122,14 @@ class FinalCall:
 
     budget: Budget
 
-    def before_call(self) -> None:
-        self.budget.charge_call(reserve=0)
+    def before_call(self, input_tokens: int = 0) -> None:
+        self.budget.charge_call(reserve=0, input_tokens=input_tokens)
 
     def after_call(self, usage: Usage) -> None:
         self.budget.after_call(usage)
+
+    def used_fallback(self, note: str) -> None:
+        self.budget.used_fallback(note)
 
 
 @dataclass

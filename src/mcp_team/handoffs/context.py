@@ -12,7 +12,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Literal
 
+import anyio
+
 from mcp_team.handoffs.budget import Breakers, Budget, FinalCall
+from mcp_team.handoffs.checkpoints import Approver, CheckpointRecord, Stop
+from mcp_team.handoffs.conflicts import Conflict, Ruling
 from mcp_team.handoffs.runtime import EPHEMERAL, Runtime
 from mcp_team.handoffs.schema import (
     Failure,
@@ -23,12 +27,16 @@ from mcp_team.handoffs.schema import (
     RunStatus,
     UsageReport,
 )
-from mcp_team.llm import SUPERVISOR, ModelRequest, ModelResponse, ModelSet, Usage, chat
+from mcp_team.llm import SUPERVISOR, ModelError, ModelRequest, ModelResponse, ModelSet, Usage, chat
+from mcp_team.llm.call import TRANSIENT
 from mcp_team.specialists import Specialist
 
 log = logging.getLogger("mcp_team.handoffs")
 
-EventKind = Literal["run_started", "plan_ready", "handoff_started", "handoff_finished", "synthesizing"]
+SUPERVISOR_RETRIES = 2  # on top of the SDK's own retries, which an outage or a stuck call outlasts
+RETRY_BACKOFF = 0.5  # seconds before the first retry, doubled for each next one
+
+EventKind = Literal["run_started", "plan_ready", "handoff_started", "handoff_finished", "synthesizing", "checkpoint"]
 
 
 @dataclass(frozen=True)
@@ -79,10 +87,20 @@ class RunContext:
     fingerprints: dict[tuple[str, str, str], HandoffRecord] = field(default_factory=dict)
     last_seq: int = 0  # the number of the run's latest handoff
     notes: dict[str, str] = field(default_factory=dict)  # by topic: the first one of each is kept
+    approve: Approver | None = None  # asks a person at checkpoints (handoffs/checkpoints.py)
+    checkpoints: list[CheckpointRecord] = field(default_factory=list)
+    checkpoint_stop: Stop | None = None  # set when a checkpoint ended the run
+    pending_conflicts: list[Conflict] = field(default_factory=list)  # reported by finalize, not judged yet
+    rulings: list[Ruling] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.budget = Budget(self.settings.budgets)
         self.breakers = Breakers(self.settings.breaker_threshold)
+
+    @property
+    def workers(self) -> list[Specialist]:
+        """The members the supervisor hands work to: all but the judge, which only rules on conflicts."""
+        return [s for s in self.team.values() if s.name != self.settings.judge]
 
     @property
     def deadline_at(self) -> datetime:
@@ -99,11 +117,23 @@ class RunContext:
                 log.warning("progress report failed; the run goes on", exc_info=True)
 
     async def supervisor_call(self, request: ModelRequest, *, final: bool = False) -> ModelResponse:
-        """A supervisor model call, charged to the run budget (the closing one may use the reserve)."""
+        """A supervisor (or planner) model call, charged to the run budget (the closing one may use the
+        reserve). A transient failure (429, 5xx, 529, timeout, connection) is retried with backoff, as a
+        specialist's failed handoff is: one such error of the model that steers the run must not end it.
+        Raises the last `ModelError` when the retries run out, or `BudgetExhausted`."""
         meter = FinalCall(self.budget) if final else self.budget
-        response = await chat(self.models, SUPERVISOR, request, timeout=self.settings.call_timeout, meter=meter)
-        self.supervisor_usage = self.supervisor_usage + response.usage
-        return response
+        for attempt in range(SUPERVISOR_RETRIES + 1):
+            try:
+                response = await chat(self.models, SUPERVISOR, request, timeout=self.settings.call_timeout, meter=meter)
+            except ModelError as exc:
+                if exc.kind not in TRANSIENT or attempt == SUPERVISOR_RETRIES:
+                    raise
+                log.warning("the %s's model call failed (%s); retrying: %s", request.member, exc.kind, exc.message)
+                await anyio.sleep(RETRY_BACKOFF * 2**attempt)
+                continue
+            self.supervisor_usage = self.supervisor_usage + response.usage
+            return response
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     def fail(
         self,
@@ -124,6 +154,11 @@ class RunContext:
         """Tell the caller something that is not a failure (see `RunResult.notes`), once per topic."""
         self.notes.setdefault(topic, text)
 
+    @property
+    def stop_reason(self) -> str | None:
+        """Why the run wound down early, if it did: a decision of the run, else a budget that ran out."""
+        return self.stopped_by or self.budget.exhausted
+
     def completed(self) -> bool:
         """Whether any handoff finished its work."""
         return any(r.status == "completed" for r in self.records)
@@ -136,6 +171,8 @@ class RunContext:
         by_specialist: dict[str, Usage] = {"supervisor": self.supervisor_usage}
         for r in self.records:
             by_specialist[r.target] = by_specialist.get(r.target, Usage()) + r.usage
+        for ruling in self.rulings:
+            by_specialist[ruling.judge] = by_specialist.get(ruling.judge, Usage()) + ruling.usage
         total = sum(by_specialist.values(), Usage())
         return RunResult(
             answer=self.answer,
@@ -148,8 +185,13 @@ class RunContext:
             request=self.request,
             mode=self.settings.mode,
             plan=self.plan,
-            stopped_by=self.stopped_by,
-            notes=list(self.notes.values()),
+            stopped_by=self.stop_reason,
+            notes=[
+                *self.notes.values(),
+                *(f"A fallback model answered the supervisor: {n}." for n in dict.fromkeys(self.budget.fallbacks)),
+            ],
             started_at=self.started_at,
             ended_at=self.ended_at,
+            checkpoints=list(self.checkpoints),
+            conflicts=list(self.rulings),
         )

@@ -22,14 +22,17 @@ import anyio
 from pydantic import BaseModel
 
 from mcp_team.errors import BudgetExhausted
+from mcp_team.handoffs.approval import approve_handoff
 from mcp_team.handoffs.budget import Budget
 from mcp_team.handoffs.context import RunContext, now
 from mcp_team.handoffs.prompts import REFINE_INSTRUCTIONS
+from mcp_team.handoffs.review import gate_revision
 from mcp_team.handoffs.schema import Handoff, HandoffRecord, HandoffStatus
+from mcp_team.handoffs.subteam import SubTeam, run_subteam
 from mcp_team.llm import SUPERVISOR, Message, ModelError, ModelRequest, ToolDefinition, Usage
 from mcp_team.specialists import run_specialist
 from mcp_team.telemetry import spans
-from mcp_team.telemetry.attributes import HANDOFF_TASK, TOOL_CALL_ARGUMENTS, TOOL_CALL_RESULT
+from mcp_team.telemetry.attributes import FALLBACK_MODEL, HANDOFF_TASK, TOOL_CALL_ARGUMENTS, TOOL_CALL_RESULT
 
 _PAYLOAD = {"task", "context", "expected_output"}
 
@@ -125,12 +128,21 @@ async def execute(ctx: RunContext, handoff: Handoff, *, contested: bool = False)
             refusal = await ctx.runtime.decide("start", lambda: refusal_of(ctx, first))
             if (refused := _settle(ctx, handoff, refusal)) is not None:
                 return refused
+        if (approved := await approve_handoff(ctx, handoff)) is None:  # a before:<member> checkpoint stopped it
+            return not_run(ctx, handoff, "refused", "checkpoint", ctx.stopped_by or "stopped at a checkpoint")
+        first = handoff = approved
+        handoff = await _to_fallback(ctx, handoff)
         while True:
             record = await _attempt(ctx, handoff)
+            if record.status == "completed":
+                if (revised := await gate_revision(ctx, handoff, record)) is None:
+                    break
+                handoff = revised
+                continue
             if record.status != "failed":
                 break
             failed_ids.append(record.id)
-            if record.error_type in _FINAL_ERRORS or handoff.attempt > ctx.settings.max_retries:
+            if record.error_type in _FINAL_ERRORS or len(failed_ids) > ctx.settings.max_retries:
                 break
             # Other branches may have opened the breaker or spent the handoff budget meanwhile.
             blocked = await ctx.runtime.decide(f"retry {handoff.attempt + 1}", lambda: _retry_blocked(ctx, first))
@@ -148,6 +160,7 @@ async def execute(ctx: RunContext, handoff: Handoff, *, contested: bool = False)
                     "retry_of": record.id,
                 }
             )
+            handoff = await _to_fallback(ctx, handoff)
     if failed_ids and record.status == "completed":
         for failure in ctx.failures:
             if failure.handoff_id in failed_ids:
@@ -155,9 +168,32 @@ async def execute(ctx: RunContext, handoff: Handoff, *, contested: bool = False)
     return record
 
 
+def _fallback_of(ctx: RunContext, name: str) -> str | None:
+    """The specialist that takes `name`'s handoffs now: its fallback once its circuit is open (if that one's
+    circuit is closed), else None."""
+    fallback = ctx.team[name].fallback
+    if fallback is None or fallback not in ctx.team or not ctx.breakers.is_open(name):
+        return None
+    return None if ctx.breakers.is_open(fallback) else fallback
+
+
+async def _to_fallback(ctx: RunContext, handoff: Handoff) -> Handoff:
+    """`handoff`, or the same handoff to its target's fallback specialist when the target's circuit is open.
+
+    Whether a circuit is open depends on how branches were timed, so it is a decision of the runtime; a
+    specialist without a fallback never asks (a durable run records nothing for it)."""
+    if ctx.team[handoff.target].fallback is None:
+        return handoff
+    name = await ctx.runtime.decide(f"fallback {handoff.attempt}", lambda: _fallback_of(ctx, handoff.target))
+    if name is None:
+        return handoff
+    note = f"specialist {name} took it: the circuit of {handoff.target} is open"
+    return handoff.model_copy(update={"target": name, "fallback": note})
+
+
 def _retry_blocked(ctx: RunContext, handoff: Handoff) -> str | None:
     """What stops a retry of a failed handoff now: `circuit_open`, `handoff_budget`, or None."""
-    if ctx.breakers.is_open(handoff.target):
+    if ctx.breakers.is_open(handoff.target) and _fallback_of(ctx, handoff.target) is None:
         return "circuit_open"
     if not ctx.budget.can_hand_off():
         return "handoff_budget"
@@ -184,7 +220,7 @@ def _refuse_duplicate(ctx: RunContext, handoff: Handoff, earlier: HandoffRecord)
 
 def refusal_of(ctx: RunContext, handoff: Handoff) -> Refusal | None:
     """Why `handoff` may not start now, or None when it may. Reads the run's state, changes nothing."""
-    if ctx.breakers.is_open(handoff.target):
+    if ctx.breakers.is_open(handoff.target) and _fallback_of(ctx, handoff.target) is None:
         return Refusal(
             kind="circuit_open",
             reason=f"{handoff.target} failed {ctx.settings.breaker_threshold} times in a row; its circuit is open "
@@ -280,18 +316,24 @@ async def _attempt(ctx: RunContext, handoff: Handoff) -> HandoffRecord:
         with spans.transfer_span(handoff.source, handoff.target, handoff.call_id, handoff.id, handoff.attempt) as span:
             spans.record_content(span, HANDOFF_TASK, lambda: handoff.task)
             spans.record_content(span, TOOL_CALL_ARGUMENTS, lambda: handoff.model_dump(include=_PAYLOAD))
-            result = await run_specialist(
-                specialist,
-                handoff.task,
-                ctx.models,
-                context=handoff.context,
-                expected_output=handoff.expected_output,
-                meter=_HandoffMeter(ctx.budget, record),
-                call_timeout=ctx.settings.call_timeout,
-                agent_id=handoff.id,
-                gather=ctx.runtime.gather,
-            )
+            if isinstance(specialist, SubTeam):  # a member that is a team: a sub-run under this span
+                result, record.subrun = await run_subteam(ctx, specialist, handoff)
+                record.usage = result.usage
+            else:
+                result = await run_specialist(
+                    specialist,
+                    handoff.task,
+                    ctx.models,
+                    context=handoff.context,
+                    expected_output=handoff.expected_output,
+                    meter=_HandoffMeter(ctx.budget, record),
+                    call_timeout=ctx.settings.call_timeout,
+                    agent_id=handoff.id,
+                    gather=ctx.runtime.gather,
+                )
             spans.record_content(span, TOOL_CALL_RESULT, lambda: result.output if result.output else result.error)
+            if record.fallback and span.is_recording():
+                span.set_attribute(FALLBACK_MODEL, record.fallback)
             if result.status == "failed":
                 spans.mark_error(span, result.error_type or "failed", message=result.error or "")
     except anyio.get_cancelled_exc_class():
@@ -320,12 +362,15 @@ class _HandoffMeter:
     budget: Budget
     record: HandoffRecord
 
-    def before_call(self) -> None:
-        self.budget.before_call()
+    def before_call(self, input_tokens: int = 0) -> None:
+        self.budget.before_call(input_tokens)
 
     def after_call(self, usage: Usage) -> None:
         self.budget.after_call(usage)
         self.record.usage = self.record.usage + usage
+
+    def used_fallback(self, note: str) -> None:
+        self.record.fallback = self.record.fallback or note
 
 
 async def _refine(ctx: RunContext, handoff: Handoff, error: str) -> str:

@@ -6,6 +6,7 @@ dependencies' results as context; a task whose dependency failed is skipped and 
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Collection
 
@@ -16,9 +17,12 @@ from mcp_team.errors import BudgetExhausted, McpTeamError
 from mcp_team.handoffs.context import RunContext
 from mcp_team.handoffs.execution import admit, execute, in_handoff_order, not_run, note_fan_out
 from mcp_team.handoffs.prompts import PLANNER_INSTRUCTIONS, describe_team
+from mcp_team.handoffs.review import revise_in_plan
 from mcp_team.handoffs.schema import Handoff, HandoffRecord, Plan, PlanTask, validation_problems
-from mcp_team.llm import PLANNER, Message, ModelError, ModelRequest, ToolDefinition, ToolResultBlock
+from mcp_team.llm import PLANNER, Message, ModelError, ModelRequest, ToolDefinition, ToolResultBlock, ToolUseBlock
 from mcp_team.telemetry import spans
+
+REVISE_MARKER = "A person reviewing this plan asked for changes:"
 
 
 class PlanError(McpTeamError):
@@ -73,10 +77,19 @@ def _find_cycle(plan: Plan) -> list[str]:
 _PLAN_TOOL = ToolDefinition(name="submit_plan", description="Submit the plan.", input_schema=Plan.model_json_schema())
 
 
-async def make_plan(ctx: RunContext) -> Plan:
-    """Ask the planner for a plan; one repair round if it is invalid. Raises `PlanError`."""
-    system = PLANNER_INSTRUCTIONS.format(team=describe_team(ctx.team.values()))
+async def make_plan(ctx: RunContext, feedback: str = "") -> Plan:
+    """Ask the planner for a plan; one repair round if it is invalid. Raises `PlanError`.
+
+    `feedback`: what a person asked to change in the previous plan (a `plan` checkpoint's revise)."""
+    system = PLANNER_INSTRUCTIONS.format(team=describe_team(ctx.workers))
     messages = [Message(role="user", content=ctx.request)]
+    if feedback and ctx.plan is not None:  # the earlier plan, and the person's answer to it
+        earlier = ToolUseBlock(id="earlier_plan", name="submit_plan", input=ctx.plan.model_dump())
+        answer = f"{REVISE_MARKER} {feedback}\nSubmit a revised plan."
+        messages += [
+            Message(role="assistant", content=[earlier]),
+            Message(role="user", content=[ToolResultBlock(tool_use_id=earlier.id, content=answer, is_error=True)]),
+        ]
     first: list[str] = []  # the first plan's problems, when it went back for repair
     with spans.plan_span("supervisor"):
         for round_ in (1, 2):
@@ -150,6 +163,10 @@ async def run_plan(ctx: RunContext, plan: Plan) -> None:
                 outcome[task.id] = _skip(ctx, handoff, failed, outcome)
             else:
                 outcome[task.id] = await execute(ctx, handoff, contested=True)
+                if ctx.team[task.specialist].returns_verdict:  # REVISE sends its input's authors back to work
+                    authors = [outcome[d] for d in task.depends_on]
+                    run = functools.partial(execute, ctx, contested=True)
+                    outcome[task.id] = await revise_in_plan(ctx, outcome[task.id], authors, run)
         finally:
             done[task.id].set()
 

@@ -7,6 +7,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from mcp_team.handoffs.checkpoints import CheckpointRecord
+from mcp_team.handoffs.conflicts import Ruling
+from mcp_team.handoffs.gates import Gates
 from mcp_team.llm import Usage
 from mcp_team.specialists import Verdict
 
@@ -25,10 +28,18 @@ class Budgets(BaseModel):
     max_tokens: int = Field(
         default=400_000,
         ge=1,
-        description="Input plus output tokens over all calls. Checked before each call, so parallel calls "
-        "already in flight may finish past it.",
+        description="Input plus output tokens over all calls. Checked before each call with the size of its "
+        "prompt, so only a call's output, and parallel calls already in flight, may finish past it.",
     )
-    deadline_seconds: float = Field(default=600.0, gt=0, description="Wall-clock limit for the run.")
+    deadline_seconds: float = Field(
+        default=600.0, gt=0, allow_inf_nan=False, description="Wall-clock limit for the run."
+    )
+    max_cost: float | None = Field(
+        default=None,
+        gt=0,
+        allow_inf_nan=False,
+        description="US dollars over all calls whose price is known (see llm.cost); None: no limit.",
+    )
 
 
 class RunSettings(BaseModel):
@@ -44,6 +55,21 @@ class RunSettings(BaseModel):
     max_repeats: int = Field(default=2, ge=1, description="Identical handoffs refused before the run is stopped.")
     max_supervisor_turns: int = Field(default=12, ge=1)
     call_timeout: float = Field(default=180.0, gt=0, description="Seconds one model call may take.")
+    # Depth (issue 13): quality gates, human checkpoints, the judge. See handoffs/gates.py, checkpoints.py, judge.py.
+    gates: dict[str, Gates] = Field(default_factory=dict, description="Quality gates by member name.")
+    checkpoints: list[str] = Field(
+        default_factory=list,
+        description='Where a run stops for a person\'s approval: "plan" (planned mode, before any task runs) '
+        'and "before:<member>" (before that member\'s first handoff).',
+    )
+    checkpoint_policy: Literal["approve", "fail"] = Field(
+        default="fail",
+        description="When nobody can be asked (a client without elicitation, a CLI without a terminal): "
+        "fail the run saying so (default), or approve automatically.",
+    )
+    max_checkpoint_rounds: int = Field(default=2, ge=0, le=10, description="Revise rounds per checkpoint.")
+    checkpoint_timeout: float = Field(default=600.0, gt=0, description="Seconds to wait for a person's answer.")
+    judge: str | None = Field(default=None, description="The member that decides conflicts between results.")
 
 
 class HandoffArgs(BaseModel):
@@ -67,6 +93,9 @@ class Handoff(HandoffArgs):
     call_id: str = Field(description="The supervisor's tool-call id, or the plan task id.")
     attempt: int = 1
     retry_of: str | None = None
+    fallback: str | None = Field(
+        default=None, description="The fallback model or specialist that did (part of) the work, and why."
+    )
 
 
 class HandoffRecord(Handoff):
@@ -81,6 +110,7 @@ class HandoffRecord(Handoff):
     turns: int = 0
     usage: Usage = Field(default_factory=Usage)
     verdict: Verdict | None = None
+    subrun: RunResult | None = Field(default=None, description="A member that is a team: its sub-run's record.")
 
 
 class Failure(BaseModel):
@@ -143,6 +173,15 @@ class RunResult(BaseModel):
     )
     started_at: datetime
     ended_at: datetime | None = None
+    checkpoints: list[CheckpointRecord] = Field(
+        default_factory=list, description="Each question asked at a human checkpoint, its answer and the wait."
+    )
+    conflicts: list[Ruling] = Field(
+        default_factory=list, description="Results that disagreed, and the judge's ruling on each."
+    )
+
+
+HandoffRecord.model_rebuild()  # `subrun` nests a RunResult, defined after it
 
 
 def validation_problems(exc: ValidationError, prefix: str = "") -> list[str]:

@@ -11,13 +11,24 @@ from __future__ import annotations
 import functools
 
 from mcp_team.errors import BudgetExhausted
+from mcp_team.handoffs.approval import REVISE_PREFIX, approve_turn
 from mcp_team.handoffs.context import RunContext
 from mcp_team.handoffs.execution import dispatch
+from mcp_team.handoffs.judge import CONFLICTS_INSTRUCTIONS, has_judge, note_conflicts, with_conflicts
 from mcp_team.handoffs.prompts import SUPERVISOR_INSTRUCTIONS, describe_team
 from mcp_team.handoffs.schema import HandoffArgs, HandoffRecord
 from mcp_team.handoffs.synthesis import FINALIZE_TOOL
 from mcp_team.handoffs.turn import HANDOFF_PREFIX, Continue, Final, Stop, TurnOutcome, TurnPlan, classify
-from mcp_team.llm import SUPERVISOR, ContentBlock, Message, ModelError, ModelRequest, ToolDefinition, ToolResultBlock
+from mcp_team.llm import (
+    SUPERVISOR,
+    ContentBlock,
+    Message,
+    ModelError,
+    ModelRequest,
+    ToolDefinition,
+    ToolResultBlock,
+)
+from mcp_team.llm.text_calls import TEXT_TOOL_CALL_FEEDBACK, text_tool_call
 from mcp_team.specialists import Specialist
 
 _HANDOFF_SCHEMA = {k: v for k, v in HandoffArgs.model_json_schema().items() if k != "title"}
@@ -40,10 +51,14 @@ def handoff_tool(specialist: Specialist) -> ToolDefinition:
 
 async def run_adaptive(ctx: RunContext) -> Final | Stop:
     """Drive the supervisor turn by turn until it finalizes or stops."""
-    system = SUPERVISOR_INSTRUCTIONS.format(team=describe_team(ctx.team.values()))
-    tools = [*(handoff_tool(s) for s in ctx.team.values()), FINALIZE_TOOL]
+    instructions = SUPERVISOR_INSTRUCTIONS.format(team=describe_team(ctx.workers))
+    finalize = FINALIZE_TOOL
+    if has_judge(ctx):  # its finalize may report conflicts for the judge
+        instructions, finalize = instructions + CONFLICTS_INSTRUCTIONS, with_conflicts(FINALIZE_TOOL)
+    tools = [*(handoff_tool(s) for s in ctx.workers), finalize]
     messages = [Message(role="user", content=ctx.request)]
     for _turn in range(ctx.settings.max_supervisor_turns):
+        system = instructions + _run_notes(ctx)
         outcome = await supervisor_turn(
             ctx, ModelRequest(system=system, messages=messages, tools=tools, phase="act", member=SUPERVISOR)
         )
@@ -51,6 +66,15 @@ async def run_adaptive(ctx: RunContext) -> Final | Stop:
             return outcome
         messages += (outcome.reply, outcome.results)
     return Stop(f"the supervisor used all {ctx.settings.max_supervisor_turns} of its turns without finalizing")
+
+
+def _run_notes(ctx: RunContext) -> str:
+    """What the supervisor should know about the run's state, for its instructions. Never inside a tool
+    result: a result is a specialist's words, which the supervisor passes on and quotes, notes included."""
+    if not ctx.revisions:
+        return ""
+    left = max(ctx.settings.max_revisions - ctx.revisions, 0)
+    return f"\n\nReviewers asked for {ctx.revisions} revision(s) so far; {left} revision(s) left in this run."
 
 
 async def supervisor_turn(ctx: RunContext, request: ModelRequest) -> TurnOutcome:
@@ -67,13 +91,28 @@ async def supervisor_turn(ctx: RunContext, request: ModelRequest) -> TurnOutcome
         return Stop(exc.budget)
     uses = response.tool_uses
     if not uses:
+        offered = {t.name for t in request.tools}
+        if (name := text_tool_call(response.text, offered)) is not None:
+            # Not an answer: a call the model wrote as text. Back to it, as a malformed handoff would go.
+            reason = f"the supervisor wrote a call of {name} as text instead of calling the tool"
+            ctx.fail("malformed_tool_call", "supervisor", reason, recovered=True)
+            feedback = TEXT_TOOL_CALL_FEEDBACK.format(name=name)
+            return Continue(Message(role="assistant", content=response.text), Message(role="user", content=feedback))
         if response.text.strip():
             return Final(response.text)
         ctx.fail("empty_answer", "supervisor", "the supervisor's model returned neither an answer nor a handoff")
         return Stop()
     plan = classify(uses, ctx.team, ctx.run_id, ctx.last_seq + 1)
     if plan.answer is not None:
+        note_conflicts(ctx, response)
         return Final(plan.answer)
+    if (decision := await approve_turn(ctx, list(plan.handoffs))) is None:  # the `plan` checkpoint stopped the run
+        return Stop()
+    if decision.action == "revise":
+        feedback = f"{REVISE_PREFIX}: {decision.feedback}. Hand off again with the changes."
+        answers: list[ContentBlock] = [ToolResultBlock(tool_use_id=u.id, content=feedback, is_error=True) for u in uses]
+        reply = Message(role="assistant", content=list(response.content))
+        return Continue(reply, Message(role="user", content=answers))
     ctx.last_seq += len(plan.handoffs)
     results = await run_turn(ctx, plan)
     return Continue(Message(role="assistant", content=list(response.content)), Message(role="user", content=results))
@@ -88,18 +127,15 @@ async def run_turn(ctx: RunContext, plan: TurnPlan) -> list[ContentBlock]:
         answers[rejected.call_id] = ToolResultBlock(
             tool_use_id=rejected.call_id, content=rejected.reason, is_error=True
         )
-    for handoff, record in zip(plan.handoffs, await dispatch(ctx, plan.handoffs), strict=True):
-        answers[handoff.call_id] = _tool_result(ctx, handoff.call_id, record)
+    records = await dispatch(ctx, plan.handoffs)
+    for handoff, record in zip(plan.handoffs, records, strict=True):
+        answers[handoff.call_id] = _tool_result(handoff.call_id, record)
     return [answers[call_id] for call_id in plan.call_ids]
 
 
-def _tool_result(ctx: RunContext, call_id: str, record: HandoffRecord) -> ToolResultBlock:
+def _tool_result(call_id: str, record: HandoffRecord) -> ToolResultBlock:
     if record.status == "completed":
-        text = record.output
-        if record.verdict is not None and record.verdict.verdict == "REVISE":
-            left = max(ctx.settings.max_revisions - ctx.revisions, 0)
-            text += f"\n\n[{left} revision(s) left in this run]"
-        return ToolResultBlock(tool_use_id=call_id, content=text)
+        return ToolResultBlock(tool_use_id=call_id, content=record.output)
     if record.status == "refused" and record.error_type == "duplicate_handoff":
         return ToolResultBlock(tool_use_id=call_id, content=f"{record.error}\n\n{record.output}", is_error=True)
     attempts = f" after {record.attempt} attempt(s)" if record.status == "failed" else ""

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from mcp_team.errors import BudgetExhausted
 from mcp_team.handoffs.context import RunContext
+from mcp_team.handoffs.judge import CONFLICTS_INSTRUCTIONS, RULINGS_HEADING, has_judge, note_conflicts, with_conflicts
 from mcp_team.handoffs.prompts import FINALIZE_DESCRIPTION, SYNTHESIS_INSTRUCTIONS
 from mcp_team.handoffs.schema import HandoffRecord
 from mcp_team.llm import SUPERVISOR, Message, ModelError, ModelRequest, ToolDefinition
@@ -40,15 +41,23 @@ def describe_results(records: Sequence[HandoffRecord]) -> str:
     return "\n\n".join(parts) or "(no results)"
 
 
-async def synthesize(ctx: RunContext, how: str = "") -> str:
-    """The closing answer from the results, with the synthesis prompt; a plain merge if no call is possible."""
+async def synthesize(ctx: RunContext, how: str = "", rulings: str = "") -> str:
+    """The closing answer from the results, with the synthesis prompt; a plain merge if no call is possible.
+
+    With a judge on the team the synthesis may report conflicts (see `judge`); `rulings` are the judge's
+    verdicts on them, which this synthesis follows."""
     await ctx.emit("synthesizing", "synthesizing the answer")
     combine = f"How to combine the results:\n{how}\n\n" if how else ""
     message = f"Request:\n{ctx.request}\n\n{combine}Results:\n{describe_results(ctx.records)}"
+    system, tool = SYNTHESIS_INSTRUCTIONS, FINALIZE_TOOL
+    if rulings:
+        message += f"\n\n{RULINGS_HEADING}\n{rulings}"
+    elif has_judge(ctx):
+        system, tool = system + CONFLICTS_INSTRUCTIONS, with_conflicts(FINALIZE_TOOL)
     request = ModelRequest(
-        system=SYNTHESIS_INSTRUCTIONS,
+        system=system,
         messages=[Message(role="user", content=message)],
-        tools=[FINALIZE_TOOL],
+        tools=[tool],
         phase="synthesize",
         member=SUPERVISOR,
     )
@@ -60,6 +69,8 @@ async def synthesize(ctx: RunContext, how: str = "") -> str:
     except BudgetExhausted as exc:
         ctx.fail("budget_exhausted", "supervisor", f"the closing synthesis failed: {exc.budget}")
         return fallback_answer(ctx)
+    if not rulings:
+        note_conflicts(ctx, response)
     for use in response.tool_uses:
         if use.name == "finalize" and isinstance(use.input.get("answer"), str):
             return str(use.input["answer"])
@@ -78,8 +89,8 @@ def fallback_answer(ctx: RunContext) -> str:
 def missing_section(ctx: RunContext) -> str:
     """A plain list of what the answer lacks: every unrecovered failure and any early stop."""
     lines = []
-    if ctx.stopped_by:
-        lines.append(f"- The run stopped early: {ctx.stopped_by}.")
+    if ctx.stop_reason:
+        lines.append(f"- The run stopped early: {ctx.stop_reason}.")
     superseded = _superseded(ctx.records)
     seen: set[object] = set()
     for f in ctx.failures:

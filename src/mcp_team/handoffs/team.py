@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -10,15 +11,20 @@ from datetime import datetime
 import anyio
 
 from mcp_team.errors import McpTeamError
+from mcp_team.handoffs.approval import approve_plan
+from mcp_team.handoffs.checkpoints import Approver, checkpoint_problems
 from mcp_team.handoffs.context import EventSink, RunContext, now
+from mcp_team.handoffs.direct import ask
+from mcp_team.handoffs.judge import rule, rulings_text
 from mcp_team.handoffs.planner import PlanError, make_plan, run_plan
+from mcp_team.handoffs.review import note_unpassed_reviews
 from mcp_team.handoffs.runtime import EPHEMERAL, Runtime
 from mcp_team.handoffs.schema import Budgets, Mode, Plan, RunResult, RunSettings
 from mcp_team.handoffs.supervisor import run_adaptive
 from mcp_team.handoffs.synthesis import fallback_answer, missing_section, synthesize
 from mcp_team.handoffs.turn import Final
 from mcp_team.llm import ModelSet
-from mcp_team.specialists import DEFAULT_TEAM, Specialist, SpecialistResult, run_specialist
+from mcp_team.specialists import DEFAULT_TEAM, Specialist, SpecialistResult
 from mcp_team.telemetry import spans
 from mcp_team.telemetry.attributes import INPUT_MESSAGES, OUTPUT_MESSAGES, RUN_MODE, RUN_STATUS
 
@@ -60,15 +66,22 @@ class Team:
         run_id: str | None = None,
         runtime: Runtime | None = None,
         started_at: datetime | None = None,
+        checkpoints: Sequence[str] = (),
+        approve: Approver | None = None,
     ) -> RunResult:
         """Run a request through the supervisor. Never raises for failed work: see `status`/`failures`.
 
         On cancellation the run is recorded as cancelled (`on_finish` still gets it) and the
         cancellation propagates; every branch has stopped by the time it does. `runtime` replaces
         the team's for this run; `started_at` (default: now) is when the run began, so a resumed
-        run keeps its original deadline.
+        run keeps its original deadline. `checkpoints` add to the team's (see `handoffs.checkpoints`);
+        `approve` asks a person at each. Raises `ValueError` for a checkpoint that names no member.
         """
         update: dict[str, object] = {}
+        if checkpoints:
+            if problems := checkpoint_problems(checkpoints, list(self.by_name)):
+                raise ValueError("; ".join(problems))
+            update["checkpoints"] = list(dict.fromkeys([*self.settings.checkpoints, *checkpoints]))
         if mode is not None:
             update["mode"] = mode
         if budgets is not None:
@@ -82,6 +95,7 @@ class Team:
             on_event=on_event,
             runtime=runtime or self.runtime,
             started_at=started_at or now(),
+            approve=approve,
         )
         with (
             spans.conversation(ctx.run_id),
@@ -90,7 +104,7 @@ class Team:
             ctx.trace_id = spans.current_trace_id()
             try:
                 await ctx.emit("run_started", f"run {ctx.run_id}")
-                await _orchestrate(ctx)
+                await orchestrate(ctx)
             except anyio.get_cancelled_exc_class():
                 ctx.status, ctx.ended_at = "cancelled", now()
                 ctx.answer = ctx.answer or "The run was cancelled. " + fallback_answer(ctx)
@@ -137,27 +151,35 @@ class Team:
         ):
             return await make_plan(ctx)
 
-    async def ask(self, name: str, task: str, context: str = "") -> SpecialistResult:
-        """Hand one task straight to one specialist. Raises `UnknownSpecialist`."""
+    async def ask(
+        self, name: str, task: str, context: str = "", *, on_finish: Callable[[RunResult], None] | None = None
+    ) -> SpecialistResult:
+        """Hand one task straight to one specialist, as a one-handoff run whose record goes to `on_finish`
+        (see `handoffs.direct`). Raises `UnknownSpecialist`."""
         if name not in self.by_name:
             raise UnknownSpecialist(name, list(self.by_name))
-        return await run_specialist(
-            self.by_name[name], task, self.models, context=context, call_timeout=self.settings.call_timeout
-        )
+        return await ask(self, name, task, context, on_finish=on_finish)
 
 
-async def _orchestrate(ctx: RunContext) -> None:
-    """Plan or supervise, then synthesize; on a deadline or a dead end, the best partial answer."""
+async def orchestrate(ctx: RunContext) -> None:
+    """Plan or supervise, then synthesize; on a deadline or a dead end, the best partial answer.
+
+    A run, or a sub-run of a member that is a team (see `subteam`)."""
     answer: str | None = None
     with anyio.move_on_after((ctx.deadline_at - now()).total_seconds()) as deadline:
         how = ""
         if ctx.settings.mode == "planned":
             try:
                 ctx.plan = await make_plan(ctx)
+                approved = await approve_plan(ctx, ctx.plan, functools.partial(_replan, ctx))
             except PlanError as exc:
                 ctx.fail("invalid_plan", "supervisor", str(exc))
                 ctx.status, ctx.answer = "failed", f"No answer: {exc}."
                 return
+            if approved is None:
+                _stopped_at_checkpoint(ctx)
+                return
+            ctx.plan = approved
             await ctx.emit("plan_ready", f"plan: {len(ctx.plan.tasks)} tasks")
             await run_plan(ctx, ctx.plan)
             how = ctx.plan.combine
@@ -167,15 +189,42 @@ async def _orchestrate(ctx: RunContext) -> None:
                 answer = outcome.answer
             elif outcome.reason is not None:
                 ctx.stopped_by = ctx.stopped_by or outcome.reason
-        if answer is None and ctx.completed():
-            # The synthesis prompt closes the run; after a budget ran out it spends the reserved call.
+        if ctx.checkpoint_stop is not None:
+            _stopped_at_checkpoint(ctx)
+            return
+        if answer is None and (ctx.completed() or ctx.budget.exhausted):
+            # The synthesis prompt closes the run; after a budget ran out it spends the reserved call,
+            # even with no finished work (the answer then says what could not be done).
             answer = await synthesize(ctx, how)
+        if answer is not None and ctx.pending_conflicts:  # the judge rules, the synthesis follows its rulings
+            rulings = rulings_text(await rule(ctx))
+            answer = await synthesize(ctx, how, rulings) if ctx.completed() else answer
+            if rulings not in answer and "judge" not in answer.lower():
+                answer += f"\n\nConflicts between results, as the judge ruled:\n{rulings}"
     if deadline.cancelled_caught:
         ctx.stopped_by = f"the deadline ({ctx.settings.budgets.deadline_seconds:g} s) passed"
         for r in ctx.records:
             if r.status == "cancelled":
                 ctx.fail("deadline", r.target, "stopped by the run's deadline", r.task, r.id)
+    note_unpassed_reviews(ctx)
     missing = missing_section(ctx)
     ctx.status = "complete" if not missing else "partial" if ctx.completed() else "failed"
     answer = answer or fallback_answer(ctx)
     ctx.answer = f"{answer}\n\n---\n{missing}" if missing else answer
+
+
+async def _replan(ctx: RunContext, feedback: str) -> Plan:
+    ctx.plan = await make_plan(ctx, feedback)
+    return ctx.plan
+
+
+def _stopped_at_checkpoint(ctx: RunContext) -> None:
+    """A checkpoint ended the run: no synthesis; the answer says why and gives what had finished."""
+    stop = ctx.checkpoint_stop
+    assert stop is not None
+    if stop.status == "failed":
+        ctx.fail("checkpoint_unanswerable", "supervisor", stop.reason)
+    ctx.status = stop.status
+    done = [f"## {r.target}: {r.task[:120]}\n{r.output}" for r in ctx.records if r.status == "completed"]
+    finished = "What had finished:\n\n" + "\n\n".join(done) if done else "No work had finished."
+    ctx.answer = f"The run stopped: {stop.reason}.\n\n{finished}"

@@ -93,6 +93,9 @@ def classify(uses: Sequence[ToolUseBlock], team: Collection[str], run_id: str, f
                 "not finalized: handoffs in the same turn are still running; call finalize again once you have "
                 "their results"
                 if mixed
+                else f"finalize could not be read: {use.input_error}. Call it again with a JSON object "
+                '{"answer": "..."}'
+                if use.input_error
                 else "finalize needs a non-empty 'answer' string"
             )
             rejected.append(Rejected(use.id, "finalize", "supervisor", reason))
@@ -101,6 +104,13 @@ def classify(uses: Sequence[ToolUseBlock], team: Collection[str], run_id: str, f
         if not use.name.startswith(HANDOFF_PREFIX) or target not in team:
             reason = f"there is no specialist '{target}' (tool {use.name}). Available: {', '.join(team)}."
             rejected.append(Rejected(use.id, "unknown_specialist", target, reason, str(use.input.get("task", ""))))
+            continue
+        if use.input_error is not None:  # the model's arguments could not be read at all (e.g. not JSON)
+            reason = (
+                f"malformed handoff to {target}: {use.input_error}. "
+                "Expected a JSON object {task, context?, expected_output?}."
+            )
+            rejected.append(Rejected(use.id, "malformed_handoff", target, reason))
             continue
         try:
             args = HandoffArgs.model_validate(use.input)

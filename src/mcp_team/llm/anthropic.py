@@ -111,6 +111,7 @@ class AnthropicModel:
         if client.api_key is None and client.auth_token is None and client.credentials is None:
             raise ModelError("auth", "no Anthropic API key is configured: set ANTHROPIC_API_KEY")
         # The API rejects empty text blocks and accepts no tools list at all, so both are left out.
+        # `request.temperature` is not sent: the Messages API (as this SDK speaks it) has no such parameter.
         system: list[TextBlockParam] = (
             [{"type": "text", "text": request.system, "cache_control": _CACHE}] if request.system else []
         )

@@ -1,5 +1,6 @@
-"""Making a model call: the role's model, the backend's concurrency limit, a timeout, a budget check
-and the `chat` span, in the one place every caller goes through."""
+"""Making a model call: the member's model, its endpoint's limits, a timeout, a budget check, the
+fallback model when the primary keeps failing, the cost, and the `chat` span, in the one place every
+caller goes through."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from typing import Any, Protocol
 
 import anyio
 
-from mcp_team.llm.limits import EndpointLimiter, EndpointLimits, Limiters
+from mcp_team.llm.cost import call_cost
+from mcp_team.llm.limits import EndpointLimiter, EndpointLimits, Limiters, estimate_input_tokens, estimate_tokens
 from mcp_team.llm.types import (
     ContentBlock,
     Model,
@@ -22,47 +24,60 @@ from mcp_team.llm.types import (
 )
 from mcp_team.telemetry import spans
 from mcp_team.telemetry.attributes import (
+    FALLBACK_MODEL,
     INPUT_MESSAGES,
     OUTPUT_MESSAGES,
     RESPONSE_FINISH_REASONS,
     RESPONSE_ID,
     RESPONSE_MODEL,
     SYSTEM_INSTRUCTIONS,
+    USAGE_COST_USD,
 )
 
 SUPERVISOR = "supervisor"  # a model role, and the member name of the supervisor's requests
 SPECIALIST = "specialist"
 PLANNER = "planner"  # the member name of planning requests (made on the supervisor's model)
 
+# Failures a fallback model may get around: the primary is overloaded, slow or failing (after the
+# SDK's own retries). Auth, bad requests and the like would fail on any model of the same setup.
+TRANSIENT = frozenset({"rate_limited", "server_error", "overloaded", "timeout", "connection"})
+
 
 class Meter(Protocol):
-    """Something that counts model calls and tokens against a budget (see handoffs.budget)."""
+    """Something that counts model calls, tokens and cost against a budget (see handoffs.budget)."""
 
-    def before_call(self) -> None:
-        """Raise `mcp_team.errors.BudgetExhausted` when no further call is allowed."""
+    def before_call(self, input_tokens: int) -> None:
+        """Raise `mcp_team.errors.BudgetExhausted` when no further call is allowed; `input_tokens` is
+        the estimated size of the call's prompt."""
 
     def after_call(self, usage: Usage) -> None:
-        """Charge a finished call's tokens."""
+        """Charge a finished call's tokens and cost."""
+
+    def used_fallback(self, note: str) -> None:
+        """A fallback model answered instead of the primary; `note` says which and why."""
 
 
 @dataclass
 class ModelSet:
-    """The models of one backend, by role, sharing one concurrency limit.
+    """The models of a team: by role, by member, and their fallbacks, with the limiters of their endpoints.
 
-    Parallel branches of a run (and concurrent runs of a server) all go through `limiter`, so
-    they can never exceed what the provider allows at once.
+    Parallel branches of a run (and concurrent runs of a server) all go through the limiter of the
+    endpoint they call (`limiter_for`), so they never exceed what it allows at once, and calls to one
+    endpoint never wait for another's.
     """
 
     models: Mapping[str, Model]
     max_concurrency: int = 8
     members: Mapping[str, Model] = field(default_factory=dict)  # a specialist's own model, by its name
     limits: Limiters | None = None  # per-endpoint limits; None: `max_concurrency` per endpoint, no rates
-    limiter: anyio.CapacityLimiter = field(init=False)
+    # The model to use when the primary keeps failing: by member name, else by role.
+    fallbacks: Mapping[str, Model] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if SUPERVISOR not in self.models or SPECIALIST not in self.models:
             raise ValueError("a ModelSet needs a 'supervisor' and a 'specialist' model")
-        self.limiter = anyio.CapacityLimiter(self.max_concurrency)
+        if self.limits is None:
+            self.limits = Limiters(EndpointLimits(max_concurrency=self.max_concurrency))
 
     @classmethod
     def single(cls, model: Model, max_concurrency: int = 8) -> ModelSet:
@@ -77,10 +92,13 @@ class ModelSet:
         """The model of the specialist `name`: its own when it has one, else its role's."""
         return self.members.get(name) or self.for_role(role)
 
+    def fallback_for(self, name: str, role: str) -> Model | None:
+        """The fallback model of member `name` (its own, else its role's), or None."""
+        return self.fallbacks.get(name) or self.fallbacks.get(role)
+
     def limiter_for(self, model: Model) -> EndpointLimiter:
         """The limiter of the endpoint `model` calls (see `llm.limits`)."""
-        if self.limits is None:
-            self.limits = Limiters(EndpointLimits(max_concurrency=self.max_concurrency))
+        assert self.limits is not None  # made in __post_init__
         return self.limits.for_model(model)
 
     @property
@@ -96,29 +114,59 @@ async def chat(
     timeout: float | None = None,
     meter: Meter | None = None,
 ) -> ModelResponse:
-    """One model call for `role`, traced as `chat {model}`. Raises `ModelError`, or `BudgetExhausted` from `meter`.
+    """One model call for `request.member` (on `role`'s model unless the member has its own), traced as
+    `chat {model}`, its usage carrying its cost. Raises `ModelError`, or `BudgetExhausted` from `meter`.
+
+    When the primary model fails in a way another model may not (overloaded, rate limited, timed out,
+    failing after the SDK's retries) and a fallback is configured, the fallback answers instead (its own
+    span, limiter and cost), and the meter is told.
 
     The meter is charged here, around `model.complete`, never inside it: a model wrapped so its
     calls are durable steps returns a recorded call without running it, and the call is still
     charged once in the process that replays it.
     """
-    model = models.for_role(role)
+    model = models.for_member(request.member, role)
     if meter is not None:
-        meter.before_call()
+        meter.before_call(estimate_input_tokens(request))
+    try:
+        response = await _call(models, model, request, timeout)
+    except ModelError as exc:
+        fallback = models.fallback_for(request.member, role)
+        if fallback is None or fallback is model or exc.kind not in TRANSIENT:
+            raise
+        note = f"{fallback.provider}:{fallback.name} answered for {model.provider}:{model.name} ({exc.kind})"
+        response = await _call(models, fallback, request, timeout, fallback_for=note)
+        if meter is not None:
+            meter.used_fallback(note)
+    if meter is not None:
+        meter.after_call(response.usage)
+    return response
+
+
+async def _call(
+    models: ModelSet, model: Model, request: ModelRequest, timeout: float | None, fallback_for: str | None = None
+) -> ModelResponse:
+    """One call of `model`, in its endpoint's limiter, with a timeout and its span; the usage priced."""
     with spans.chat_span(model.name, model.provider, request.phase, request.max_tokens) as span:
+        if fallback_for is not None and span.is_recording():
+            span.set_attribute(FALLBACK_MODEL, fallback_for)
         spans.record_content(span, SYSTEM_INSTRUCTIONS, lambda: [{"type": "text", "content": request.system}])
         spans.record_content(span, INPUT_MESSAGES, lambda: [_semconv(m.role, m.blocks) for m in request.messages])
-        async with models.limiter:
+        async with models.limiter_for(model).slot(estimate_tokens(request)):
             with anyio.move_on_after(timeout) as limit:
                 response = await model.complete(request)
             if limit.cancelled_caught:
                 raise ModelError("timeout", f"the {model.name} call took longer than {timeout:g} s")
+        cost = call_cost(model, response)
+        response = response.model_copy(update={"usage": response.usage.model_copy(update={"cost_usd": cost})})
         u = response.usage
         if span.is_recording():
             span.set_attribute(RESPONSE_MODEL, response.model)
             span.set_attribute(RESPONSE_FINISH_REASONS, [response.stop_reason])
             if response.id:
                 span.set_attribute(RESPONSE_ID, response.id)
+            if cost is not None:
+                span.set_attribute(USAGE_COST_USD, cost)
             spans.record_content(
                 span,
                 OUTPUT_MESSAGES,
@@ -127,8 +175,6 @@ async def chat(
             spans.record_usage(
                 span, u.input_tokens, u.output_tokens, u.cache_read_input_tokens, u.cache_creation_input_tokens
             )
-    if meter is not None:
-        meter.after_call(u)
     return response
 
 

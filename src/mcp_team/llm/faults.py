@@ -10,7 +10,9 @@ requests are also the supervisor's. Kinds:
   whose arguments break the schema, the same handoff over and over; in the planner's plan (planned) a
   task for a specialist that does not exist, a plan that breaks the schema, a task repeated with its id;
 - a specialist's: `endless_tools` (keeps calling a tool, never answers), `revise` (a reviewer's PASS
-  verdict becomes REVISE).
+  verdict becomes REVISE);
+- `conflict`: the closing `finalize` (synthesis or adaptive supervisor) of a team with a judge reports
+  that the first two specialists' results disagree, so the judge has a conflict to rule on.
 A fault counts a use (`TIMES`) only when it changed something.
 """
 
@@ -25,7 +27,16 @@ from typing import Any, Literal, get_args
 import anyio
 
 from mcp_team.llm.call import ModelSet
-from mcp_team.llm.types import Model, ModelError, ModelRequest, ModelResponse, TextBlock, ToolUseBlock, Usage
+from mcp_team.llm.types import (
+    Model,
+    ModelError,
+    ModelRequest,
+    ModelResponse,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    Usage,
+)
 from mcp_team.llm.wrappers import WrapperModel, map_models
 
 FaultKind = Literal[
@@ -38,6 +49,7 @@ FaultKind = Literal[
     "repeat_handoff",  # supervisor: the same handoff forever; planner: a task repeated with its id
     "endless_tools",  # specialist: keep calling tools, never answer
     "revise",  # reviewer: a PASS verdict becomes REVISE
+    "conflict",  # supervisor: its finalize reports that two specialists' results conflict (a team with a judge)
 ]
 FAULT_KINDS: tuple[str, ...] = get_args(FaultKind)
 
@@ -117,6 +129,8 @@ class FaultyModel(WrapperModel):
             return self._respond(request, _replacement(fault, request))
 
         response = await self.wrapped.complete(request)
+        if (changed := _conflicting(request, response)) is not None and self._take(request, ["conflict"]):
+            return response.model_copy(update={"content": changed})
         if supervising:
             for kind in ("unknown_specialist", "repeat_handoff"):
                 changed = _changed(kind, request, response)
@@ -177,6 +191,36 @@ def _changed(kind: str, request: ModelRequest, response: ModelResponse) -> list[
     else:  # repeat_handoff: the first task again, with its id
         tasks = [*tasks, json.loads(json.dumps(tasks[0]))]
     content[at] = use.model_copy(update={"input": {**use.input, "tasks": tasks}})
+    return content
+
+
+def _conflicting(request: ModelRequest, response: ModelResponse) -> list[TextBlock | ToolUseBlock] | None:
+    """The response with its finalize reporting a conflict between the first two specialists, or None."""
+    finalize = next((t for t in request.tools if t.name == "finalize"), None)
+    if finalize is None or "conflicts" not in finalize.input_schema.get("properties", {}):
+        return None
+    # Who worked: the synthesis reads "### name (completed)" headings; the adaptive supervisor its own handoffs.
+    text = "\n".join(b.text for m in request.messages for b in m.blocks if isinstance(b, TextBlock))
+    text += "".join(b.content for m in request.messages for b in m.blocks if isinstance(b, ToolResultBlock))
+    found = re.findall(r"^### ([A-Za-z0-9_-]+) \(completed\)", text, re.M)
+    uses = [b.name for m in request.messages for b in m.blocks if isinstance(b, ToolUseBlock)]
+    found += [name.removeprefix("handoff_to_") for name in uses if name.startswith("handoff_to_")]
+    found = list(dict.fromkeys(found))
+    content = list(response.content)
+    at = next((i for i, b in enumerate(content) if isinstance(b, ToolUseBlock) and b.name == "finalize"), None)
+    if len(found) < 2 or at is None:
+        return None
+    use = content[at]
+    assert isinstance(use, ToolUseBlock)
+    first, second = found[:2]
+    conflict = {
+        "about": "(fault injected) the key figure",
+        "positions": [
+            {"specialist": first, "claim": f"{first} says the figure is 42"},
+            {"specialist": second, "claim": f"{second} says the figure is 24"},
+        ],
+    }
+    content[at] = use.model_copy(update={"input": {**use.input, "conflicts": [conflict]}})
     return content
 
 

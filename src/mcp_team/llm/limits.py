@@ -91,6 +91,11 @@ def endpoint_of(model: Model) -> tuple[str, str]:
 def estimate_tokens(request: ModelRequest) -> int:
     """The tokens a request may use, as providers count them for rate limits: the prompt at four
     characters a token, plus the output limit."""
+    return estimate_input_tokens(request) + request.max_tokens
+
+
+def estimate_input_tokens(request: ModelRequest) -> int:
+    """The size of a request's prompt in tokens, at four characters a token."""
     chars = len(request.system) + sum(len(json.dumps(t.input_schema)) + len(t.description) for t in request.tools)
     for message in request.messages:
         for block in message.blocks:
@@ -100,4 +105,4 @@ def estimate_tokens(request: ModelRequest) -> int:
                 chars += len(block.content)
             else:
                 chars += len(json.dumps(block.input))
-    return chars // 4 + request.max_tokens
+    return chars // 4

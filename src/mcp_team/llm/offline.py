@@ -179,7 +179,8 @@ def _supervise(request: ModelRequest) -> list[TextBlock | ToolUseBlock]:
     gatherers, writer, reviewer = _select(request_text, team)
 
     # Errors about the call itself (bad arguments, unknown names) mean the handoff never ran.
-    done = [d for d in done if not d.output.startswith(("malformed handoff", "there is no specialist"))]
+    # So do handoffs a person sent back at the plan checkpoint (handoffs/approval.py).
+    done = [d for d in done if not d.output.startswith(("malformed handoff", "there is no specialist", "not run:"))]
     pending = [g for g in gatherers if not any(d.specialist == g for d in done)]
     if pending and not any(d.specialist in ("writer", "reviewer") for d in done):
         calls = [_call(f"handoff_to_{name}", _gather_task(name, request_text), i) for i, name in enumerate(pending)]
@@ -254,6 +255,8 @@ def _synthesis(request: ModelRequest) -> str:
 
 def _plan(request: ModelRequest) -> dict[str, Any]:
     request_text = _text_of(request.messages[0])
+    # A person's changes to an earlier plan (handoffs/planner.py) count like the request's own words.
+    request_text += "".join(f" {m}" for m in re.findall(r"asked for changes: (.*)", _text_of(request.messages[-1])))
     team = re.findall(r"^- ([A-Za-z0-9_.-]+):", request.system, re.M)
     gatherers, writer, reviewer = _select(request_text, team)
     tasks: list[dict[str, Any]] = [
@@ -289,10 +292,9 @@ def _plan(request: ModelRequest) -> dict[str, Any]:
 def _refine(request: ModelRequest) -> str:
     text = _text_of(request.messages[-1])
     task = re.search(r"Failed task:\s*(.*?)\n\s*\nError:", text, re.S)
-    error = re.search(r"Error:\s*(.*?)(\n\s*\n|$)", text, re.S)
     original = task.group(1).strip() if task else text.strip()
-    reason = error.group(1).strip() if error else "unknown error"
-    return f"{original}\n(Retry: the previous attempt failed with '{reason}'. Keep the answer short and focused.)"
+    # A rewritten task, as a model writes one: no notes about the engine, which would reach the answer.
+    return f"{original}\nKeep the answer short and focused."
 
 
 # --- specialists -------------------------------------------------------------------------------
@@ -306,6 +308,10 @@ def _specialist(request: ModelRequest, name: str, tools: set[str]) -> list[TextB
         expression = _EXPRESSION.search(task)
         if expression:
             return [_call("calculate", {"expression": expression.group(0).strip()})]
+    if "DECISION: <specialist name or neither>" in task:  # a judge (handoffs/judge.py): the first position holds
+        first = re.search(r"^- ([A-Za-z0-9_-]+): ", task, re.M)
+        side = first.group(1) if first else "neither"
+        return [TextBlock(text=f"DECISION: {side}\n- Its result is the better supported. [{OFFLINE_NOTICE}]")]
     if name == "reviewer":
         if "TODO" in task:
             return [

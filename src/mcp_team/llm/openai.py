@@ -173,6 +173,8 @@ class OpenAIModel:
         # At most two re-asks: one per request detail a server may reject (output limit, parallel calls).
         for _ in range(3):
             options: dict[str, Any] = {self._token_param: request.max_tokens}
+            if request.temperature is not None:
+                options["temperature"] = request.temperature
             if tools:
                 options["tools"] = tools
                 if self._send_parallel:

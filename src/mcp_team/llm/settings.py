@@ -1,6 +1,6 @@
 """Model settings from the environment (and CLI flags), model strings, and the `ModelSet` they describe.
 
-A model string is `provider:model` (`anthropic:claude-sonnet-4-5`, `openai:gpt-4o-mini`,
+A model string is `provider:model` (`anthropic:claude-sonnet-5-5`, `openai:gpt-4o-mini`,
 `openai:qwen2.5:7b`: split at the first `:` only), a provider alone (`openai`, `offline`; its
 default models), or a plain model name, which means a model of the default provider, as before.
 
@@ -28,12 +28,13 @@ from mcp_team.errors import ConfigError
 from mcp_team.llm.call import SPECIALIST, SUPERVISOR, ModelSet
 from mcp_team.llm.limits import EndpointLimits, Limiters
 from mcp_team.llm.types import Model
+from mcp_team.llm.wrappers import SamplingSettings, TunedModel
 
 Backend = Literal["anthropic", "openai", "offline", "sampling", "replay"]
 BACKENDS: tuple[Backend, ...] = get_args(Backend)
 
 DEFAULT_MODELS: dict[str, dict[str, str]] = {
-    "anthropic": {SUPERVISOR: "claude-sonnet-4-5", SPECIALIST: "claude-haiku-4-5"},
+    "anthropic": {SUPERVISOR: "claude-sonnet-5-5", SPECIALIST: "claude-haiku-5-5"},
     "openai": {SUPERVISOR: "gpt-4o", SPECIALIST: "gpt-4o-mini"},
     "offline": {SUPERVISOR: "offline", SPECIALIST: "offline"},
 }
@@ -82,14 +83,20 @@ class MemberModel(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    model: str
+    model: str | None = Field(default=None, description="Its model string; None: its role's model.")
     base_url: str | None = None
     api_key_env: str | None = Field(default=None, description="The environment variable that holds its API key.")
+    fallback: str | None = Field(
+        default=None, description="The model string used when its model keeps failing (overloaded, timeouts)."
+    )
+    sampling: SamplingSettings | None = None
+    role: str = Field(default=SPECIALIST, description="Its role, whose model it uses unless it names its own.")
 
-    @field_validator("model")
+    @field_validator("model", "fallback")
     @classmethod
-    def _parses(cls, value: str) -> str:
-        parse_model(value)
+    def _parses(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_model(value)
         return value
 
 
@@ -103,6 +110,18 @@ class ModelSettings(BaseSettings):
     )
     supervisor_model: str | None = Field(default=None, description="The supervisor's model string.")
     specialist_model: str | None = Field(default=None, description="The specialists' model string.")
+    supervisor_sampling: SamplingSettings | None = Field(
+        default=None, description='The supervisor\'s temperature and output limit (JSON: {"temperature": 0.2}).'
+    )
+    specialist_sampling: SamplingSettings | None = Field(
+        default=None, description="The specialists' temperature and output limit (JSON)."
+    )
+    supervisor_fallback: str | None = Field(
+        default=None, description="The supervisor's model when its own keeps failing (overloaded, timeouts)."
+    )
+    specialist_fallback: str | None = Field(
+        default=None, description="The specialists' model when their own keeps failing (overloaded, timeouts)."
+    )
     anthropic_api_key: SecretStr | None = Field(
         default=None, validation_alias=AliasChoices("MCP_TEAM_ANTHROPIC_API_KEY", "ANTHROPIC_API_KEY")
     )
@@ -137,7 +156,7 @@ class ModelSettings(BaseSettings):
     )
     record_dir: str | None = Field(default=None, description="Record every run to DIR/<run id>.jsonl.")
 
-    @field_validator("model", "supervisor_model", "specialist_model")
+    @field_validator("model", "supervisor_model", "specialist_model", "supervisor_fallback", "specialist_fallback")
     @classmethod
     def _is_a_model_string(cls, value: str | None, info: ValidationInfo) -> str | None:
         if value is not None:
@@ -265,21 +284,65 @@ def _build(settings: ModelSettings, backend: Backend, members: Mapping[str, Memb
         key = settings.supervisor_api_key if role == SUPERVISOR else settings.specialist_api_key
         url = settings.supervisor_base_url if role == SUPERVISOR else settings.specialist_base_url
         roles[role] = factory.model(ref, key, url, f"MCP_TEAM_{role.upper()}_API_KEY")
+        sampling = settings.supervisor_sampling if role == SUPERVISOR else settings.specialist_sampling
+        if sampling is not None:
+            roles[role] = TunedModel(roles[role], sampling)
+    fallbacks: dict[str, Model] = {}
+    for role, text in ((SUPERVISOR, settings.supervisor_fallback), (SPECIALIST, settings.specialist_fallback)):
+        if text is not None:
+            fallbacks[role] = factory.model(_member_ref(text, backend, f"the {role}'s fallback"), None, None, "")
     own: dict[str, Model] = {}
     for name, choice in (members or {}).items():
-        ref = _parse(choice.model, f"specialist {name!r}: model") or ModelRef(None, None)
-        provider = ref.provider or backend
-        if provider in ("sampling", "replay"):
-            raise ConfigError(f"specialist {name!r}: a specialist's model cannot be {provider}")
-        ref = ModelRef(provider, ref.name or DEFAULT_MODELS[provider][SPECIALIST])
         key = None
         if choice.api_key_env is not None:
             value = os.environ.get(choice.api_key_env)
             if not value:
                 raise ConfigError(f"specialist {name!r}: its API key variable {choice.api_key_env} is not set")
             key = SecretStr(value)
-        own[name] = factory.model(ref, key, choice.base_url, choice.api_key_env or "")
-    return ModelSet(roles, settings.max_concurrency, members=own, limits=limits)
+        if choice.model is not None or choice.base_url is not None or key is not None:
+            ref = _member_ref(choice.model, backend, f"specialist {name!r}")
+            own[name] = factory.model(ref, key, choice.base_url, choice.api_key_env or "")
+        if choice.sampling is not None:
+            own[name] = _tuned(own.get(name) or roles[choice.role], choice.sampling)
+        if choice.fallback is not None:
+            fallbacks[name] = factory.model(
+                _member_ref(choice.fallback, backend, f"specialist {name!r}: fallback"), None, None, ""
+            )
+    return ModelSet(roles, settings.max_concurrency, members=own, limits=limits, fallbacks=fallbacks)
+
+
+def _tuned(model: Model, sampling: SamplingSettings) -> Model:
+    """`model` with `sampling` on its requests; over a role's own settings, the member's win."""
+    if isinstance(model, TunedModel):
+        merged = {**model.sampling.model_dump(exclude_none=True), **sampling.model_dump(exclude_none=True)}
+        return TunedModel(model.wrapped, SamplingSettings(**merged))
+    return TunedModel(model, sampling)
+
+
+def describe_model(settings: ModelSettings, role: str, member: MemberModel | None = None) -> str:
+    """The model a member runs on, as `provider:model` (with its endpoint and fallback when it has them),
+    for `mcp-team check`; says what is missing instead when nothing is configured. Never raises."""
+    try:
+        if settings.model is not None and parse_model(settings.model).provider in ("offline", "sampling", "replay"):
+            return str(settings.model)
+        if settings.configured_backend() is None:
+            return "not configured (see mcp-team run --help)"
+        own = member is not None and (member.model is not None or member.base_url is not None)
+        ref = _member_ref(member.model, settings.backend(), "") if own and member else settings.role_model(role)
+        text = str(ref) + (f" at {member.base_url}" if member and member.base_url else "")
+        fallback = member.fallback if member and member.fallback else getattr(settings, f"{role}_fallback", None)
+        return text + (f" (fallback {fallback})" if fallback else "")
+    except (ConfigError, ValueError) as exc:
+        return f"invalid: {exc}"
+
+
+def _member_ref(text: str | None, backend: Backend, what: str) -> ModelRef:
+    """The provider and model a member's (or fallback's) model string names, defaults filled in."""
+    ref = _parse(text, what) or ModelRef(None, None)
+    provider = ref.provider or backend
+    if provider in ("sampling", "replay"):
+        raise ConfigError(f"{what}: a specialist's model cannot be {provider}")
+    return ModelRef(provider, ref.name or DEFAULT_MODELS[provider][SPECIALIST])
 
 
 class _Factory:

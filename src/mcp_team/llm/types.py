@@ -68,12 +68,18 @@ class ToolDefinition(_Frozen):
 
 
 class Usage(_Frozen):
-    """Token counts of one call or a sum of calls. `input_tokens` includes cached input."""
+    """Token counts and cost of one call or a sum of calls. `input_tokens` includes cached input.
+
+    `cost_usd` is what the calls cost (`llm.cost`, set by `llm.call.chat`); None when a call's price is
+    unknown (a local model, offline, the MCP client's own): unknown is not free, so a sum with any
+    unknown part is None too. No calls cost 0.
+    """
 
     input_tokens: int = 0
     output_tokens: int = 0
     cache_read_input_tokens: int = 0
     cache_creation_input_tokens: int = 0
+    cost_usd: float | None = 0.0
 
     @property
     def total_tokens(self) -> int:
@@ -85,6 +91,7 @@ class Usage(_Frozen):
             output_tokens=self.output_tokens + other.output_tokens,
             cache_read_input_tokens=self.cache_read_input_tokens + other.cache_read_input_tokens,
             cache_creation_input_tokens=self.cache_creation_input_tokens + other.cache_creation_input_tokens,
+            cost_usd=None if self.cost_usd is None or other.cost_usd is None else self.cost_usd + other.cost_usd,
         )
 
 
@@ -93,6 +100,7 @@ class ModelRequest(_Frozen):
     messages: list[Message]
     tools: list[ToolDefinition] = Field(default_factory=list)
     max_tokens: int = 4096
+    temperature: float | None = Field(default=None, ge=0, le=2, description="None: the model's default.")
     phase: Phase = "specialist"
     member: str = Field(
         default="",
@@ -149,7 +157,7 @@ class Model(Protocol):
 
     @property
     def name(self) -> str:
-        """The model name recorded as `gen_ai.request.model` (e.g. `claude-sonnet-4-5`)."""
+        """The model name recorded as `gen_ai.request.model` (e.g. `claude-sonnet-5-5`)."""
         ...
 
     @property

@@ -11,6 +11,8 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from mcp_team.llm.call import ModelSet
 from mcp_team.llm.types import Model, ModelRequest, ModelResponse
 
@@ -42,6 +44,27 @@ class WrapperModel:
         return f"{type(self).__name__}({self.wrapped!r})"
 
 
+class SamplingSettings(BaseModel):
+    """A member's sampling settings (team file, `MCP_TEAM_*_SAMPLING`); None: the engine's or the model's."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    max_tokens: int | None = Field(default=None, ge=1, description="The output limit of each call.")
+
+
+class TunedModel(WrapperModel):
+    """`wrapped` with a member's sampling settings on every request it gets."""
+
+    def __init__(self, wrapped: Model, sampling: SamplingSettings) -> None:
+        super().__init__(wrapped)
+        self.sampling = sampling
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        update = {k: v for k, v in self.sampling.model_dump().items() if v is not None}
+        return await self.wrapped.complete(request.model_copy(update=update))
+
+
 def map_models(models: ModelSet, wrap: Callable[[Model], Model]) -> ModelSet:
     """`models` with every model wrapped by `wrap`, each distinct model once.
 
@@ -49,8 +72,6 @@ def map_models(models: ModelSet, wrap: Callable[[Model], Model]) -> ModelSet:
     wrapped set still count against the limits of the set it came from (a server's runs all share
     one set, and a wrapped copy per run must not get a fresh allowance).
     """
-    for model in (*models.models.values(), *models.members.values()):
-        models.limiter_for(model)  # made now if they are made lazily, so the copy shares them
     made: dict[int, Model] = {}
 
     def once(model: Model) -> Model:
@@ -61,4 +82,5 @@ def map_models(models: ModelSet, wrap: Callable[[Model], Model]) -> ModelSet:
     wrapped = copy.copy(models)  # a shallow copy: no __post_init__, so the limiter is the same object
     wrapped.models = {role: once(m) for role, m in models.models.items()}
     wrapped.members = {name: once(m) for name, m in models.members.items()}
+    wrapped.fallbacks = {name: once(m) for name, m in models.fallbacks.items()}
     return wrapped

@@ -160,10 +160,11 @@ class Runs:
         on_event: EventSink | None = None,
         engine: Engine | None = None,
         resumable: bool = True,
+        owner: str | None = None,
     ) -> RunRecord:
         """Start a run and return its record at once. `resumable=False` (with the session's `engine`, e.g.
         the client's model through sampling) runs it outside DBOS: recorded, but not resumed after a restart."""
-        record, run = await self._begin(request, mode, budgets, thread, run_id, on_event, engine, resumable)
+        record, run = await self._begin(request, mode, budgets, thread, run_id, on_event, engine, resumable, owner)
         if resumable:
             with SetWorkflowID(record.run_id):
                 await DBOS.start_workflow_async(workflow.run_workflow, run)
@@ -202,6 +203,7 @@ class Runs:
         on_event: EventSink | None,
         engine: Engine | None,
         resumable: bool,
+        owner: str | None = None,
     ) -> tuple[RunRecord, RunInput]:
         engine = engine or self.engine
         run_id = run_id or uuid.uuid4().hex
@@ -212,7 +214,7 @@ class Runs:
         record = RunRecord(run_id=run_id, status="running", request=request, thread=thread, mode=mode,
                            executor_id=self.executor_id, resumable=resumable,
                            workflow_id=run_id if resumable else None, app_version=self.config.app_version,
-                           started_at=started, updated_at=started)  # fmt: skip
+                           started_at=started, updated_at=started, owner=owner)  # fmt: skip
         self._live[run_id] = _Live(Progress(record), engine, on_event)
         await self.store.write(record)
         return record, run

@@ -69,6 +69,7 @@ class RunRecord(BaseModel):
     started_at: datetime
     updated_at: datetime
     reason: str | None = Field(default=None, description="Why it was interrupted or cancelled, in words.")
+    owner: str | None = Field(default=None, description="Who started it, when the server checks tokens (MCP Tasks).")
     result: RunResult | None = Field(default=None, description="Handoffs so far; the answer once finished.")
 
     @property

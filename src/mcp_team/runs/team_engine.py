@@ -57,6 +57,7 @@ def team_hash(team: Team) -> str:
         "settings": team.settings.model_dump(mode="json"),
         "models": {role: model_id(m) for role, m in sorted(models.models.items())},
         "members": {name: model_id(m) for name, m in sorted(models.members.items())},
+        "fallbacks": {name: model_id(m) for name, m in sorted(models.fallbacks.items())},
     }
     return hashlib.blake2b(json.dumps(doc, sort_keys=True, default=str).encode(), digest_size=12).hexdigest()
 

@@ -37,6 +37,8 @@ from mcp_team.server.run_updates import install_run_updates
 from mcp_team.server.state import ServerState
 from mcp_team.server.store import MemoryRunStore, RunStore
 from mcp_team.server.strict import install_strict_requests
+from mcp_team.server.task_runs import ServerTaskRuns
+from mcp_team.server.tasks import TasksExtension, legacy_tasks
 from mcp_team.server.teamfile import TeamSpec, load_team
 from mcp_team.server.tools import add_team_tools
 from mcp_team.server.views import run_view_app
@@ -83,6 +85,7 @@ def build_server(
     state = ServerState(model_settings, team, store or MemoryRunStore(), bus=bus, limits=limits or ServerLimits())
     if durable is not None:
         state.durability = durable if isinstance(durable, Durability) else Durability(durable)
+    tasks = TasksExtension(ServerTaskRuns(state))
 
     @asynccontextmanager
     async def lifespan(server: MCPServer[ServerState]) -> AsyncIterator[ServerState]:
@@ -100,6 +103,7 @@ def build_server(
             finally:
                 # Let the pool's task close the external servers in order; stop everything else.
                 watcher.cancel()
+                tasks.stop()  # stop waiting on task runs; ephemeral ones end here
                 if state.durability is not None:
                     state.durability.stop()
                 state.rounds.cancel_all()
@@ -119,8 +123,10 @@ def build_server(
             redact_tool_results(),
             *([flush_after_calls(state, tracing)] if tracing else []),
         ],
-        extensions=[run_view_app()],
+        # run_team as an MCP task, on a model of the server's own (a run on the client's model needs the call)
+        extensions=[run_view_app(), *([tasks] if tasks.runs.serves_tasks() else [])],
     )
+    server.middleware.append(legacy_tasks(server, tasks))
     advertise_list_changed(server)
     install_set_level(server._lowlevel_server)  # also declares the `logging` capability (2025-11-25)
     install_strict_requests(server)  # exact errors for unknown tools, prompts, resources and arguments

@@ -23,10 +23,11 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import Field
+from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from mcp_team.handoffs import Budgets
+from mcp_team.handoffs import Budgets, validation_problems
+from mcp_team.handoffs.budget import BudgetAboveLimit, merge_budgets
 
 T = TypeVar("T")
 
@@ -90,19 +91,18 @@ def client_budgets(base: Budgets, **overrides: int | float | None) -> Budgets | 
     """The budgets for a run whose client asked for `overrides` (None: not asked): each may lower the
     operator's budget (`base`, from the team file or the defaults), never raise it. None when nothing was
     asked. Raises `ToolError` naming the argument, the value and the limit."""
-    asked = {name: value for name, value in overrides.items() if value is not None}
-    if not asked:
+    if all(value is None for value in overrides.values()):
         return None
-    limits = base.model_dump()
-    for name, value in asked.items():
-        if value > limits[name]:
-            limit = _number(limits[name])
-            raise ToolError(
-                f"{name}={_number(value)} is above this server's limit of {limit} (set by the operator in the "
-                f"team file's [supervisor.budgets], or the default): ask for at most {limit}, or leave {name} "
-                "out to use it"
-            )
-    return base.model_copy(update=asked)
+    try:
+        return merge_budgets(base, overrides, cap=True)
+    except BudgetAboveLimit as exc:
+        limit = _number(exc.limit)
+        raise ToolError(
+            f"{exc}, this server's limit (set by the operator in the team file's [supervisor.budgets], or the "
+            f"default): ask for at most {limit}, or leave {exc.name} out to use it"
+        ) from None
+    except ValidationError as exc:
+        raise ToolError("; ".join(validation_problems(exc))) from None
 
 
 def _number(value: float) -> str:

@@ -48,6 +48,9 @@ async def start_run(
     deadline_seconds: Annotated[
         float | None, Field(gt=0, allow_inf_nan=False, description="Wall-clock limit in seconds.")
     ] = None,
+    max_cost: Annotated[
+        float | None, Field(gt=0, allow_inf_nan=False, description="Cap on the cost in US dollars (priced calls).")
+    ] = None,
     thread: Annotated[str | None, THREAD_FIELD] = None,
 ) -> dict[str, Any]:
     """Start a team run in the background and return its id at once; follow it with get_run (or the resource
@@ -62,6 +65,7 @@ async def start_run(
         max_model_calls=max_model_calls,
         max_tokens=max_tokens,
         deadline_seconds=deadline_seconds,
+        max_cost=max_cost,
     )
     models = state.configured_models()
     if models is None:

@@ -15,6 +15,7 @@ import time
 import uuid
 import warnings
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -76,6 +77,7 @@ def sampling_params(request: ModelRequest) -> types.CreateMessageRequestParams:
         ],
         system_prompt=request.system,
         max_tokens=request.max_tokens,
+        temperature=request.temperature,
         tools=[types.Tool(name=t.name, description=t.description, input_schema=t.input_schema) for t in request.tools]
         or None,
         tool_choice=types.ToolChoice(mode="auto") if request.tools else None,
@@ -148,9 +150,9 @@ class SamplingModel:
 
 @dataclass
 class _Slot:
-    request: types.CreateMessageRequest
+    request: types.CreateMessageRequest | types.ElicitRequest
     answered: anyio.Event = field(default_factory=anyio.Event)
-    response: types.CreateMessageResultWithTools | None = None
+    response: types.CreateMessageResultWithTools | types.ElicitResult | None = None
     sent: bool = False
 
 
@@ -172,6 +174,23 @@ class ParkedJob:
     def poke(self) -> None:
         self.changed.set()
 
+    async def ask(self, request: types.CreateMessageRequest | types.ElicitRequest) -> Any:
+        """Put `request` in the next round and wait for the client's answer (None after `JOB_TTL_SECONDS`)."""
+        key = f"{'llm' if isinstance(request, types.CreateMessageRequest) else 'elicit'}-{next(self._keys)}"
+        slot = _Slot(request)
+        self.slots[key] = slot
+        self.poke()
+        try:
+            with anyio.move_on_after(JOB_TTL_SECONDS):
+                await slot.answered.wait()
+        finally:
+            self.slots.pop(key, None)
+        return slot.response
+
+
+# The parked job a run's task belongs to, so what it asks of the client (elicitation) joins its rounds.
+current_job: ContextVar[ParkedJob | None] = ContextVar("mcp_team_parked_job", default=None)
+
 
 class RoundModel:
     """A `Model` whose calls wait for the client to answer them in the next input_required round."""
@@ -183,19 +202,10 @@ class RoundModel:
         self._job = job
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
-        key = f"llm-{next(self._job._keys)}"
-        slot = _Slot(types.CreateMessageRequest(params=sampling_params(request)))
-        self._job.slots[key] = slot
-        self._job.poke()
-        try:
-            with anyio.move_on_after(JOB_TTL_SECONDS) as waited:
-                await slot.answered.wait()
-        finally:
-            self._job.slots.pop(key, None)
-        if waited.cancelled_caught:
+        response = await self._job.ask(types.CreateMessageRequest(params=sampling_params(request)))
+        if response is None:
             raise ModelError("timeout", f"the client did not answer a sampling round within {JOB_TTL_SECONDS:g} s")
-        assert slot.response is not None
-        return from_sampling_result(slot.response)
+        return from_sampling_result(response)
 
 
 @dataclass
@@ -210,9 +220,12 @@ class RoundRunner:
         ctx: Context[Any, Any],
         max_concurrency: int,
         work: Callable[[ModelSet, CtxGetter], Awaitable[T]],
+        models: ModelSet | None = None,
     ) -> T | types.InputRequiredResult:
+        """Start or resume a parked run. `models`: the server's own, when the run is parked only for what
+        else it asks the client (elicitation); by default the client's model, in rounds."""
         self._expire()
-        job = self._start(ctx, max_concurrency, work) if ctx.request_state is None else self._resume(ctx)
+        job = self._start(ctx, max_concurrency, work, models) if ctx.request_state is None else self._resume(ctx)
         try:
             await self._settle(job)
         except anyio.get_cancelled_exc_class():
@@ -232,15 +245,20 @@ class RoundRunner:
         return types.InputRequiredResult(input_requests=requests, request_state=job.id)
 
     def _start(
-        self, ctx: Context[Any, Any], max_concurrency: int, work: Callable[[ModelSet, CtxGetter], Awaitable[T]]
+        self,
+        ctx: Context[Any, Any],
+        max_concurrency: int,
+        work: Callable[[ModelSet, CtxGetter], Awaitable[T]],
+        own: ModelSet | None = None,
     ) -> ParkedJob:
         if self.task_group is None:
             raise ToolError("the server is not running its background task group; this is a bug in mcp-team")
         job = ParkedJob(ctx)
         self.jobs[job.id] = job
-        models = ModelSet.single(RoundModel(job), max_concurrency)
+        models = own or ModelSet.single(RoundModel(job), max_concurrency)
 
         async def runner() -> None:
+            current_job.set(job)
             with job.scope:
                 try:
                     job.outcome = await work(models, lambda: job.ctx)
@@ -264,7 +282,8 @@ class RoundRunner:
             slot = job.slots.get(key)
             if slot is None:
                 continue
-            slot.response = types.CreateMessageResultWithTools.model_validate(
+            kind = types.ElicitResult if isinstance(slot.request, types.ElicitRequest) else None
+            slot.response = (kind or types.CreateMessageResultWithTools).model_validate(
                 answer.model_dump(by_alias=True, exclude_none=True)
             )
             slot.answered.set()

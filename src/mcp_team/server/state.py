@@ -24,6 +24,7 @@ from mcp_team.handoffs import RunResult, RunSettings, Team
 from mcp_team.llm import ModelSet
 from mcp_team.llm.settings import ModelSettings, build_models
 from mcp_team.server.durability import Durability, ServerEngine
+from mcp_team.server.elicitation import elicit_in_rounds
 from mcp_team.server.limits import RunSlots, ServerLimits
 from mcp_team.server.sampling import CtxGetter, RoundRunner, SamplingModel, can_sample_in_rounds, can_sample_now
 from mcp_team.server.store import MemoryRunStore, RunStore
@@ -107,15 +108,16 @@ class ServerState:
             return None
         if self._models is None:
             try:
-                self._models = build_models(settings)
+                self._models = build_models(settings, self.team.member_models)
             except ConfigError as exc:
                 raise ToolError(f"mcp-team is misconfigured: {exc}") from None
         return self._models
 
     async def execute(
-        self, ctx: Context[Any, Any], work: Callable[[Team, CtxGetter], Awaitable[T]]
+        self, ctx: Context[Any, Any], work: Callable[[Team, CtxGetter], Awaitable[T]], *, asks: bool = False
     ) -> T | InputRequiredResult:
-        """Run `work` on the configured model, or on the client's model through sampling."""
+        """Run `work` on the configured model, or on the client's model through sampling. `asks`: the work may
+        ask the client for input (checkpoints), so on 2026-07-28 it is parked between rounds."""
 
         specialists, run_settings = self.specialists, self.run_settings  # a reload mid-call must not mix teams
         work = self.slots.guarded(work, self.limits.max_runs)  # busy beyond MCP_TEAM_MAX_RUNS
@@ -125,6 +127,10 @@ class ServerState:
 
         models = self.configured_models()
         if models is not None:
+            if asks and elicit_in_rounds(ctx):
+                return await self.rounds.run(
+                    ctx, self.model_settings.max_concurrency, lambda m, get_ctx: work(team(m), get_ctx), models
+                )
             return await work(team(models), lambda: ctx)
         if can_sample_now(ctx):
             return await work(

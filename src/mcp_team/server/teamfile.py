@@ -21,6 +21,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from mcp_team.errors import ConfigError
 from mcp_team.handoffs import RunSettings
+from mcp_team.handoffs.checkpoints import checkpoint_problems
+from mcp_team.handoffs.gates import Gates
+from mcp_team.handoffs.subteam import SubTeam
+from mcp_team.llm.settings import MemberModel, parse_model
+from mcp_team.llm.wrappers import SamplingSettings
+from mcp_team.server.subteams import load_subteams
 from mcp_team.specialists import DEFAULT_TEAM, Specialist, Tool
 from mcp_team.specialists.calculator import CALCULATE
 from mcp_team.specialists.definition import NAME_PATTERN
@@ -28,7 +34,15 @@ from mcp_team.specialists.mcp_tools import McpServerConfig, McpToolPool
 
 BUILTIN_TOOLS = ("calculate", "fetch_url", "read_file", "list_files", "write_note", "read_notes")
 RESERVED_NAMES = ("run_team", "plan_team", "supervisor")
-PRESETS = ("competitive-intelligence", "patient-case", "portfolio", "curriculum", "product-launch", "contract-review")
+PRESETS = (
+    "competitive-intelligence",
+    "patient-case",
+    "portfolio",
+    "curriculum",
+    "product-launch",
+    "contract-review",
+    "research-desk",
+)
 
 
 class TeamFileError(ConfigError):
@@ -47,11 +61,18 @@ class SupervisorSpec(RunSettings):
     """`[supervisor]`: the run settings, plus the model concurrency of the whole server."""
 
     max_concurrency: int | None = Field(default=None, ge=1)
+    max_team_depth: int = Field(default=3, ge=1, description="How deep teams may nest (this file is 1).")
 
 
 class ModelsSpec(_Strict):
+    """`[models]`: model strings per role, the fallback of each, and their sampling settings (see `llm.settings`)."""
+
     supervisor: str | None = None
     specialist: str | None = None
+    supervisor_fallback: str | None = None
+    specialist_fallback: str | None = None
+    supervisor_sampling: SamplingSettings | None = None
+    specialist_sampling: SamplingSettings | None = None
 
 
 class ToolSettings(_Strict):
@@ -72,6 +93,15 @@ class SpecialistSpec(_Strict):
     max_tokens: int | None = Field(default=None, ge=1)
     tools: list[str] = Field(default_factory=list)
     returns_verdict: bool = False
+    # Its own model, when not its role's: a model string, and its endpoint when not its provider's.
+    model: str | None = None
+    base_url: str | None = None
+    api_key_env: str | None = Field(default=None, description="The variable that holds its endpoint's API key.")
+    fallback_model: str | None = None
+    sampling: SamplingSettings | None = Field(default=None, description="Its temperature and output limit.")
+    fallback: str | None = Field(default=None, description="The specialist that takes over once its circuit opens.")
+    gates: Gates | None = None  # quality gates on its output (handoffs/gates.py)
+    team: str | dict[str, Any] | None = None  # a member that is a team: a team file's path, or an inline table
 
 
 class TeamFileModel(_Strict):
@@ -92,6 +122,8 @@ class TeamSpec:
     base_dir: Path = field(default_factory=Path.cwd)
     specialists: tuple[Specialist, ...] = DEFAULT_TEAM  # a team defined in code
     settings: RunSettings = field(default_factory=RunSettings)
+    overrides: dict[str, Any] = field(default_factory=dict)  # run settings given on the command line
+    subteams: dict[str, TeamSpec] = field(default_factory=dict)  # members that are teams (server/subteams.py)
 
     @classmethod
     def of(
@@ -114,8 +146,11 @@ class TeamSpec:
     @property
     def run_settings(self) -> RunSettings:
         if self.model is None:
-            return self.settings
-        return RunSettings(**self.model.supervisor.model_dump(exclude={"max_concurrency"}))
+            return self.settings.model_copy(update=self.overrides) if self.overrides else self.settings
+        exclude = {"max_concurrency", "max_team_depth"}
+        settings = RunSettings(**{**self.model.supervisor.model_dump(exclude=exclude), **self.overrides})
+        gates = {s.name: s.gates for s in self.model.specialists if s.gates is not None}
+        return settings.model_copy(update={"gates": {**settings.gates, **gates}}) if gates else settings
 
     @property
     def model_overrides(self) -> dict[str, Any]:
@@ -129,7 +164,29 @@ class TeamSpec:
             overrides["specialist_model"] = self.model.models.specialist
         if self.model.supervisor.max_concurrency:
             overrides["max_concurrency"] = self.model.supervisor.max_concurrency
+        for role in ("supervisor", "specialist"):
+            for key in (f"{role}_fallback", f"{role}_sampling"):
+                if (value := getattr(self.model.models, key)) is not None:
+                    overrides[key] = value
         return overrides
+
+    @property
+    def member_models(self) -> dict[str, MemberModel]:
+        """The specialists that name their own model, endpoint, fallback or sampling settings, by name."""
+        if self.model is None:
+            return {}
+        return {
+            s.name: MemberModel(
+                model=s.model,
+                base_url=s.base_url,
+                api_key_env=s.api_key_env,
+                fallback=s.fallback_model,
+                sampling=s.sampling,
+                role=s.model_role,
+            )
+            for s in self.model.specialists
+            if s.model or s.base_url or s.api_key_env or s.fallback_model or s.sampling
+        }
 
     def secrets(self) -> list[str]:
         """Values that must never be logged or traced: the MCP servers' env values and headers."""
@@ -137,7 +194,11 @@ class TeamSpec:
 
     @property
     def mcp_servers(self) -> list[McpServerConfig]:
-        return list(self.model.mcp_servers) if self.model else []
+        """This file's servers, and its nested teams' (a name declared twice is the first one)."""
+        own = list(self.model.mcp_servers) if self.model else []
+        for sub in self.subteams.values():
+            own += [s for s in sub.mcp_servers if s.name not in {o.name for o in own}]
+        return own
 
     def build(self, pool: McpToolPool | None = None, *, lenient: bool = False) -> tuple[Specialist, ...]:
         """The specialists, each with only the tools granted to it.
@@ -149,8 +210,19 @@ class TeamSpec:
             return self.specialists
         granted = {grant for spec in self.model.specialists for grant in spec.tools if "/" not in grant}
         builtins = _builtin_tools(self.model.tools, self.base_dir, granted)
-        team = []
+        team: list[Specialist] = []
         for spec in self.model.specialists:
+            if spec.name in self.subteams:
+                sub = self.subteams[spec.name]
+                members = sub.build(pool, lenient=lenient)
+                prompt = f"A team of {', '.join(m.name for m in members)}: {spec.description}"
+                team.append(
+                    SubTeam(
+                        name=spec.name, description=spec.description, system_prompt=prompt, members=members,
+                        settings=sub.run_settings,
+                    )
+                )  # fmt: skip
+                continue
             tools: list[Tool] = []
             for grant in spec.tools:
                 if "/" not in grant:
@@ -177,6 +249,7 @@ class TeamSpec:
                     max_turns=spec.max_turns,
                     max_tokens=spec.max_tokens,
                     returns_verdict=spec.returns_verdict,
+                    fallback=spec.fallback,
                 )
             )
         return tuple(team)
@@ -224,8 +297,9 @@ def load_team(explicit: str | None = None) -> TeamSpec:
     return load_team_file(path)
 
 
-def load_team_file(path: Path) -> TeamSpec:
-    """Parse and validate one team file. Raises `TeamFileError` listing every problem found."""
+def load_team_file(path: Path, *, _stack: tuple[Path, ...] = (), _max_depth: int | None = None) -> TeamSpec:
+    """Parse and validate one team file, and the team files it nests. Raises `TeamFileError` listing every
+    problem found."""
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -240,9 +314,11 @@ def load_team_file(path: Path) -> TeamSpec:
         raise TeamFileError(path, [_describe(e) for e in exc.errors()]) from None
     base = path.resolve().parent
     problems, prompts = _check(model, base)
-    if problems:
-        raise TeamFileError(path, problems)
-    return TeamSpec(str(path), model, prompts, base)
+    max_depth = _max_depth or model.supervisor.max_team_depth
+    nested, subteams = load_subteams(model, str(path), base, (*_stack, path.resolve()), max_depth)
+    if problems or nested:
+        raise TeamFileError(path, problems + nested)
+    return TeamSpec(str(path), model, prompts, base, subteams=subteams)
 
 
 def _describe(error: Any) -> str:
@@ -267,6 +343,10 @@ def _check(model: TeamFileModel, base: Path) -> tuple[list[str], dict[str, str]]
     for i, server in enumerate(model.mcp_servers):
         if [s.name for s in model.mcp_servers].count(server.name) > 1:
             problems.append(f"mcp_servers[{i}].name: '{server.name}' is declared more than once")
+    names = [s.name for s in model.specialists]
+    problems += [f"supervisor.checkpoints: {p}" for p in checkpoint_problems(model.supervisor.checkpoints, names)]
+    if model.supervisor.judge is not None and model.supervisor.judge not in names:
+        problems.append(f"supervisor.judge: there is no member '{model.supervisor.judge}' ({', '.join(names)})")
     seen: set[str] = set()
     for i, spec in enumerate(model.specialists):
         where = f"specialists[{i}]"
@@ -275,6 +355,10 @@ def _check(model: TeamFileModel, base: Path) -> tuple[list[str], dict[str, str]]
         seen.add(spec.name)
         if spec.name in RESERVED_NAMES:
             problems.append(f"{where}.name: '{spec.name}' is taken by the server; choose another name")
+        if spec.team is not None:
+            if spec.prompt is not None or spec.prompt_file is not None or spec.tools:
+                problems.append(f"{where}: a member that is a team has no prompt, prompt_file or tools of its own")
+            continue
         if (spec.prompt is None) == (spec.prompt_file is None):
             problems.append(f"{where}: give exactly one of `prompt` (inline) or `prompt_file` (a path)")
         elif spec.prompt_file is not None:
@@ -287,6 +371,17 @@ def _check(model: TeamFileModel, base: Path) -> tuple[list[str], dict[str, str]]
             prompts[spec.name] = (spec.prompt or "").strip()
         if spec.name in prompts and not prompts[spec.name]:
             problems.append(f"{where}: the prompt is empty")
+        names = [other.name for other in model.specialists]
+        if spec.fallback is not None and (spec.fallback == spec.name or spec.fallback not in names):
+            problems.append(
+                f"{where}.fallback: '{spec.fallback}' must be another specialist of this team ({', '.join(names)})"
+            )
+        for key in ("model", "fallback_model"):
+            if (text := getattr(spec, key)) is not None:
+                try:
+                    parse_model(text)
+                except ValueError as exc:
+                    problems.append(f"{where}.{key}: {exc}")
         for j, grant in enumerate(spec.tools):
             problems.extend(_check_grant(f"{where}.tools[{j}]", grant, servers))
         if {"read_file", "list_files"} & set(spec.tools) and not model.tools.read_dirs:
@@ -356,9 +451,11 @@ def render_team_file(specialists: Sequence[Specialist] = DEFAULT_TEAM, settings:
         f"max_tokens = {b.max_tokens}",
         f"deadline_seconds = {b.deadline_seconds:g}",
         "",
-        "[models]                     # model names per role (anthropic backend); unset: the environment's",
-        '# supervisor = "claude-sonnet-4-5"',
-        '# specialist = "claude-haiku-4-5"',
+        "[models]                     # PROVIDER:MODEL per role; unset: the environment's (see the README)",
+        '# supervisor = "anthropic:claude-sonnet-5-5"',
+        '# specialist = "openai:gpt-4o-mini"',
+        '# supervisor_fallback = "openai:gpt-4o"   # used when the supervisor\'s model keeps failing',
+        "# specialist_sampling = { temperature = 0.2, max_tokens = 2048 }",
         "",
         "[tools]                      # settings of the built-in tools a specialist can be granted:",
         "# calculate, fetch_url, read_file, list_files, write_note, read_notes",
@@ -388,6 +485,7 @@ def render_team_file(specialists: Sequence[Specialist] = DEFAULT_TEAM, settings:
                 else "# max_tokens = 50000          # token budget per handoff"
             ),
             f"tools = {json.dumps([t.name for t in s.tools])}",
+            '# model = "openai:qwen2.5:7b"  # its own model (also base_url, api_key_env, fallback_model, sampling)',
         ]
         if s.returns_verdict:
             out.append("returns_verdict = true      # its answers end in VERDICT: PASS or VERDICT: REVISE")

@@ -17,7 +17,9 @@ from pydantic import Field
 
 from mcp_team.evals.recordings import record_run
 from mcp_team.handoffs import Plan, PlanError, RunResult, Team
+from mcp_team.handoffs.checkpoints import checkpoint_problems
 from mcp_team.server.durability import RunRequest, run_and_wait
+from mcp_team.server.elicitation import elicitation_approver
 from mcp_team.server.limits import client_budgets
 from mcp_team.server.progress import progress_sink
 from mcp_team.server.sampling import CtxGetter
@@ -49,6 +51,16 @@ async def run_team(
         float | None, Field(gt=0, allow_inf_nan=False, description="Wall-clock limit in seconds.")
     ] = None,
     thread: Annotated[str | None, THREAD_FIELD] = None,
+    max_cost: Annotated[
+        float | None, Field(gt=0, allow_inf_nan=False, description="Cap on the cost in US dollars (priced calls).")
+    ] = None,
+    checkpoints: Annotated[
+        list[str] | None,
+        Field(
+            description='Where to stop for your approval (elicitation), added to the team\'s: "plan", '
+            '"before:<member>".'
+        ),
+    ] = None,
 ) -> RunResult | InputRequiredResult:
     """Run a request through the supervisor and its specialists and return one answer.
 
@@ -64,10 +76,19 @@ async def run_team(
         max_model_calls=max_model_calls,
         max_tokens=max_tokens,
         deadline_seconds=deadline_seconds,
+        max_cost=max_cost,
     )
 
+    if problems := checkpoint_problems(checkpoints or [], [s.name for s in state.specialists]):
+        raise ToolError("invalid checkpoints: " + "; ".join(problems))
+    asks = bool(checkpoints or state.run_settings.checkpoints)
     asked = RunRequest(request, mode, budgets, thread)
-    durability = state.durability
+    # A run that stops at checkpoints waits for this session's person, so it runs in this process, not as
+    # a durable run (a durable run's approval surviving a restart is not built yet).
+    durability = None if asks else state.durability
+    if thread is not None and durability is None:
+        raise ToolError("'thread' needs a durable run: this server has durable runs off (--ephemeral), or the "
+                        "run stops at checkpoints")  # fmt: skip
 
     async def work(team: Team, get_ctx: CtxGetter) -> RunResult:
         if durability is not None and not state.model_settings.record_dir:
@@ -75,14 +96,14 @@ async def run_team(
             progress = progress_sink(get_ctx)
             resumable = state.configured_models() is not None  # a run on the client's model cannot resume
             return await run_and_wait(runs, state.engine, team, asked, resumable=resumable, on_event=progress)
-        if thread is not None:
-            raise ToolError("'thread' needs durable runs, which this server has off (--ephemeral)")
         run = functools.partial(
             team.run,
             mode=mode,
             budgets=budgets,
             on_event=live_record(state.save_run, progress_sink(get_ctx)),
             on_finish=state.save_run,
+            checkpoints=checkpoints or (),
+            approve=elicitation_approver(get_ctx),
         )
         if state.model_settings.record_dir:  # MCP_TEAM_RECORD_DIR: every run to <dir>/<run id>.jsonl
             run_id = uuid.uuid4().hex
@@ -90,7 +111,7 @@ async def run_team(
             return await record_run(team, path, request, run_id=run_id, **run.keywords)
         return await run(request)
 
-    result = await state.execute(ctx, work)
+    result = await state.execute(ctx, work, asks=asks)
     if isinstance(result, InputRequiredResult):
         return result
     if result.status == "failed":
@@ -127,7 +148,9 @@ def specialist_tool(specialist: Specialist) -> SpecialistTool:
     ) -> SpecialistResult | InputRequiredResult:
         state_of(ctx).limits.check_task(task, context)
         await ctx.report_progress(0, 1, f"{specialist.name}: {task[:100]}")
-        result = await state_of(ctx).execute(ctx, lambda team, _get_ctx: team.ask(specialist.name, task, context))
+        result = await state_of(ctx).execute(
+            ctx, lambda team, _get_ctx: team.ask(specialist.name, task, context, on_finish=state_of(ctx).save_run)
+        )
         if isinstance(result, InputRequiredResult):
             return result
         await ctx.report_progress(1, 1, f"{specialist.name} {result.status}")

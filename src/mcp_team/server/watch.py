@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from pathlib import Path
 
 import anyio
@@ -38,7 +39,7 @@ async def _watch_loop(server: MCPServer[ServerState], state: ServerState, path: 
             continue
         last = current
         try:
-            team = load_team_file(path)
+            team = replace(load_team_file(path), overrides=state.team.overrides)  # the command line's still apply
         except ConfigError as exc:
             log.error("%s\nkeeping the current team", exc)
             continue

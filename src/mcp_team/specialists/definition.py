@@ -20,6 +20,9 @@ class Specialist(BaseModel):
     max_turns: int = Field(default=6, ge=1, le=100)
     max_tokens: int | None = Field(default=None, ge=1, description="Token budget for one handoff.")
     returns_verdict: bool = Field(default=False, description="Its answers end in a PASS/REVISE verdict.")
+    fallback: str | None = Field(
+        default=None, description="The specialist that takes its handoffs once its circuit is open (team file)."
+    )
 
     @property
     def instructions(self) -> str:

@@ -25,6 +25,7 @@ from mcp_team.llm import (
     Usage,
     chat,
 )
+from mcp_team.llm.text_calls import TEXT_TOOL_CALL_FEEDBACK, text_tool_call
 from mcp_team.specialists.definition import Specialist
 from mcp_team.specialists.tools import ToolFailed
 from mcp_team.specialists.verdict import Verdict, parse_verdict
@@ -95,7 +96,7 @@ async def run_specialist(
     gather: Gather = gather_concurrently,
 ) -> SpecialistResult:
     """Run `specialist` on one task, traced as `invoke_agent {name}`. `gather` runs a turn's tool calls."""
-    model = models.for_role(specialist.model_role)
+    model = models.for_member(specialist.name, specialist.model_role)
     with spans.agent_span(
         specialist.name, description=specialist.description, agent_id=agent_id, provider=model.provider
     ) as span:
@@ -148,6 +149,12 @@ async def _loop(
         usage = usage + response.usage
         last_text = response.text or last_text
         uses = response.tool_uses
+        offered = {t.name for t in specialist.tools}
+        if not uses and turn < specialist.max_turns and (name := text_tool_call(response.text, offered)):
+            # A call written as text is no answer: back to the model, with a turn left to make it properly.
+            messages.append(Message(role="assistant", content=response.text))
+            messages.append(Message(role="user", content=TEXT_TOOL_CALL_FEEDBACK.format(name=name)))
+            continue
         if not uses:
             if response.stop_reason == "refusal":
                 return failed("model_refused", f"the model declined the task: {response.text[:300]}", turn)
@@ -189,7 +196,12 @@ async def _run_tool(specialist: Specialist, use: ToolUseBlock) -> ToolResultBloc
     with spans.tool_span(use.name, use.id, specialist.name) as span:
         spans.record_content(span, TOOL_CALL_ARGUMENTS, lambda: use.input)
         tool = specialist.tool(use.name)
-        if tool is None:
+        if use.input_error is not None:  # never run a call whose arguments could not be read
+            error, kind = (
+                f"{use.name} was not run: {use.input_error}. Call it again with a JSON object.",
+                "bad_arguments",
+            )
+        elif tool is None:
             own = ", ".join(t.name for t in specialist.tools) or "none"
             error, kind = f"unknown tool '{use.name}'; your tools are: {own}", "unknown_tool"
         else:

@@ -50,6 +50,8 @@ HANDOFF_TASK: Final = "mcp_team.handoff.task"  # content: only when capture is o
 RUN_MODE: Final = "mcp_team.run.mode"
 RUN_STATUS: Final = "mcp_team.run.status"
 AGENT_TURNS: Final = "mcp_team.agent.turns"
+USAGE_COST_USD: Final = "mcp_team.usage.cost_usd"  # from genai-prices; absent when the price is unknown
+FALLBACK_MODEL: Final = "mcp_team.fallback"  # on a call or handoff a fallback took over: which, for what, why
 # On a span of a run's trace file whose parent is not in the file (the run's root under the MCP SDK's
 # `tools/call` span, itself under the client's span): that parent's id, so the file has no dangling reference.
 PARENT_SPAN_ID: Final = "mcp_team.parent_span_id"

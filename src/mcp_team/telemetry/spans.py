@@ -163,6 +163,15 @@ def transfer_span(
     return _SpanScope(f"{A.OP_EXECUTE_TOOL} {tool}", SpanKind.INTERNAL, attrs)
 
 
+def step_span(
+    operation: str, target: str, attributes: dict[str, str | int] | None = None
+) -> AbstractContextManager[Span]:
+    """`{operation} {target}`: a step of a run that is not a model or tool call, e.g. `checkpoint plan`,
+    `quality_gate writer`, `judge conflict-1`. `mcp_team.*` attributes say what happened."""
+    attrs: dict[str, str | int] = {A.OPERATION_NAME: operation, **(attributes or {})}
+    return _SpanScope(f"{operation} {target}", SpanKind.INTERNAL, attrs)
+
+
 def record_usage(
     span: Span, input_tokens: int, output_tokens: int, cache_read: int = 0, cache_creation: int = 0
 ) -> None:

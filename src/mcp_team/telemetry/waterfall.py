@@ -2,7 +2,7 @@
 
 span                               timeline                        time  status      tokens
 supervisor                         ██████████████████████████████  4.2s  ok       2.1k/640
-  chat claude-sonnet-4-5 (plan)    ███                            410ms  ok        900/120
+  chat claude-sonnet-5-5 (plan)    ███                            410ms  ok        900/120
   → researcher: find papers on…       █████████████               1.9s  ok        1.2k/300
 """
 

@@ -50,6 +50,33 @@ def team_flag(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def call_timeout_flag(parser: argparse.ArgumentParser) -> None:
+    import os
+
+    parser.add_argument(
+        "--call-timeout",
+        type=float,
+        metavar="SECONDS",
+        default=os.environ.get("MCP_TEAM_CALL_TIMEOUT") or None,
+        help="seconds one model call may take before it fails as a timeout (and is retried) "
+        "(default: $MCP_TEAM_CALL_TIMEOUT, else the team file's call_timeout, else 180)",
+    )
+
+
+def with_call_timeout(spec: TeamSpec, seconds: float | None) -> TeamSpec:
+    """`spec` with its run settings' call timeout replaced, when `seconds` is given. Raises `ConfigError`."""
+    import dataclasses
+    import math
+
+    from mcp_team.errors import ConfigError
+
+    if seconds is None:
+        return spec
+    if not (seconds > 0 and math.isfinite(seconds)):
+        raise ConfigError(f"--call-timeout / MCP_TEAM_CALL_TIMEOUT must be a positive number of seconds, got {seconds}")
+    return dataclasses.replace(spec, overrides={**spec.overrides, "call_timeout": float(seconds)})
+
+
 def trace_flags(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("tracing (default: the OTEL_* variables; off when none is set)")
     group.add_argument("--otlp-endpoint", metavar="URL", help="export spans over OTLP, e.g. http://localhost:4318")

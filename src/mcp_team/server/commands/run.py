@@ -14,6 +14,7 @@ from mcp_team.server.commands.common import (
     EXIT_OK,
     EXIT_PARTIAL,
     EXIT_USAGE,
+    call_timeout_flag,
     error,
     log_to_stderr,
     model_flags,
@@ -22,6 +23,7 @@ from mcp_team.server.commands.common import (
     start_tracing,
     team_flag,
     trace_flags,
+    with_call_timeout,
 )
 from mcp_team.server.commands.runs import durable_config, durable_flags
 
@@ -60,6 +62,16 @@ def add_parsers(sub: Subparsers) -> None:
     run.add_argument("--max-tokens", type=int, metavar="N")
     run.add_argument("--deadline", type=float, metavar="SECONDS")
     durable_flags(run)
+    run.add_argument("--max-cost", type=float, metavar="USD", help="stop when the priced calls cost this much")
+    call_timeout_flag(run)
+    run.add_argument(
+        "--checkpoint",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help='stop for your approval at NAME ("plan" or "before:<member>"), added to the team file\'s; '
+        "asked on the terminal, or the team's checkpoint_policy when not interactive",
+    )
     run.add_argument(
         "--record",
         metavar="FILE",
@@ -72,7 +84,9 @@ def add_parsers(sub: Subparsers) -> None:
 def run_command(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
-    from mcp_team.handoffs import Budgets, validation_problems
+    from mcp_team.handoffs import validation_problems
+    from mcp_team.handoffs.budget import merge_budgets
+    from mcp_team.handoffs.checkpoints import checkpoint_problems
     from mcp_team.llm.replay import replay_of
     from mcp_team.llm.settings import build_models
     from mcp_team.server.teamfile import load_team
@@ -82,24 +96,24 @@ def run_command(args: argparse.Namespace) -> int:
         spec = load_team(args.team)
         settings = model_settings(args).model_copy(update=spec.model_overrides)
         register_secrets(settings, spec)
-        models = build_models(settings)
+        models = build_models(settings, spec.member_models)
         replay = replay_of(models)
         if not args.request.strip() and replay is not None:
             args.request = str(replay.recording.header.run.get("request", ""))
             args.mode = args.mode or replay.recording.header.run.get("mode")
         if not args.request.strip():
             return error('the request is empty; say what you want the team to do, e.g. mcp-team run "..."')
-        limits = {
-            k: v
-            for k, v in {
-                "max_handoffs": args.max_handoffs,
-                "max_model_calls": args.max_model_calls,
-                "max_tokens": args.max_tokens,
-                "deadline_seconds": args.deadline,
-            }.items()
-            if v is not None
+        if wrong := checkpoint_problems(args.checkpoint, spec.names):
+            return error("invalid --checkpoint: " + "; ".join(wrong), EXIT_USAGE)
+        flags = {
+            "max_handoffs": args.max_handoffs,
+            "max_model_calls": args.max_model_calls,
+            "max_tokens": args.max_tokens,
+            "deadline_seconds": args.deadline,
+            "max_cost": args.max_cost,
         }
-        budgets = Budgets(**limits) if limits else None
+        budgets = merge_budgets(spec.run_settings.budgets, flags)  # over the team file's, as run_team merges
+        spec = with_call_timeout(spec, args.call_timeout)
         args.durable = None if args.record or settings.record_dir else durable_config(args)
     except ValidationError as exc:  # a ConfigError reaches main(), which says it the same way
         problems = "; ".join(p.replace("_", "-") for p in validation_problems(exc, prefix="--"))
@@ -138,7 +152,17 @@ def _run_traced(
     try:
         record = args.record or (str(Path(settings.record_dir) / f"{run_id}.jsonl") if settings.record_dir else None)
         result = anyio.run(
-            _run_team, spec, models, args.request, args.mode, budgets, on_event, record, run_id, args.durable
+            _run_team,
+            spec,
+            models,
+            args.request,
+            args.mode,
+            budgets,
+            on_event,
+            record,
+            run_id,
+            args.durable,
+            args.checkpoint,
         )
     except Exception:
         if replay is not None and replay.divergence is not None:
@@ -168,24 +192,38 @@ async def _run_team(
     record: str | None = None,
     run_id: str | None = None,
     durable: DurableConfig | None = None,
+    checkpoints: list[str] | None = None,
 ) -> RunResult:
     """One run of the team file's team, with its external MCP servers up for the run's duration;
     with `record`, every model exchange and the result are written to that file; with `durable`, the run
-    is kept in the runs database (and resumes, when a process with this one's executor id starts again)."""
+    is kept in the runs database (and resumes, when a process with this one's executor id starts again).
+    A run that stops at checkpoints runs in this process only: its approvals are not durable yet."""
+    import functools
     from contextlib import nullcontext
 
     from mcp_team.evals.recordings import record_run
     from mcp_team.handoffs import Team
+    from mcp_team.server.commands.ask import terminal_approver
     from mcp_team.specialists.mcp_tools import McpToolPool
 
     async with McpToolPool(spec.mcp_servers) if spec.mcp_servers else nullcontext() as pool:
         team = Team(models, spec.build(pool), spec.run_settings)
+        run = functools.partial(
+            team.run,
+            mode=mode,
+            budgets=budgets,
+            on_event=on_event,
+            run_id=run_id,
+            checkpoints=checkpoints or (),
+            approve=terminal_approver(),
+        )
         if record:
-            return await record_run(team, record, request, mode=mode, budgets=budgets, on_event=on_event, run_id=run_id)
-        if durable is not None:
+            return await record_run(team, record, request, **run.keywords)
+        if durable is not None and not (checkpoints or team.settings.checkpoints):
             return await _run_durably(durable, team, request, mode, budgets, on_event, run_id)
-        print(f"mcp-team: run {run_id} (--ephemeral: not kept)", file=sys.stderr)
-        return await team.run(request, mode=mode, budgets=budgets, on_event=on_event, run_id=run_id)
+        why = "--ephemeral" if durable is None else "it stops at checkpoints"
+        print(f"mcp-team: run {run_id} ({why}: not kept)", file=sys.stderr)
+        return await run(request)
 
 
 async def _run_durably(
@@ -254,9 +292,14 @@ def _summary(console: Console, result: RunResult) -> None:
     u = result.usage
     console.print(
         f"[{style}]{result.status}[/{style}]: {len(result.handoffs)} handoffs, {u.model_calls} model calls, "
-        f"{u.total.total_tokens} tokens, run {result.run_id}"
+        f"{u.total.total_tokens} tokens, {_cost(u.total.cost_usd)}, run {result.run_id}"
         + (f", trace {result.trace_id}" if result.trace_id else "")
     )
+
+
+def _cost(usd: float | None) -> str:
+    """A run's cost for people: unknown (a local or offline model) is not $0."""
+    return "cost unknown" if usd is None else f"${usd:.4f}"
 
 
 def _compare(console: Console, replay: Replay, result: RunResult) -> None:

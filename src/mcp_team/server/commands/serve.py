@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from mcp_team.server.commands.common import (
     EXIT_OK,
     EXIT_USAGE,
+    call_timeout_flag,
     error,
     log_to_stderr,
     model_flags,
@@ -22,6 +23,7 @@ from mcp_team.server.commands.common import (
     start_tracing,
     team_flag,
     trace_flags,
+    with_call_timeout,
 )
 from mcp_team.server.commands.runs import durable_config, durable_flags
 
@@ -39,6 +41,7 @@ def add_parsers(sub: Subparsers) -> None:
     serve = sub.add_parser("serve", help="serve the team over MCP (stdio by default)")
     model_flags(serve)
     team_flag(serve)
+    call_timeout_flag(serve)
     trace_flags(serve)
     serve.add_argument("--watch", action="store_true", help="reload the team when its file changes")
     serve.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
@@ -68,7 +71,7 @@ def serve_command(args: argparse.Namespace) -> int:
         from mcp_team.server.limits import ServerLimits
         from mcp_team.server.teamfile import load_team
 
-        spec = load_team(args.team)
+        spec = with_call_timeout(load_team(args.team), args.call_timeout)
         limits = ServerLimits()
         durable = durable_config(args)  # opened in the background once the server answers (see server/durability)
         register_secrets(settings, spec)

@@ -9,7 +9,9 @@ from typing import TYPE_CHECKING
 from mcp_team.server.commands.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, error, team_flag
 
 if TYPE_CHECKING:
+    from mcp_team.llm.settings import ModelSettings
     from mcp_team.server.commands.common import Subparsers
+    from mcp_team.server.teamfile import TeamSpec
 
 
 def add_parsers(sub: Subparsers) -> None:
@@ -49,6 +51,7 @@ def check_command(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from mcp_team.errors import ConfigError
+    from mcp_team.llm.settings import describe_model
     from mcp_team.server.teamfile import load_team
 
     if args.path and args.team and args.path != args.team:
@@ -65,16 +68,42 @@ def check_command(args: argparse.Namespace) -> int:
     table.add_column("tools", ratio=1)
     for column in ("max turns", "token budget", "model role"):
         table.add_column(column, no_wrap=True)
+    table.add_column("model", ratio=1)
     grants = {s.name: s.tools for s in spec.model.specialists} if spec.model else {}
+    settings, members = _model_settings(spec), spec.member_models
     for s in team:
         tools = grants.get(s.name) or [t.name for t in s.tools]
+        model = describe_model(settings, s.model_role, members.get(s.name)) if settings else "-"
+        if (sub := getattr(s, "members", None)) is not None:  # a member that is a team (handoffs/subteam.py)
+            tools = ["team: " + ", ".join(m.name for m in sub)]
         table.add_row(
-            s.name, s.description, ", ".join(tools) or "-", str(s.max_turns), str(s.max_tokens or "-"), s.model_role
+            s.name,
+            s.description,
+            ", ".join(tools) or "-",
+            str(s.max_turns),
+            str(s.max_tokens or "-"),
+            s.model_role,
+            model,
         )
     console = Console()
     if not console.is_terminal:
         console.width = 140  # piped or captured: rich would assume 80 columns
     console.print(table)
+    if settings is not None:
+        print(f"supervisor (and planner): {describe_model(settings, 'supervisor')}")
     if spec.mcp_servers:
         print("MCP servers: " + ", ".join(m.name for m in spec.mcp_servers))
     return EXIT_OK
+
+
+def _model_settings(spec: TeamSpec) -> ModelSettings | None:
+    """The model settings `run` and `serve` would use with this team (the environment, then the file's
+    `[models]`); None when the environment's are invalid (`run` reports that)."""
+    from pydantic import ValidationError
+
+    from mcp_team.llm.settings import ModelSettings
+
+    try:
+        return ModelSettings().model_copy(update=spec.model_overrides)
+    except ValidationError:
+        return None

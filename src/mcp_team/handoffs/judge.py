@@ -1,0 +1,118 @@
+"""A judge for conflicting results: the synthesis names the conflicts, a `judge` member rules on each.
+
+When the team has a judge (`RunSettings.judge`, a member's name), the closing answer's `finalize`
+tool (the synthesis's, and the adaptive supervisor's) has a `conflicts` field: results that disagree
+on a fact or a recommendation, each with the specialists' positions. Detecting them is the model's job.
+The engine then hands each conflict to the judge (a normal member: its own prompt, model and turn and
+token budgets, charged to the run), with the request, the positions and the full results, and asks the
+synthesis again with the rulings, to follow them and say so. Each ruling is in the run's record
+(`RunResult.conflicts`) and a `judge conflict-<n>` span. The judge is not offered to the supervisor
+as a handoff: it only rules.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+
+from mcp_team.handoffs.conflicts import Conflict, Ruling
+from mcp_team.handoffs.context import RunContext
+from mcp_team.llm import ModelResponse, ToolDefinition
+from mcp_team.specialists import run_specialist
+from mcp_team.telemetry import spans
+
+CONFLICTS_PROPERTY: dict[str, Any] = {
+    "type": "array",
+    "description": "Results that disagree on a fact or a recommendation; empty when none do. A judge rules on each "
+    "before the answer is final.",
+    "items": {
+        "type": "object",
+        "properties": {
+            "about": {"type": "string", "description": "What they disagree on, in one line."},
+            "positions": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {"specialist": {"type": "string"}, "claim": {"type": "string"}},
+                    "required": ["specialist", "claim"],
+                },
+            },
+        },
+        "required": ["about", "positions"],
+    },
+}
+
+RULINGS_HEADING = (
+    "A judge ruled on the conflicts between these results. Follow each ruling, and say in the answer what the "
+    "judge decided and why:"
+)
+CONFLICTS_INSTRUCTIONS = """
+- If results disagree on a fact or a recommendation, list each disagreement in `conflicts` (what it is
+  about, and each specialist's position) instead of picking a side: a judge rules on it first."""
+
+
+def with_conflicts(tool: ToolDefinition) -> ToolDefinition:
+    """`finalize` with the `conflicts` field, for a team that has a judge."""
+    schema = dict(tool.input_schema)
+    schema["properties"] = {**schema["properties"], "conflicts": CONFLICTS_PROPERTY}
+    return tool.model_copy(update={"input_schema": schema})
+
+
+def has_judge(ctx: RunContext) -> bool:
+    return ctx.settings.judge is not None and ctx.settings.judge in ctx.team
+
+
+def note_conflicts(ctx: RunContext, response: ModelResponse) -> None:
+    """Keep the conflicts a `finalize` call reported, for `rule` (malformed entries are dropped)."""
+    if not has_judge(ctx):
+        return
+    for use in response.tool_uses:
+        if use.name != "finalize" or not isinstance(use.input.get("conflicts"), list):
+            continue
+        for item in use.input["conflicts"]:
+            try:
+                ctx.pending_conflicts.append(Conflict.model_validate(item))
+            except ValidationError:
+                continue
+
+
+async def rule(ctx: RunContext) -> list[Ruling]:
+    """The judge's ruling on each pending conflict, one handoff to the judge per conflict."""
+    assert ctx.settings.judge is not None
+    judge = ctx.team[ctx.settings.judge]
+    latest = {r.target: r for r in ctx.records if r.status == "completed"}
+    rulings = []
+    for n, conflict in enumerate(ctx.pending_conflicts, start=len(ctx.rulings) + 1):
+        names = [p.specialist for p in conflict.positions]
+        positions = "\n".join(f"- {p.specialist}: {p.claim}" for p in conflict.positions)
+        task = (
+            f"The team's results disagree about: {conflict.about}\n\nPositions:\n{positions}\n\n"
+            f"The user's request was:\n{ctx.request}\n\nDecide which position holds (or neither), and why. "
+            f"Start with `DECISION: <specialist name or neither>`, then your reasons."
+        )
+        context = "\n\n".join(f"Result of {name}:\n{latest[name].output}" for name in names if name in latest)
+        attrs: dict[str, str | int] = {"mcp_team.judge.about": conflict.about[:200]}
+        attrs["mcp_team.judge.specialists"] = ", ".join(names)
+        with spans.step_span("judge", f"conflict-{n}", attrs) as span:
+            result = await run_specialist(
+                judge, task, ctx.models, context=context, meter=ctx.budget, call_timeout=ctx.settings.call_timeout,
+                agent_id=f"{ctx.run_id}/conflict-{n}",
+            )  # fmt: skip
+            if result.status == "failed":
+                spans.mark_error(span, result.error_type or "failed", message=result.error or "")
+        verdict = result.output if result.status == "completed" else f"the judge failed: {result.error}"
+        rulings.append(
+            Ruling(conflict=conflict, judge=judge.name, status=result.status, verdict=verdict, usage=result.usage)
+        )
+    ctx.pending_conflicts.clear()
+    ctx.rulings += rulings
+    return rulings
+
+
+def rulings_text(rulings: list[Ruling]) -> str:
+    lines = []
+    for r in rulings:
+        sides = " vs ".join(p.specialist for p in r.conflict.positions)
+        lines.append(f"- {r.conflict.about} ({sides}): {r.verdict.strip()}")
+    return "\n".join(lines)

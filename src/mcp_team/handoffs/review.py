@@ -1,0 +1,151 @@
+"""Review outcomes: quality gates sending work back, planned mode honouring REVISE, and runs whose review never passed.
+
+Three rules share the run's revision cap (`RunSettings.max_revisions`, counted in `ctx.revisions`):
+- a member's output that fails its quality gates goes back to it with the gates' messages, like a
+  REVISE verdict (`gate_revision`, from `execution.execute`);
+- in planned mode a review task that answers REVISE sends its input's author back to work with the
+  reasons, then reviews the new draft (`revise_in_plan`, from `planner.run_plan`);
+- at the end of a run, a member whose last verdict is still REVISE makes the run partial: the answer
+  says the review did not pass (`note_unpassed_reviews`, from `team.orchestrate`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from mcp_team.handoffs.context import RunContext
+from mcp_team.handoffs.schema import Handoff, HandoffRecord
+from mcp_team.specialists import Verdict
+from mcp_team.telemetry import spans
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+GATE_FAILED = "quality_gate"
+
+
+def revision_blocked(ctx: RunContext) -> str | None:
+    """What stops one more revision now: the cap, a stopping run, the handoff budget; None when it may go."""
+    if ctx.revisions >= ctx.settings.max_revisions:
+        return "revision_cap"
+    if ctx.stopped_by is not None:
+        return "stopped"
+    if not ctx.budget.can_hand_off():
+        return "handoff_budget"
+    return None
+
+
+async def gate_revision(ctx: RunContext, handoff: Handoff, record: HandoffRecord) -> Handoff | None:
+    """Check `record`'s output against its member's gates; the revision to run next, or None to keep it.
+
+    A failed gate is recorded on the attempt as a REVISE verdict whose reasons are the gates' messages.
+    """
+    gates = ctx.settings.gates.get(handoff.target)
+    if gates is None:
+        return None
+    with spans.step_span("quality_gate", handoff.target, {"mcp_team.handoff.id": handoff.id}) as span:
+        problems = gates.check(record.output)
+        if not problems:
+            return None
+        spans.mark_error(span, GATE_FAILED, message="; ".join(problems))
+    record.verdict = Verdict(verdict="REVISE", reasons=problems)
+    blocked = await ctx.runtime.decide(f"revise {handoff.attempt + 1}", lambda: revision_blocked(ctx))
+    if blocked == "handoff_budget":
+        ctx.budget.handoffs_used_up()
+    if blocked is not None:
+        return None
+    ctx.revisions += 1
+    ctx.budget.charge_handoff()
+    reasons = "\n".join(f"- {p}" for p in problems)
+    return handoff.model_copy(
+        update={
+            "id": f"{handoff.id.split('.')[0]}.{handoff.attempt + 1}",
+            "task": f"{_original_task(handoff)}\n\nYour previous answer did not pass the team's quality gates:\n"
+            f"{reasons}\nWrite it again so that it passes them.",
+            "context": f"{handoff.context}\n\nYour previous answer:\n{record.output}".strip(),
+            "attempt": handoff.attempt + 1,
+            "retry_of": record.id,
+        }
+    )
+
+
+def _original_task(handoff: Handoff) -> str:
+    return handoff.task.split("\n\nYour previous answer did not pass", 1)[0]
+
+
+async def revise_in_plan(
+    ctx: RunContext,
+    review: HandoffRecord,
+    authors: list[HandoffRecord],
+    run: Callable[[Handoff], Awaitable[HandoffRecord]],
+) -> HandoffRecord:
+    """Planned mode: while `review` says REVISE and the cap allows, the authors revise and the draft is reviewed again.
+
+    `authors` are the completed results the review read (its dependencies); `run` executes a handoff
+    in the plan's way. Returns the last review.
+    """
+    while review.status == "completed" and review.verdict is not None and review.verdict.verdict == "REVISE":
+        if await ctx.runtime.decide(f"plan revise {review.id}", lambda: _plan_blocked(ctx)) is not None:
+            break
+        reasons = "\n".join(f"- {r}" for r in review.verdict.reasons) or "- (no reasons given)"
+        revised = []
+        for author in authors:
+            ctx.last_seq += 1
+            handoff = Handoff(
+                id=f"h{ctx.last_seq}",
+                seq=ctx.last_seq,
+                run_id=ctx.run_id,
+                target=author.target,
+                call_id=author.call_id,
+                task=f"{author.task}\n\nThe review asked for a revision:\n{reasons}\nRevise your answer accordingly.",
+                context=f"{author.context}\n\nYour previous answer:\n{author.output}".strip(),
+                retry_of=author.id,  # the new draft replaces the old one in the synthesis
+            )
+            revised.append(await run(handoff))
+        if any(r.status != "completed" for r in revised):
+            break
+        authors = revised
+        ctx.last_seq += 1
+        context = "\n\n".join(f"Result of {r.call_id} ({r.target}):\n{r.output}" for r in revised)
+        review = await run(
+            Handoff(
+                id=f"h{ctx.last_seq}",
+                seq=ctx.last_seq,
+                run_id=ctx.run_id,
+                target=review.target,
+                call_id=review.call_id,
+                task=review.task,
+                context=context,
+                retry_of=review.id,
+            )
+        )
+    return review
+
+
+def _plan_blocked(ctx: RunContext) -> str | None:
+    # `ctx.revisions` already counts the REVISE being answered (see execution._attempt).
+    if ctx.revisions > ctx.settings.max_revisions:
+        return "revision_cap"
+    if ctx.stopped_by is not None or not ctx.budget.can_hand_off():
+        return "stopped"
+    return None
+
+
+def note_unpassed_reviews(ctx: RunContext) -> None:
+    """A failure for each member whose last verdict (a reviewer's, or a quality gate's) is still REVISE."""
+    superseded = {r.retry_of for r in ctx.records if r.retry_of}
+    last: dict[str, HandoffRecord] = {}
+    for r in ctx.records:
+        if r.status == "completed" and r.verdict is not None and r.id not in superseded:
+            last[r.target] = r
+    for target, r in last.items():
+        if r.verdict is not None and r.verdict.verdict == "REVISE":
+            points = "; ".join(r.verdict.reasons) or "no reasons given"
+            ctx.fail(
+                "review_not_passed",
+                target,
+                f"the review did not pass: the last verdict was REVISE after {ctx.revisions} revision(s) "
+                f"(cap {ctx.settings.max_revisions}); open points: {points}",
+                r.task,
+                r.id,
+            )

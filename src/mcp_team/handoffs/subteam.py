@@ -1,0 +1,131 @@
+"""Teams inside teams: a member that is itself a team, handed off to like any specialist.
+
+A `SubTeam` is a `Specialist` (so it has a handoff tool, an MCP tool and a prompt like every member)
+that carries its own members and run settings. Handing off to it runs a sub-run: its own supervisor
+(adaptive or planned), its own handoffs, its own synthesis, on the parent's models, in the parent's
+trace (its `invoke_agent` span sits under the parent's handoff span) and with a budget carved out of
+what the parent has left. Every call and handoff of the sub-run is charged to the parent too, so the
+parent's limits hold over the whole tree. Its record nests in the parent's handoff (`subrun`), and
+its progress is named by path (`research_team/researcher`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mcp_team.handoffs.budget import Budget
+from mcp_team.handoffs.context import EventSink, RunContext, RunEvent, now
+from mcp_team.handoffs.schema import Budgets, Handoff, RunResult, RunSettings
+from mcp_team.llm import Usage
+from mcp_team.specialists import Specialist, SpecialistResult, handoff_message
+from mcp_team.telemetry import spans
+
+
+class SubTeam(Specialist):
+    """A member that is a team: `members` and `settings` are its own; `description` routes to it."""
+
+    members: tuple[Specialist, ...]
+    settings: RunSettings = RunSettings()
+
+
+@dataclass
+class TreeBudget(Budget):
+    """A sub-run's budget: its own limits, and every charge also made to the parent's (which keeps its reserve)."""
+
+    parent: Budget | None = None
+
+    def can_hand_off(self) -> bool:
+        return super().can_hand_off() and (self.parent is None or self.parent.can_hand_off())
+
+    def charge_handoff(self) -> None:
+        super().charge_handoff()
+        if self.parent is not None:
+            self.parent.charge_handoff()
+
+    def charge_call(self, reserve: int, input_tokens: int = 0) -> None:
+        if self.parent is not None:
+            self.parent.charge_call(reserve=1, input_tokens=input_tokens)  # the parent keeps its closing call
+        super().charge_call(reserve, input_tokens)
+
+    def after_call(self, usage: Usage) -> None:
+        super().after_call(usage)
+        if self.parent is not None:
+            self.parent.after_call(usage)
+
+
+def carve(ctx: RunContext, own: Budgets) -> Budgets:
+    """The sub-run's limits: its own, cut to what the parent has left."""
+    parent = ctx.budget
+    left = (ctx.deadline_at - now()).total_seconds()
+    return Budgets(
+        max_handoffs=max(min(own.max_handoffs, parent.handoffs_left), 1),
+        max_model_calls=max(min(own.max_model_calls, parent.limits.max_model_calls - parent.model_calls - 1), 2),
+        max_tokens=max(min(own.max_tokens, parent.limits.max_tokens - parent.usage.total_tokens), 1),
+        deadline_seconds=max(min(own.deadline_seconds, left), 0.001),
+        max_cost=_cost_left(own.max_cost, parent),
+    )
+
+
+def _cost_left(own: float | None, parent: Budget) -> float | None:
+    if parent.limits.max_cost is None:
+        return own
+    left = max(parent.limits.max_cost - parent.cost_usd, 1e-9)
+    return left if own is None else min(own, left)
+
+
+async def run_subteam(ctx: RunContext, team: SubTeam, handoff: Handoff) -> tuple[SpecialistResult, RunResult]:
+    """Run `handoff` through `team` as a sub-run of `ctx`; the result as a specialist's, and the sub-run's record."""
+    from mcp_team.handoffs.team import orchestrate  # the sub-run is a run: the same orchestration
+
+    settings = team.settings.model_copy(update={"budgets": carve(ctx, team.settings.budgets)})
+    child = RunContext(
+        request=handoff_message(handoff.task, handoff.context, handoff.expected_output),
+        run_id=f"{ctx.run_id}/{handoff.id}",
+        team={m.name: m for m in team.members},
+        models=ctx.models,
+        settings=settings,
+        on_event=_forward(ctx, team.name, handoff.id),
+        runtime=ctx.runtime,
+        approve=ctx.approve,
+    )
+    child.budget = TreeBudget(settings.budgets, parent=ctx.budget)
+    with spans.agent_span(team.name, description=team.description, agent_id=child.run_id):
+        child.trace_id = ctx.trace_id
+        await orchestrate(child)
+    child.ended_at = now()
+    record = child.result()
+    usage = record.usage.total
+    if child.status == "failed":
+        # A budget that ran out is the tree's: retrying the team cannot fix it.
+        kind = "budget_exhausted" if ctx.budget.exhausted or child.budget.exhausted else "subteam_failed"
+        result = SpecialistResult(
+            specialist=team.name, status="failed", output=child.answer, error=child.answer, error_type=kind,
+            usage=usage,
+        )  # fmt: skip
+    else:
+        result = SpecialistResult(specialist=team.name, status="completed", output=child.answer, usage=usage)
+    return result, record
+
+
+def _forward(ctx: RunContext, name: str, handoff_id: str) -> EventSink:
+    """The sub-run's events as the parent's, named by path; counts add to the parent's so progress only grows."""
+
+    async def on_event(event: RunEvent) -> None:
+        if ctx.on_event is None:
+            return
+        record = event.record
+        if record is not None:
+            record = record.model_copy(update={"target": f"{name}/{record.target}", "id": f"{handoff_id}/{record.id}"})
+        finished = sum(r.status != "running" for r in ctx.records)
+        await ctx.on_event(
+            RunEvent(
+                event.kind,
+                f"{name}/{event.message}",
+                record,
+                len(ctx.records) + event.started,
+                finished + event.finished,
+                ctx.snapshot,
+            )
+        )
+
+    return on_event

@@ -1,0 +1,98 @@
+"""Human checkpoints over MCP: the engine's `Approver` (handoffs/checkpoints.py) filled with elicitation.
+
+A checkpoint becomes an `elicitation/create` request in form mode: the message says what is to be
+approved (the plan's tasks, or what the next member will get), and the form asks for a decision
+(approve, revise, reject) and feedback for a revise. By protocol revision:
+- 2025-11-25 with a back-channel (stdio, stateful HTTP): the request is sent during the call,
+  related to it (`related_request_id`);
+- 2026-07-28: the run is parked (see `sampling.RoundRunner`) and the request is an `input_required`
+  round, batched with any sampling requests of the same moment.
+A client that declares no elicitation cannot approve: `CannotAsk`, and the team's checkpoint
+policy decides. Declining or cancelling the form is a reject.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp import MCPError
+from mcp.server.mcpserver import Context
+from mcp.shared.message import ServerMessageMetadata
+
+from mcp_team.handoffs.checkpoints import Approver, CannotAsk, Checkpoint, Decision
+from mcp_team.server.sampling import CtxGetter, current_job
+
+FORM: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "decision": {
+            "type": "string",
+            "title": "Decision",
+            "enum": ["approve", "revise", "reject"],
+            "description": "approve: go on; revise: change it as the feedback says, then ask again; reject: stop.",
+        },
+        "feedback": {"type": "string", "title": "Feedback", "description": "With revise: what to change."},
+    },
+    "required": ["decision"],
+}
+
+
+def can_elicit(ctx: Context[Any, Any]) -> bool:
+    caps = ctx.client_capabilities
+    return caps is not None and caps.elicitation is not None
+
+
+def elicit_in_rounds(ctx: Context[Any, Any]) -> bool:
+    """Whether this call's checkpoints need the run parked: elicitation, 2026-07-28, no back-channel."""
+    return can_elicit(ctx) and not ctx.session.can_send_request and (ctx.protocol_version or "") >= "2026"
+
+
+def request_for(checkpoint: Checkpoint) -> types.ElicitRequest:
+    where = "the plan" if checkpoint.name == "plan" else f"the next step ({checkpoint.name})"
+    again = f" (round {checkpoint.round})" if checkpoint.round > 1 else ""
+    message = f"mcp-team asks you to approve {where}{again}:\n\n{checkpoint.summary}"
+    return types.ElicitRequest(params=types.ElicitRequestFormParams(message=message, requested_schema=FORM))
+
+
+def decision_of(result: types.ElicitResult) -> Decision:
+    """The person's answer; a declined or cancelled form is a reject."""
+    if result.action != "accept":
+        return Decision(action="reject", feedback=f"the person chose to {result.action} the form")
+    content = result.content or {}
+    action = content.get("decision")
+    feedback = content.get("feedback")
+    feedback = feedback if isinstance(feedback, str) else ""
+    if action not in ("approve", "revise", "reject"):
+        return Decision(action="reject", feedback=f"the form came back without a valid decision ({action!r})")
+    return Decision(action=action, feedback=feedback)  # type: ignore[arg-type]
+
+
+def elicitation_approver(get_ctx: CtxGetter) -> Approver:
+    """Ask the MCP client of the current call (see the module docstring)."""
+
+    async def approve(checkpoint: Checkpoint) -> Decision:
+        ctx = get_ctx()
+        if not can_elicit(ctx):
+            raise CannotAsk("the MCP client does not support elicitation, so it cannot approve")
+        request = request_for(checkpoint)
+        job = current_job.get()
+        if job is not None:
+            answer = await job.ask(request)
+            if answer is None:  # the client stopped coming back; the engine's timeout usually ends it first
+                raise CannotAsk("the client stopped answering input_required rounds")
+            return decision_of(answer)
+        if not ctx.session.can_send_request:
+            raise CannotAsk("this connection has no way to ask the client during a call")
+        try:
+            result = await ctx.session.send_request(
+                request, types.ElicitResult, metadata=ServerMessageMetadata(related_request_id=ctx.request_id)
+            )
+        except MCPError as exc:
+            raise CannotAsk(f"the client refused the elicitation request ({exc})") from None
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream):
+            raise CannotAsk("the client went away before answering") from None
+        return decision_of(result)
+
+    return approve

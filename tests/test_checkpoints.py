@@ -1,0 +1,257 @@
+"""Human checkpoints (issue 13) through an MCP client with an elicitation callback, on both revisions."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+from mcp import Client
+
+from mcp_team.handoffs import RunResult, RunSettings
+from mcp_team.llm.settings import ModelSettings
+from mcp_team.server.app import build_server
+from mcp_team.server.store import MemoryRunStore
+from mcp_team.server.teamfile import TeamSpec
+from mcp_team.specialists import DEFAULT_TEAM
+from support import HANG_GUARD, MCP_TEAM, clean_env
+
+pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")]
+REQUEST = "Research bees and write a short report"
+
+
+@pytest.fixture(params=["auto", "legacy"], ids=["2026-07-28", "2025-11-25"])
+def mode(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def server(**settings: Any) -> Any:
+    team = TeamSpec.of(DEFAULT_TEAM, RunSettings(**settings))
+    return build_server(ModelSettings(model="offline"), team)
+
+
+class Person:
+    """An elicitation callback answering from a script, keeping what it was asked."""
+
+    def __init__(self, *answers: dict[str, Any] | str) -> None:
+        self.answers = list(answers)
+        self.asked: list[str] = []
+
+    async def __call__(self, context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        assert isinstance(params, types.ElicitRequestFormParams)
+        assert params.requested_schema["properties"]["decision"]["enum"] == ["approve", "revise", "reject"]
+        self.asked.append(params.message)
+        answer = self.answers.pop(0)
+        if isinstance(answer, str):  # decline or cancel
+            return types.ElicitResult(action=answer)  # type: ignore[arg-type]
+        return types.ElicitResult(action="accept", content=answer)
+
+
+async def run(client: Client, **args: Any) -> tuple[types.CallToolResult, RunResult | None]:
+    result = await client.call_tool("run_team", {"request": REQUEST, **args})
+    return result, None if result.is_error else RunResult.model_validate(result.structured_content)
+
+
+async def test_approve_runs_the_plan_that_was_shown(mode: str) -> None:
+    person = Person({"decision": "approve"})
+    async with Client(server(mode="planned", checkpoints=["plan"]), mode=mode, elicitation_callback=person) as c:
+        result, run_ = await run(c)
+    assert run_ is not None and run_.status == "complete", result
+    assert len(person.asked) == 1 and "t1. researcher" in person.asked[0] and "writer" in person.asked[0]
+    (record,) = run_.checkpoints
+    assert (record.name, record.action, record.answered_by) == ("plan", "approve", "person")
+    assert record.waited_seconds >= 0 and "t1. researcher" in record.summary
+
+
+async def test_revise_replans_and_the_new_plan_is_what_runs(mode: str) -> None:
+    person = Person({"decision": "revise", "feedback": "also write the python code for it"}, {"decision": "approve"})
+    async with Client(server(mode="planned", checkpoints=["plan"]), mode=mode, elicitation_callback=person) as c:
+        _, run_ = await run(c)
+    assert run_ is not None and run_.status == "complete"
+    assert "coder" not in person.asked[0] and "coder" in person.asked[1] and "(round 2)" in person.asked[1]
+    assert run_.plan is not None and "coder" in [t.specialist for t in run_.plan.tasks]
+    assert "coder" in [h.target for h in run_.handoffs]
+    assert [c.action for c in run_.checkpoints] == ["revise", "approve"]
+
+
+async def test_reject_before_the_writer_cancels_with_what_had_finished(mode: str) -> None:
+    person = Person({"decision": "reject", "feedback": "the research is thin"})
+    async with Client(server(), mode=mode, elicitation_callback=person) as c:
+        _, run_ = await run(c, checkpoints=["before:writer"])  # a per-call checkpoint
+    assert run_ is not None and run_.status == "cancelled"
+    assert "writer will get this task" in person.asked[0]
+    assert [(h.target, h.status) for h in run_.handoffs] == [("researcher", "completed"), ("writer", "refused")]
+    assert "rejected at checkpoint 'before:writer': the research is thin" in run_.answer
+    assert "## researcher" in run_.answer
+
+
+async def test_a_revised_handoff_carries_the_feedback(mode: str) -> None:
+    person = Person({"decision": "revise", "feedback": "keep it under 100 words"}, {"decision": "approve"})
+    async with Client(server(checkpoints=["before:writer"]), mode=mode, elicitation_callback=person) as c:
+        _, run_ = await run(c)
+    assert run_ is not None and run_.status == "complete"
+    (writer,) = [h for h in run_.handoffs if h.target == "writer"]
+    assert "The person approving this step asked: keep it under 100 words" in writer.task
+
+
+async def test_declining_the_form_is_a_reject(mode: str) -> None:
+    async with Client(server(checkpoints=["before:writer"]), mode=mode, elicitation_callback=Person("decline")) as c:
+        _, run_ = await run(c)
+    assert run_ is not None and run_.status == "cancelled"
+
+
+async def test_no_answer_within_the_timeout_cancels_the_run(mode: str) -> None:
+    cancelled = anyio.Event()
+
+    class Store(MemoryRunStore):
+        def save(self, run: RunResult) -> None:
+            super().save(run)
+            if run.status == "cancelled":
+                cancelled.set()
+
+    store = Store()
+
+    async def late(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        await cancelled.wait()  # the person answers only once the server has given up waiting
+        return types.ElicitResult(action="accept", content={"decision": "approve"})
+
+    settings = RunSettings(checkpoints=["before:writer"], checkpoint_timeout=0.2)
+    app = build_server(ModelSettings(model="offline"), TeamSpec.of(DEFAULT_TEAM, settings), store=store)
+    async with Client(app, mode=mode, elicitation_callback=late) as c:
+        _, run_ = await run(c)
+    assert run_ is not None and run_.status == "cancelled"
+    assert "nobody answered checkpoint 'before:writer' within 0.2 s" in run_.answer
+    assert [(c.action, c.answered_by) for c in run_.checkpoints] == [("timeout", "timeout")]
+
+
+async def test_a_client_without_elicitation_fails_by_default_saying_so(mode: str) -> None:
+    async with Client(server(checkpoints=["plan"]), mode=mode) as c:
+        result, _ = await run(c)
+    assert result.is_error
+    text = result.content[0].text  # type: ignore[union-attr]
+    assert "does not support elicitation" in text
+    assert "checkpoint_policy" in text
+
+
+async def test_a_client_without_elicitation_goes_on_under_the_approve_policy(mode: str) -> None:
+    async with Client(server(checkpoints=["plan"], checkpoint_policy="approve"), mode=mode) as c:
+        _, run_ = await run(c)
+    assert run_ is not None and run_.status == "complete"
+    assert [(c.action, c.answered_by) for c in run_.checkpoints] == [("approve", "policy")]
+
+
+async def test_a_checkpoint_naming_no_member_is_refused(mode: str) -> None:
+    async with Client(server(), mode=mode) as c:
+        result, _ = await run(c, checkpoints=["before:poet"])
+    assert result.is_error and "there is no member 'poet'" in result.content[0].text  # type: ignore[union-attr]
+
+
+# --- the CLI -------------------------------------------------------------------------------------------
+
+
+def cli(*args: str, **kw: Any) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [MCP_TEAM, "run", *args], capture_output=True, text=True, timeout=HANG_GUARD,
+        env=clean_env(MCP_TEAM_MODEL="offline"), **kw,
+    )  # fmt: skip
+
+
+def test_the_cli_without_a_terminal_follows_the_policy(tmp_path: Path) -> None:
+    proc = cli("--checkpoint", "plan", "--mode", "planned", REQUEST, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 1
+    assert "not attached to a terminal" in proc.stdout and "checkpoint_policy" in proc.stdout
+
+    team = tmp_path / "team.toml"
+    subprocess.run([MCP_TEAM, "init", str(team)], check=True, env=clean_env(), timeout=HANG_GUARD)
+    policy = '[supervisor]\ncheckpoints = ["before:writer"]\ncheckpoint_policy = "approve"\n'
+    team.write_text(team.read_text().replace("[supervisor]\n", policy, 1))
+    proc = cli("--team", str(team), "--json", REQUEST, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr
+    assert [(c["name"], c["answered_by"]) for c in json.loads(proc.stdout)["checkpoints"]] == [
+        ("before:writer", "policy")
+    ]
+
+
+def test_a_bad_checkpoint_is_a_usage_error_on_the_cli_and_in_the_team_file(tmp_path: Path) -> None:
+    proc = cli("--checkpoint", "before:poet", REQUEST)
+    assert proc.returncode == 2 and "there is no member 'poet'" in proc.stderr
+    team = tmp_path / "team.toml"
+    subprocess.run([MCP_TEAM, "init", str(team)], check=True, env=clean_env(), timeout=HANG_GUARD)
+    team.write_text(team.read_text().replace("[supervisor]\n", '[supervisor]\ncheckpoints = ["after:x"]\n', 1))
+    check = subprocess.run(
+        [MCP_TEAM, "check", "--team", str(team)], capture_output=True, text=True, timeout=HANG_GUARD, env=clean_env()
+    )
+    assert check.returncode == 1 and "supervisor.checkpoints: checkpoint 'after:x'" in check.stderr + check.stdout
+
+
+def test_the_cli_asks_on_a_terminal_and_runs_the_revised_plan() -> None:
+    controller, terminal = pty.openpty()
+    proc = subprocess.Popen(
+        [MCP_TEAM, "run", "--json", "--mode", "planned", "--checkpoint", "plan", REQUEST],
+        stdin=terminal, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=clean_env(MCP_TEAM_MODEL="offline"),
+    )  # fmt: skip
+    os.close(terminal)
+    # Typed ahead: the terminal keeps the lines until the run reads them.
+    os.write(controller, b"r\nalso write the python code for it\na\n")
+    try:
+        out, err = proc.communicate(timeout=HANG_GUARD)
+    finally:
+        os.close(controller)
+    assert proc.returncode == 0, err
+    assert "checkpoint plan" in err and "[a]pprove, [r]evise or reject" in err
+    result = json.loads(out)
+    assert [c["action"] for c in result["checkpoints"]] == ["revise", "approve"]
+    assert "coder" in [h["target"] for h in result["handoffs"]]
+
+
+@pytest.mark.anyio
+async def test_every_checkpoint_is_a_span_with_its_answer_and_wait(spans) -> None:
+    from mcp_team.handoffs import Team
+    from mcp_team.handoffs.checkpoints import Checkpoint, Decision
+    from mcp_team.llm import ModelSet
+    from mcp_team.llm.offline import OfflineModel
+
+    async def approve(checkpoint: Checkpoint) -> Decision:
+        return Decision(action="approve")
+
+    team = Team(ModelSet.single(OfflineModel()))
+    result = await team.run(REQUEST, mode="planned", checkpoints=["plan", "before:writer"], approve=approve)
+
+    assert [(c.name, c.action) for c in result.checkpoints] == [("plan", "approve"), ("before:writer", "approve")]
+    root = spans.one("invoke_agent supervisor")
+    for name in ("plan", "before:writer"):
+        span = spans.one(f"checkpoint {name}")
+        assert span.context.trace_id == root.context.trace_id
+        assert spans.attr(span, "mcp_team.checkpoint.action") == "approve"
+        assert spans.attr(span, "mcp_team.checkpoint.answered_by") == "person"
+        assert isinstance(spans.attr(span, "mcp_team.checkpoint.waited_seconds"), float)
+
+
+@pytest.mark.anyio
+async def test_in_adaptive_mode_the_plan_checkpoint_holds_the_first_handoffs_until_approved() -> None:
+    from mcp_team.handoffs import Team
+    from mcp_team.handoffs.checkpoints import Checkpoint, Decision
+    from mcp_team.llm import ModelSet
+    from mcp_team.llm.offline import OfflineModel
+
+    asked: list[Checkpoint] = []
+
+    async def person(checkpoint: Checkpoint) -> Decision:
+        asked.append(checkpoint)
+        if len(asked) == 1:
+            return Decision(action="revise", feedback="research the hive first")
+        return Decision(action="approve")
+
+    result = await Team(ModelSet.single(OfflineModel())).run(REQUEST, checkpoints=["plan"], approve=person)
+
+    assert [(c.name, c.round) for c in asked] == [("plan", 1), ("plan", 2)]
+    assert "1. researcher:" in asked[0].summary
+    assert result.status == "complete"
+    assert [h.target for h in result.handoffs] == ["researcher", "writer"]  # the held turn never ran

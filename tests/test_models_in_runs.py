@@ -1,0 +1,377 @@
+"""Models in whole runs (issue 10): the cost of every call, handoff and run; per-endpoint limits; fallback
+models; a model per specialist from the team file; a supervisor that writes its tool calls as text.
+
+Through the library API and the `mcp-team` command, with the OpenAI-compatible backend on the real
+`openai` SDK against the fake Chat Completions server (tests/fake_openai_api.py) over a real socket.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+
+from conftest import Spans
+from fake_openai_api import FakeOpenAIAPI, completion
+from mcp_team.handoffs import Team
+from mcp_team.llm import SPECIALIST, SUPERVISOR, Message, ModelRequest, ModelResponse, ModelSet, chat
+from mcp_team.llm.cost import usage_cost
+from mcp_team.llm.limits import EndpointLimits, Limiters
+from mcp_team.llm.offline import OfflineModel
+from mcp_team.llm.openai import OpenAIModel
+from mcp_team.llm.text_calls import text_tool_call
+from mcp_team.specialists import DEFAULT_TEAM
+from mcp_team.telemetry.attributes import FALLBACK_MODEL, OP_CHAT, USAGE_COST_USD
+from support import HANG_GUARD, MCP_TEAM, clean_env
+
+KEY = "sk-proj-test-SECRET-0123456789"
+MODEL = "gpt-4o-mini"
+REQUEST = "Research the history of the transistor, compute 12*(3+4)/2, write a short report, then review it."
+
+
+@pytest.fixture(autouse=True)
+def no_openai_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "MCP_TEAM_MODEL", "ANTHROPIC_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def offline_brain(request: ModelRequest) -> ModelResponse:
+    return anyio.run(OfflineModel().complete, request)
+
+
+@pytest.fixture
+def gpt() -> Iterator[FakeOpenAIAPI]:
+    with FakeOpenAIAPI(brain=offline_brain) as server:
+        yield server
+
+
+def on(api: FakeOpenAIAPI, *, priced: bool = True, max_retries: int = 0) -> OpenAIModel:
+    """gpt-4o-mini at the fake server; `priced`: with OpenAI's prices (as MCP_TEAM_PRICES says for a gateway)."""
+    return OpenAIModel(
+        MODEL, api_key=KEY, base_url=api.base_url, max_retries=max_retries, price_provider="openai" if priced else None
+    )
+
+
+def cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [MCP_TEAM, *args], capture_output=True, text=True, timeout=HANG_GUARD, env=clean_env(**env)
+    )  # fmt: skip
+
+
+# --- cost ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_a_priced_run_reports_the_cost_genai_prices_gives_on_every_call_handoff_and_the_run(
+    gpt: FakeOpenAIAPI, spans: Spans
+) -> None:
+    result = await Team(ModelSet.single(on(gpt))).run(REQUEST)
+    assert result.status == "complete", result.failures
+    total = result.usage.total
+    expected = usage_cost(total, MODEL, price_provider="openai")
+    assert expected and total.cost_usd == pytest.approx(expected)  # prices are per token: the sum is the whole
+    for h in result.handoffs:
+        assert h.usage.cost_usd == pytest.approx(usage_cost(h.usage, MODEL, price_provider="openai"))
+    chats = [s for s in spans.all if s.name.startswith(f"{OP_CHAT} ")]
+    assert len(chats) == result.usage.model_calls
+    assert sum(spans.attr(s, USAGE_COST_USD) for s in chats) == pytest.approx(total.cost_usd)
+
+
+@pytest.mark.anyio
+async def test_an_unknown_models_cost_is_null_not_zero(gpt: FakeOpenAIAPI, spans: Spans) -> None:
+    result = await Team(ModelSet.single(on(gpt, priced=False))).run(REQUEST)  # a local server: no price list
+    assert result.status == "complete"
+    assert result.usage.total.cost_usd is None
+    assert all(h.usage.cost_usd is None for h in result.handoffs)
+    assert all(u.cost_usd is None for u in result.usage.by_specialist.values())
+    assert not [s for s in spans.all if s.attributes and USAGE_COST_USD in s.attributes]
+
+
+def test_the_cli_prints_the_cost_and_max_cost_winds_the_run_down(gpt: FakeOpenAIAPI) -> None:
+    env = {"OPENAI_BASE_URL": gpt.base_url, "MCP_TEAM_PRICES": json.dumps({gpt.base_url: "openai"})}
+    full = cli("run", "--json", "--model", f"openai:{MODEL}", REQUEST, **env)
+    result = json.loads(full.stdout)
+    cost = result["usage"]["total"]["cost_usd"]
+    assert result["status"] == "complete" and cost > 0
+    assert f"${cost:.4f}" in full.stderr  # the summary line, next to the tokens
+
+    capped = json.loads(
+        cli("run", "--json", "--model", f"openai:{MODEL}", "--max-cost", "0.0002", REQUEST, **env).stdout
+    )
+    assert "cost budget ($0.0002)" in (capped["stopped_by"] or ""), capped["stopped_by"]
+    assert capped["usage"]["total"]["cost_usd"] < cost
+    assert capped["status"] in ("partial", "failed")
+
+
+def test_the_cli_says_an_unknown_cost_is_unknown() -> None:
+    proc = cli("run", "--model", "offline", "Research bees")
+    assert "cost unknown" in proc.stderr and "$0" not in proc.stderr
+
+
+def test_max_cost_is_refused_when_not_a_positive_number() -> None:
+    proc = cli("run", "--model", "offline", "--max-cost", "-1", "Research bees")
+    assert proc.returncode == 2 and "max-cost" in proc.stderr and "Traceback" not in proc.stderr
+
+
+# --- limits per endpoint -----------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_a_supervisor_on_one_endpoint_never_waits_for_specialists_on_another(gpt: FakeOpenAIAPI) -> None:
+    with FakeOpenAIAPI(brain=offline_brain) as other:
+        supervisor, worker = on(gpt), on(other)
+        models = ModelSet(
+            {SUPERVISOR: supervisor, SPECIALIST: worker}, limits=Limiters(EndpointLimits(max_concurrency=1))
+        )
+        request = ModelRequest(system="s", messages=[Message(role="user", content=REQUEST)], member=SUPERVISOR)
+        worker_slots = models.limiter_for(worker)
+        assert worker_slots is not models.limiter_for(supervisor)
+        with anyio.fail_after(HANG_GUARD):  # a hang guard: one shared limiter would wait here forever
+            async with worker_slots.slot():  # the specialists' endpoint is full
+                response = await chat(models, SUPERVISOR, request)
+                assert worker_slots.calls.available_tokens == 0
+    assert response.content and len(gpt.requests) == 1 and not other.requests
+
+
+@pytest.mark.anyio
+async def test_each_specialist_calls_its_own_model(gpt: FakeOpenAIAPI) -> None:
+    analyst = next(s for s in DEFAULT_TEAM if s.name == "analyst").instructions
+    with FakeOpenAIAPI(brain=offline_brain) as own:
+        models = ModelSet.single(on(gpt))
+        models.members = {"analyst": on(own)}
+        result = await Team(models).run(REQUEST)
+    assert result.status == "complete"
+    assert own.requests and all(r["messages"][0]["content"] == analyst for r in own.requests)
+    assert not [r for r in gpt.requests if r["messages"][0]["content"] == analyst]
+
+
+# --- fallbacks ---------------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_a_fallback_model_answers_when_the_primary_keeps_failing(spans: Spans) -> None:
+    with FakeOpenAIAPI(brain=offline_brain) as down, FakeOpenAIAPI(brain=offline_brain) as backup:
+        down.fail(503, "overloaded", times=1000)
+        models = ModelSet.single(on(down))
+        models.fallbacks = {SUPERVISOR: on(backup), SPECIALIST: on(backup)}
+        result = await Team(models).run(REQUEST)
+    assert result.status == "complete", result.failures
+    assert backup.requests and all(h.fallback and "503" not in h.fallback for h in result.handoffs)
+    assert all("answered for" in (h.fallback or "") for h in result.handoffs)
+    assert any("fallback model answered" in n for n in result.notes)
+    marked = [s for s in spans.all if s.attributes and FALLBACK_MODEL in s.attributes]
+    assert {s.name.split(" ")[0] for s in marked} == {OP_CHAT, "execute_tool"}  # the calls and the handoffs
+
+
+def test_fallbacks_from_the_environment_and_a_team_file(tmp_path: Path) -> None:
+    with FakeOpenAIAPI() as down:
+        down.fail(500, "boom", times=1000)
+        team = tmp_path / "team.toml"
+        team.write_text(
+            '[models]\nsupervisor_fallback = "offline"\n\n'
+            '[[specialists]]\nname = "researcher"\ndescription = "Finds facts."\nprompt = "Find facts."\n'
+            'fallback_model = "offline"\n'
+        )
+        env = {"OPENAI_BASE_URL": down.base_url, "MCP_TEAM_MAX_RETRIES": "0"}
+        proc = cli("run", "--json", "--team", str(team), "--model", f"openai:{MODEL}", "Research bees", **env)
+        checked = cli("check", "--team", str(team), **env)
+    result = json.loads(proc.stdout)
+    assert result["status"] == "complete", result["failures"]
+    assert [h["fallback"] for h in result["handoffs"]] == [
+        f"offline:offline answered for openai:{MODEL} (server_error)"
+    ]
+    assert "(fallback offline)" in checked.stdout and f"openai:{MODEL}" in checked.stdout
+
+
+def test_check_shows_each_members_model(tmp_path: Path) -> None:
+    team = tmp_path / "team.toml"
+    team.write_text(
+        '[models]\nsupervisor = "openai:gpt-4o"\n\n'
+        '[[specialists]]\nname = "researcher"\ndescription = "Finds facts."\nprompt = "Find facts."\n'
+        'model = "openai:qwen2.5:7b"\nbase_url = "http://127.0.0.1:11434/v1"\n\n'
+        '[[specialists]]\nname = "writer"\ndescription = "Writes."\nprompt = "Write."\n'
+    )
+    proc = cli("check", "--team", str(team), OPENAI_API_KEY="sk-test")
+    assert proc.returncode == 0, proc.stderr
+    assert "openai:qwen2.5:7b at http://127.0.0.1:11434/v1" in proc.stdout
+    assert "openai:gpt-4o-mini" in proc.stdout  # the writer: the specialists' default
+    assert "supervisor (and planner): openai:gpt-4o" in proc.stdout
+
+
+def test_a_bad_member_model_is_reported_with_its_key_path(tmp_path: Path) -> None:
+    team = tmp_path / "team.toml"
+    team.write_text(
+        '[[specialists]]\nname = "researcher"\ndescription = "Finds facts."\nprompt = "Find facts."\n'
+        'model = "mistral:large"\n'
+    )
+    proc = cli("check", "--team", str(team))
+    assert proc.returncode == 1 and "specialists[0].model" in proc.stderr and "mistral" in proc.stderr
+
+
+# --- tool calls written as text ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"name": "handoff_to_researcher", "arguments": {"task": "Find facts"}}',
+        '```json\n{"name": "handoff_to_researcher", "arguments": {"task": "Find facts"}}\n```',
+        '<tool_call>\n{"name": "finalize", "arguments": {"answer": "x"}}\n</tool_call>',
+        '[{"type": "function", "function": {"name": "handoff_to_researcher", "arguments": "{}"}}]',
+        '```\n{"name": "handoff_to_researcher", "arguments": {"task": "unterminated}\n```',
+    ],
+    ids=["bare", "fenced", "tagged", "list", "broken-json"],
+)
+def test_a_tool_call_written_as_text_is_recognised(text: str) -> None:
+    assert text_tool_call(text, {"handoff_to_researcher", "finalize"}) is not None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Bees pollinate flowers.",
+        '```json\n{"name": "Ada", "born": 1815}\n```',  # an answer that happens to hold JSON
+        '{"name": "handoff_to_ghost"}',  # names no tool offered
+    ],
+)
+def test_an_answer_is_not_a_tool_call(text: str) -> None:
+    assert text_tool_call(text, {"handoff_to_researcher", "finalize"}) is None
+
+
+@pytest.mark.anyio
+async def test_a_supervisor_turn_written_as_json_text_goes_back_and_is_never_the_answer(gpt: FakeOpenAIAPI) -> None:
+    """As Qwen2.5 1.5B on llama.cpp's server does: the call as fenced JSON in the reply's text."""
+    call = {"name": "handoff_to_researcher", "arguments": {"task": "Research the transistor"}}
+    gpt.reply(200, completion(f"```json\n{json.dumps(call)}\n```", model=MODEL))
+    result = await Team(ModelSet.single(on(gpt))).run(REQUEST)
+    assert result.status == "complete" and result.handoffs
+    assert "handoff_to_researcher" not in result.answer
+    assert [(f.kind, f.recovered) for f in result.failures] == [("malformed_tool_call", True)]
+    feedback = gpt.requests[1]["messages"][-1]
+    assert feedback["role"] == "user" and "wrote a tool call as text" in feedback["content"]
+
+
+# --- sampling settings ---------------------------------------------------------------------------
+
+
+def test_sampling_settings_per_role_and_member_are_sent(gpt: FakeOpenAIAPI, tmp_path: Path) -> None:
+    team = tmp_path / "team.toml"
+    team.write_text(
+        "[models]\nspecialist_sampling = { temperature = 0.7 }\n\n"
+        '[[specialists]]\nname = "researcher"\ndescription = "Finds facts."\nprompt = "Find facts."\n'
+        "sampling = { temperature = 0.1, max_tokens = 333 }\n\n"
+        '[[specialists]]\nname = "writer"\ndescription = "Writes reports."\nprompt = "Write."\n'
+    )
+    env = {"OPENAI_BASE_URL": gpt.base_url}
+    proc = cli(
+        "run", "--json", "--team", str(team), "--model", f"openai:{MODEL}", "Research bees and write a report", **env
+    )
+    assert json.loads(proc.stdout)["status"] == "complete", proc.stderr
+    sent = {}
+    for body in gpt.requests:
+        system = body["messages"][0]["content"]
+        who = (
+            "researcher" if system.endswith("Find facts.") else "writer" if system.endswith("Write.") else "supervisor"
+        )
+        sent.setdefault(who, set()).add((body.get("temperature"), body.get("max_tokens")))
+    assert sent["researcher"] == {(0.1, 333)}  # its own settings, over its role's
+    assert sent["writer"] == {(0.7, 4096)}  # its role's temperature, the engine's output limit
+    assert all(temperature is None for temperature, _ in sent["supervisor"])  # nothing set: the model's default
+
+
+# --- run_team's max_cost ------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_run_team_max_cost_is_capped_by_the_team_file(tmp_path: Path) -> None:
+    from mcp import Client, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    team = tmp_path / "team.toml"
+    assert cli("init", str(team)).returncode == 0
+    team.write_text(team.read_text().replace("[supervisor.budgets]", "[supervisor.budgets]\nmax_cost = 0.5", 1))
+    params = StdioServerParameters(
+        command=MCP_TEAM, args=["serve", "--team", str(team)], env=clean_env(MCP_TEAM_MODEL="offline")
+    )
+    async with Client(stdio_client(params), mode="legacy") as client:
+        above = await client.call_tool("run_team", {"request": "Research bees", "max_cost": 1})
+        below = await client.call_tool("run_team", {"request": "Research bees", "max_cost": 0.25})
+    text = " ".join(getattr(c, "text", "") for c in above.content)
+    assert above.is_error and "max_cost=1" in text and "0.5" in text
+    assert not below.is_error and below.structured_content["status"] == "complete"
+
+
+# --- fallback specialists -----------------------------------------------------------------------
+
+FALLBACK_TEAM = """
+[supervisor]
+breaker_threshold = 1
+
+[[specialists]]
+name = "researcher"
+description = "Finds facts."
+prompt = "Find facts."
+fallback = "scout"
+
+[[specialists]]
+name = "scout"
+description = "Finds facts another way."
+prompt = "Find facts another way."
+
+[[specialists]]
+name = "writer"
+description = "Writes reports."
+prompt = "Write."
+"""
+
+
+def test_a_fallback_specialist_takes_over_when_the_circuit_opens(tmp_path: Path) -> None:
+    team = tmp_path / "team.toml"
+    team.write_text(FALLBACK_TEAM)
+    proc = cli(
+        "run",
+        "--json",
+        "--model",
+        "offline",
+        "--team",
+        str(team),
+        "--fault",
+        "server_error:researcher",
+        "Research bees",
+    )
+    result = json.loads(proc.stdout)
+    first, retry = result["handoffs"][:2]
+    assert (first["target"], first["status"], first["fallback"]) == ("researcher", "failed", None)
+    assert (retry["target"], retry["status"], retry["retry_of"]) == ("scout", "completed", first["id"])
+    assert retry["fallback"] == "specialist scout took it: the circuit of researcher is open"
+    assert result["status"] == "complete", result["failures"]
+
+
+def test_a_fallback_specialist_must_be_another_member(tmp_path: Path) -> None:
+    team = tmp_path / "team.toml"
+    team.write_text(FALLBACK_TEAM.replace('fallback = "scout"', 'fallback = "ghost"'))
+    proc = cli("check", "--team", str(team))
+    assert proc.returncode == 1 and "specialists[0].fallback: 'ghost' must be another specialist" in proc.stderr
+
+
+def test_the_openai_sdk_and_the_price_table_stay_off_the_start_up_path(tmp_path: Path) -> None:
+    """Serving a team whose members are on OpenAI-compatible models imports neither until a model is called."""
+    team = tmp_path / "team.toml"
+    team.write_text(
+        '[models]\nsupervisor = "openai:gpt-4o"\nsupervisor_fallback = "openai:gpt-4o-mini"\n\n'
+        '[[specialists]]\nname = "researcher"\ndescription = "Finds facts."\nprompt = "Find facts."\n'
+        'model = "openai:qwen2.5:7b"\nbase_url = "http://127.0.0.1:1/v1"\nsampling = { temperature = 0.2 }\n'
+    )
+    code = (
+        "import sys; from mcp_team.server.app import build_server; from mcp_team.server.teamfile import load_team; "
+        f"build_server(team=load_team({str(team)!r})); print(sorted({{'openai', 'genai_prices'}} & set(sys.modules)))"
+    )
+    proc = subprocess.run(
+        [str(Path(MCP_TEAM).parent / "python"), "-c", code],
+        capture_output=True, text=True, timeout=HANG_GUARD, env=clean_env(OPENAI_API_KEY="sk-test"),
+    )  # fmt: skip
+    assert proc.stdout.strip() == "[]", proc.stderr
