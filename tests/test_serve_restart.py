@@ -88,7 +88,8 @@ def _kill_and_resume(
     first.wait()
     finished = _finished_targets(db)
     assert [r["status"] for r in _records(db)] == ["running"], "the run ended before the kill: nothing was tested"
-    second = _serve(tmp_path, *args)  # no client needs to call: the server resumes its runs on its own
+    second = _serve(tmp_path, *args)
+    _send(second, initialize(), INITIALIZED)  # a client connects; the run resumes without being asked for
     try:
         record = _wait(
             second, "the resumed run", lambda: next((r for r in _records(db) if r["status"] != "running"), None)
@@ -167,6 +168,7 @@ def test_a_run_stopped_between_a_failed_handoff_and_its_retry_completes_after_a_
     first.wait()
     assert not any(h["target"] == "w1" and h["status"] == "completed" for h in _records_of(db)), "retry done already"
     second = _serve(tmp_path, "--team", str(team), **fail)
+    _send(second, initialize(), INITIALIZED)
     try:
         record = _wait(
             second, "the resumed run", lambda: next((r for r in _records(db) if r["status"] != "running"), None)

@@ -71,7 +71,7 @@ def build_server(
     watch: bool = False,
     tracing: Tracing | None = None,
     limits: ServerLimits | None = None,
-    durable: DurableConfig | None = None,
+    durable: DurableConfig | Durability | None = None,
 ) -> MCPServer[ServerState]:
     """The MCP server for a team (by default the one `load_team` finds). Cheap to build: the model is made on
     first use, and external MCP servers start with the server's lifespan. With `watch`, edits to the team file
@@ -84,7 +84,7 @@ def build_server(
     bus = InMemorySubscriptionBus()
     state = ServerState(model_settings, team, store or MemoryRunStore(), bus=bus, limits=limits or ServerLimits())
     if durable is not None:
-        state.durability = Durability(durable)
+        state.durability = durable if isinstance(durable, Durability) else Durability(durable)
     tasks = TasksExtension(ServerTaskRuns(state))
 
     @asynccontextmanager

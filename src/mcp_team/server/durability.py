@@ -1,14 +1,16 @@
 """The server's side of durable runs: opening the run service in the background, the team it resumes runs
 with, and running a request through it (as `run_team` does, waiting) or starting one (as `start_run` does).
 
-The service (and DBOS with it) is opened after the server has answered its first request, or after
-`OPEN_DELAY` seconds, whichever comes first, so `initialize` never waits for it; a tool that needs it
-earlier asks for it at once. Nothing here imports DBOS at module level.
+The service (and DBOS with it) is opened once the server has answered its first request, so `initialize`
+never waits for it nor shares the CPU with it (a stdio server always has a client that sends one). An HTTP
+server, which may have no client for a while, also opens it `open_delay` seconds after it starts, so it
+resumes its runs on its own. Nothing here imports DBOS at module level.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -28,7 +30,7 @@ if TYPE_CHECKING:
     from mcp_team.runs.workflow import RunInput
     from mcp_team.server.state import ServerState
 
-OPEN_DELAY = 1.5  # seconds: a server that no client talks to (HTTP) still resumes its runs soon after start
+OPEN_DELAY = 1.0  # seconds: an HTTP server that no client talks to still resumes its runs soon after start
 NO_MODEL = "no-configured-model"  # the team hash when the server has no model of its own: nothing resumes on it
 
 log = logging.getLogger("mcp_team.server")
@@ -40,6 +42,7 @@ class Durability:
     """The run service of a durable server, opened in the background for the server's lifetime."""
 
     config: DurableConfig
+    open_delay: float | None = None  # None: wait for the first request (stdio)
     runs: Runs | None = None
     error: str | None = None
     _wanted: anyio.Event | None = None
@@ -70,7 +73,7 @@ class Durability:
 
     async def _serve(self, state: ServerState, tg: anyio.abc.TaskGroup) -> None:
         assert self._wanted is not None and self._ready is not None and self._stop is not None
-        with anyio.move_on_after(OPEN_DELAY):
+        with anyio.move_on_after(self.open_delay if self.open_delay is not None else math.inf):
             await self._wanted.wait()
         from mcp_team.runs import open_runs
 

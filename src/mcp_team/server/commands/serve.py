@@ -107,10 +107,12 @@ def serve_command(args: argparse.Namespace) -> int:
             return EXIT_OK
         import uvicorn
 
+        from mcp_team.server.durability import OPEN_DELAY, Durability
         from mcp_team.server.http import auth_for, http_app
 
+        opened = Durability(durable, open_delay=OPEN_DELAY) if durable is not None else None
         server = build_server(
-            settings, spec, auth=auth_for(http), watch=args.watch, tracing=tracing, limits=limits, durable=durable
+            settings, spec, auth=auth_for(http), watch=args.watch, tracing=tracing, limits=limits, durable=opened
         )
         print(f"mcp-team: serving streamable HTTP on http://{http.host}:{http.port}/mcp", file=sys.stderr)
         uvicorn.run(http_app(server, http), host=http.host, port=http.port, log_level="warning")
