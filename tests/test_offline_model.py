@@ -39,12 +39,13 @@ async def test_faults_are_aimed_at_members() -> None:
 async def test_a_planner_fault_hits_planning_only_and_supervisor_faults_still_hit_it() -> None:
     from mcp_team import Team
 
-    planner = Team(ModelSet.single(FaultyModel(OfflineModel(), parse_faults("server_error:planner:1"))))
-    result = await planner.run("Research bees", mode="planned")
-    assert result.status == "failed" and "planner's model call failed" in result.answer
-
     always = Team(ModelSet.single(FaultyModel(OfflineModel(), parse_faults("server_error:planner"))))
+    result = await always.run("Research bees", mode="planned")
+    assert result.status == "failed" and "planner's model call failed" in result.answer
     assert (await always.run("Research bees")).status == "complete"  # adaptive mode never plans
 
-    supervisor = Team(ModelSet.single(FaultyModel(OfflineModel(), parse_faults("server_error:supervisor:1"))))
+    once = Team(ModelSet.single(FaultyModel(OfflineModel(), parse_faults("server_error:planner:1"))))
+    assert (await once.run("Research bees", mode="planned")).status == "complete"  # the planner is retried
+
+    supervisor = Team(ModelSet.single(FaultyModel(OfflineModel(), parse_faults("server_error:supervisor"))))
     assert (await supervisor.run("Research bees", mode="planned")).status == "failed"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -205,6 +206,14 @@ class Runs:
         assert final is not None
         return final
 
+    def keep(self, result: RunResult) -> None:
+        """Record a run that ran outside the service (a specialist's own tool call, a run that stops at
+        checkpoints) as it is now; not resumable, so a restart marks it interrupted if it was still running."""
+        record = RunRecord(run_id=result.run_id, status=result.status, request=result.request, mode=result.mode,
+                           executor_id=self.executor_id, resumable=False, app_version=self.config.app_version,
+                           started_at=result.started_at, updated_at=now(), result=result)  # fmt: skip
+        self.store.put(record)
+
     async def _begin(
         self,
         request: str,
@@ -237,6 +246,7 @@ class Runs:
         return await anyio.to_thread.run_sync(self.store.get, run_id)
 
     async def list(self, *, limit: int = 50, thread: str | None = None) -> list[RunRecord]:
+        await self.store.flush()  # what this process has queued is listed too
         return await anyio.to_thread.run_sync(lambda: self.store.list(limit=limit, thread=thread))
 
     async def wait(self, run_id: str, timeout: float | None = None) -> RunRecord | None:
@@ -502,6 +512,7 @@ def _launch(config: DurableConfig, db: sa.Engine, executor_id: str, loop: asynci
     if config.sqlite_path is not None:
         dbos_config["system_database_engine"] = db
     DBOS(config=dbos_config)  # type: ignore[arg-type]
+    logging.getLogger("dbos").addFilter(_without_traceback)
     internals.adopt_event_loop(loop)
     if config.sqlite_path is None:
         internals.tune_internal_queue(config.queue_poll)  # takeovers and resumes start within a poll
@@ -510,6 +521,20 @@ def _launch(config: DurableConfig, db: sa.Engine, executor_id: str, loop: asynci
     except Exception as exc:
         _destroy()
         raise ConfigError(f"could not start durable runs on {config.redacted_url}: {_reason(exc)}") from None
+
+
+def _without_traceback(record: logging.LogRecord) -> bool:
+    """DBOS logs a failed or cancelled workflow with its traceback; the run's record and its caller already
+    say what went wrong, so keep DBOS's line, without the traceback (`MCP_TEAM_LOG=debug` keeps it)."""
+    if (
+        record.exc_info
+        and record.exc_info[1] is not None
+        and not logging.getLogger("mcp_team").isEnabledFor(logging.DEBUG)
+    ):
+        exc = record.exc_info[1]
+        record.msg, record.args = f"{record.getMessage().rstrip(': ')}: {type(exc).__name__}: {exc}", ()
+        record.exc_info, record.exc_text = None, None
+    return True
 
 
 def _destroy() -> None:

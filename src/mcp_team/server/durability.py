@@ -48,6 +48,7 @@ class Durability:
     _wanted: anyio.Event | None = None
     _ready: anyio.Event | None = None
     _stop: anyio.Event | None = None
+    _unkept: list[RunResult] = field(default_factory=list)  # runs recorded before the service opened
 
     def start(self, tg: anyio.abc.TaskGroup, state: ServerState) -> None:
         self._wanted, self._ready, self._stop = anyio.Event(), anyio.Event(), anyio.Event()
@@ -61,6 +62,13 @@ class Durability:
     def stop(self) -> None:
         if self._stop is not None:
             self._stop.set()
+
+    def keep(self, result: RunResult) -> None:
+        """Record a run that ran outside the service in the run store (at once, or once the service opens)."""
+        if self.runs is not None:
+            self.runs.keep(result)
+        else:
+            self._unkept.append(result)
 
     async def service(self) -> Runs:
         """The open service; `ToolError` if it could not open."""
@@ -83,6 +91,11 @@ class Durability:
 
                 runs.store.on_write = publish_updates(state, tg)
                 self.runs = runs
+                if runs.replicas is not None and (models := state.configured_models()) is not None:
+                    models.limits.share(runs.replicas.rate)  # requests per minute counted by every replica
+                for result in self._unkept:
+                    runs.keep(result)
+                self._unkept.clear()
                 self._ready.set()
                 await self._stop.wait()
                 self.runs = None

@@ -95,8 +95,7 @@ def record_view(record: "RunRecord") -> dict[str, Any]:
         reason=record.reason,
         thread=record.thread,
         resumable=record.resumable,
-        started_at=record.started_at.isoformat(),
-        updated_at=record.updated_at.isoformat(),
+        **record.model_dump(mode="json", include={"started_at", "updated_at"}),  # as the result writes times
     )
     view.setdefault("handoffs", [])
     return redact_value(view)

@@ -88,7 +88,10 @@ class ServerState:
 
     def save_run(self, run: RunResult) -> None:
         """Keep a run's record, with any secret that slipped into its text redacted."""
-        self.store.save(RunResult.model_validate(redact_value(run.model_dump(mode="json"))))
+        redacted = RunResult.model_validate(redact_value(run.model_dump(mode="json")))
+        self.store.save(redacted)
+        if self.durability is not None:  # team://runs reads the run store on a durable server
+            self.durability.keep(redacted)
 
     async def announce_change(self) -> None:
         """Tell clients the tool and prompt lists changed: 2025 sessions by notification, 2026 by the bus."""

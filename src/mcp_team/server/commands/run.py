@@ -114,7 +114,8 @@ def run_command(args: argparse.Namespace) -> int:
         }
         budgets = merge_budgets(spec.run_settings.budgets, flags)  # over the team file's, as run_team merges
         spec = with_call_timeout(spec, args.call_timeout)
-        args.durable = None if args.record or settings.record_dir else durable_config(args)
+        # A recorded or replayed run is its own record: it runs in this process only.
+        args.durable = None if args.record or settings.record_dir or replay is not None else durable_config(args)
     except ValidationError as exc:  # a ConfigError reaches main(), which says it the same way
         problems = "; ".join(p.replace("_", "-") for p in validation_problems(exc, prefix="--"))
         return error(f"invalid budget: {problems}", EXIT_USAGE)
@@ -221,8 +222,8 @@ async def _run_team(
             return await record_run(team, record, request, **run.keywords)
         if durable is not None and not (checkpoints or team.settings.checkpoints):
             return await _run_durably(durable, team, request, mode, budgets, on_event, run_id)
-        why = "--ephemeral" if durable is None else "it stops at checkpoints"
-        print(f"mcp-team: run {run_id} ({why}: not kept)", file=sys.stderr)
+        if durable is not None:
+            print(f"mcp-team: run {run_id} (it stops at checkpoints: not kept)", file=sys.stderr)
         return await run(request)
 
 
@@ -244,6 +245,8 @@ async def _run_durably(
     from mcp_team.runs.team_engine import TeamEngine
 
     async with open_runs(config, TeamEngine(team)) as runs:
+        if runs.replicas is not None:  # on PostgreSQL: requests per minute counted with every replica
+            team.models.limits.share(runs.replicas.rate)
         started = await runs.start(request, mode=mode, budgets=budgets, run_id=run_id, on_event=on_event)
         print(f"mcp-team: run {started.run_id} (see: mcp-team runs show {started.run_id})", file=sys.stderr, flush=True)
         try:
