@@ -91,7 +91,8 @@ class Durability:
 
                 runs.store.on_write = publish_updates(state, tg)
                 self.runs = runs
-                if runs.replicas is not None and (models := state.configured_models()) is not None:
+                models = state.configured_models()
+                if runs.replicas is not None and models is not None and models.limits is not None:
                     models.limits.share(runs.replicas.rate)  # requests per minute counted by every replica
                 for result in self._unkept:
                     runs.keep(result)

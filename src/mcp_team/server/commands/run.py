@@ -245,7 +245,7 @@ async def _run_durably(
     from mcp_team.runs.team_engine import TeamEngine
 
     async with open_runs(config, TeamEngine(team)) as runs:
-        if runs.replicas is not None:  # on PostgreSQL: requests per minute counted with every replica
+        if runs.replicas is not None and team.models.limits is not None:  # PostgreSQL: rates of every replica
             team.models.limits.share(runs.replicas.rate)
         started = await runs.start(request, mode=mode, budgets=budgets, run_id=run_id, on_event=on_event)
         print(f"mcp-team: run {started.run_id} (see: mcp-team runs show {started.run_id})", file=sys.stderr, flush=True)
