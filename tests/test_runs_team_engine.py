@@ -26,7 +26,9 @@ K = 8
 
 
 def _start(state: Path, mode: str, *extra: str) -> subprocess.Popen[str]:
-    args = [sys.executable, str(WORKER), str(state), mode, "run-1", str(K), "0.15", str(state / "calls.log"), *extra]
+    # 1 s calls: the even workers (one call) show finished in the run store (written within its flush interval)
+    # while the odd ones (two calls) still run
+    args = [sys.executable, str(WORKER), str(state), mode, "run-1", str(K), "1.0", str(state / "calls.log"), *extra]
     return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
