@@ -1,0 +1,294 @@
+"""Two `mcp-team serve --http` replicas (subprocesses, each with its own executor id) on one real PostgreSQL
+started by the test, driven by MCP clients over HTTP: a run started on one is listed, read (waiting),
+followed (`resources/subscribe`) and cancelled on the replica not running it, and stops where it runs; a
+replica killed with `kill -9` mid-run has its run taken over and finished by the other, and the offline
+model's call log (tests/logged_serve.py) shows that no handoff that had finished asked its model again."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import anyio
+import httpx2
+import mcp_types as types
+import pytest
+from mcp import Client
+
+from postgres import Postgres, postgres
+from support import HANG_GUARD, clean_env, free_port
+
+pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")]
+
+LAUNCHER = str(Path(__file__).parent / "logged_serve.py")
+K = 4
+# A K=4 fan-out: w1 calls its calculator before answering (two model calls), the others answer at once, so
+# w1 is still running when the others have finished. A whole run: the supervisor's turn, the fan-out, the
+# supervisor's final turn (1 + K + 1 + 1 model calls).
+TEAM = "\n".join(
+    f'[[specialists]]\nname = "w{i}"\ndescription = "Worker {i}."\nprompt = "You are worker {i}."\n'
+    + ('tools = ["calculate"]\n' if i == 1 else "")
+    for i in range(1, K + 1)
+)
+REQUEST = "Each of you: compute 6*7 and report."
+WHOLE_RUN_CALLS = 1 + K + 1 + 1
+
+
+@pytest.fixture(scope="module")
+def pg() -> Iterator[Postgres]:
+    with postgres() as server:
+        yield server
+
+
+@dataclass
+class Replica:
+    name: str
+    proc: subprocess.Popen[bytes]
+    url: str  # the MCP endpoint
+    stderr: IO[bytes]
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=HANG_GUARD)
+
+    def output(self) -> str:
+        self.stderr.seek(0)
+        return self.stderr.read().decode(errors="replace")[-4000:]
+
+
+@contextmanager
+def replica(name: str, database: str, tmp_path: Path, **env: str) -> Iterator[Replica]:
+    """`mcp-team serve --http --team team.toml` (through logged_serve.py, which logs every offline model call
+    to tmp_path/calls.log) with executor id `name`; yields it once /healthz answers, stops it after."""
+    team = tmp_path / "team.toml"
+    team.write_text(TEAM, encoding="utf-8")
+    environ = clean_env(MCP_TEAM_MODEL="offline", MCP_TEAM_DATABASE_URL=database, MCP_TEAM_EXECUTOR_ID=name,
+                        MCP_TEAM_TEST_CALL_LOG=str(tmp_path / "calls.log"), **env)  # fmt: skip
+    failures: list[str] = []
+    for _ in range(3):  # another process may take the free port before the child binds it
+        port = free_port()
+        with tempfile.TemporaryFile() as stderr:
+            proc = subprocess.Popen([sys.executable, LAUNCHER, "serve", "--http", "--port", str(port), "--team",
+                                     str(team)], env=environ, stdout=subprocess.DEVNULL, stderr=stderr)  # fmt: skip
+            r = Replica(name, proc, f"http://127.0.0.1:{port}/mcp", stderr)
+            if _healthy(f"http://127.0.0.1:{port}", proc):
+                try:
+                    yield r
+                finally:
+                    if proc.poll() is None:
+                        proc.terminate()
+                        try:
+                            proc.wait(timeout=HANG_GUARD)
+                        except subprocess.TimeoutExpired:
+                            r.kill()
+                return
+            r.kill()
+            failures.append(r.output())
+        if "address already in use" not in failures[-1]:
+            break
+    raise RuntimeError(f"replica {name} did not start:\n" + "\n---\n".join(failures))
+
+
+def _healthy(base: str, proc: subprocess.Popen[bytes]) -> bool:
+    deadline = time.monotonic() + HANG_GUARD
+    while proc.poll() is None and time.monotonic() < deadline:
+        try:
+            if httpx2.get(f"{base}/healthz", timeout=1).status_code == 200:
+                return True
+        except httpx2.TransportError:
+            pass
+        time.sleep(0.1)
+    return False
+
+
+@asynccontextmanager
+async def connect(r: Replica, **kwargs: Any) -> AsyncIterator[Client]:
+    """An MCP client (2025-11-25, which has `resources/subscribe`) on `r`, once its run service is open
+    (reading team://runs waits for it: the replica has joined the others in the database)."""
+    async with Client(r.url, mode="legacy", cache=None, **kwargs) as client:
+        await runs_of(client)
+        yield client
+
+
+async def call(client: Client, tool: str, **args: Any) -> dict[str, Any]:
+    result = await client.call_tool(tool, args)
+    assert not result.is_error, result.content
+    assert result.structured_content is not None
+    return result.structured_content
+
+
+async def runs_of(client: Client) -> list[dict[str, Any]]:
+    contents = (await client.read_resource("team://runs")).contents[0]
+    assert isinstance(contents, types.TextResourceContents)
+    return list(json.loads(contents.text)["runs"])
+
+
+def calls(tmp_path: Path) -> list[dict[str, Any]]:
+    log = tmp_path / "calls.log"
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+async def until(what: str, done: Callable[[], Any], *replicas: Replica) -> Any:
+    """Poll `done` (sync or async) until it returns something true; a replica exiting fails at once."""
+    deadline = time.monotonic() + HANG_GUARD
+    while True:
+        value = done()
+        if hasattr(value, "__await__"):
+            value = await value
+        if value:
+            return value
+        for r in replicas:
+            assert r.proc.poll() is None, f"replica {r.name} exited while waiting for {what}:\n{r.output()}"
+        assert time.monotonic() < deadline, f"hang guard: still waiting for {what}"
+        await anyio.sleep(0.05)
+
+
+def runner_of(tmp_path: Path, a: Replica, b: Replica) -> tuple[Replica, Replica]:
+    """(the replica executing the run, the other one): the queue lets either take it; the log says which."""
+    first = calls(tmp_path)[0]["pid"]
+    assert first in (a.pid, b.pid), first
+    return (a, b) if first == a.pid else (b, a)
+
+
+def finished_targets(record: dict[str, Any]) -> set[str]:
+    return {h["target"] for h in record["handoffs"] if h["status"] == "completed"}
+
+
+async def test_a_run_started_on_one_replica_is_read_followed_and_cancelled_on_the_other(
+    pg: Postgres, tmp_path: Path
+) -> None:
+    database = pg.url("cancel")
+    with (
+        replica("replica-a", database, tmp_path, MCP_TEAM_OFFLINE_LATENCY_MS="1500") as a,
+        replica("replica-b", database, tmp_path, MCP_TEAM_OFFLINE_LATENCY_MS="1500") as b,
+    ):
+        updates: dict[str, list[str]] = {a.name: [], b.name: []}
+
+        def collect(name: str) -> Callable[[object], Any]:
+            async def on_message(message: object) -> None:
+                if isinstance(message, types.ResourceUpdatedNotification):
+                    updates[name].append(str(message.params.uri))
+
+            return on_message
+
+        async with connect(a, message_handler=collect(a.name)) as ca, connect(b, message_handler=collect(b.name)) as cb:
+            clients = {a.name: ca, b.name: cb}
+            run_id = (await call(ca, "start_run", request=REQUEST))["run_id"]
+            await until("the run's first model call", lambda: calls(tmp_path), a, b)
+            runner, other = runner_of(tmp_path, a, b)
+            here, there = clients[runner.name], clients[other.name]  # `there` never runs it: all goes through PG
+            uri = f"team://runs/{run_id}"
+
+            # read on both: the record, the list, a bounded wait that ends with the run still going
+            for client in (here, there):
+                seen = await call(client, "get_run", run_id=run_id)
+                assert seen["status"] == "running", seen
+                assert [(r["run_id"], r["status"]) for r in await runs_of(client)] == [(run_id, "running")]
+            assert (await call(there, "get_run", run_id=run_id, wait_seconds=0.5))["status"] == "running"
+
+            # follow on the other replica: changes the runner writes reach its subscriber
+            await there.subscribe_resource(uri)
+            await until("an update of the run on the other replica", lambda: updates[other.name], a, b)
+            assert set(updates[other.name]) == {uri}
+
+            waited: dict[str, Any] = {}
+
+            async def wait_there() -> None:  # get_run waiting on the other replica, ended by the cancel
+                waited.update(await call(there, "get_run", run_id=run_id, wait_seconds=50))
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(wait_there)
+                await anyio.sleep(0.2)
+                assert not waited
+                before, told = len(calls(tmp_path)), len(updates[other.name])
+                cancelled = await call(there, "cancel_run", run_id=run_id)
+                assert before < WHOLE_RUN_CALLS, "the run ended before the cancel: nothing was tested"
+                assert cancelled["status"] == "cancelled", cancelled
+            assert waited["status"] == "cancelled", waited
+            await until("the cancel told to the subscriber", lambda: len(updates[other.name]) > told, a, b)
+
+            # it stops where it runs: the runner's own view is its live run until it has stopped it
+            stopped = await until(
+                "the runner to stop the run",
+                lambda: _status_is(here, run_id, "cancelled"),
+                a,
+                b,
+            )
+            after_stop = len(calls(tmp_path))
+            await anyio.sleep(2 * 1.5 + 1.0)  # longer than any model call: one still going would be logged
+            assert len(calls(tmp_path)) == after_stop, calls(tmp_path)[after_stop:]
+            assert after_stop < WHOLE_RUN_CALLS, "the run went on to the end"
+            for client in (here, there):
+                final = await call(client, "get_run", run_id=run_id)
+                assert final["status"] == "cancelled", final
+                assert [(r["run_id"], r["status"]) for r in await runs_of(client)] == [(run_id, "cancelled")]
+            assert stopped["status"] == "cancelled"
+            assert {c["pid"] for c in calls(tmp_path)} == {runner.pid}  # only the runner ever ran it
+
+
+async def _status_is(client: Client, run_id: str, status: str) -> dict[str, Any] | None:
+    record = await call(client, "get_run", run_id=run_id)
+    return record if record["status"] == status else None
+
+
+async def test_a_replica_killed_mid_run_has_its_run_finished_by_the_other(pg: Postgres, tmp_path: Path) -> None:
+    database = pg.url("takeover")
+    short = {"MCP_TEAM_LEASE_SECONDS": "2", "MCP_TEAM_OFFLINE_LATENCY_MS": "1000"}
+    with replica("replica-a", database, tmp_path, **short) as a, replica("replica-b", database, tmp_path, **short) as b:
+        async with connect(a) as ca, connect(b) as cb:
+            clients = {a.name: ca, b.name: cb}
+            run_id = (await call(ca, "start_run", request=REQUEST))["run_id"]
+            await until("the run's first model call", lambda: calls(tmp_path), a, b)
+            runner, survivor = runner_of(tmp_path, a, b)
+            there = clients[survivor.name]
+
+            async def most_finished() -> bool:
+                return len(finished_targets(await call(there, "get_run", run_id=run_id))) >= K - 1
+
+            await until("K-1 finished handoffs", most_finished, a, b)
+            runner.kill()
+            at_kill = await call(there, "get_run", run_id=run_id)
+            assert at_kill["status"] == "running", "the run ended before the kill: nothing was tested"
+            finished = finished_targets(at_kill)
+            calls_at_kill = calls(tmp_path)
+
+            record = await until(
+                "the run finished by the survivor",
+                lambda: _finished(there, run_id),
+                survivor,
+            )
+    assert record["status"] == "complete", record
+    outputs = {h["target"]: h["output"] for h in record["handoffs"] if h["status"] == "completed"}
+    assert set(outputs) == {f"w{i}" for i in range(1, K + 1)}, record["handoffs"]
+    for target, output in outputs.items():  # each its own answer, none lost or mixed up in the takeover
+        assert output.startswith(f"[offline {target}] Notes on:"), (target, output)
+    assert "6*7 = 42" in outputs["w1"]
+    log = calls(tmp_path)
+    again = [c for c in log if c["pid"] == survivor.pid]
+    assert again, "the survivor called no model: the run was not taken over"
+    assert {c["pid"] for c in calls_at_kill} == {runner.pid}
+    rerun = {c["member"] for c in again} & finished
+    assert not rerun, f"handoffs that had finished asked their model again: {rerun} ({finished=})"
+    # the supervisor's first turn (recorded before the kill) was not asked again: only its final turn ran
+    supervisor = [c for c in log if c["member"] not in outputs]
+    assert [c["pid"] for c in supervisor] == [runner.pid, survivor.pid], supervisor
+
+
+async def _finished(client: Client, run_id: str) -> dict[str, Any] | None:
+    record = await call(client, "get_run", run_id=run_id, wait_seconds=5)
+    return record if record["status"] != "running" else None
