@@ -25,6 +25,9 @@ import mcp_types as types
 import pytest
 from mcp import Client
 
+from fake_openai_api import FakeOpenAIAPI
+from mcp_team.llm import ModelRequest, ModelResponse
+from mcp_team.llm.offline import OfflineModel
 from postgres import Postgres, postgres
 from support import HANG_GUARD, clean_env, free_port
 
@@ -72,12 +75,12 @@ class Replica:
 
 
 @contextmanager
-def replica(name: str, database: str, tmp_path: Path, **env: str) -> Iterator[Replica]:
+def replica(name: str, database: str, tmp_path: Path, team_text: str = TEAM, **env: str) -> Iterator[Replica]:
     """`mcp-team serve --http --team team.toml` (through logged_serve.py, which logs every offline model call
-    to tmp_path/calls.log) with executor id `name`; yields it once /healthz answers, stops it after."""
+    to tmp_path/calls.log) with executor id `name` and `env`; yields it once /healthz answers, stops it after."""
     team = tmp_path / "team.toml"
-    team.write_text(TEAM, encoding="utf-8")
-    environ = clean_env(MCP_TEAM_MODEL="offline", MCP_TEAM_DATABASE_URL=database, MCP_TEAM_EXECUTOR_ID=name,
+    team.write_text(team_text, encoding="utf-8")
+    environ = clean_env(MCP_TEAM_DATABASE_URL=database, MCP_TEAM_EXECUTOR_ID=name,
                         MCP_TEAM_TEST_CALL_LOG=str(tmp_path / "calls.log"), **env)  # fmt: skip
     failures: list[str] = []
     for _ in range(3):  # another process may take the free port before the child binds it
@@ -173,9 +176,10 @@ async def test_a_run_started_on_one_replica_is_read_followed_and_cancelled_on_th
     pg: Postgres, tmp_path: Path
 ) -> None:
     database = pg.url("cancel")
+    slow = {"MCP_TEAM_MODEL": "offline", "MCP_TEAM_OFFLINE_LATENCY_MS": "1500"}
     with (
-        replica("replica-a", database, tmp_path, MCP_TEAM_OFFLINE_LATENCY_MS="1500") as a,
-        replica("replica-b", database, tmp_path, MCP_TEAM_OFFLINE_LATENCY_MS="1500") as b,
+        replica("replica-a", database, tmp_path, **slow) as a,
+        replica("replica-b", database, tmp_path, **slow) as b,
     ):
         updates: dict[str, list[str]] = {a.name: [], b.name: []}
 
@@ -248,7 +252,7 @@ async def _status_is(client: Client, run_id: str, status: str) -> dict[str, Any]
 
 async def test_a_replica_killed_mid_run_has_its_run_finished_by_the_other(pg: Postgres, tmp_path: Path) -> None:
     database = pg.url("takeover")
-    short = {"MCP_TEAM_LEASE_SECONDS": "2", "MCP_TEAM_OFFLINE_LATENCY_MS": "1000"}
+    short = {"MCP_TEAM_MODEL": "offline", "MCP_TEAM_LEASE_SECONDS": "2", "MCP_TEAM_OFFLINE_LATENCY_MS": "1000"}
     with replica("replica-a", database, tmp_path, **short) as a, replica("replica-b", database, tmp_path, **short) as b:
         async with connect(a) as ca, connect(b) as cb:
             clients = {a.name: ca, b.name: cb}
@@ -292,3 +296,55 @@ async def test_a_replica_killed_mid_run_has_its_run_finished_by_the_other(pg: Po
 async def _finished(client: Client, run_id: str) -> dict[str, Any] | None:
     record = await call(client, "get_run", run_id=run_id, wait_seconds=5)
     return record if record["status"] != "running" else None
+
+
+def _finished_on(client: Client, run_id: str) -> Callable[[], Any]:
+    return lambda: _finished(client, run_id)
+
+
+async def test_the_requests_per_minute_of_an_endpoint_hold_across_both_replicas(pg: Postgres, tmp_path: Path) -> None:
+    """Both replicas run runs on one OpenAI-compatible endpoint (the fake server) limited to 240 requests a
+    minute (4/s, bursts of one second's worth): the requests the server counts keep that rate together.
+    Each replica alone would send them as fast as the runs ask (its own limiter allows 240 at once)."""
+    arrivals: list[tuple[float, str]] = []
+
+    def brain(request: ModelRequest) -> ModelResponse:
+        return anyio.run(OfflineModel().complete, request)
+
+    rate, burst, runs_each = 240.0, 4, 2
+    with FakeOpenAIAPI(brain=brain) as api:
+        serve = api._serve
+
+        def counted(path: str, raw: bytes, headers: dict[str, str]) -> Any:  # when each request came, from whom
+            arrivals.append((time.monotonic(), headers["authorization"]))
+            return serve(path, raw, headers)
+
+        api._serve = counted  # type: ignore[method-assign]
+        limits = json.dumps({api.base_url: {"requests_per_minute": rate}})
+        team = '[models]\nsupervisor = "openai:gpt-4o-mini"\nspecialist = "openai:gpt-4o-mini"\n\n' + TEAM
+        # each replica takes two of the four runs from the queue, so both call the endpoint
+        env = {"OPENAI_BASE_URL": api.base_url, "MCP_TEAM_ENDPOINT_LIMITS": limits,
+               "MCP_TEAM_RUNS_PER_REPLICA": str(runs_each)}  # fmt: skip
+        database = pg.url("rate")
+        with (
+            replica("replica-a", database, tmp_path, team, OPENAI_API_KEY="key-a", **env) as a,
+            replica("replica-b", database, tmp_path, team, OPENAI_API_KEY="key-b", **env) as b,
+        ):
+            async with connect(a) as ca, connect(b) as cb:
+                started = [await call(c, "start_run", request=REQUEST) for c in (ca, cb) for _ in range(runs_each)]
+                for run in started:
+                    done = await until("the run", _finished_on(ca, run["run_id"]), a, b)
+                    assert done["status"] == "complete", done
+    n = 2 * runs_each * WHOLE_RUN_CALLS
+    assert len(arrivals) == n, len(arrivals)
+    assert {who for _, who in arrivals} == {"Bearer key-a", "Bearer key-b"}  # both replicas called the endpoint
+    times = sorted(t for t, _ in arrivals)
+    per_second = rate / 60
+    # lasting: n requests at 4/s after a burst take this long at least, whatever the machine's load (each
+    # replica alone would have sent its half in a burst; two per-replica rates would take half as long)
+    assert times[-1] - times[0] >= (n - burst) / per_second - 1.0, [round(t - times[0], 2) for t in times]
+    # and never faster over 2 s: a burst plus 2 s at the rate, plus 2 for a granted request that reached the
+    # server late, together with the next ones
+    for i, t in enumerate(times):
+        window = [u for u in times[i:] if u - t <= 2.0]
+        assert len(window) <= burst + per_second * 2.0 + 2, (i, [round(u - times[0], 2) for u in times])
