@@ -348,3 +348,33 @@ async def test_the_requests_per_minute_of_an_endpoint_hold_across_both_replicas(
     for i, t in enumerate(times):
         window = [u for u in times[i:] if u - t <= 2.0]
         assert len(window) <= burst + per_second * 2.0 + 2, (i, [round(u - times[0], 2) for u in times])
+
+
+async def test_a_run_is_followed_with_subscriptions_listen_on_the_replica_not_running_it(
+    pg: Postgres, tmp_path: Path
+) -> None:
+    """2026-07-28: a `subscriptions/listen` stream on the other replica hears of the runner's changes (its
+    finished handoffs) and of the end, not only of writes made where the stream is."""
+    database = pg.url("listen")
+    env = {"MCP_TEAM_MODEL": "offline", "MCP_TEAM_OFFLINE_LATENCY_MS": "600"}
+    with replica("replica-a", database, tmp_path, **env) as a, replica("replica-b", database, tmp_path, **env) as b:
+        async with connect(a) as ca, connect(b):
+            run_id = (await call(ca, "start_run", request=REQUEST))["run_id"]
+            await until("the run's first model call", lambda: calls(tmp_path), a, b)
+            runner, other = runner_of(tmp_path, a, b)
+            uri = f"team://runs/{run_id}"
+            async with Client(other.url, cache=None) as client:  # 2026-07-28
+                events: list[str] = []
+                seen: list[str] = []
+                async with client.listen(resource_subscriptions=[uri]) as subscription:
+                    with anyio.fail_after(HANG_GUARD):
+                        async for event in subscription:
+                            events.append(str(getattr(event, "uri", "")))
+                            record = await call(client, "get_run", run_id=run_id)
+                            seen.append(f"{record['status']}:{len(finished_targets(record))}")
+                            if record["status"] != "running":
+                                break
+    assert set(events) == {uri}, events
+    assert seen[-1] == f"complete:{K}", seen
+    assert any(s.startswith("running:") for s in seen), seen  # told while it ran on the other replica
+    assert {c["pid"] for c in calls(tmp_path)} == {runner.pid}
