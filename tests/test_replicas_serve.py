@@ -176,7 +176,8 @@ async def test_a_run_started_on_one_replica_is_read_followed_and_cancelled_on_th
     pg: Postgres, tmp_path: Path
 ) -> None:
     database = pg.url("cancel")
-    slow = {"MCP_TEAM_MODEL": "offline", "MCP_TEAM_OFFLINE_LATENCY_MS": "1500"}
+    # 2.5 s a model call: the run (four calls deep) is still going after the reads and the subscription
+    slow = {"MCP_TEAM_MODEL": "offline", "MCP_TEAM_OFFLINE_LATENCY_MS": "2500"}
     with (
         replica("replica-a", database, tmp_path, **slow) as a,
         replica("replica-b", database, tmp_path, **slow) as b,
@@ -234,7 +235,7 @@ async def test_a_run_started_on_one_replica_is_read_followed_and_cancelled_on_th
                 b,
             )
             after_stop = len(calls(tmp_path))
-            await anyio.sleep(2 * 1.5 + 1.0)  # longer than any model call: one still going would be logged
+            await anyio.sleep(2 * 2.5 + 1.0)  # longer than any model call: one still going would be logged
             assert len(calls(tmp_path)) == after_stop, calls(tmp_path)[after_stop:]
             assert after_stop < WHOLE_RUN_CALLS, "the run went on to the end"
             for client in (here, there):
@@ -252,7 +253,7 @@ async def _status_is(client: Client, run_id: str, status: str) -> dict[str, Any]
 
 async def test_a_replica_killed_mid_run_has_its_run_finished_by_the_other(pg: Postgres, tmp_path: Path) -> None:
     database = pg.url("takeover")
-    short = {"MCP_TEAM_MODEL": "offline", "MCP_TEAM_LEASE_SECONDS": "2", "MCP_TEAM_OFFLINE_LATENCY_MS": "1000"}
+    short = {"MCP_TEAM_MODEL": "offline", "MCP_TEAM_LEASE_SECONDS": "2", "MCP_TEAM_OFFLINE_LATENCY_MS": "2000"}
     with replica("replica-a", database, tmp_path, **short) as a, replica("replica-b", database, tmp_path, **short) as b:
         async with connect(a) as ca, connect(b) as cb:
             clients = {a.name: ca, b.name: cb}
@@ -343,11 +344,11 @@ async def test_the_requests_per_minute_of_an_endpoint_hold_across_both_replicas(
     # lasting: n requests at 4/s after a burst take this long at least, whatever the machine's load (each
     # replica alone would have sent its half in a burst; two per-replica rates would take half as long)
     assert times[-1] - times[0] >= (n - burst) / per_second - 1.0, [round(t - times[0], 2) for t in times]
-    # and never faster over 2 s: a burst plus 2 s at the rate, plus 2 for a granted request that reached the
-    # server late, together with the next ones
+    # and never faster over 2 s: a burst plus 2 s at the rate, plus 4 for granted requests that reached the
+    # server late (a replica slowed down by a loaded machine), together with the next ones
     for i, t in enumerate(times):
         window = [u for u in times[i:] if u - t <= 2.0]
-        assert len(window) <= burst + per_second * 2.0 + 2, (i, [round(u - times[0], 2) for u in times])
+        assert len(window) <= burst + per_second * 2.0 + 4, (i, [round(u - times[0], 2) for u in times])
 
 
 async def test_a_run_is_followed_with_subscriptions_listen_on_the_replica_not_running_it(
@@ -356,7 +357,7 @@ async def test_a_run_is_followed_with_subscriptions_listen_on_the_replica_not_ru
     """2026-07-28: a `subscriptions/listen` stream on the other replica hears of the runner's changes (its
     finished handoffs) and of the end, not only of writes made where the stream is."""
     database = pg.url("listen")
-    env = {"MCP_TEAM_MODEL": "offline", "MCP_TEAM_OFFLINE_LATENCY_MS": "600"}
+    env = {"MCP_TEAM_MODEL": "offline", "MCP_TEAM_OFFLINE_LATENCY_MS": "1000"}
     with replica("replica-a", database, tmp_path, **env) as a, replica("replica-b", database, tmp_path, **env) as b:
         async with connect(a) as ca, connect(b):
             run_id = (await call(ca, "start_run", request=REQUEST))["run_id"]
