@@ -379,3 +379,31 @@ async def test_a_run_is_followed_with_subscriptions_listen_on_the_replica_not_ru
     assert seen[-1] == f"complete:{K}", seen
     assert any(s.startswith("running:") for s in seen), seen  # told while it ran on the other replica
     assert {c["pid"] for c in calls(tmp_path)} == {runner.pid}
+
+
+async def test_the_global_run_limit_holds_across_replicas_and_a_queued_run_is_cancelled_elsewhere(
+    pg: Postgres, tmp_path: Path
+) -> None:
+    """MCP_TEAM_GLOBAL_MAX_RUNS=1 on two replicas: of two runs started on different replicas, one executes
+    at a time (their model calls never interleave in the log); a third, still queued, cancelled on the other
+    replica, never runs anywhere."""
+    database = pg.url("queue")
+    env = {"MCP_TEAM_MODEL": "offline", "MCP_TEAM_OFFLINE_LATENCY_MS": "300", "MCP_TEAM_GLOBAL_MAX_RUNS": "1"}
+    requests = {n: f"Each of you: compute {n} and report." for n in ("6*7", "5*9", "3*3")}
+    with replica("replica-a", database, tmp_path, **env) as a, replica("replica-b", database, tmp_path, **env) as b:
+        async with connect(a) as ca, connect(b) as cb:
+            first = (await call(ca, "start_run", request=requests["6*7"]))["run_id"]
+            second = (await call(cb, "start_run", request=requests["5*9"]))["run_id"]
+            queued = (await call(ca, "start_run", request=requests["3*3"]))["run_id"]
+            cancelled = await call(cb, "cancel_run", run_id=queued)
+            assert cancelled["status"] == "cancelled", cancelled
+            done = [await until("a run", _finished_on(cb, run_id), a, b) for run_id in (first, second)]
+            assert [d["status"] for d in done] == ["complete", "complete"], done
+            await anyio.sleep(2.0)  # a queue poll or two: a cancelled run that was taken would have begun
+            assert (await call(ca, "get_run", run_id=queued))["status"] == "cancelled"
+    which = ["".join(n for n in requests if n in c["task"]) for c in calls(tmp_path)]
+    assert all(len(w) == 3 for w in which), which  # every call names its run's expression
+    assert "3*3" not in which, which  # the cancelled run never ran
+    assert len(which) == 2 * WHOLE_RUN_CALLS, which
+    blocks = [w for i, w in enumerate(which) if i == 0 or which[i - 1] != w]
+    assert len(blocks) == 2, which  # one run after the other, never both at once
