@@ -1,8 +1,10 @@
 """Two `mcp-team serve --http` replicas (subprocesses, each with its own executor id) on one real PostgreSQL
 started by the test, driven by MCP clients over HTTP: a run started on one is listed, read (waiting),
-followed (`resources/subscribe`) and cancelled on the replica not running it, and stops where it runs; a
-replica killed with `kill -9` mid-run has its run taken over and finished by the other, and the offline
-model's call log (tests/logged_serve.py) shows that no handoff that had finished asked its model again."""
+followed (`resources/subscribe`, and `subscriptions/listen`) and cancelled on the replica not running it,
+and stops where it runs; a replica killed with `kill -9` mid-run has its run taken over and finished by the
+other (or resumed when it restarts with its id), and the offline model's call log (tests/logged_serve.py)
+shows that no handoff that had finished asked its model again; an endpoint's requests per minute and
+MCP_TEAM_GLOBAL_MAX_RUNS hold across both replicas."""
 
 from __future__ import annotations
 
@@ -407,3 +409,40 @@ async def test_the_global_run_limit_holds_across_replicas_and_a_queued_run_is_ca
     assert len(which) == 2 * WHOLE_RUN_CALLS, which
     blocks = [w for i, w in enumerate(which) if i == 0 or which[i - 1] != w]
     assert len(blocks) == 2, which  # one run after the other, never both at once
+
+
+async def test_a_replica_killed_mid_run_and_restarted_with_its_id_has_its_run_resumed(
+    pg: Postgres, tmp_path: Path
+) -> None:
+    """kill -9 of the runner, restarted at once with its executor id (well within its 10 s lease): the restart
+    resumes its run (DBOS puts a recovered run back on the shared queue, so either replica may go on with it)
+    and it completes with no finished handoff run again."""
+    database = pg.url("restart")
+    env = {"MCP_TEAM_MODEL": "offline", "MCP_TEAM_OFFLINE_LATENCY_MS": "2000", "MCP_TEAM_LEASE_SECONDS": "10"}
+    with replica("replica-a", database, tmp_path, **env) as a, replica("replica-b", database, tmp_path, **env) as b:
+        async with connect(a) as ca, connect(b) as cb:
+            clients = {a.name: ca, b.name: cb}
+            run_id = (await call(ca, "start_run", request=REQUEST))["run_id"]
+            await until("the run's first model call", lambda: calls(tmp_path), a, b)
+            runner, other = runner_of(tmp_path, a, b)
+            there = clients[other.name]
+
+            async def most_finished() -> bool:
+                return len(finished_targets(await call(there, "get_run", run_id=run_id))) >= K - 1
+
+            await until("K-1 finished handoffs", most_finished, a, b)
+            runner.kill()
+            at_kill = await call(there, "get_run", run_id=run_id)
+            assert at_kill["status"] == "running", "the run ended before the kill: nothing was tested"
+            finished = finished_targets(at_kill)
+            with replica(runner.name, database, tmp_path, **env) as again:
+                async with connect(again) as client:
+                    record = await until("the resumed run", _finished_on(client, run_id), again, other)
+    assert record["status"] == "complete", record
+    assert {h["target"] for h in record["handoffs"] if h["status"] == "completed"} == {f"w{i}" for i in range(1, K + 1)}
+    log = calls(tmp_path)
+    resumed = [c for c in log if c["pid"] != runner.pid]
+    assert resumed, "no replica called a model after the kill: the run was not resumed"
+    assert {c["pid"] for c in resumed} <= {again.pid, other.pid}
+    rerun = {c["member"] for c in resumed} & finished
+    assert not rerun, f"handoffs that had finished asked their model again: {rerun} ({finished=})"
