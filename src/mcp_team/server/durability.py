@@ -165,9 +165,17 @@ class RunRequest:
 
 
 async def start_run(
-    runs: Runs, engine: ServerEngine, team: Team, asked: RunRequest, *, resumable: bool, on_event: EventSink | None
+    runs: Runs,
+    engine: ServerEngine,
+    team: Team,
+    asked: RunRequest,
+    *,
+    resumable: bool,
+    on_event: EventSink | None,
+    owner: str | None = None,
 ) -> RunRecord:
-    """Start a run in the background and return its record at once."""
+    """Start a run in the background and return its record at once (bound to `owner`, the caller's principal
+    when the server checks tokens)."""
     return await runs.start(
         asked.request,
         mode=asked.mode,
@@ -176,6 +184,7 @@ async def start_run(
         on_event=on_event,
         engine=engine.engine_for(team),
         resumable=resumable,
+        owner=owner,
     )
 
 
