@@ -203,6 +203,14 @@ class RunStore:
         return conn.execute(sa.select(runs_table.c.run_id).where(runs_table.c.run_id == run_id)).first() is None
 
     # --- reads --------------------------------------------------------------------------------
+    def changed_since(self, since: float) -> list[tuple[str, float]]:
+        """`(run_id, updated_at)` of the runs written (by any process) after `since`."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                sa.select(runs_table.c.run_id, runs_table.c.updated_at).where(runs_table.c.updated_at > since)
+            ).all()
+        return [(r[0], r[1]) for r in rows]
+
     def get(self, run_id: str) -> RunRecord | None:
         if (queued := self._dirty.get(run_id)) is not None:
             return queued

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 
 import anyio
 from mcp.server.mcpserver import MCPServer
-from mcp.server.subscriptions import InMemorySubscriptionBus
 
 from mcp_team import __version__
 from mcp_team.llm.settings import ModelSettings
@@ -34,7 +33,7 @@ from mcp_team.server.registry import apply_team
 from mcp_team.server.resources import add_resources
 from mcp_team.server.run_tools import add_run_tools
 from mcp_team.server.run_updates import install_run_updates
-from mcp_team.server.state import ServerState
+from mcp_team.server.state import ListenedBus, ServerState
 from mcp_team.server.store import MemoryRunStore, RunStore
 from mcp_team.server.strict import install_strict_requests
 from mcp_team.server.task_runs import ServerTaskRuns
@@ -81,7 +80,7 @@ def build_server(
     durable and kept in its database (see `durability`); without, in memory."""
     team = team or load_team()
     model_settings = (model_settings or ModelSettings()).model_copy(update=team.model_overrides)
-    bus = InMemorySubscriptionBus()
+    bus = ListenedBus()
     state = ServerState(model_settings, team, store or MemoryRunStore(), bus=bus, limits=limits or ServerLimits())
     if durable is not None:
         state.durability = durable if isinstance(durable, Durability) else Durability(durable)

@@ -86,10 +86,12 @@ class Durability:
         from mcp_team.runs import open_runs
 
         try:
-            async with open_runs(self.config, ServerEngine(state)) as runs:
-                from mcp_team.server.run_updates import publish_updates
+            async with open_runs(self.config, ServerEngine(state)) as runs, anyio.create_task_group() as inner:
+                from mcp_team.server.run_updates import follow_other_replicas, publish_updates
 
                 runs.store.on_write = publish_updates(state, tg)
+                if runs.replicas is not None:  # other replicas' runs reach this one's listen streams too
+                    inner.start_soon(follow_other_replicas, state, runs.store)
                 self.runs = runs
                 models = state.configured_models()
                 if runs.replicas is not None and models is not None and models.limits is not None:
@@ -100,6 +102,7 @@ class Durability:
                 self._ready.set()
                 await self._stop.wait()
                 self.runs = None
+                inner.cancel_scope.cancel()
         except ConfigError as exc:
             # Bad input at start-up: the server stops, and the CLI says why and exits with a usage error.
             self.error = str(exc)

@@ -5,14 +5,17 @@
   subscriber's connection until the run has finished, the client unsubscribes or the connection goes.
   Other URIs are accepted and never change.
 - 2026-07-28: every write of a run record publishes `ResourceUpdated` on the server's subscription bus, which
-  the SDK delivers to `subscriptions/listen` streams whose filter names that URI.
+  the SDK delivers to `subscriptions/listen` streams whose filter names that URI. With several replicas
+  (PostgreSQL), the runs other replicas write are polled for every second while a stream is open.
 Installed on durable servers only: an ephemeral server's runs are not kept, and it declares no subscriptions.
 """
 
 from __future__ import annotations
 
+import logging
 import re
-from typing import Any
+import time
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import mcp_types as types
@@ -21,6 +24,13 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.subscriptions import ResourceUpdated
 
 from mcp_team.server.state import ServerState
+
+if TYPE_CHECKING:
+    from mcp_team.runs.store import RunStore
+
+log = logging.getLogger("mcp_team.server")
+POLL = 1.0  # seconds between looks for runs other replicas wrote (as `resources/subscribe` follows them)
+LOOKBACK = 10.0  # seconds: a replica whose clock is behind ours by less than this is not missed
 
 RUN_URI = re.compile(r"^team://runs/([A-Za-z0-9_.~-]{1,128})$")
 
@@ -83,3 +93,27 @@ def publish_updates(state: ServerState, tg: anyio.abc.TaskGroup) -> Any:
             tg.start_soon(state.bus.publish, ResourceUpdated(uri=run_uri(run_id)))
 
     return written
+
+
+async def follow_other_replicas(state: ServerState, store: RunStore) -> None:
+    """Publish `ResourceUpdated` for runs written by other processes (replicas on one database), which
+    `publish_updates` never hears of; runs changed here may be told twice, which a listener only re-reads."""
+    seen: dict[str, float] = {}
+    since = time.time()
+    while True:
+        await anyio.sleep(POLL)
+        if not state.bus.listeners:
+            seen.clear()
+            since = time.time()
+            continue
+        try:
+            changed = await anyio.to_thread.run_sync(store.changed_since, since - LOOKBACK)
+        except Exception as exc:  # the database is away: the next poll tries again
+            log.debug("could not look for runs changed elsewhere: %s", exc)
+            continue
+        for run_id, stamp in changed:
+            if seen.get(run_id) != stamp:
+                seen[run_id] = stamp
+                await state.bus.publish(ResourceUpdated(uri=run_uri(run_id)))
+        since = max([since, *(stamp for _, stamp in changed)])
+        seen = {run_id: stamp for run_id, stamp in seen.items() if stamp > since - LOOKBACK}

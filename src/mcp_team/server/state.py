@@ -16,7 +16,7 @@ import anyio
 from anyio.abc import TaskGroup, TaskStatus
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.server.subscriptions import InMemorySubscriptionBus, PromptsListChanged, ToolsListChanged
+from mcp.server.subscriptions import InMemorySubscriptionBus, PromptsListChanged, ServerEvent, ToolsListChanged
 from mcp_types import InputRequiredResult
 
 from mcp_team.errors import ConfigError
@@ -36,6 +36,29 @@ from mcp_team.telemetry.content import redact_value
 T = TypeVar("T")
 
 
+class ListenedBus(InMemorySubscriptionBus):
+    """The SDK's bus, counting its `subscriptions/listen` streams: other replicas' run changes are polled
+    for only while one is open (see `run_updates.follow_other_replicas`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.listeners = 0
+
+    def subscribe(self, listener: Callable[[ServerEvent], None]) -> Callable[[], None]:
+        unsubscribe = super().subscribe(listener)
+        self.listeners += 1
+        done = False
+
+        def once() -> None:
+            nonlocal done
+            if not done:
+                done = True
+                self.listeners -= 1
+            unsubscribe()
+
+        return once
+
+
 @dataclass
 class ServerState:
     """What the server holds for its lifetime: settings, the current team, the model (built lazily), the
@@ -44,7 +67,7 @@ class ServerState:
     model_settings: ModelSettings
     team: TeamSpec
     store: RunStore = field(default_factory=MemoryRunStore)
-    bus: InMemorySubscriptionBus = field(default_factory=InMemorySubscriptionBus)
+    bus: ListenedBus = field(default_factory=lambda: ListenedBus())
     rounds: RoundRunner = field(default_factory=RoundRunner)
     pool: McpToolPool | None = None
     specialists: tuple[Specialist, ...] = ()
