@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mcp_team.handoffs import RunResult, Team
+from mcp_team.handoffs.subteam import SubTeam
 from mcp_team.llm import Model
 from mcp_team.llm.wrappers import map_models
 from mcp_team.runs.runtime import DurableModel, DurableRuntime, durable_tool
@@ -40,20 +41,24 @@ def team_hash(team: Team) -> str:
     def model_id(m: Model) -> list[str]:
         return [m.provider, m.name, str(getattr(m, "base_url", "") or "")]
 
+    def specialist_doc(s: Specialist) -> dict[str, Any]:
+        doc = {
+            "name": s.name,
+            "description": s.description,
+            "prompt": s.system_prompt,
+            "role": s.model_role,
+            "max_turns": s.max_turns,
+            "max_tokens": s.max_tokens,
+            "verdict": s.returns_verdict,
+            "tools": [[t.name, t.description, t.input_schema] for t in s.tools],
+        }
+        if isinstance(s, SubTeam):  # a team inside the team: its members and settings are replayed too
+            doc["members"] = [specialist_doc(m) for m in s.members]
+            doc["settings"] = s.settings.model_dump(mode="json")
+        return doc
+
     doc: dict[str, Any] = {
-        "specialists": [
-            {
-                "name": s.name,
-                "description": s.description,
-                "prompt": s.system_prompt,
-                "role": s.model_role,
-                "max_turns": s.max_turns,
-                "max_tokens": s.max_tokens,
-                "verdict": s.returns_verdict,
-                "tools": [[t.name, t.description, t.input_schema] for t in s.tools],
-            }
-            for s in team.specialists
-        ],
+        "specialists": [specialist_doc(s) for s in team.specialists],
         "settings": team.settings.model_dump(mode="json"),
         "models": {role: model_id(m) for role, m in sorted(models.models.items())},
         "members": {name: model_id(m) for name, m in sorted(models.members.items())},
@@ -76,6 +81,9 @@ def _label(model: Model) -> str:
 
 
 def _durable_specialist(specialist: Specialist) -> Specialist:
+    if isinstance(specialist, SubTeam):  # a team inside the team: its members' tools are steps too
+        members = tuple(_durable_specialist(m) for m in specialist.members)
+        specialist = specialist.model_copy(update={"members": members})
     if not specialist.tools:
         return specialist
     return specialist.model_copy(update={"tools": tuple(durable_tool(t) for t in specialist.tools)})

@@ -1,0 +1,86 @@
+"""Teams inside teams under the durable runtime (issues 9 and 13): a run whose members are teams, two and
+three levels deep, killed with SIGKILL while a sub-run is under way and resumed by a new process. Every
+handoff at every level gets its own results, and no model call whose result DBOS had saved is asked again."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+WORKER = Path(__file__).parent / "nested_team_worker.py"
+
+
+def _start(state: Path, mode: str, depth: int) -> subprocess.Popen[str]:
+    args = [sys.executable, str(WORKER), str(state), mode, "run-1", str(depth), "0.2", str(state / "calls.log")]
+    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _calls(state: Path) -> list[dict[str, Any]]:
+    log = state / "calls.log"
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+def _saved_calls(db: Path) -> set[str]:
+    """Digests of the model calls whose results DBOS had saved when the process died (as the kill left them)."""
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute(
+            "SELECT function_name FROM operation_outputs WHERE function_name LIKE 'model:%' AND error IS NULL"
+        ).fetchall()
+    return {name.rsplit(":", 1)[1] for (name,) in rows}
+
+
+def _leaves(result: dict[str, Any], path: str = "") -> dict[str, str]:
+    """Each worker's output by its path in the tree; every team's sub-run walked."""
+    outputs: dict[str, str] = {}
+    for h in result["handoffs"]:
+        assert h["status"] == "completed", (path, h["target"], h.get("error"))
+        if h.get("subrun"):
+            outputs |= _leaves(h["subrun"], f"{path}{h['target']}/")
+        else:
+            outputs[path + h["target"]] = h["output"]
+    return outputs
+
+
+@pytest.mark.parametrize("depth", [2, 3])
+def test_a_team_tree_killed_inside_a_sub_run_resumes_with_each_handoffs_own_results(tmp_path: Path, depth: int) -> None:
+    deepest = "abc"[depth - 1]
+    first = _start(tmp_path, "start", depth)
+    # The deepest team's even worker answers in one call, its odd one is still at its second: kill then.
+    while not any(c["member"] == f"{deepest}2" for c in _calls(tmp_path)):
+        assert first.poll() is None, first.communicate()
+        time.sleep(0.005)
+    os.kill(first.pid, signal.SIGKILL)
+    first.wait()
+    saved = _saved_calls(tmp_path / "runs.sqlite")
+    before = len(_calls(tmp_path))
+
+    second = _start(tmp_path, "resume", depth)
+    out, err = second.communicate(timeout=120)
+    lines = [line for line in out.splitlines() if line.startswith("RESULT ")]
+    assert lines, f"no result; stderr:\n{err[-3000:]}"
+    record = json.loads(lines[-1][7:])
+    assert record["status"] == "complete", record.get("reason")
+
+    leaves = _leaves(record["result"])
+    teams = ["", "team_b/", "team_b/team_c/"][:depth]
+    expected = {f"{teams[level]}{'abc'[level]}{i}" for level in range(depth) for i in (1, 2)}
+    assert set(leaves) == expected
+    for path, output in leaves.items():  # its own answer and its own tool result, not another branch's
+        name = path.rsplit("/", 1)[-1]
+        assert output.startswith(f"[offline {name}] Notes on:"), (path, output)
+        assert ("6*7 = 42" in output) == name.endswith("1"), (path, output)
+
+    resumed = _calls(tmp_path)[before:]
+    assert resumed, "the second process called no model: the run did not resume"
+    assert {c["pid"] for c in resumed} == {second.pid}
+    asked_again = {c["digest"] for c in resumed} & saved
+    assert not asked_again, f"model calls whose results were saved were asked again: {asked_again}"
