@@ -14,6 +14,7 @@ within `checkpoint_timeout`, ends the run `cancelled` with what had finished. Ev
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Awaitable, Callable, Collection, Iterable
 from typing import Literal
@@ -34,6 +35,7 @@ class Checkpoint(BaseModel, frozen=True):
     summary: str = Field(description="What will happen if they approve: the plan's tasks, or the next handoff.")
     round: int = Field(default=1, description="1, then one more for each revise.")
     run_id: str = ""
+    timeout: float | None = Field(default=None, description="Seconds a person has to answer, from when first asked.")
 
 
 class Decision(BaseModel, frozen=True):
@@ -55,6 +57,10 @@ class CheckpointRecord(BaseModel):
 
 class CannotAsk(McpTeamError):
     """The approver has nobody to ask (a client without elicitation, a CLI without a terminal)."""
+
+
+class NoAnswer(McpTeamError):
+    """The approver's own deadline passed with no answer (a durable run counts from when it first asked)."""
 
 
 Approver = Callable[[Checkpoint], Awaitable[Decision]]
@@ -100,7 +106,8 @@ async def ask(
             if approve is None:
                 raise CannotAsk("nobody can be asked: the caller gave no way to approve")
             with anyio.move_on_after(timeout):
-                decision = await approve(checkpoint)
+                with contextlib.suppress(NoAnswer):
+                    decision = await approve(checkpoint)
             if decision is None:
                 answered_by = "timeout"
         except CannotAsk as exc:
