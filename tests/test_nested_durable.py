@@ -84,3 +84,14 @@ def test_a_team_tree_killed_inside_a_sub_run_resumes_with_each_handoffs_own_resu
     assert {c["pid"] for c in resumed} == {second.pid}
     asked_again = {c["digest"] for c in resumed} & saved
     assert not asked_again, f"model calls whose results were saved were asked again: {asked_again}"
+
+
+def test_a_tree_deeper_than_a_durable_run_numbers_fails_at_once_saying_what_to_change(tmp_path: Path) -> None:
+    proc = _start(tmp_path, "start", 4)  # allowed by a team file with max_team_depth = 4
+    out, err = proc.communicate(timeout=120)
+    lines = [line for line in out.splitlines() if line.startswith("RESULT ")]
+    assert lines, f"no result; stderr:\n{err[-3000:]}"
+    record = json.loads(lines[-1][7:])
+    assert record["status"] == "failed"
+    assert "nest 4 deep" in record["reason"] and "--ephemeral" in record["reason"], record["reason"]
+    assert _calls(tmp_path) == []  # refused before any model call
