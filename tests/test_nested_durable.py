@@ -11,10 +11,21 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+import anyio
 import pytest
+
+from mcp_team.handoffs import RunSettings, Team
+from mcp_team.handoffs.subteam import SubTeam
+from mcp_team.llm import ModelSet
+from mcp_team.llm.faults import FaultyModel, parse_faults
+from mcp_team.llm.offline import OfflineModel
+from mcp_team.specialists import Specialist, gather_concurrently
 
 WORKER = Path(__file__).parent / "nested_team_worker.py"
 
@@ -95,3 +106,46 @@ def test_a_tree_deeper_than_a_durable_run_numbers_fails_at_once_saying_what_to_c
     assert record["status"] == "failed"
     assert "nest 4 deep" in record["reason"] and "--ephemeral" in record["reason"], record["reason"]
     assert _calls(tmp_path) == []  # refused before any model call
+
+
+T = TypeVar("T")
+PATH: ContextVar[tuple[int, ...]] = ContextVar("path", default=())
+
+
+class Paths:
+    """A `Runtime` noting the path of every branch entered (a branch inside a branch nests, as in DBOS's)."""
+
+    def __init__(self) -> None:
+        self.entered: list[tuple[int, ...]] = []
+
+    @contextmanager
+    def branch(self, seq: int) -> Iterator[None]:
+        path = (*PATH.get(), seq)
+        self.entered.append(path)
+        token = PATH.set(path)
+        try:
+            yield
+        finally:
+            PATH.reset(token)
+
+    async def gather(self, calls: Sequence[Callable[[], Awaitable[T]]]) -> list[T]:
+        return await gather_concurrently(calls)
+
+    async def decide(self, name: str, value: Callable[[], T]) -> T:
+        return value()
+
+
+def test_a_retried_sub_team_runs_its_new_sub_run_in_branches_of_its_own() -> None:
+    """team_b's only worker fails once, so its sub-run fails and the run retries team_b: the retry's sub-run
+    must not number its handoff's branch like the first attempt's, or a replay would hand it those steps."""
+    b1 = Specialist(name="b1", description="worker b1", system_prompt="You are b1.")
+    team_b = SubTeam(name="team_b", description="team b", system_prompt="You lead team b.", members=(b1,),
+                     settings=RunSettings(max_retries=0))  # fmt: skip
+    a1 = Specialist(name="a1", description="worker a1", system_prompt="You are a1.")
+    team = Team(ModelSet.single(FaultyModel(OfflineModel(), parse_faults("server_error:b1:1"))), [a1, team_b])
+    runtime = Paths()
+    result = anyio.run(lambda: team.run("Each of you: compute 6*7 and report.", runtime=runtime))
+    attempts = [(h.id, h.status) for h in result.handoffs if h.target == "team_b"]
+    assert attempts == [("h2", "failed"), ("h2.2", "completed")]
+    inside = [p for p in runtime.entered if p[:1] == (2,) and len(p) == 2]
+    assert inside == [(2, 1), (2, 2)]  # attempt 1's b1, then attempt 2's: never the same branch twice
