@@ -179,3 +179,74 @@ async def test_a_checkpoint_answered_before_the_kill_is_not_asked_again(tmp_path
     assert [(c["name"], c["round"], c["action"]) for c in checkpoints] == [("plan", 1, "approve")], checkpoints
     pids = {c["pid"] for c in _calls(tmp_path)}
     assert len(pids) == 2, "the restarted server called no model: the run was not resumed"
+
+
+# --- in process: start_run with the team's checkpoints, answered with the tool ----------------------------
+
+
+def _durable_server(state: Path, **settings: Any) -> Any:
+    from mcp_team.handoffs import RunSettings
+    from mcp_team.llm.settings import ModelSettings
+    from mcp_team.runs import resolve
+    from mcp_team.server.app import build_server
+    from mcp_team.server.teamfile import TeamSpec
+    from mcp_team.specialists import DEFAULT_TEAM
+
+    team = TeamSpec.of(DEFAULT_TEAM, RunSettings(**settings))
+    return build_server(ModelSettings(model="offline"), team, durable=resolve(state_dir=state, environ={}))
+
+
+async def _answer_when_waiting(client: Client, run_id: str, checkpoint: str, decision: str, **extra: Any) -> None:
+    deadline = time.monotonic() + HANG_GUARD
+    args = {"run_id": run_id, "decision": decision, "checkpoint": checkpoint, **extra}
+    while (await client.call_tool("answer_checkpoint", args)).is_error:
+        assert time.monotonic() < deadline, f"hang guard: the run never waited at {checkpoint}"
+        await anyio.sleep(0.02)
+
+
+async def test_concurrent_checkpoints_of_a_started_run_are_each_answered_with_the_tool(tmp_path: Path) -> None:
+    server = _durable_server(tmp_path, checkpoints=["before:researcher", "before:analyst"])
+    async with Client(server, mode="legacy") as client:  # start_run: no session is attached to the run
+        started = await client.call_tool("start_run", {"request": REQUEST})
+        run_id = started.structured_content["run_id"]  # type: ignore[index]
+        view = await _until_waiting(client, run_id)
+        assert view["waiting"]["name"] in ("before:researcher", "before:analyst")
+        shown = json.loads((await client.read_resource(f"team://runs/{run_id}")).contents[0].text)  # type: ignore[union-attr]
+        assert (
+            shown["waiting"]["name"] == view["waiting"]["name"] and "will get this task" in shown["waiting"]["summary"]
+        )
+        # both branches wait at once; each is answered by name, the second first
+        await _answer_when_waiting(client, run_id, "before:analyst", "revise", feedback="use metric units")
+        await _answer_when_waiting(client, run_id, "before:analyst", "approve")
+        await _answer_when_waiting(client, run_id, "before:researcher", "approve")
+        done = await _get_run(client, run_id, wait=50)
+    assert done["status"] == "complete", done
+    assert done["waiting"] is None
+    answers = sorted((c["name"], c["round"], c["action"]) for c in done["checkpoints"])
+    assert answers == [("before:analyst", 1, "revise"), ("before:analyst", 2, "approve"),
+                       ("before:researcher", 1, "approve")]  # fmt: skip
+    analyst = next(h for h in done["handoffs"] if h["target"] == "analyst")
+    assert "use metric units" in analyst["task"]
+
+
+async def test_a_reject_through_the_tool_cancels_the_run_and_a_finished_run_cannot_be_answered(tmp_path: Path) -> None:
+    async with Client(_durable_server(tmp_path, mode="planned", checkpoints=["plan"]), mode="legacy") as client:
+        started = await client.call_tool("start_run", {"request": REQUEST})
+        run_id = started.structured_content["run_id"]  # type: ignore[index]
+        await _answer_when_waiting(client, run_id, "plan", "reject", feedback="not now")
+        done = await _get_run(client, run_id, wait=50)
+        assert done["status"] == "cancelled" and "not now" in done["stopped_by"], done
+        late = await client.call_tool("answer_checkpoint", {"run_id": run_id, "decision": "approve"})
+        assert (
+            late.is_error and "is not waiting at a checkpoint" in str(late.content) and "cancelled" in str(late.content)
+        )
+        missing = await client.call_tool("answer_checkpoint", {"run_id": "nope", "decision": "approve"})
+        assert missing.is_error and "no run 'nope'" in str(missing.content)
+
+
+async def _until_waiting(client: Client, run_id: str) -> dict[str, Any]:
+    deadline = time.monotonic() + HANG_GUARD
+    while not (view := await _get_run(client, run_id)).get("waiting"):
+        assert time.monotonic() < deadline, "hang guard: the run never waited at a checkpoint"
+        await anyio.sleep(0.02)
+    return view

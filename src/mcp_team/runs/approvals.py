@@ -28,7 +28,8 @@ from mcp_team.handoffs.checkpoints import Approver, CannotAsk, Checkpoint, Decis
 from mcp_team.runs import _dbos_internals as internals
 
 OnWait = Callable[[Checkpoint | None], Awaitable[None]]
-"""Told the checkpoint a run starts waiting at, then None once it is answered (to show it on the run's record)."""
+"""Told the checkpoint the run waits at now (the longest-waiting of its unanswered ones), or None (to show it
+on the run's record)."""
 
 
 class NotWaiting(LookupError):
@@ -44,18 +45,22 @@ class _Waiting:
 
 @dataclass
 class Board:
-    """The checkpoints this process's runs wait at, by run id (a run waits at one at a time)."""
+    """The checkpoints this process's runs wait at, by run id, oldest first (concurrent branches of one run
+    may each wait at a `before:<member>`)."""
 
-    waiting: dict[str, _Waiting] = field(default_factory=dict)
+    waiting: dict[str, list[_Waiting]] = field(default_factory=dict)
 
     def answer(self, run_id: str, decision: Decision, name: str | None = None) -> Checkpoint:
-        """Answer the checkpoint `run_id` waits at (only if it is `name`, when given); `NotWaiting` otherwise."""
-        entry = self.waiting.get(run_id)
-        if entry is None or entry.answered.is_set() or (name is not None and entry.checkpoint.name != name):
-            raise NotWaiting(run_id)
-        entry.decision = decision
-        entry.answered.set()
-        return entry.checkpoint
+        """Answer the oldest checkpoint `run_id` waits at (the one named `name`, when given); `NotWaiting` if none."""
+        for entry in self.waiting.get(run_id, []):
+            if not entry.answered.is_set() and name in (None, entry.checkpoint.name):
+                entry.decision = decision
+                entry.answered.set()
+                return entry.checkpoint
+        raise NotWaiting(run_id)
+
+    def _now_waiting(self, run_id: str) -> Checkpoint | None:
+        return next((e.checkpoint for e in self.waiting.get(run_id, []) if not e.answered.is_set()), None)
 
     def approver(self, run_id: str, session: Approver | None, on_wait: OnWait) -> Approver:
         """The approver of durable run `run_id`: recorded answers, from `session` or `answer`, whichever comes first."""
@@ -64,17 +69,20 @@ class Board:
             left = _left(checkpoint, asked_at)
             if left is not None and left <= 0:
                 return {"timeout": True}
-            entry = self.waiting[run_id] = _Waiting(checkpoint)
+            entry = _Waiting(checkpoint)
+            self.waiting.setdefault(run_id, []).append(entry)
             try:
-                await on_wait(checkpoint)
+                await on_wait(self._now_waiting(run_id))
                 with anyio.move_on_after(left if left is not None else float("inf")):
                     return await _first_answer(entry, session)
                 return {"timeout": True}
             finally:
-                if self.waiting.get(run_id) is entry:
-                    del self.waiting[run_id]
+                entries = self.waiting.get(run_id, [])
+                entries.remove(entry)
+                if not entries:
+                    self.waiting.pop(run_id, None)
                 with anyio.CancelScope(shield=True):
-                    await on_wait(None)
+                    await on_wait(self._now_waiting(run_id))
 
         async def approve(checkpoint: Checkpoint) -> Decision:
             key = f"{checkpoint.name}:{checkpoint.round}"
