@@ -250,3 +250,23 @@ async def _until_waiting(client: Client, run_id: str) -> dict[str, Any]:
         assert time.monotonic() < deadline, "hang guard: the run never waited at a checkpoint"
         await anyio.sleep(0.02)
     return view
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"], ids=["2026-07-28", "2025-11-25"])
+async def test_run_team_on_a_durable_server_asks_the_session_and_keeps_the_run(tmp_path: Path, mode: str) -> None:
+    asked: list[str] = []
+
+    async def approves(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(cast(types.ElicitRequestFormParams, params).message)
+        return types.ElicitResult(action="accept", content={"decision": "approve"})
+
+    server = _durable_server(tmp_path, mode="planned", checkpoints=["plan"])
+    async with Client(server, mode=mode, elicitation_callback=approves) as client:
+        result = await client.call_tool("run_team", {"request": REQUEST, "thread": "t1"})  # a thread: durable only
+        assert not result.is_error, result.content
+        run = result.structured_content
+        assert run is not None and run["status"] == "complete"
+        kept = await _get_run(client, run["run_id"])
+    assert len(asked) == 1 and "approve the plan" in asked[0]
+    assert [(c["name"], c["answered_by"]) for c in run["checkpoints"]] == [("plan", "person")]
+    assert kept["resumable"] is True and kept["thread"] == "t1" and kept["status"] == "complete"
