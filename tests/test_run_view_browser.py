@@ -221,6 +221,33 @@ def test_the_runs_pages_follow_a_run_and_open_past_runs(server: str, browser: Br
     context.close()
 
 
+def test_a_planned_run_shows_its_plan_as_a_graph(server: str, browser: Browser) -> None:
+    # No research and no code here: the injected faults stay for the other tests.
+    done: dict[str, Any] = {}  # in a thread of its own: Playwright's sync API holds this thread's event loop
+    caller = threading.Thread(
+        target=lambda: done.update(anyio.run(_run_team, server, "Calculate 6*7, then write a short report", "planned"))
+    )
+    caller.start()
+    caller.join()
+    run = done["structured"]
+    tasks = run["plan"]["tasks"]
+    assert run["mode"] == "planned" and len(tasks) >= 2
+    page = browser.new_page(http_credentials={"username": "operator", "password": TOKEN})
+    page.set_default_timeout(120_000)
+    page.goto(f"{server}/runs/{run['run_id']}")
+    page.locator("article.run section.plan svg").wait_for()
+    assert page.locator("section.plan h2").text_content() == f"Plan · {len(tasks)} tasks"
+    nodes = page.locator("section.plan g.node").evaluate_all(
+        "ns => ns.map(n => [n.dataset.task, n.getAttribute('class')])"
+    )
+    status = {h["call_id"]: h["status"] for h in run["handoffs"]}
+    assert {task: cls.split()[-1] for task, cls in nodes} == {t["id"]: status.get(t["id"], "pending") for t in tasks}
+    # a task after another is drawn in a later column, with an edge from the one it depends on
+    edges = sum(len(t.get("depends_on") or []) for t in tasks)
+    assert page.locator("section.plan path.edge").count() == edges
+    page.close()
+
+
 def assert_live(states: list[dict[str, Any]], handoffs: int) -> None:
     """The view drew the run while it went: running states with bars coming in, then the final one."""
     running = [s for s in states if s["status"] == "running"]
@@ -284,10 +311,10 @@ def assert_run_drawn(scope: Any, run: dict[str, Any]) -> None:
     assert done["output"].strip().splitlines()[-1] in card.locator("details.long[data-key$=':output'] pre").inner_text()
 
 
-async def _run_team(server: str, request: str) -> dict[str, Any]:
+async def _run_team(server: str, request: str, mode: str = "adaptive") -> dict[str, Any]:
     http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=120)
     async with http, Client(streamable_http_client(f"{server}/mcp", http_client=http)) as client:
-        result = await client.call_tool("run_team", {"request": request})
+        result = await client.call_tool("run_team", {"request": request, "mode": mode})
     return {"structured": result.structured_content}
 
 

@@ -24,8 +24,8 @@ K, STEPS = 8, 4
 CALLS = 1 + K * (STEPS + 2) + 1  # plan, per branch: model steps and 2 tools, synthesis
 
 
-def _start(state: Path, log: Path, mode: str, *extra: str) -> subprocess.Popen[str]:
-    args = [sys.executable, str(WORKER), str(state), mode, "run-1", str(K), str(STEPS), "0.05", str(log), *extra]
+def _start(state: Path, log: Path, mode: str, *extra: str, latency: float = 0.05) -> subprocess.Popen[str]:
+    args = [sys.executable, str(WORKER), str(state), mode, "run-1", str(K), str(STEPS), str(latency), str(log), *extra]
     return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -133,7 +133,9 @@ def _stored_finished(db: Path) -> set[str]:
 
 def test_a_run_of_another_replay_format_is_interrupted_with_its_finished_handoffs(tmp_path: Path) -> None:
     log, db = tmp_path / "calls.log", tmp_path / "runs.sqlite"
-    first = _start(tmp_path, log, "start", "0.0.9.r0")
+    # slow calls: the store's record (written within its flush interval) shows finished handoffs while
+    # the run still goes (its synthesis call takes a second)
+    first = _start(tmp_path, log, "start", "0.0.9.r0", latency=1.0)
     while not (finished := _stored_finished(db)):
         assert first.poll() is None, first.communicate()
         time.sleep(0.005)

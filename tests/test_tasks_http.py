@@ -237,3 +237,19 @@ async def test_a_task_belongs_to_the_user_who_started_it(mode: str, tmp_path: Pa
     assert mine == [task_id]
     assert refused == [types.INVALID_PARAMS] * len(refused)  # "not found": never whose it is
     assert bobs == []
+
+
+@pytest.mark.anyio
+async def test_a_run_started_with_start_run_belongs_to_its_user_too(tmp_path: Path) -> None:
+    async with two_user_server(tmp_path) as url:
+        async with connect(url, "alice", "legacy") as alice:
+            started = await alice.client.call_tool("start_run", {"request": "Research bees"})
+            run_id = started.structured_content["run_id"]
+            mine = await alice.client.call_tool("get_run", {"run_id": run_id, "wait_seconds": 30})
+        async with connect(url, "bob", "legacy") as bob:
+            seen = await bob.client.call_tool("get_run", {"run_id": run_id})
+            cancelled = await bob.client.call_tool("cancel_run", {"run_id": run_id})
+
+    assert not mine.is_error and mine.structured_content["status"] == "complete"
+    for refused in (seen, cancelled):  # "no run": never whose it is
+        assert refused.is_error and f"no run '{run_id}'" in refused.content[0].text

@@ -336,7 +336,9 @@ class Runs:
 
         async def on_event(event: RunEvent) -> None:
             progress.on_event(event)
-            if event.kind == "handoff_finished":  # written before the branch goes on: never lost to a crash
+            if event.kind == "handoff_finished" and not durable:
+                # the store is the only record of a run that cannot resume: written before the branch goes
+                # on. A durable run's finished handoffs are DBOS steps already; its record follows (coalesced).
                 await self.store.write(progress.snapshot())
             else:
                 self.store.put(progress.snapshot())

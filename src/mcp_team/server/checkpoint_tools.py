@@ -18,7 +18,7 @@ from pydantic import Field
 
 from mcp_team.handoffs.checkpoints import Decision
 from mcp_team.server.resources import record_view
-from mcp_team.server.run_tools import RUN_ID, _service
+from mcp_team.server.run_tools import RUN_ID, _own, _service
 from mcp_team.server.state import ServerState
 
 MAX_FEEDBACK = 4000  # characters: a person's note, not a document
@@ -45,9 +45,9 @@ async def answer_checkpoint(
     if decision == "revise" and not feedback.strip():
         raise ToolError("'feedback' is empty: with decision 'revise', say what to change")
     runs = await _service(ctx)
+    await _own(runs, run_id)  # with auth on, only the principal who started the run may answer it
     record = await runs.get(run_id)
-    if record is None:
-        raise ToolError(f"no run '{run_id}' on this server (see team://runs)")
+    assert record is not None  # it was there a moment ago: runs are never deleted
     try:
         runs.checkpoints.answer(run_id, Decision(action=decision, feedback=feedback), checkpoint)
     except LookupError:

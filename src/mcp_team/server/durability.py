@@ -172,8 +172,10 @@ async def start_run(
     resumable: bool,
     on_event: EventSink | None,
     approve: Approver | None = None,
+    owner: str | None = None,
 ) -> RunRecord:
-    """Start a run in the background and return its record at once."""
+    """Start a run in the background and return its record at once (bound to `owner`, the caller's principal
+    when the server checks tokens)."""
     return await runs.start(
         asked.request,
         mode=asked.mode,
@@ -184,6 +186,7 @@ async def start_run(
         resumable=resumable,
         approve=approve,
         checkpoints=asked.checkpoints,
+        owner=owner,
     )
 
 

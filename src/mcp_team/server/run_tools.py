@@ -18,6 +18,7 @@ from mcp_team.server import durability
 from mcp_team.server.limits import client_budgets
 from mcp_team.server.resources import record_view
 from mcp_team.server.state import ServerState, state_of
+from mcp_team.server.tasks import principal
 from mcp_team.server.tools import THREAD_FIELD
 from mcp_team.server.views import RUN_VIEW_META
 
@@ -77,7 +78,7 @@ async def start_run(
                         f"(MCP_TEAM_MAX_RUNS={state.limits.max_runs}); retry later")  # fmt: skip
     team = Team(models, state.specialists, state.run_settings)
     record = await durability.start_run(runs, state.engine, team, durability.RunRequest(request, mode, budgets, thread),
-                             resumable=True, on_event=None)  # fmt: skip
+                             resumable=True, on_event=None, owner=principal())  # fmt: skip
     return record_view(record)
 
 
@@ -93,9 +94,9 @@ async def get_run(
     """A run's status, its handoffs so far, and its answer once it has finished (status complete, partial,
     failed, cancelled or interrupted)."""
     runs = await _service(ctx)
+    await _own(runs, run_id)
     record = await (runs.wait(run_id, wait_seconds) if wait_seconds > 0 else runs.get(run_id))
-    if record is None:
-        raise ToolError(f"no run '{run_id}' on this server (see team://runs)")
+    assert record is not None  # it was there a moment ago: runs are never deleted
     return record_view(record)
 
 
@@ -103,10 +104,18 @@ async def cancel_run(run_id: Annotated[str, RUN_ID], ctx: Context[Any, Any]) -> 
     """Cancel a run: its model and tool calls stop, and it does not resume after a restart. A run that has
     already finished is left as it is."""
     runs = await _service(ctx)
+    await _own(runs, run_id)
     record = await runs.cancel(run_id, "cancelled with cancel_run")
-    if record is None:
-        raise ToolError(f"no run '{run_id}' on this server (see team://runs)")
+    assert record is not None
     return record_view(record)
+
+
+async def _own(runs: Any, run_id: str) -> None:
+    """`ToolError` unless the run exists and the caller may see it: a run started by a principal (with auth
+    on) is theirs alone, as its task is."""
+    record = await runs.get(run_id)
+    if record is None or (record.owner is not None and record.owner != principal()):
+        raise ToolError(f"no run '{run_id}' on this server (see team://runs)")
 
 
 def add_run_tools(server: MCPServer[ServerState]) -> None:
