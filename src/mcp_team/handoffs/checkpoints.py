@@ -8,7 +8,9 @@ The engine never asks anyone itself: it calls an `Approver`, `approve(checkpoint
 the MCP server fills with elicitation (server/elicitation.py) and the CLI with a terminal prompt. An
 approver that cannot ask raises `CannotAsk`; the team's `checkpoint_policy` then decides: `fail` (the
 default: the run fails saying nobody could approve) or `approve` (it goes on). A reject, or no answer
-within `checkpoint_timeout`, ends the run `cancelled` with what had finished. Every checkpoint is a
+within `checkpoint_timeout`, ends the run `cancelled` with what had finished. A durable run's approver
+records each answer and may wait across a restart (runs/approvals.py); it raises `NoAnswer` when the
+timeout, counted from the first ask, has passed. Every checkpoint is a
 `checkpoint {name}` span and a `CheckpointRecord` in the run's record.
 """
 

@@ -26,6 +26,7 @@ from dbos import DBOS
 
 from mcp_team.handoffs.checkpoints import Approver, CannotAsk, Checkpoint, Decision, NoAnswer
 from mcp_team.runs import _dbos_internals as internals
+from mcp_team.runs.runtime import _check_room, _raise_if_diverged
 
 OnWait = Callable[[Checkpoint | None], Awaitable[None]]
 """Told the checkpoint the run waits at now (the longest-waiting of its unanswered ones), or None (to show it
@@ -139,8 +140,6 @@ async def _now() -> str:
 
 
 async def _step(name: str, func: Callable[..., Awaitable[Any]], *args: Any) -> Any:
-    from mcp_team.runs.runtime import _check_room, _raise_if_diverged
-
     _check_room()
     try:
         return await DBOS.run_step_async({"name": name}, func, *args)
