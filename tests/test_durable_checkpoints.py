@@ -20,17 +20,17 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from support import HANG_GUARD, clean_env
+from support import HANG_GUARD, MCP_TEAM, clean_env
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")]
 LAUNCHER = str(Path(__file__).parent / "logged_serve.py")
 REQUEST = "Research bees, calculate 2+2, write a short report and review it"
 
 
-def _params(state: Path) -> StdioServerParameters:
+def _params(state: Path, *args: str) -> StdioServerParameters:
     env = clean_env(MCP_TEAM_MODEL="offline", MCP_TEAM_OFFLINE_LATENCY_MS="300", MCP_TEAM_STATE_DIR=str(state),
                     MCP_TEAM_TEST_CALL_LOG=str(state / "calls.log"))  # fmt: skip
-    return StdioServerParameters(command=sys.executable, args=[LAUNCHER, "serve"], env=env)
+    return StdioServerParameters(command=sys.executable, args=[LAUNCHER, "serve", *args], env=env)
 
 
 def _calls(state: Path) -> list[dict[str, Any]]:
@@ -63,11 +63,11 @@ def _kill(state: Path) -> int:
     return pid
 
 
-async def _first_server(state: Path, person: Any, stop_when: Any) -> None:
+async def _first_server(state: Path, person: Any, stop_when: Any, *args: str) -> None:
     """Start the run with run_team on a client that elicits through `person`; kill the server once `stop_when()`."""
     with open(state / "serve1.err", "w") as errlog, contextlib.suppress(Exception, BaseExceptionGroup):  # noqa: ASYNC230
         # (the server dies under the client: its errors are expected)
-        client = Client(stdio_client(_params(state), errlog=cast(TextIO, errlog)), mode="legacy",
+        client = Client(stdio_client(_params(state, *args), errlog=cast(TextIO, errlog)), mode="legacy",
                         elicitation_callback=person)  # fmt: skip
         async with client, anyio.create_task_group() as tg:
 
@@ -82,10 +82,10 @@ async def _first_server(state: Path, person: Any, stop_when: Any) -> None:
 
 
 @contextlib.asynccontextmanager
-async def _second_server(state: Path) -> Any:
+async def _second_server(state: Path, *args: str) -> Any:
     """A restarted server and a client without elicitation (it cannot be asked: only the tool answers)."""
     with open(state / "serve2.err", "w") as errlog:  # noqa: ASYNC230
-        async with Client(stdio_client(_params(state), errlog=cast(TextIO, errlog)), mode="legacy") as client:
+        async with Client(stdio_client(_params(state, *args), errlog=cast(TextIO, errlog)), mode="legacy") as client:
             yield client
 
 
@@ -270,3 +270,32 @@ async def test_run_team_on_a_durable_server_asks_the_session_and_keeps_the_run(t
     assert len(asked) == 1 and "approve the plan" in asked[0]
     assert [(c["name"], c["answered_by"]) for c in run["checkpoints"]] == [("plan", "person")]
     assert kept["resumable"] is True and kept["thread"] == "t1" and kept["status"] == "complete"
+
+
+async def test_the_checkpoint_timeout_still_applies_after_a_restart(tmp_path: Path) -> None:
+    """The run waits at plan, the server is killed, and nobody answers after the restart: the timeout, counted
+    from the first ask, ends the run cancelled, its checkpoint recorded as timed out."""
+    team = tmp_path / "team.toml"
+    await anyio.run_process([MCP_TEAM, "init", str(team)], env=clean_env())
+    team.write_text(team.read_text().replace("[supervisor]\n", "[supervisor]\ncheckpoint_timeout = 3\n", 1))
+    asked: list[str] = []
+
+    async def nobody_answers(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(cast(types.ElicitRequestFormParams, params).message)
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    def waiting() -> bool:
+        return bool((_record(tmp_path) or {}).get("waiting")) and bool(asked)
+
+    await _first_server(tmp_path, nobody_answers, waiting, "--team", str(team))
+    async with _second_server(tmp_path, "--team", str(team)):
+        final = await _until("the resumed run to time out", lambda: _record(tmp_path) if
+                             (_record(tmp_path) or {}).get("status") != "running" else None)  # fmt: skip
+    assert final["status"] == "cancelled", final
+    result = final["result"]
+    assert "nobody answered checkpoint 'plan' within 3 s" in result["stopped_by"]
+    assert [(c["name"], c["action"], c["answered_by"]) for c in result["checkpoints"]] == [
+        ("plan", "timeout", "timeout")
+    ]
+    assert final["waiting"] is None
