@@ -299,3 +299,22 @@ async def test_the_checkpoint_timeout_still_applies_after_a_restart(tmp_path: Pa
         ("plan", "timeout", "timeout")
     ]
     assert final["waiting"] is None
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"], ids=["2026-07-28", "2025-11-25"])
+async def test_run_team_as_a_task_waits_at_its_checkpoint_for_the_tool(tmp_path: Path, mode: str) -> None:
+    from task_client import TaskClient, Tasks
+
+    async with Client(_durable_server(tmp_path), mode=mode, extensions=[Tasks()]) as client:
+        tasks = TaskClient(client, mode)
+        with pytest.raises(Exception, match="there is no member 'poet'"):
+            await tasks.create({"request": REQUEST, "checkpoints": ["before:poet"]})
+        created = await tasks.create({"request": REQUEST, "mode": "planned", "checkpoints": ["plan"]})
+        run_id = created["taskId"]  # the task id is the run id
+        view = await _until_waiting(client, run_id)
+        assert view["waiting"]["name"] == "plan"
+        await _answer_when_waiting(client, run_id, "plan", "approve")
+        task, result = await tasks.final(run_id)
+    assert task["status"] == "completed", task
+    run = result["structuredContent"]
+    assert run["status"] == "complete" and [c["action"] for c in run["checkpoints"]] == ["approve"]
