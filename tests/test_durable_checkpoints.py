@@ -115,6 +115,9 @@ async def test_a_run_waiting_at_plan_survives_kill_9_and_is_answered_with_the_to
     summary = before["waiting"]["summary"]
     assert summary in asked[0]  # the session was asked the same question the record shows
     planned_before = [c for c in _calls(tmp_path) if c["member"] == "planner"]
+    shown = await anyio.run_process([MCP_TEAM, "runs", "show", before["run_id"]],
+                                    env=clean_env(MCP_TEAM_STATE_DIR=str(tmp_path)))  # fmt: skip
+    assert f"waiting at checkpoint plan (answer_checkpoint):\n{summary}" in shown.stdout.decode()
 
     async with _second_server(tmp_path) as client:
         run_id = before["run_id"]
