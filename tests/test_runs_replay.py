@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from mcp_team.runs.config import REPLAY_FORMAT
+
 HERE = Path(__file__).parent
 WORKER = HERE / "durable_worker.py"
 K, STEPS = 8, 4
@@ -104,10 +106,11 @@ def test_fan_out_killed_mid_run_resumes_with_each_branch_its_own_results(tmp_pat
 
 def test_a_run_left_by_an_older_version_is_forked_onto_the_new_one(tmp_path: Path) -> None:
     log = tmp_path / "calls.log"
-    _kill_after(_start(tmp_path, log, "start", "0.0.9.r1"), log, 20)
-    record = _result(_start(tmp_path, log, "resume", "0.1.0.r1"))
+    fmt = f"r{REPLAY_FORMAT}"  # the same replay format: forked, not interrupted
+    _kill_after(_start(tmp_path, log, "start", f"0.0.9.{fmt}"), log, 20)
+    record = _result(_start(tmp_path, log, "resume", f"0.1.0.{fmt}"))
     assert record["status"] == "complete", record.get("reason")
-    assert record["workflow_id"] == "run-1~0.1.0.r1" and record["app_version"] == "0.1.0.r1"
+    assert record["workflow_id"] == f"run-1~0.1.0.{fmt}" and record["app_version"] == f"0.1.0.{fmt}"
     _check_branches(record)
     counts = collections.Counter(c["call"] for c in _calls(log))
     assert len([n for n in counts.values() if n > 1]) <= K

@@ -64,16 +64,18 @@ def test_values_another_process_could_not_import_are_refused_or_kept_as_text() -
         S.deserialize(forged)
 
 
-def test_step_id_layout_fits_int4_and_nests_two_levels() -> None:
-    top = internals.namespace_base((internals.MAX_BRANCHES, internals.MAX_SUB_BRANCHES)) + internals.MAX_STEPS
-    assert top == 2**31 - 1
+def test_step_id_layout_fits_int4_and_nests_three_levels() -> None:
+    deepest = tuple((1 << bits) - 1 for bits in internals.LEVEL_BITS)
+    assert internals.namespace_base(deepest) + internals.MAX_STEPS == 2**31 - 1
     ranges = [
         (internals.namespace_base(p) + 1, internals.namespace_base(p) + internals.MAX_STEPS)
-        for p in [(), (1,), (1, 1), (1, 127), (2,), (1023,)]
+        for p in [(), (1,), (1, 1), (1, 1, 1), (1, 1, 31), (1, 2), (1, 63, 31), (2,), (511,), deepest]
     ]
     for (_, end), (start, _) in itertools.pairwise(ranges):
         assert end < start  # namespaces never overlap
     with pytest.raises(ValueError, match="outside"):
-        internals.namespace_base((1024,))
-    with pytest.raises(ValueError, match="two levels"):
-        internals.namespace_base((1, 1, 1))
+        internals.namespace_base((512,))
+    with pytest.raises(ValueError, match="outside"):
+        internals.namespace_base((1, 1, 32))
+    with pytest.raises(ValueError, match="teams 3 deep at most"):
+        internals.namespace_base((1, 1, 1, 1))

@@ -249,7 +249,8 @@ async def test_a_run_started_with_start_run_belongs_to_its_user_too(tmp_path: Pa
         async with connect(url, "bob", "legacy") as bob:
             seen = await bob.client.call_tool("get_run", {"run_id": run_id})
             cancelled = await bob.client.call_tool("cancel_run", {"run_id": run_id})
+            answered = await bob.client.call_tool("answer_checkpoint", {"run_id": run_id, "decision": "approve"})
 
     assert not mine.is_error and mine.structured_content["status"] == "complete"
-    for refused in (seen, cancelled):  # "no run": never whose it is
+    for refused in (seen, cancelled, answered):  # "no run": never whose it is
         assert refused.is_error and f"no run '{run_id}'" in refused.content[0].text

@@ -386,5 +386,6 @@ async def test_serve_team_flag_serves_the_files_team_over_stdio(tmp_path: Path) 
     async with Client(params, mode="legacy") as client:
         tools = {t.name for t in (await client.list_tools()).tools}
         result = await client.call_tool("poet", {"task": "the sea"})
-    assert tools == {"run_team", "plan_team", "poet", "start_run", "get_run", "cancel_run"}  # durable by default
+    durable = {"start_run", "get_run", "cancel_run", "answer_checkpoint"}  # durable by default
+    assert tools == {"run_team", "plan_team", "poet", *durable}
     assert "[offline poet]" in result.structured_content["output"]

@@ -22,9 +22,10 @@ def wants(ctx: RunContext, name: str) -> bool:
 async def _ask(ctx: RunContext, name: str, summary: str, round_: int) -> Decision | None:
     """The person's decision; None when the run must stop (recorded on `ctx`)."""
     await ctx.emit("checkpoint", f"checkpoint {name}: waiting for approval")
+    timeout = ctx.settings.checkpoint_timeout
     answer = await ask(
         ctx.approve,
-        Checkpoint(name=name, summary=summary, round=round_, run_id=ctx.run_id),
+        Checkpoint(name=name, summary=summary, round=round_, run_id=ctx.run_id, timeout=timeout),
         policy=ctx.settings.checkpoint_policy,
         timeout=ctx.settings.checkpoint_timeout,
         records=ctx.checkpoints,

@@ -8,12 +8,15 @@ The engine never asks anyone itself: it calls an `Approver`, `approve(checkpoint
 the MCP server fills with elicitation (server/elicitation.py) and the CLI with a terminal prompt. An
 approver that cannot ask raises `CannotAsk`; the team's `checkpoint_policy` then decides: `fail` (the
 default: the run fails saying nobody could approve) or `approve` (it goes on). A reject, or no answer
-within `checkpoint_timeout`, ends the run `cancelled` with what had finished. Every checkpoint is a
+within `checkpoint_timeout`, ends the run `cancelled` with what had finished. A durable run's approver
+records each answer and may wait across a restart (runs/approvals.py); it raises `NoAnswer` when the
+timeout, counted from the first ask, has passed. Every checkpoint is a
 `checkpoint {name}` span and a `CheckpointRecord` in the run's record.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Awaitable, Callable, Collection, Iterable
 from typing import Literal
@@ -34,6 +37,7 @@ class Checkpoint(BaseModel, frozen=True):
     summary: str = Field(description="What will happen if they approve: the plan's tasks, or the next handoff.")
     round: int = Field(default=1, description="1, then one more for each revise.")
     run_id: str = ""
+    timeout: float | None = Field(default=None, description="Seconds a person has to answer, from when first asked.")
 
 
 class Decision(BaseModel, frozen=True):
@@ -55,6 +59,10 @@ class CheckpointRecord(BaseModel):
 
 class CannotAsk(McpTeamError):
     """The approver has nobody to ask (a client without elicitation, a CLI without a terminal)."""
+
+
+class NoAnswer(McpTeamError):
+    """The approver's own deadline passed with no answer (a durable run counts from when it first asked)."""
 
 
 Approver = Callable[[Checkpoint], Awaitable[Decision]]
@@ -100,7 +108,8 @@ async def ask(
             if approve is None:
                 raise CannotAsk("nobody can be asked: the caller gave no way to approve")
             with anyio.move_on_after(timeout):
-                decision = await approve(checkpoint)
+                with contextlib.suppress(NoAnswer):
+                    decision = await approve(checkpoint)
             if decision is None:
                 answered_by = "timeout"
         except CannotAsk as exc:

@@ -34,16 +34,20 @@ from dbos import _context as dbos_context
 DBOS_VERSION = "3.4.0"
 
 # Step-id layout. Step ids are INT4 on PostgreSQL (max 2**31 - 1), so 31 bits are split:
-#   [ branch: 10 bits ][ sub-branch: 7 bits ][ step: 14 bits ]
-# Namespace () is the run itself (steps 1..16383); (s,) is handoff seq s-1 (s = 1..1023);
-# (s, t) is sub-branch t (1..127) inside it, for a sub-team run inside a handoff (issue 13).
-# The largest id, (1023 << 21) | (127 << 14) | 16383, is exactly 2**31 - 1.
-STEP_BITS = 14
-SUB_BITS = 7
-BRANCH_BITS = 10
+#   [ branch: 9 bits ][ sub-branch: 6 bits ][ sub-sub-branch: 5 bits ][ step: 11 bits ]
+# Namespace () is the run itself (steps 1..2047); (s,) is handoff seq s-1 (s = 1..511); (s, t) is branch t
+# (1..63) inside it, for the handoffs of a team's sub-run (issue 13); (s, t, u) is branch u (1..31) inside
+# that, for a team inside a team: room for the deepest tree the team files allow by default
+# (max_team_depth = 3). The largest id, (511 << 22) | (63 << 16) | (31 << 11) | 2047, is exactly 2**31 - 1.
+# Changing this layout renumbers recorded steps: bump REPLAY_FORMAT (runs/config.py) with it.
+STEP_BITS = 11
+LEVEL_BITS = (9, 6, 5)  # branch, sub-branch, sub-sub-branch
+MAX_DEPTH = len(LEVEL_BITS)  # levels of branches: a team tree this deep (the run's own handoffs count 1)
 MAX_STEPS = (1 << STEP_BITS) - 1  # steps per namespace
-MAX_BRANCHES = (1 << BRANCH_BITS) - 1  # handoffs per run
-MAX_SUB_BRANCHES = (1 << SUB_BITS) - 1  # sub-branches per handoff
+MAX_BRANCHES = (1 << LEVEL_BITS[0]) - 1  # handoffs per run
+_LEVELS = tuple(
+    (STEP_BITS + sum(LEVEL_BITS[i + 1 :]), (1 << bits) - 1) for i, bits in enumerate(LEVEL_BITS)
+)  # (shift, largest number) of each level
 
 _KNOWN_FIELDS = frozenset(
     {
@@ -80,13 +84,15 @@ def in_workflow() -> bool:
 
 def namespace_base(path: tuple[int, ...]) -> int:
     """The id just before the first step of namespace `path` (see the layout above)."""
-    if len(path) > 2:
-        raise ValueError(f"branches nest two levels deep at most (got {len(path)})")
+    if len(path) > MAX_DEPTH:
+        raise ValueError(
+            f"a durable run nests teams {MAX_DEPTH} deep at most (this branch is {len(path)} deep): "
+            f"flatten a level of the team tree, or run it with durability off"
+        )
     base = 0
-    levels = ((STEP_BITS + SUB_BITS, MAX_BRANCHES), (STEP_BITS, MAX_SUB_BRANCHES))
-    for value, (shift, limit) in zip(path, levels, strict=False):
+    for value, (shift, limit) in zip(path, _LEVELS, strict=False):
         if not 1 <= value <= limit:
-            raise ValueError(f"branch number {value} is outside 1..{limit}")
+            raise ValueError(f"branch number {value} is outside 1..{limit} at nesting level {len(path)}")
         base |= value << shift
     return base
 

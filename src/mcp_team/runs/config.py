@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 from mcp_team import __version__
 from mcp_team.errors import ConfigError
 
-REPLAY_FORMAT = 1
+REPLAY_FORMAT = 2  # 2: step ids leave room for three levels of branches (teams inside teams)
 """Bump when a change alters what a replay depends on beyond the engine's own code: the step-id layout
 (_dbos_internals), the stored value format (serializer), the run workflow's inputs (workflow.RunInput) or
 the step names (runtime). Runs left unfinished by a version with another replay format are not resumed

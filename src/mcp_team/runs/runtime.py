@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 import anyio
 from dbos import DBOS
 
+from mcp_team.handoffs.checkpoints import Approver
 from mcp_team.llm import Model, ModelError, ModelRequest, ModelResponse
 from mcp_team.runs import _dbos_internals as internals
 from mcp_team.specialists.tools import Tool
@@ -73,7 +74,12 @@ def _check_room(n: int = 1) -> None:
 
 
 class DurableRuntime:
-    """The `Runtime` the engine runs on inside the run workflow (handoffs/runtime.py names the seam)."""
+    """The `Runtime` the engine runs on inside the run workflow (handoffs/runtime.py names the seam).
+
+    `approve`: the run's checkpoint approver, whose answers are steps (runs/approvals.py)."""
+
+    def __init__(self, approve: Approver | None = None) -> None:
+        self.approve = approve
 
     @contextmanager
     def branch(self, seq: int) -> Iterator[None]:

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,9 +24,11 @@ from dbos import DBOS, SetWorkflowID
 
 from mcp_team.errors import ConfigError, McpTeamError
 from mcp_team.handoffs import Budgets, HandoffRecord, RunEvent, RunResult, UsageReport
+from mcp_team.handoffs.checkpoints import Approver, Checkpoint
 from mcp_team.handoffs.schema import Mode
 from mcp_team.runs import _dbos_internals as internals
 from mcp_team.runs import replicas, workflow
+from mcp_team.runs.approvals import Board
 from mcp_team.runs.config import REPLAY_FORMAT, DurableConfig
 from mcp_team.runs.database import open_engine
 from mcp_team.runs.executor import ExecutorLease, acquire
@@ -78,7 +80,7 @@ class Progress:
             ]
             result = result.model_copy(update={"handoffs": handoffs, "ended_at": now()})
         self.record = self.record.model_copy(
-            update={"status": status, "result": result, "reason": reason, "updated_at": now()}
+            update={"status": status, "result": result, "reason": reason, "updated_at": now(), "waiting": None}
         )
         return self.record
 
@@ -90,6 +92,7 @@ class _Live:
     progress: Progress
     engine: Engine
     on_event: EventSink | None = None
+    approve: Approver | None = None  # the session's, while it is attached (runs/approvals.py)
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     cancel_reason: str | None = None
     done: anyio.Event = field(default_factory=anyio.Event)
@@ -105,6 +108,7 @@ class Runs:
         self._closing = False
         self._tg: TaskGroup | None = None
         self.replicas: Replicas | None = None  # PostgreSQL: heartbeat, takeover, the shared run queue
+        self.checkpoints = Board()  # the checkpoints this process's durable runs wait at
 
     @property
     def executor_id(self) -> str:
@@ -171,11 +175,18 @@ class Runs:
         engine: Engine | None = None,
         resumable: bool = True,
         owner: str | None = None,
+        approve: Approver | None = None,
+        checkpoints: Sequence[str] = (),
     ) -> RunRecord:
         """Start a run and return its record at once. `resumable=False` (with the session's `engine`, e.g.
-        the client's model through sampling) runs it outside DBOS: recorded, but not resumed after a restart."""
+        the client's model through sampling) runs it outside DBOS: recorded, but not resumed after a restart.
+        `approve`: the session's checkpoint approver, attached to the run while it runs here; `checkpoints`:
+        the call's own (issue 13)."""
         record, run = await self._begin(request, mode, budgets, thread, run_id, on_event, engine, resumable, owner)
-        if resumable and on_event is None and self.replicas is not None and run.team_hash == self.engine.team_hash:
+        run.checkpoints = list(checkpoints)
+        self._live[record.run_id].approve = approve
+        anywhere = on_event is None and approve is None and run.team_hash == self.engine.team_hash
+        if resumable and anywhere and self.replicas is not None:
             self._live.pop(record.run_id, None)  # any replica may run it, on its own engine (same team)
             await replicas.enqueue(run)
         elif resumable:
@@ -302,7 +313,8 @@ class Runs:
         if durable:
             progress.record = progress.record.model_copy(
                 update={"workflow_id": DBOS.workflow_id, "executor_id": self.executor_id,
-                        "app_version": self.config.app_version, "status": "running"}
+                        "app_version": self.config.app_version, "status": "running",
+                        "waiting": None}  # a resumed run shows its checkpoint again once it waits there
             )  # fmt: skip
         try:
             if run.team_hash != live.engine.team_hash:
@@ -336,7 +348,8 @@ class Runs:
         result: RunResult | None = None
         try:
             with live.scope:
-                result = await live.engine.run(run, DurableRuntime() if durable else None, on_event, finished.append)
+                runtime = DurableRuntime(self._approver(run.run_id, live)) if durable else None
+                result = await live.engine.run(run, runtime, on_event, finished.append)
         except BaseException as exc:
             if _contains(exc, ReplayDiverged):
                 raise RunInterrupted(
@@ -372,6 +385,15 @@ class Runs:
             return cancelled or progress.record.result  # type: ignore[return-value]
         await self.store.write(progress.finish(_state(result), result))
         return result
+
+    def _approver(self, run_id: str, live: _Live) -> Approver:
+        """The run's checkpoint approver (runs/approvals.py); its question shows on the run's record meanwhile."""
+
+        async def on_wait(checkpoint: Checkpoint | None) -> None:
+            live.progress.record = live.progress.record.model_copy(update={"waiting": checkpoint})
+            await self.store.write(live.progress.snapshot())
+
+        return self.checkpoints.approver(run_id, live.approve, on_wait)
 
     async def _watch_cancellations(self) -> None:
         while True:

@@ -22,6 +22,7 @@ from pydantic import BaseModel, Field
 from mcp_team import __version__
 from mcp_team.errors import ConfigError
 from mcp_team.handoffs import RunResult
+from mcp_team.handoffs.checkpoints import Checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +75,9 @@ class RunRecord(BaseModel):
     reason: str | None = Field(default=None, description="Why it was interrupted or cancelled, in words.")
     owner: str | None = Field(default=None, description="Who started it, when the server checks tokens (MCP Tasks).")
     result: RunResult | None = Field(default=None, description="Handoffs so far; the answer once finished.")
+    waiting: Checkpoint | None = Field(
+        default=None, description="The checkpoint the run waits at for a person (answer it with answer_checkpoint)."
+    )
 
     @property
     def finished(self) -> bool:

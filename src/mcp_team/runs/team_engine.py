@@ -16,13 +16,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from mcp_team.errors import McpTeamError
 from mcp_team.handoffs import RunResult, Team
+from mcp_team.handoffs.subteam import SubTeam
 from mcp_team.llm import Model
 from mcp_team.llm.wrappers import map_models
+from mcp_team.runs._dbos_internals import MAX_DEPTH
 from mcp_team.runs.runtime import DurableModel, DurableRuntime, durable_tool
 from mcp_team.runs.threads import compose_request
 from mcp_team.runs.workflow import EventSink, RunInput
@@ -40,20 +43,24 @@ def team_hash(team: Team) -> str:
     def model_id(m: Model) -> list[str]:
         return [m.provider, m.name, str(getattr(m, "base_url", "") or "")]
 
+    def specialist_doc(s: Specialist) -> dict[str, Any]:
+        doc = {
+            "name": s.name,
+            "description": s.description,
+            "prompt": s.system_prompt,
+            "role": s.model_role,
+            "max_turns": s.max_turns,
+            "max_tokens": s.max_tokens,
+            "verdict": s.returns_verdict,
+            "tools": [[t.name, t.description, t.input_schema] for t in s.tools],
+        }
+        if isinstance(s, SubTeam):  # a team inside the team: its members and settings are replayed too
+            doc["members"] = [specialist_doc(m) for m in s.members]
+            doc["settings"] = s.settings.model_dump(mode="json")
+        return doc
+
     doc: dict[str, Any] = {
-        "specialists": [
-            {
-                "name": s.name,
-                "description": s.description,
-                "prompt": s.system_prompt,
-                "role": s.model_role,
-                "max_turns": s.max_turns,
-                "max_tokens": s.max_tokens,
-                "verdict": s.returns_verdict,
-                "tools": [[t.name, t.description, t.input_schema] for t in s.tools],
-            }
-            for s in team.specialists
-        ],
+        "specialists": [specialist_doc(s) for s in team.specialists],
         "settings": team.settings.model_dump(mode="json"),
         "models": {role: model_id(m) for role, m in sorted(models.models.items())},
         "members": {name: model_id(m) for name, m in sorted(models.members.items())},
@@ -71,11 +78,19 @@ def durable_team(team: Team) -> Team:
     return Team(models, specialists, team.settings, team.runtime)
 
 
+def _depth(specialists: Sequence[Specialist]) -> int:
+    """How many levels of handoffs a run of these members has (1: no member is a team)."""
+    return 1 + max((_depth(s.members) for s in specialists if isinstance(s, SubTeam)), default=0)
+
+
 def _label(model: Model) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "-" for c in model.name)[:40] or "model"
 
 
 def _durable_specialist(specialist: Specialist) -> Specialist:
+    if isinstance(specialist, SubTeam):  # a team inside the team: its members' tools are steps too
+        members = tuple(_durable_specialist(m) for m in specialist.members)
+        specialist = specialist.model_copy(update={"members": members})
     if not specialist.tools:
         return specialist
     return specialist.model_copy(update={"tools": tuple(durable_tool(t) for t in specialist.tools)})
@@ -101,6 +116,12 @@ class TeamEngine:
         on_finish: Callable[[RunResult], None],
     ) -> RunResult:
         team = self.durable if runtime is not None else self.team
+        if runtime is not None and (depth := _depth(team.specialists)) > MAX_DEPTH:
+            raise McpTeamError(
+                f"its teams nest {depth} deep, and a durable run numbers its steps for {MAX_DEPTH} levels at most: "
+                f"flatten a level of the team tree (or lower [supervisor] max_team_depth), or run it with durable "
+                f"runs off (--ephemeral)"
+            )
         return await team.run(
             compose_request(run.request, run.history),
             mode=run.mode,
@@ -110,4 +131,6 @@ class TeamEngine:
             run_id=run.run_id,
             runtime=runtime,
             started_at=run.started_at,
+            checkpoints=run.checkpoints,
+            approve=runtime.approve if runtime is not None else None,
         )

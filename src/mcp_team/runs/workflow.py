@@ -38,6 +38,7 @@ class RunInput(BaseModel):
     history: ThreadHistory = ThreadHistory()
     started_at: datetime
     team_hash: str
+    checkpoints: list[str] = []  # the call's own, added to the team's (issue 13)
 
 
 class Engine(Protocol):

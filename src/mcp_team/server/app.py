@@ -19,6 +19,7 @@ from mcp.server.mcpserver import MCPServer
 
 from mcp_team import __version__
 from mcp_team.llm.settings import ModelSettings
+from mcp_team.server.checkpoint_tools import add_checkpoint_tools
 from mcp_team.server.durability import Durability
 from mcp_team.server.limits import ServerLimits
 from mcp_team.server.log_level import install_set_level
@@ -132,6 +133,7 @@ def build_server(
     add_team_tools(server)
     if durable is not None:
         add_run_tools(server)
+        add_checkpoint_tools(server)
         install_run_updates(server, state)
     add_supervisor_prompt(server, state)
     # The specialists' tools and prompts are registered by the lifespan, once their MCP servers are up.

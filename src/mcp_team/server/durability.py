@@ -20,6 +20,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 
 from mcp_team.errors import ConfigError
 from mcp_team.handoffs import Budgets, RunEvent, RunResult, Team
+from mcp_team.handoffs.checkpoints import Approver
 from mcp_team.handoffs.schema import Mode
 from mcp_team.runs.config import DurableConfig
 
@@ -162,6 +163,7 @@ class RunRequest:
     budgets: Budgets | None = None
     thread: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    checkpoints: tuple[str, ...] = ()  # the call's own, added to the team's
 
 
 async def start_run(
@@ -172,6 +174,7 @@ async def start_run(
     *,
     resumable: bool,
     on_event: EventSink | None,
+    approve: Approver | None = None,
     owner: str | None = None,
 ) -> RunRecord:
     """Start a run in the background and return its record at once (bound to `owner`, the caller's principal
@@ -184,12 +187,21 @@ async def start_run(
         on_event=on_event,
         engine=engine.engine_for(team),
         resumable=resumable,
+        approve=approve,
+        checkpoints=asked.checkpoints,
         owner=owner,
     )
 
 
 async def run_and_wait(
-    runs: Runs, engine: ServerEngine, team: Team, asked: RunRequest, *, resumable: bool, on_event: EventSink | None
+    runs: Runs,
+    engine: ServerEngine,
+    team: Team,
+    asked: RunRequest,
+    *,
+    resumable: bool,
+    on_event: EventSink | None,
+    approve: Approver | None = None,
 ) -> RunResult:
     """Run it and return its result: a durable run in the service's background, awaited here (cancelled when
     this call is); a non-resumable one (sampling) in this task, recorded in the store."""
@@ -203,7 +215,7 @@ async def run_and_wait(
             engine=engine.engine_for(team),
         )
     else:
-        started = await start_run(runs, engine, team, asked, resumable=True, on_event=on_event)
+        started = await start_run(runs, engine, team, asked, resumable=True, on_event=on_event, approve=approve)
         try:
             final = await runs.wait(started.run_id)
         except anyio.get_cancelled_exc_class():

@@ -95,7 +95,7 @@ def record_view(record: "RunRecord") -> dict[str, Any]:
         reason=record.reason,
         thread=record.thread,
         resumable=record.resumable,
-        **record.model_dump(mode="json", include={"started_at", "updated_at"}),  # as the result writes times
+        **record.model_dump(mode="json", include={"started_at", "updated_at", "waiting"}),  # as the result writes times
     )
     view.setdefault("handoffs", [])
     return redact_value(view)

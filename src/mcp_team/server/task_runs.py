@@ -22,6 +22,7 @@ from mcp import MCPError
 from mcp.server.mcpserver.exceptions import ToolError
 
 from mcp_team.handoffs import Budgets, RunResult, Team
+from mcp_team.handoffs.checkpoints import checkpoint_problems
 from mcp_team.server.durability import RunRequest
 from mcp_team.server.limits import client_budgets
 from mcp_team.server.state import ServerState
@@ -104,8 +105,13 @@ class _Base:
                 f"busy: this server already has {running} run(s) in progress, its limit "
                 f"(MCP_TEAM_MAX_RUNS={state.limits.max_runs}); retry later"
             )
+        checkpoints = arguments.get("checkpoints") or []
+        if problems := checkpoint_problems(checkpoints, [s.name for s in state.specialists]):
+            raise ToolError("invalid checkpoints: " + "; ".join(problems))
         team = Team(models, state.specialists, state.run_settings)
-        return team, RunRequest(request, arguments.get("mode"), budgets, arguments.get("thread"))
+        asked = RunRequest(request, arguments.get("mode"), budgets, arguments.get("thread"))
+        asked.checkpoints = tuple(checkpoints)  # a task's run waits for answer_checkpoint (issue 13)
+        return team, asked
 
     def _on_end(self, run_id: str, on_end: OnEnd | None) -> None:
         """Hand the run to `on_end` once it has finished, unless the server stops first (`stop`)."""
@@ -136,7 +142,7 @@ class DurableTaskRuns(_Base):
         team, asked = self._prepare(arguments, runs.running)  # the run service's count, as start_run's
         engine = self.state.engine.engine_for(team)
         record = await runs.start(asked.request, mode=asked.mode, budgets=asked.budgets, thread=asked.thread,
-                                  engine=engine, owner=owner)  # fmt: skip
+                                  engine=engine, owner=owner, checkpoints=asked.checkpoints)  # fmt: skip
         self._on_end(record.run_id, on_end)
         return _from_record(record)
 

@@ -82,20 +82,21 @@ async def run_team(
     if problems := checkpoint_problems(checkpoints or [], [s.name for s in state.specialists]):
         raise ToolError("invalid checkpoints: " + "; ".join(problems))
     asks = bool(checkpoints or state.run_settings.checkpoints)
-    asked = RunRequest(request, mode, budgets, thread)
-    # A run that stops at checkpoints waits for this session's person, so it runs in this process, not as
-    # a durable run (a durable run's approval surviving a restart is not built yet).
-    durability = None if asks else state.durability
+    asked = RunRequest(request, mode, budgets, thread, checkpoints=tuple(checkpoints or ()))
+    durability = state.durability
     if thread is not None and durability is None:
-        raise ToolError("'thread' needs a durable run: this server has durable runs off (--ephemeral), or the "
-                        "run stops at checkpoints")  # fmt: skip
+        raise ToolError("'thread' needs a durable run: this server has durable runs off (--ephemeral)")
 
     async def work(team: Team, get_ctx: CtxGetter) -> RunResult:
         if durability is not None and not state.model_settings.record_dir:
             runs = await durability.service()
             progress = progress_sink(get_ctx)
             resumable = state.configured_models() is not None  # a run on the client's model cannot resume
-            return await run_and_wait(runs, state.engine, team, asked, resumable=resumable, on_event=progress)
+            if resumable or not asks:  # a durable run waiting at a checkpoint survives a restart (issue 13)
+                approve = elicitation_approver(get_ctx)
+                return await run_and_wait(
+                    runs, state.engine, team, asked, resumable=resumable, on_event=progress, approve=approve
+                )
         run = functools.partial(
             team.run,
             mode=mode,

@@ -198,7 +198,7 @@ async def _run_team(
     """One run of the team file's team, with its external MCP servers up for the run's duration;
     with `record`, every model exchange and the result are written to that file; with `durable`, the run
     is kept in the runs database (and resumes, when a process with this one's executor id starts again).
-    A run that stops at checkpoints runs in this process only: its approvals are not durable yet."""
+    A durable run asks its checkpoints on the terminal too, and records the answers (runs/approvals.py)."""
     import functools
     from contextlib import nullcontext
 
@@ -220,10 +220,8 @@ async def _run_team(
         )
         if record:
             return await record_run(team, record, request, **run.keywords)
-        if durable is not None and not (checkpoints or team.settings.checkpoints):
-            return await _run_durably(durable, team, request, mode, budgets, on_event, run_id)
         if durable is not None:
-            print(f"mcp-team: run {run_id} (it stops at checkpoints: not kept)", file=sys.stderr)
+            return await _run_durably(durable, team, request, mode, budgets, on_event, run_id, checkpoints or [])
         return await run(request)
 
 
@@ -235,6 +233,7 @@ async def _run_durably(
     budgets: Budgets | None,
     on_event: EventSink | None,
     run_id: str | None,
+    checkpoints: list[str],
 ) -> RunResult:
     """The run through the run service: its id is said first, so a user can find it after an interruption
     (`mcp-team runs show ID`); Ctrl-C cancels it."""
@@ -243,11 +242,13 @@ async def _run_durably(
     from mcp_team.errors import McpTeamError
     from mcp_team.runs import open_runs
     from mcp_team.runs.team_engine import TeamEngine
+    from mcp_team.server.commands.ask import terminal_approver
 
     async with open_runs(config, TeamEngine(team)) as runs:
         if runs.replicas is not None and team.models.limits is not None:  # PostgreSQL: rates of every replica
             team.models.limits.share(runs.replicas.rate)
-        started = await runs.start(request, mode=mode, budgets=budgets, run_id=run_id, on_event=on_event)
+        started = await runs.start(request, mode=mode, budgets=budgets, run_id=run_id, on_event=on_event,
+                                   approve=terminal_approver(), checkpoints=checkpoints)  # fmt: skip
         print(f"mcp-team: run {started.run_id} (see: mcp-team runs show {started.run_id})", file=sys.stderr, flush=True)
         try:
             final = await runs.wait(started.run_id)

@@ -139,6 +139,8 @@ def _show(r: RunRecord) -> None:
     if r.thread:
         print(f"thread: {r.thread}")
     print(f"started {r.started_at:%Y-%m-%d %H:%M:%S} UTC, updated {r.updated_at:%Y-%m-%d %H:%M:%S} UTC")
+    if r.waiting is not None:  # answer it with the answer_checkpoint tool of `mcp-team serve`
+        print(f"waiting at checkpoint {r.waiting.name} (answer_checkpoint):\n{r.waiting.summary}")
     result = r.result
     for h in result.handoffs if result is not None else []:
         print(f"  {h.id} {h.target:<12} {h.status:<10} {_short(h.output or h.error or h.task, 70)}")

@@ -1,0 +1,70 @@
+"""`answer_checkpoint`: answer a durable run that waits at a human checkpoint (issue 13).
+
+A durable run that stops at a checkpoint shows it on its record (`waiting`: the checkpoint's name, what is
+to be approved, the round) in get_run and team://runs/{run_id}. The session that started the run is asked
+too (elicitation) while it is attached; this tool answers for anyone else, e.g. after the server restarted
+and the run waits again (runs/approvals.py). The first answer wins and is recorded, so the run never asks
+it again.
+
+No `from __future__ import annotations` here: the SDK reads these signatures at runtime.
+"""
+
+from typing import Annotated, Any, Literal
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import ToolAnnotations
+from pydantic import Field
+
+from mcp_team.handoffs.checkpoints import Decision
+from mcp_team.server.resources import record_view
+from mcp_team.server.run_tools import RUN_ID, _own, _service
+from mcp_team.server.state import ServerState
+
+MAX_FEEDBACK = 4000  # characters: a person's note, not a document
+
+
+async def answer_checkpoint(
+    run_id: Annotated[str, RUN_ID],
+    decision: Annotated[
+        Literal["approve", "revise", "reject"],
+        Field(description="approve: go on; revise: change it as the feedback says, then ask again; reject: stop."),
+    ],
+    ctx: Context[Any, Any],
+    feedback: Annotated[str, Field(max_length=MAX_FEEDBACK, description="With revise: what to change.")] = "",
+    checkpoint: Annotated[
+        str | None,
+        Field(
+            max_length=200,
+            description='Answer only if the run waits at this checkpoint ("plan", "before:<member>").',
+        ),
+    ] = None,
+) -> dict[str, Any]:
+    """Answer the human checkpoint a durable run waits at (get_run shows it under `waiting`); returns the
+    run's record. The run goes on (or stops, on reject) as if its own client had answered."""
+    if decision == "revise" and not feedback.strip():
+        raise ToolError("'feedback' is empty: with decision 'revise', say what to change")
+    runs = await _service(ctx)
+    await _own(runs, run_id)  # with auth on, only the principal who started the run may answer it
+    record = await runs.get(run_id)
+    assert record is not None  # it was there a moment ago: runs are never deleted
+    try:
+        runs.checkpoints.answer(run_id, Decision(action=decision, feedback=feedback), checkpoint)
+    except LookupError:
+        where = f"at checkpoint '{checkpoint}'" if checkpoint else "at a checkpoint"
+        now = f"it waits at '{record.waiting.name}'" if record.waiting is not None else f"its status: {record.status}"
+        raise ToolError(f"run '{run_id}' is not waiting {where} in this server ({now}); see get_run") from None
+    updated = await runs.get(run_id)
+    return record_view(updated or record)
+
+
+def add_checkpoint_tools(server: MCPServer[ServerState]) -> None:
+    """`answer_checkpoint` (with the run tools: it needs durable runs)."""
+    server.add_tool(
+        answer_checkpoint,
+        name="answer_checkpoint",
+        title="Answer a run's checkpoint",
+        annotations=ToolAnnotations(
+            read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
+        ),
+    )
