@@ -6,7 +6,7 @@ asks for its model calls, so it goes through `run_team`.
 No `from __future__ import annotations` here: the SDK reads these signatures at runtime.
 """
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -15,11 +15,20 @@ from pydantic import Field
 
 from mcp_team.handoffs import Team
 from mcp_team.server import durability
-from mcp_team.server.limits import client_budgets
 from mcp_team.server.resources import record_view
 from mcp_team.server.state import ServerState, state_of
 from mcp_team.server.tasks import principal
-from mcp_team.server.tools import THREAD_FIELD
+from mcp_team.server.tools import (
+    DeadlineSeconds,
+    MaxCost,
+    MaxHandoffs,
+    MaxModelCalls,
+    MaxTokens,
+    Request,
+    RunMode,
+    Thread,
+    checked_request,
+)
 from mcp_team.server.views import RUN_VIEW_META
 
 MAX_WAIT_SECONDS = 50.0  # under the 60 s many clients give one tool call
@@ -37,37 +46,20 @@ async def _service(ctx: Context[Any, Any]) -> Any:
 
 
 async def start_run(
-    request: Annotated[str, Field(description="What the team should do, in plain language.", min_length=1)],
+    request: Request,
     ctx: Context[Any, Any],
-    mode: Annotated[
-        Literal["adaptive", "planned"] | None,
-        Field(description="adaptive (default): the supervisor re-plans after each round; planned: plan first."),
-    ] = None,
-    max_handoffs: Annotated[int | None, Field(ge=1, description="Cap on handoffs, retries included.")] = None,
-    max_model_calls: Annotated[int | None, Field(ge=2, description="Cap on model calls.")] = None,
-    max_tokens: Annotated[int | None, Field(ge=1, description="Cap on tokens over all calls.")] = None,
-    deadline_seconds: Annotated[
-        float | None, Field(gt=0, allow_inf_nan=False, description="Wall-clock limit in seconds.")
-    ] = None,
-    max_cost: Annotated[
-        float | None, Field(gt=0, allow_inf_nan=False, description="Cap on the cost in US dollars (priced calls).")
-    ] = None,
-    thread: Annotated[str | None, THREAD_FIELD] = None,
+    mode: RunMode = None,
+    max_handoffs: MaxHandoffs = None,
+    max_model_calls: MaxModelCalls = None,
+    max_tokens: MaxTokens = None,
+    deadline_seconds: DeadlineSeconds = None,
+    max_cost: MaxCost = None,
+    thread: Thread = None,
 ) -> dict[str, Any]:
     """Start a team run in the background and return its id at once; follow it with get_run (or the resource
     team://runs/{run_id}), stop it with cancel_run. The run survives a restart of the server."""
     state = state_of(ctx)
-    if not request.strip():
-        raise ToolError("'request' is empty: say what the team should do")
-    state.limits.check_request(request)
-    budgets = client_budgets(
-        state.run_settings.budgets,
-        max_handoffs=max_handoffs,
-        max_model_calls=max_model_calls,
-        max_tokens=max_tokens,
-        deadline_seconds=deadline_seconds,
-        max_cost=max_cost,
-    )
+    budgets = checked_request(state, request, max_handoffs, max_model_calls, max_tokens, deadline_seconds, max_cost)
     models = state.configured_models()
     if models is None:
         raise ToolError("start_run needs a model configured on the server (a run on the client's model through "

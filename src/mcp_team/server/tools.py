@@ -16,7 +16,7 @@ from mcp_types import InputRequiredResult, ToolAnnotations
 from pydantic import Field
 
 from mcp_team.evals.recordings import record_run
-from mcp_team.handoffs import Plan, PlanError, RunResult, Team
+from mcp_team.handoffs import Budgets, Plan, PlanError, RunResult, Team
 from mcp_team.handoffs.checkpoints import checkpoint_problems
 from mcp_team.server.durability import RunRequest, run_and_wait
 from mcp_team.server.elicitation import elicitation_approver
@@ -37,23 +37,56 @@ READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempot
 SpecialistTool = Callable[..., Awaitable[SpecialistResult | InputRequiredResult]]
 
 
+# The arguments run_team and start_run share, one definition each.
+Request = Annotated[str, Field(description="What the team should do, in plain language.", min_length=1)]
+RunMode = Annotated[
+    Literal["adaptive", "planned"] | None,
+    Field(description="adaptive (default): the supervisor re-plans after each round; planned: plan first."),
+]
+MaxHandoffs = Annotated[int | None, Field(ge=1, description="Cap on handoffs, retries included.")]
+MaxModelCalls = Annotated[int | None, Field(ge=2, description="Cap on model calls.")]
+MaxTokens = Annotated[int | None, Field(ge=1, description="Cap on tokens over all calls.")]
+DeadlineSeconds = Annotated[float | None, Field(gt=0, allow_inf_nan=False, description="Wall-clock limit in seconds.")]
+MaxCost = Annotated[
+    float | None, Field(gt=0, allow_inf_nan=False, description="Cap on the cost in US dollars (priced calls).")
+]
+Thread = Annotated[str | None, THREAD_FIELD]
+
+
+def checked_request(
+    state: ServerState,
+    request: str,
+    max_handoffs: int | None,
+    max_model_calls: int | None,
+    max_tokens: int | None,
+    deadline_seconds: float | None,
+    max_cost: float | None,
+) -> Budgets | None:
+    """The run's budgets (the client's caps within the team's; None: the team's), once the request passed
+    the server's limits."""
+    if not request.strip():
+        raise ToolError("'request' is empty: say what the team should do")
+    state.limits.check_request(request)
+    return client_budgets(
+        state.run_settings.budgets,
+        max_handoffs=max_handoffs,
+        max_model_calls=max_model_calls,
+        max_tokens=max_tokens,
+        deadline_seconds=deadline_seconds,
+        max_cost=max_cost,
+    )
+
+
 async def run_team(
-    request: Annotated[str, Field(description="What the team should do, in plain language.", min_length=1)],
+    request: Request,
     ctx: Context[Any, Any],
-    mode: Annotated[
-        Literal["adaptive", "planned"] | None,
-        Field(description="adaptive (default): the supervisor re-plans after each round; planned: plan first."),
-    ] = None,
-    max_handoffs: Annotated[int | None, Field(ge=1, description="Cap on handoffs, retries included.")] = None,
-    max_model_calls: Annotated[int | None, Field(ge=2, description="Cap on model calls.")] = None,
-    max_tokens: Annotated[int | None, Field(ge=1, description="Cap on tokens over all calls.")] = None,
-    deadline_seconds: Annotated[
-        float | None, Field(gt=0, allow_inf_nan=False, description="Wall-clock limit in seconds.")
-    ] = None,
-    thread: Annotated[str | None, THREAD_FIELD] = None,
-    max_cost: Annotated[
-        float | None, Field(gt=0, allow_inf_nan=False, description="Cap on the cost in US dollars (priced calls).")
-    ] = None,
+    mode: RunMode = None,
+    max_handoffs: MaxHandoffs = None,
+    max_model_calls: MaxModelCalls = None,
+    max_tokens: MaxTokens = None,
+    deadline_seconds: DeadlineSeconds = None,
+    thread: Thread = None,
+    max_cost: MaxCost = None,
     checkpoints: Annotated[
         list[str] | None,
         Field(
@@ -67,17 +100,7 @@ async def run_team(
     The result lists every handoff, any failures and token usage; `status` is complete, partial (the
     answer says what is missing) or failed."""
     state = state_of(ctx)
-    if not request.strip():
-        raise ToolError("'request' is empty: say what the team should do")
-    state.limits.check_request(request)
-    budgets = client_budgets(
-        state.run_settings.budgets,
-        max_handoffs=max_handoffs,
-        max_model_calls=max_model_calls,
-        max_tokens=max_tokens,
-        deadline_seconds=deadline_seconds,
-        max_cost=max_cost,
-    )
+    budgets = checked_request(state, request, max_handoffs, max_model_calls, max_tokens, deadline_seconds, max_cost)
 
     if problems := checkpoint_problems(checkpoints or [], [s.name for s in state.specialists]):
         raise ToolError("invalid checkpoints: " + "; ".join(problems))
