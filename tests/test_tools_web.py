@@ -325,7 +325,6 @@ async def test_unresolvable_host_fails_clearly(monkeypatch: pytest.MonkeyPatch) 
 
 def tls_server(tmp_path: Path, seen: list[str | None]) -> tuple[socket.socket, threading.Thread]:
     """A TLS listener on 127.0.0.1 with a self-signed certificate that records the SNI of one handshake."""
-    pytest.importorskip("cryptography")
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
