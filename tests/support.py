@@ -89,7 +89,7 @@ def serve_http(*args: str, env: dict[str, str], attempts: int = 3) -> Iterator[s
                 stderr=stderr,
             )
             base = f"http://127.0.0.1:{port}"
-            if _wait_healthy(base, proc):
+            if wait_healthy(base, proc):
                 try:
                     yield base
                 finally:
@@ -105,7 +105,8 @@ def serve_http(*args: str, env: dict[str, str], attempts: int = 3) -> Iterator[s
     raise RuntimeError("mcp-team serve --http did not start:\n" + "\n---\n".join(failures))
 
 
-def _wait_healthy(base: str, proc: subprocess.Popen[bytes]) -> bool:
+def wait_healthy(base: str, proc: subprocess.Popen[bytes]) -> bool:
+    """True once `base`/healthz answers 200; False if the process exits first or the hang guard passes."""
     deadline = time.monotonic() + HANG_GUARD
     while proc.poll() is None and time.monotonic() < deadline:
         try:

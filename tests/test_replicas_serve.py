@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import IO, Any
 
 import anyio
-import httpx2
 import mcp_types as types
 import pytest
 from mcp import Client
@@ -31,7 +30,7 @@ from fake_openai_api import FakeOpenAIAPI
 from mcp_team.llm import ModelRequest, ModelResponse
 from mcp_team.llm.offline import OfflineModel
 from postgres import Postgres, postgres
-from support import HANG_GUARD, clean_env, free_port
+from support import HANG_GUARD, clean_env, free_port, wait_healthy
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")]
 
@@ -91,7 +90,7 @@ def replica(name: str, database: str, tmp_path: Path, team_text: str = TEAM, **e
             proc = subprocess.Popen([sys.executable, LAUNCHER, "serve", "--http", "--port", str(port), "--team",
                                      str(team)], env=environ, stdout=subprocess.DEVNULL, stderr=stderr)  # fmt: skip
             r = Replica(name, proc, f"http://127.0.0.1:{port}/mcp", stderr)
-            if _healthy(f"http://127.0.0.1:{port}", proc):
+            if wait_healthy(f"http://127.0.0.1:{port}", proc):
                 try:
                     yield r
                 finally:
@@ -107,18 +106,6 @@ def replica(name: str, database: str, tmp_path: Path, team_text: str = TEAM, **e
         if "address already in use" not in failures[-1]:
             break
     raise RuntimeError(f"replica {name} did not start:\n" + "\n---\n".join(failures))
-
-
-def _healthy(base: str, proc: subprocess.Popen[bytes]) -> bool:
-    deadline = time.monotonic() + HANG_GUARD
-    while proc.poll() is None and time.monotonic() < deadline:
-        try:
-            if httpx2.get(f"{base}/healthz", timeout=1).status_code == 200:
-                return True
-        except httpx2.TransportError:
-            pass
-        time.sleep(0.1)
-    return False
 
 
 @asynccontextmanager
@@ -253,25 +240,34 @@ async def _status_is(client: Client, run_id: str, status: str) -> dict[str, Any]
     return record if record["status"] == status else None
 
 
+async def _kill_the_runner_mid_run(
+    tmp_path: Path, *replicas: tuple[Replica, Client]
+) -> tuple[str, Replica, Replica, set[str]]:
+    """start_run, then kill -9 whichever replica runs it once K-1 handoffs finished: (run id, the killed
+    replica, the other one, the handoffs finished at the kill)."""
+    (a, ca), (b, cb) = replicas
+    run_id = (await call(ca, "start_run", request=REQUEST))["run_id"]
+    await until("the run's first model call", lambda: calls(tmp_path), a, b)
+    runner, other = runner_of(tmp_path, a, b)
+    there = cb if other is b else ca
+
+    async def most_finished() -> bool:
+        return len(finished_targets(await call(there, "get_run", run_id=run_id))) >= K - 1
+
+    await until("K-1 finished handoffs", most_finished, a, b)
+    runner.kill()
+    at_kill = await call(there, "get_run", run_id=run_id)
+    assert at_kill["status"] == "running", "the run ended before the kill: nothing was tested"
+    return run_id, runner, other, finished_targets(at_kill)
+
+
 async def test_a_replica_killed_mid_run_has_its_run_finished_by_the_other(pg: Postgres, tmp_path: Path) -> None:
     database = pg.url("takeover")
     short = {"MCP_TEAM_MODEL": "offline", "MCP_TEAM_LEASE_SECONDS": "2", "MCP_TEAM_OFFLINE_LATENCY_MS": "2000"}
     with replica("replica-a", database, tmp_path, **short) as a, replica("replica-b", database, tmp_path, **short) as b:
         async with connect(a) as ca, connect(b) as cb:
-            clients = {a.name: ca, b.name: cb}
-            run_id = (await call(ca, "start_run", request=REQUEST))["run_id"]
-            await until("the run's first model call", lambda: calls(tmp_path), a, b)
-            runner, survivor = runner_of(tmp_path, a, b)
-            there = clients[survivor.name]
-
-            async def most_finished() -> bool:
-                return len(finished_targets(await call(there, "get_run", run_id=run_id))) >= K - 1
-
-            await until("K-1 finished handoffs", most_finished, a, b)
-            runner.kill()
-            at_kill = await call(there, "get_run", run_id=run_id)
-            assert at_kill["status"] == "running", "the run ended before the kill: nothing was tested"
-            finished = finished_targets(at_kill)
+            run_id, runner, survivor, finished = await _kill_the_runner_mid_run(tmp_path, (a, ca), (b, cb))
+            there = cb if survivor is b else ca
             calls_at_kill = calls(tmp_path)
 
             record = await until(
@@ -421,20 +417,7 @@ async def test_a_replica_killed_mid_run_and_restarted_with_its_id_has_its_run_re
     env = {"MCP_TEAM_MODEL": "offline", "MCP_TEAM_OFFLINE_LATENCY_MS": "2000", "MCP_TEAM_LEASE_SECONDS": "10"}
     with replica("replica-a", database, tmp_path, **env) as a, replica("replica-b", database, tmp_path, **env) as b:
         async with connect(a) as ca, connect(b) as cb:
-            clients = {a.name: ca, b.name: cb}
-            run_id = (await call(ca, "start_run", request=REQUEST))["run_id"]
-            await until("the run's first model call", lambda: calls(tmp_path), a, b)
-            runner, other = runner_of(tmp_path, a, b)
-            there = clients[other.name]
-
-            async def most_finished() -> bool:
-                return len(finished_targets(await call(there, "get_run", run_id=run_id))) >= K - 1
-
-            await until("K-1 finished handoffs", most_finished, a, b)
-            runner.kill()
-            at_kill = await call(there, "get_run", run_id=run_id)
-            assert at_kill["status"] == "running", "the run ended before the kill: nothing was tested"
-            finished = finished_targets(at_kill)
+            run_id, runner, other, finished = await _kill_the_runner_mid_run(tmp_path, (a, ca), (b, cb))
             with replica(runner.name, database, tmp_path, **env) as again:
                 async with connect(again) as client:
                     record = await until("the resumed run", _finished_on(client, run_id), again, other)
