@@ -6,8 +6,10 @@ worker thread, so the server can answer `initialize` first and start durable run
 Modules: `config` (state dir, database URL, executor id, versions), `database` (connections, SQLite
 tuning), `executor` (executor-id leases), `store` (run records, coalesced writes, subscriptions),
 `threads` (follow-up history), `serializer` (JSON for DBOS), `runtime` (the engine seam: branches,
-gather, decide; model and tool steps), `workflow` (the run workflow and its input), `service` (the
-`Runs` API and recovery), `_dbos_internals` (every use of DBOS internals, pinned to dbos 3.4.0).
+gather, decide; model and tool steps), `workflow` (the run workflow and its input), `launch` (start-up checks, DBOS
+launch and shutdown), `service` (the `Runs` API and recovery), `replicas` (heartbeat, takeover, the run
+queue), `shared_limits` (rates shared by replicas), `approvals` (durable checkpoint answers), `team_engine`
+(the real `Team` as the engine), `_dbos_internals` (every use of DBOS internals, pinned to dbos 3.4.0).
 """
 
 from __future__ import annotations

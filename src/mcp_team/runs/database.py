@@ -63,7 +63,7 @@ def open_engine(config: DurableConfig) -> sa.Engine:
         engine.dispose()
         if config.sqlite_path is None and "does not exist" in str(exc.orig):
             return _create_postgres_database(config)
-        raise ConfigError(f"cannot open the runs database {config.redacted_url}: {_reason(exc)}") from None
+        raise ConfigError(f"cannot open the runs database {config.redacted_url}: {reason_of(exc)}") from None
     return engine
 
 
@@ -88,13 +88,14 @@ def _create_postgres_database(config: DurableConfig) -> sa.Engine:
     except sa.exc.SQLAlchemyError as exc:
         raise ConfigError(
             f"the database {url.database!r} does not exist on {config.redacted_url} and could not be created: "
-            f"{_reason(exc)}; create it, or give a user that may"
+            f"{reason_of(exc)}; create it, or give a user that may"
         ) from None
     finally:
         admin.dispose()
     return postgres_engine(config.database_url)
 
 
-def _reason(exc: sa.exc.SQLAlchemyError) -> str:
+def reason_of(exc: BaseException) -> str:
+    """An error in one line, as the driver said it (for messages that name what to fix)."""
     orig = getattr(exc, "orig", None) or exc
     return " ".join(str(orig).split())[:300]

@@ -1,6 +1,6 @@
 """The run service the server talks to: start, get, list, wait, subscribe, cancel; recovery at start-up.
 
-`Runs.open` checks the database, takes this process's executor id, launches DBOS (off the event loop)
+`Runs.open` checks the database, takes this process's executor id, launches DBOS (`launch`, off the loop)
 and reconciles what a previous process left: runs of this executor that were still running are resumed
 (DBOS does it for the current application version), forked onto this version (an older mcp-team with
 the same replay format) or marked `interrupted` with their finished handoffs kept (runs on the client's
@@ -11,30 +11,25 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import anyio
 import sqlalchemy as sa
 from anyio.abc import TaskGroup
 from dbos import DBOS, SetWorkflowID
 
-from mcp_team.errors import ConfigError, McpTeamError
+from mcp_team.errors import McpTeamError
 from mcp_team.handoffs import Budgets, HandoffRecord, RunEvent, RunResult, UsageReport
 from mcp_team.handoffs.checkpoints import Approver, Checkpoint
 from mcp_team.handoffs.schema import Mode
-from mcp_team.runs import _dbos_internals as internals
-from mcp_team.runs import replicas, workflow
+from mcp_team.runs import launch, replicas, workflow
 from mcp_team.runs.approvals import Board
 from mcp_team.runs.config import REPLAY_FORMAT, DurableConfig
-from mcp_team.runs.database import open_engine
-from mcp_team.runs.executor import ExecutorLease, acquire
+from mcp_team.runs.executor import ExecutorLease
 from mcp_team.runs.replicas import Replicas
 from mcp_team.runs.runtime import DurableRuntime, ReplayDiverged
-from mcp_team.runs.serializer import JSONSerializer
 from mcp_team.runs.store import RunRecord, RunState, RunStore, now
 from mcp_team.runs.threads import ThreadHistory, build_history
 from mcp_team.runs.workflow import Engine, EventSink, RunInput
@@ -123,12 +118,12 @@ class Runs:
     @classmethod
     async def open(cls, config: DurableConfig, engine: Engine) -> Runs:
         """Check, launch and recover. `ConfigError` (never a traceback) naming what to fix."""
-        store, lease = await anyio.to_thread.run_sync(_prepare, config)
+        store, lease = await anyio.to_thread.run_sync(launch.prepare, config)
         runs = cls(config, store, lease, engine)
         workflow.bind(runs)
         loop = asyncio.get_running_loop()
         try:
-            await anyio.to_thread.run_sync(_launch, config, store.engine, lease.executor_id, loop)
+            await anyio.to_thread.run_sync(launch.launch, config, store.engine, lease.executor_id, loop)
             if not config.is_sqlite:
                 runs.replicas = await replicas.join(config, store.engine, lease, runs._recover)
             await runs._recover()
@@ -157,7 +152,7 @@ class Runs:
         if self.replicas is not None:
             with contextlib.suppress(sa.exc.SQLAlchemyError):
                 await anyio.to_thread.run_sync(self.replicas.leave)
-        await anyio.to_thread.run_sync(_destroy)
+        await anyio.to_thread.run_sync(launch.destroy)
         workflow.bind(None)
         self.lease.release()
         self.store.engine.dispose()
@@ -477,89 +472,3 @@ def _first(exc: BaseException) -> str:
     if isinstance(exc, BaseExceptionGroup):
         return _first(exc.exceptions[0])
     return " ".join(str(exc).split())[:300]
-
-
-def check(config: DurableConfig) -> None:
-    """The start-up checks alone (database reachable and not newer, state directory writable, an executor id
-    free), then let go: for a server that must fail at once on bad input, before it serves. Blocking."""
-    store, lease = _prepare(config)
-    lease.release()
-    store.engine.dispose()
-
-
-def _prepare(config: DurableConfig) -> tuple[RunStore, ExecutorLease]:
-    """Blocking checks before DBOS touches the database: version, reachability, executor id, tables."""
-    try:
-        internals.check_dbos_version()
-    except internals.InternalsChanged as exc:
-        raise ConfigError(str(exc)) from None
-    db = open_engine(config)
-    try:
-        store = RunStore(db)
-        store.check_version()
-        recorded, known = internals.migration_versions(db)
-        if recorded > known:
-            raise ConfigError(
-                f"the runs database {config.redacted_url} was written by a newer DBOS (system tables at "
-                f"version {recorded}, this mcp-team knows {known}). Upgrade mcp-team, or use another database "
-                f"(--state-dir / --database-url). Nothing was changed."
-            )
-        lease = acquire(config, db)
-        try:
-            store.create()
-        except BaseException:
-            lease.release()
-            raise
-    except sa.exc.SQLAlchemyError as exc:
-        db.dispose()
-        raise ConfigError(f"the runs database {config.redacted_url} is not usable: {_reason(exc)}") from None
-    except BaseException:
-        db.dispose()
-        raise
-    return store, lease
-
-
-def _reason(exc: BaseException) -> str:
-    return " ".join(str(getattr(exc, "orig", None) or exc).split())[:300]
-
-
-def _launch(config: DurableConfig, db: sa.Engine, executor_id: str, loop: asyncio.AbstractEventLoop) -> None:
-    dbos_config: dict[str, Any] = {
-        "name": "mcp-team",
-        "system_database_url": config.database_url,
-        "serializer": JSONSerializer(),
-        "executor_id": executor_id,
-        "application_version": config.app_version,
-        "log_level": "WARNING",
-        "enable_otlp": False,
-    }
-    if config.sqlite_path is not None:
-        dbos_config["system_database_engine"] = db
-    DBOS(config=dbos_config)  # type: ignore[arg-type]
-    logging.getLogger("dbos").addFilter(_without_traceback)
-    internals.adopt_event_loop(loop)
-    if config.sqlite_path is None:
-        internals.tune_internal_queue(config.queue_poll)  # takeovers and resumes start within a poll
-    try:
-        DBOS.launch()
-    except Exception as exc:
-        _destroy()
-        raise ConfigError(f"could not start durable runs on {config.redacted_url}: {_reason(exc)}") from None
-
-
-def _without_traceback(record: logging.LogRecord) -> bool:
-    """DBOS logs a failed or cancelled workflow with its traceback; the run's record and its caller already
-    say what went wrong, so keep DBOS's line, without the traceback (`MCP_TEAM_LOG=debug` keeps it)."""
-    if (
-        record.exc_info
-        and record.exc_info[1] is not None
-        and not logging.getLogger("mcp_team").isEnabledFor(logging.DEBUG)
-    ):
-        exc = record.exc_info[1]
-        record.msg, record.args = f"{record.getMessage().rstrip(': ')}: {type(exc).__name__}: {exc}", ()
-        record.exc_info, record.exc_text = None, None
-    return True
-
-
-def _destroy() -> None:
-    DBOS.destroy(destroy_registry=False)

@@ -87,7 +87,7 @@ def serve_command(args: argparse.Namespace) -> int:
             http = HttpSettings(**overrides)
             check_bind(http)
             if durable is not None:  # an HTTP server is not spawned per client: check now, fail before serving
-                from mcp_team.runs.service import check
+                from mcp_team.runs.launch import check
 
                 check(durable)
             if http.http_token is not None:

@@ -1,0 +1,102 @@
+"""Opening the runs database and DBOS: the start-up checks (version, reachability, executor id, tables),
+DBOS's launch on our own database engine and event loop, and its shutdown. Blocking: call them in a thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import sqlalchemy as sa
+from dbos import DBOS
+
+from mcp_team.errors import ConfigError
+from mcp_team.runs import _dbos_internals as internals
+from mcp_team.runs.config import DurableConfig
+from mcp_team.runs.database import open_engine, reason_of
+from mcp_team.runs.executor import ExecutorLease, acquire
+from mcp_team.runs.serializer import JSONSerializer
+from mcp_team.runs.store import RunStore
+
+
+def check(config: DurableConfig) -> None:
+    """The start-up checks alone (database reachable and not newer, state directory writable, an executor id
+    free), then let go: for a server that must fail at once on bad input, before it serves. Blocking."""
+    store, lease = prepare(config)
+    lease.release()
+    store.engine.dispose()
+
+
+def prepare(config: DurableConfig) -> tuple[RunStore, ExecutorLease]:
+    """Blocking checks before DBOS touches the database: version, reachability, executor id, tables."""
+    try:
+        internals.check_dbos_version()
+    except internals.InternalsChanged as exc:
+        raise ConfigError(str(exc)) from None
+    db = open_engine(config)
+    try:
+        store = RunStore(db)
+        store.check_version()
+        recorded, known = internals.migration_versions(db)
+        if recorded > known:
+            raise ConfigError(
+                f"the runs database {config.redacted_url} was written by a newer DBOS (system tables at "
+                f"version {recorded}, this mcp-team knows {known}). Upgrade mcp-team, or use another database "
+                f"(--state-dir / --database-url). Nothing was changed."
+            )
+        lease = acquire(config, db)
+        try:
+            store.create()
+        except BaseException:
+            lease.release()
+            raise
+    except sa.exc.SQLAlchemyError as exc:
+        db.dispose()
+        raise ConfigError(f"the runs database {config.redacted_url} is not usable: {reason_of(exc)}") from None
+    except BaseException:
+        db.dispose()
+        raise
+    return store, lease
+
+
+def launch(config: DurableConfig, db: sa.Engine, executor_id: str, loop: asyncio.AbstractEventLoop) -> None:
+    dbos_config: dict[str, Any] = {
+        "name": "mcp-team",
+        "system_database_url": config.database_url,
+        "serializer": JSONSerializer(),
+        "executor_id": executor_id,
+        "application_version": config.app_version,
+        "log_level": "WARNING",
+        "enable_otlp": False,
+    }
+    if config.sqlite_path is not None:
+        dbos_config["system_database_engine"] = db
+    DBOS(config=dbos_config)  # type: ignore[arg-type]
+    logging.getLogger("dbos").addFilter(_without_traceback)
+    internals.adopt_event_loop(loop)
+    if config.sqlite_path is None:
+        internals.tune_internal_queue(config.queue_poll)  # takeovers and resumes start within a poll
+    try:
+        DBOS.launch()
+    except Exception as exc:
+        destroy()
+        raise ConfigError(f"could not start durable runs on {config.redacted_url}: {reason_of(exc)}") from None
+
+
+def _without_traceback(record: logging.LogRecord) -> bool:
+    """DBOS logs a failed or cancelled workflow with its traceback; the run's record and its caller already
+    say what went wrong, so keep DBOS's line, without the traceback (`MCP_TEAM_LOG=debug` keeps it)."""
+    if (
+        record.exc_info
+        and record.exc_info[1] is not None
+        and not logging.getLogger("mcp_team").isEnabledFor(logging.DEBUG)
+    ):
+        exc = record.exc_info[1]
+        record.msg, record.args = f"{record.getMessage().rstrip(': ')}: {type(exc).__name__}: {exc}", ()
+        record.exc_info, record.exc_text = None, None
+    return True
+
+
+def destroy() -> None:
+    DBOS.destroy(destroy_registry=False)
