@@ -23,7 +23,6 @@ Every key is checked: a typo is an error naming the case and the key, never a ch
 
 from __future__ import annotations
 
-import re
 import tomllib
 from collections.abc import Collection
 from importlib import resources
@@ -33,6 +32,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from mcp_team.errors import ConfigError
+from mcp_team.handoffs.gates import Patterns
 from mcp_team.handoffs.schema import Mode
 
 BUILTIN = "builtin"  # `mcp-team eval builtin`: the built-in routing suite
@@ -50,20 +50,10 @@ class Expect(_Strict):
     not_called: list[str] = Field(default_factory=list, description="Specialists that must not be called.")
     only: bool = Field(default=False, description="No specialist outside `called` may be called.")
     contains: list[str] = Field(default_factory=list, description="Text the answer must contain, in any case.")
-    matches: list[str] = Field(default_factory=list, description="Patterns (Python regex) the answer must match.")
+    matches: Patterns = Field(default_factory=list, description="Patterns (Python regex) the answer must match.")
     max_handoffs: int | None = Field(default=None, ge=0, description="Handoffs that ran, retries included.")
     max_cost_usd: float | None = Field(default=None, ge=0, description="The run's cost, where its calls are priced.")
     status: Literal["complete", "partial", "failed", "any"] = "complete"
-
-    @field_validator("matches")
-    @classmethod
-    def _compiles(cls, patterns: list[str]) -> list[str]:
-        for pattern in patterns:
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise ValueError(f"{pattern!r} is not a valid regular expression: {exc}") from None
-        return patterns
 
     @model_validator(mode="after")
     def _consistent(self) -> Expect:

@@ -8,12 +8,26 @@ checks are plain text rules, so they cost no model call and give the same answer
 from __future__ import annotations
 
 import re
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 # A source is a link or a numbered citation such as [1].
 _SOURCE = re.compile(r"https?://[^\s)>\]]+|\[\d{1,3}\]")
 _WORD = re.compile(r"\S+")
+
+
+def _compiles(patterns: list[str]) -> list[str]:
+    for pattern in patterns:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ValueError(f"{pattern!r} is not a valid regular expression: {exc}") from None
+    return patterns
+
+
+Patterns = Annotated[list[str], AfterValidator(_compiles)]
+"""Python regular expressions, each checked to compile when the file is loaded (gates, eval suites)."""
 
 
 class Gates(BaseModel):
@@ -27,22 +41,12 @@ class Gates(BaseModel):
         description="Section titles the output must have: a Markdown heading (`## Sources`) or a line "
         "that starts with the title and a colon (`Sources:`), in any case.",
     )
-    required_patterns: list[str] = Field(
+    required_patterns: Patterns = Field(
         default_factory=list, description="Python regular expressions the output must match."
     )
     min_sources: int = Field(
         default=0, ge=0, description="At least this many cited sources: links (http/https) or [n] citations."
     )
-
-    @field_validator("required_patterns")
-    @classmethod
-    def _compiles(cls, patterns: list[str]) -> list[str]:
-        for pattern in patterns:
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise ValueError(f"{pattern!r} is not a valid regular expression: {exc}") from None
-        return patterns
 
     def check(self, text: str) -> list[str]:
         """What the output fails, one message per gate, each saying how to pass; empty when it passes."""

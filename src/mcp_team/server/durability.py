@@ -162,7 +162,6 @@ class RunRequest:
     mode: Mode | None = None
     budgets: Budgets | None = None
     thread: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
     checkpoints: tuple[str, ...] = ()  # the call's own, added to the team's
 
 
