@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -116,3 +117,21 @@ def wait_healthy(base: str, proc: subprocess.Popen[bytes]) -> bool:
             pass
         time.sleep(0.1)
     return False
+
+
+def stored_runs(db: Path) -> list[dict[str, Any]]:
+    """The run records in a SQLite run store, read as another process would ([] before the tables exist)."""
+    if not db.exists():
+        return []
+    try:
+        with sqlite3.connect(db) as conn:
+            rows = conn.execute("SELECT record FROM mcp_team_runs").fetchall()
+    except sqlite3.OperationalError:  # not created yet, or busy
+        return []
+    return [json.loads(text) for (text,) in rows]
+
+
+def stored_finished(db: Path, key: str = "target") -> set[str]:
+    """`key` (target or id) of every handoff the run store shows completed."""
+    return {h[key] for r in stored_runs(db) for h in (r.get("result") or {}).get("handoffs", [])
+            if h["status"] == "completed"}  # fmt: skip

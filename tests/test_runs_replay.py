@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from mcp_team.runs.config import REPLAY_FORMAT
+from support import stored_finished
 
 HERE = Path(__file__).parent
 WORKER = HERE / "durable_worker.py"
@@ -116,32 +117,17 @@ def test_a_run_left_by_an_older_version_is_forked_onto_the_new_one(tmp_path: Pat
     assert len([n for n in counts.values() if n > 1]) <= K
 
 
-def _stored_finished(db: Path) -> set[str]:
-    """The handoffs the run store shows finished (read as another process would, while the run goes)."""
-    import sqlite3
-
-    if not db.exists():
-        return set()
-    try:
-        with sqlite3.connect(db) as conn:
-            rows = conn.execute("SELECT record FROM mcp_team_runs").fetchall()
-    except sqlite3.OperationalError:  # the tables are not created yet
-        return set()
-    handoffs = [h for (text,) in rows for h in (json.loads(text).get("result") or {}).get("handoffs", [])]
-    return {h["id"] for h in handoffs if h["status"] == "completed"}
-
-
 def test_a_run_of_another_replay_format_is_interrupted_with_its_finished_handoffs(tmp_path: Path) -> None:
     log, db = tmp_path / "calls.log", tmp_path / "runs.sqlite"
     # slow calls: the store's record (written within its flush interval) shows finished handoffs while
     # the run still goes (its synthesis call takes a second)
     first = _start(tmp_path, log, "start", "0.0.9.r0", latency=1.0)
-    while not (finished := _stored_finished(db)):
+    while not (finished := stored_finished(db, "id")):
         assert first.poll() is None, first.communicate()
         time.sleep(0.005)
     os.kill(first.pid, signal.SIGKILL)
     first.wait()
-    finished = _stored_finished(db)  # a handoff may have finished between the read and the kill
+    finished = stored_finished(db, "id")  # a handoff may have finished between the read and the kill
     record = _result(_start(tmp_path, log, "resume", "0.1.0.r1"))
     assert record["status"] == "interrupted"
     assert "records runs differently" in str(record["reason"])

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ from mcp_team.llm import ModelSet
 from mcp_team.llm.offline import OfflineModel
 from mcp_team.runs.team_engine import TeamEngine, team_hash
 from mcp_team.specialists import DEFAULT_TEAM
+from support import stored_finished
 
 WORKER = Path(__file__).parent / "team_worker.py"
 K = 8
@@ -37,19 +37,6 @@ def _calls(state: Path) -> list[dict[str, str]]:
     return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
 
 
-def _stored_finished(db: Path) -> set[str]:
-    """Targets of the handoffs the run store shows finished (read as another process would)."""
-    if not db.exists():
-        return set()
-    try:
-        with sqlite3.connect(db) as conn:
-            rows = conn.execute("SELECT record FROM mcp_team_runs").fetchall()
-    except sqlite3.OperationalError:  # tables not created yet
-        return set()
-    handoffs = [h for (text,) in rows for h in (json.loads(text).get("result") or {}).get("handoffs", [])]
-    return {h["target"] for h in handoffs if h["status"] == "completed"}
-
-
 def _result(proc: subprocess.Popen[str]) -> dict[str, object]:
     out, err = proc.communicate(timeout=120)
     lines = [line for line in out.splitlines() if line.startswith("RESULT ")]
@@ -62,12 +49,12 @@ def _result(proc: subprocess.Popen[str]) -> dict[str, object]:
 def test_a_team_fan_out_killed_mid_run_resumes_and_each_handoff_gets_its_own_results(tmp_path: Path, mode: str) -> None:
     db = tmp_path / "runs.sqlite"
     first = _start(tmp_path, "start", mode)
-    while len(_stored_finished(db)) < K // 2:  # the even workers finished, the odd ones still running
+    while len(stored_finished(db)) < K // 2:  # the even workers finished, the odd ones still running
         assert first.poll() is None, first.communicate()
         time.sleep(0.005)
     os.kill(first.pid, signal.SIGKILL)
     first.wait()
-    finished = _stored_finished(db)
+    finished = stored_finished(db)
     assert len(finished) < K, "every handoff had finished before the kill; nothing was tested"
     record = _result(_start(tmp_path, "resume"))
     assert record["status"] == "complete", record.get("reason")

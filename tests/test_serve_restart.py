@@ -7,14 +7,13 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from support import HANG_GUARD, INITIALIZED, MCP_TEAM, clean_env, initialize, stdio_lines
+from support import HANG_GUARD, INITIALIZED, MCP_TEAM, clean_env, initialize, stdio_lines, stored_finished, stored_runs
 
 LAUNCHER = str(Path(__file__).parent / "logged_serve.py")
 # w1 calls its calculator before answering (two model calls), the others answer at once (one): w1 is still
@@ -48,24 +47,8 @@ def _start_run(proc: subprocess.Popen[str], request: str, **extra: Any) -> None:
     _send(proc, initialize(), INITIALIZED, call)
 
 
-def _records(db: Path) -> list[dict[str, Any]]:
-    if not db.exists():
-        return []
-    try:
-        with sqlite3.connect(db) as conn:
-            rows = conn.execute("SELECT record FROM mcp_team_runs").fetchall()
-    except sqlite3.OperationalError:  # not created yet, or busy
-        return []
-    return [json.loads(text) for (text,) in rows]
-
-
 def _final(db: Path) -> dict[str, Any] | None:
-    return next((r for r in _records(db) if r["status"] != "running"), None)
-
-
-def _finished_targets(db: Path) -> set[str]:
-    return {h["target"] for r in _records(db) for h in (r.get("result") or {}).get("handoffs", [])
-            if h["status"] == "completed"}  # fmt: skip
+    return next((r for r in stored_runs(db) if r["status"] != "running"), None)
 
 
 def _wait(proc: subprocess.Popen[str], what: str, done: Any) -> Any:
@@ -83,16 +66,16 @@ def _kill_and_resume(
     db = tmp_path / "runs.sqlite"
     first = _serve(tmp_path, *args)
     _start_run(first, request, **extra)
-    _wait(first, "finished handoffs", lambda: len(_finished_targets(db)) >= finished_before_kill)
+    _wait(first, "finished handoffs", lambda: len(stored_finished(db)) >= finished_before_kill)
     os.kill(first.pid, signal.SIGKILL)
     first.wait()
-    finished = _finished_targets(db)
-    assert [r["status"] for r in _records(db)] == ["running"], "the run ended before the kill: nothing was tested"
+    finished = stored_finished(db)
+    assert [r["status"] for r in stored_runs(db)] == ["running"], "the run ended before the kill: nothing was tested"
     second = _serve(tmp_path, *args)
     _send(second, initialize(), INITIALIZED)  # a client connects; the run resumes without being asked for
     try:
         record = _wait(
-            second, "the resumed run", lambda: next((r for r in _records(db) if r["status"] != "running"), None)
+            second, "the resumed run", lambda: next((r for r in stored_runs(db) if r["status"] != "running"), None)
         )
     finally:
         second.kill()
@@ -150,7 +133,7 @@ def test_mcp_team_runs_lists_shows_and_cancels(tmp_path: Path) -> None:
 
 
 def _records_of(db: Path) -> list[dict[str, Any]]:
-    return [h for r in _records(db) for h in (r.get("result") or {}).get("handoffs", [])]
+    return [h for r in stored_runs(db) for h in (r.get("result") or {}).get("handoffs", [])]
 
 
 def test_a_run_stopped_between_a_failed_handoff_and_its_retry_completes_after_a_restart(tmp_path: Path) -> None:
@@ -171,7 +154,7 @@ def test_a_run_stopped_between_a_failed_handoff_and_its_retry_completes_after_a_
     _send(second, initialize(), INITIALIZED)
     try:
         record = _wait(
-            second, "the resumed run", lambda: next((r for r in _records(db) if r["status"] != "running"), None)
+            second, "the resumed run", lambda: next((r for r in stored_runs(db) if r["status"] != "running"), None)
         )
     finally:
         second.kill()
