@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import anyio
@@ -26,6 +25,7 @@ from dbos import DBOS
 
 from mcp_team.handoffs.checkpoints import Approver
 from mcp_team.llm import Model, ModelError, ModelRequest, ModelResponse
+from mcp_team.llm.wrappers import WrapperModel
 from mcp_team.runs import _dbos_internals as internals
 from mcp_team.specialists.tools import Tool
 
@@ -149,28 +149,14 @@ async def _run_all(calls: Sequence[Callable[[], Awaitable[T]]]) -> list[T]:
     return outcomes
 
 
-@dataclass(frozen=True)
-class DurableModel:
+class DurableModel(WrapperModel):
     """A `Model` whose `complete` is a step. The call timeout is enforced inside the step, so a timed-out
-    call is recorded as `ModelError("timeout")` and a replay sees the same timeout."""
+    call is recorded as `ModelError("timeout")` and a replay sees the same timeout. Endpoint and prices are
+    the wrapped model's (`WrapperModel`)."""
 
-    inner: Model
-    role: str
-    timeout: float | None = None
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    @property
-    def provider(self) -> str:
-        return self.inner.provider
-
-    def __getattr__(self, item: str) -> Any:
-        # As llm.wrappers.WrapperModel: the endpoint (`base_url`) and prices are the wrapped model's.
-        if item == "inner":
-            raise AttributeError(item)
-        return getattr(self.inner, item)
+    def __init__(self, wrapped: Model, role: str, timeout: float | None = None) -> None:
+        super().__init__(wrapped)
+        self.role, self.timeout = role, timeout
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         if not internals.in_workflow():
@@ -181,11 +167,11 @@ class DurableModel:
 
     async def _call(self, request: ModelRequest) -> ModelResponse:
         if self.timeout is None:
-            return await self.inner.complete(request)
+            return await self.wrapped.complete(request)
         with anyio.move_on_after(self.timeout) as limit:
-            return await self.inner.complete(request)
+            return await self.wrapped.complete(request)
         assert limit.cancelled_caught
-        raise ModelError("timeout", f"the {self.inner.name} call took longer than {self.timeout:g} s")
+        raise ModelError("timeout", f"the {self.wrapped.name} call took longer than {self.timeout:g} s")
 
 
 def durable_tool(tool: Tool) -> Tool:
