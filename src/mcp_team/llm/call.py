@@ -11,7 +11,7 @@ from typing import Any, Protocol
 import anyio
 
 from mcp_team.llm.cost import call_cost
-from mcp_team.llm.limits import EndpointLimiter, EndpointLimits, Limiters, estimate_input_tokens, estimate_tokens
+from mcp_team.llm.limits import EndpointLimiter, EndpointLimits, Limiters, estimate_input_tokens
 from mcp_team.llm.types import (
     ContentBlock,
     Model,
@@ -126,16 +126,17 @@ async def chat(
     charged once in the process that replays it.
     """
     model = models.for_member(request.member, role)
+    prompt_tokens = estimate_input_tokens(request)  # once: the meter and the limiter both charge it
     if meter is not None:
-        meter.before_call(estimate_input_tokens(request))
+        meter.before_call(prompt_tokens)
     try:
-        response = await _call(models, model, request, timeout)
+        response = await _call(models, model, request, timeout, prompt_tokens)
     except ModelError as exc:
         fallback = models.fallback_for(request.member, role)
         if fallback is None or fallback is model or exc.kind not in TRANSIENT:
             raise
         note = f"{fallback.provider}:{fallback.name} answered for {model.provider}:{model.name} ({exc.kind})"
-        response = await _call(models, fallback, request, timeout, fallback_for=note)
+        response = await _call(models, fallback, request, timeout, prompt_tokens, fallback_for=note)
         if meter is not None:
             meter.used_fallback(note)
     if meter is not None:
@@ -144,15 +145,21 @@ async def chat(
 
 
 async def _call(
-    models: ModelSet, model: Model, request: ModelRequest, timeout: float | None, fallback_for: str | None = None
+    models: ModelSet,
+    model: Model,
+    request: ModelRequest,
+    timeout: float | None,
+    prompt_tokens: int,
+    fallback_for: str | None = None,
 ) -> ModelResponse:
-    """One call of `model`, in its endpoint's limiter, with a timeout and its span; the usage priced."""
+    """One call of `model`, in its endpoint's limiter, with a timeout and its span; the usage priced.
+    `prompt_tokens`: the request's `estimate_input_tokens`."""
     with spans.chat_span(model.name, model.provider, request.phase, request.max_tokens) as span:
         if fallback_for is not None and span.is_recording():
             span.set_attribute(FALLBACK_MODEL, fallback_for)
         spans.record_content(span, SYSTEM_INSTRUCTIONS, lambda: [{"type": "text", "content": request.system}])
         spans.record_content(span, INPUT_MESSAGES, lambda: [_semconv(m.role, m.blocks) for m in request.messages])
-        async with models.limiter_for(model).slot(estimate_tokens(request)):
+        async with models.limiter_for(model).slot(prompt_tokens + request.max_tokens):
             with anyio.move_on_after(timeout) as limit:
                 response = await model.complete(request)
             if limit.cancelled_caught:

@@ -17,8 +17,7 @@ also waits for the shared rate, counted in the database by all of them.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import Mapping
 from typing import Protocol
 
 import anyio
@@ -58,21 +57,46 @@ class EndpointLimiter:
         self._requests = AsyncLimiter(limits.requests_per_minute, 60) if limits.requests_per_minute else None
         self._tokens = AsyncLimiter(limits.tokens_per_minute, 60) if limits.tokens_per_minute else None
 
-    @asynccontextmanager
-    async def slot(self, tokens: int = 0) -> AsyncIterator[None]:
+    def slot(self, tokens: int = 0) -> Slot:
         """Wait for a free call slot, then for the request and token rates; cancellable while waiting.
 
         A call larger than the whole per-minute token allowance waits for an empty bucket instead
         of failing: the provider decides whether it fits.
         """
-        async with self.calls:
-            if self._requests is not None:
-                await self._requests.acquire()
-                if self.shared is not None:
-                    await self.shared.acquire(self.key, self._requests.max_rate)
-            if self._tokens is not None:
-                await self._tokens.acquire(min(float(tokens), self._tokens.max_rate))
-            yield
+        return Slot(self, tokens)
+
+
+class Slot:
+    """`async with limiter.slot(tokens)`: holds one of the endpoint's call slots.
+
+    A class, not `asynccontextmanager`, and a free slot is taken without a checkpoint: this runs
+    around every model call, and the call itself yields to the event loop right after.
+    """
+
+    __slots__ = ("limiter", "tokens")
+
+    def __init__(self, limiter: EndpointLimiter, tokens: int) -> None:
+        self.limiter, self.tokens = limiter, tokens
+
+    async def __aenter__(self) -> None:
+        limiter = self.limiter
+        try:
+            limiter.calls.acquire_nowait()
+        except anyio.WouldBlock:
+            await limiter.calls.acquire()
+        try:
+            if limiter._requests is not None:
+                await limiter._requests.acquire()
+                if limiter.shared is not None:
+                    await limiter.shared.acquire(limiter.key, limiter._requests.max_rate)
+            if limiter._tokens is not None:
+                await limiter._tokens.acquire(min(float(self.tokens), limiter._tokens.max_rate))
+        except BaseException:
+            limiter.calls.release()
+            raise
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self.limiter.calls.release()
 
 
 class Limiters:
@@ -119,9 +143,12 @@ def estimate_tokens(request: ModelRequest) -> int:
 
 def estimate_input_tokens(request: ModelRequest) -> int:
     """The size of a request's prompt in tokens, at four characters a token."""
-    chars = len(request.system) + sum(len(json.dumps(t.input_schema)) + len(t.description) for t in request.tools)
+    chars = len(request.system) + sum(t.prompt_chars for t in request.tools)
     for message in request.messages:
-        for block in message.blocks:
+        if isinstance(message.content, str):  # the usual user message: no blocks to build
+            chars += len(message.content)
+            continue
+        for block in message.content:
             if isinstance(block, TextBlock):
                 chars += len(block.text)
             elif isinstance(block, ToolResultBlock):

@@ -7,6 +7,8 @@ backend it is talking to.
 
 from __future__ import annotations
 
+import json
+from functools import cached_property
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -65,6 +67,12 @@ class ToolDefinition(_Frozen):
     name: str
     description: str
     input_schema: dict[str, Any]
+
+    @cached_property
+    def prompt_chars(self) -> int:
+        """Characters it adds to a prompt: its description and schema. Cached: a supervisor's K handoff
+        tools go out with every turn, and the size of each is asked for every call."""
+        return len(self.description) + len(json.dumps(self.input_schema))
 
 
 class Usage(_Frozen):
