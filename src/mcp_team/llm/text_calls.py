@@ -31,6 +31,8 @@ def text_tool_call(text: str, tools: Collection[str]) -> str | None:
     in a code fence, or in `<tool_call>` tags. Such a turn must go back to the model, never become the
     run's answer. Only JSON naming one of `tools` counts, so an answer that merely contains JSON does not.
     """
+    if not tools:  # nothing it could be calling (most specialists have no tools)
+        return None
     stripped = text.strip()
     candidates = [next(g for g in m.groups() if g is not None) for m in _FENCED.finditer(stripped)]
     if stripped.startswith(("{", "[")):

@@ -124,6 +124,7 @@ async def _loop(
 ) -> SpecialistResult:
     messages = [Message(role="user", content=handoff_message(task, context, expected_output))]
     tools = [t.definition for t in specialist.tools]
+    offered = {t.name for t in specialist.tools}
     usage = Usage()
     last_text = ""
 
@@ -149,7 +150,6 @@ async def _loop(
         usage = usage + response.usage
         last_text = response.text or last_text
         uses = response.tool_uses
-        offered = {t.name for t in specialist.tools}
         if not uses and turn < specialist.max_turns and (name := text_tool_call(response.text, offered)):
             # A call written as text is no answer: back to the model, with a turn left to make it properly.
             messages.append(Message(role="assistant", content=response.text))
