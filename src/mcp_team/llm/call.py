@@ -168,19 +168,18 @@ async def _call(
         response = response.model_copy(update={"usage": response.usage.model_copy(update={"cost_usd": cost})})
         u = response.usage
         if span.is_recording():
-            span.set_attribute(RESPONSE_MODEL, response.model)
-            span.set_attribute(RESPONSE_FINISH_REASONS, [response.stop_reason])
+            also: dict[str, Any] = {RESPONSE_MODEL: response.model, RESPONSE_FINISH_REASONS: [response.stop_reason]}
             if response.id:
-                span.set_attribute(RESPONSE_ID, response.id)
+                also[RESPONSE_ID] = response.id
             if cost is not None:
-                span.set_attribute(USAGE_COST_USD, cost)
+                also[USAGE_COST_USD] = cost
+            spans.record_usage(
+                span, u.input_tokens, u.output_tokens, u.cache_read_input_tokens, u.cache_creation_input_tokens, also
+            )
             spans.record_content(
                 span,
                 OUTPUT_MESSAGES,
                 lambda: [{**_semconv("assistant", response.content), "finish_reason": response.stop_reason}],
-            )
-            spans.record_usage(
-                span, u.input_tokens, u.output_tokens, u.cache_read_input_tokens, u.cache_creation_input_tokens
             )
     return response
 

@@ -103,10 +103,13 @@ async def run_specialist(
         result = await _loop(specialist, task, context, expected_output, models, meter, call_timeout, gather)
         u = result.usage
         spans.record_usage(
-            span, u.input_tokens, u.output_tokens, u.cache_read_input_tokens, u.cache_creation_input_tokens
+            span,
+            u.input_tokens,
+            u.output_tokens,
+            u.cache_read_input_tokens,
+            u.cache_creation_input_tokens,
+            {AGENT_TURNS: result.turns},
         )
-        if span.is_recording():
-            span.set_attribute(AGENT_TURNS, result.turns)
         if result.status == "failed":
             spans.mark_error(span, result.error_type or "failed", message=result.error or "")
         return result

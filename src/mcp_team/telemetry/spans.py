@@ -211,17 +211,25 @@ def step_span(
 
 
 def record_usage(
-    span: Span, input_tokens: int, output_tokens: int, cache_read: int = 0, cache_creation: int = 0
+    span: Span,
+    input_tokens: int,
+    output_tokens: int,
+    cache_read: int = 0,
+    cache_creation: int = 0,
+    also: dict[str, Any] | None = None,
 ) -> None:
-    """Token usage on a `chat` span, or summed totals on an `invoke_agent` span."""
+    """Token usage on a `chat` span, or summed totals on an `invoke_agent` span; `also`: other attributes
+    to set with them."""
     if not span.is_recording():
         return
     # One call, not one per key: each takes the span's lock and copies its attributes (every model call).
-    usage = {A.USAGE_INPUT_TOKENS: input_tokens, A.USAGE_OUTPUT_TOKENS: output_tokens}
+    usage: dict[str, Any] = {A.USAGE_INPUT_TOKENS: input_tokens, A.USAGE_OUTPUT_TOKENS: output_tokens}
     if cache_read:
         usage[A.USAGE_CACHE_READ_INPUT_TOKENS] = cache_read
     if cache_creation:
         usage[A.USAGE_CACHE_CREATION_INPUT_TOKENS] = cache_creation
+    if also:
+        usage.update(also)
     span.set_attributes(usage)
 
 
