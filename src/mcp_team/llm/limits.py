@@ -69,8 +69,8 @@ class EndpointLimiter:
 class Slot:
     """`async with limiter.slot(tokens)`: holds one of the endpoint's call slots.
 
-    A class, not `asynccontextmanager`, and a free slot is taken without a checkpoint: this runs
-    around every model call, and the call itself yields to the event loop right after.
+    A class, not `asynccontextmanager`, and a free slot is taken without yielding to the event loop (only
+    a pending cancellation is checked): this runs around every model call, which yields right after.
     """
 
     __slots__ = ("limiter", "tokens")
@@ -80,6 +80,9 @@ class Slot:
 
     async def __aenter__(self) -> None:
         limiter = self.limiter
+        # A run whose deadline passed (or that was cancelled) stops here, before the call, even when the
+        # model would answer without ever yielding (the offline model at zero latency).
+        await anyio.lowlevel.checkpoint_if_cancelled()
         try:
             limiter.calls.acquire_nowait()
         except anyio.WouldBlock:
