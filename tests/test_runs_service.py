@@ -210,3 +210,13 @@ def test_thread_history_keeps_the_newest_turns_within_the_budget() -> None:
     assert "(8 earlier turns left out)" in text
     assert compose_request("alone", build_history([])) == "alone"
 
+
+def test_cancellation_checks_cover_every_run_in_queries_of_one_size() -> None:
+    # One SQL text whatever the number of runs in flight (SQLite caches a statement per text); no run missed.
+    from mcp_team.runs.service import _fixed_chunks
+
+    ids = [f"r{i}" for i in range(130)]
+    chunks = _fixed_chunks(ids, 64)
+    assert {len(c) for c in chunks} == {64} and len(chunks) == 3
+    assert set().union(*chunks) == set(ids)
+    assert _fixed_chunks([], 64) == []
