@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-import httpx
+import httpx2
 
 TARGET_KB_PER_RUN = 100
 TARGET_RETURN = 0.10
@@ -78,7 +78,7 @@ async def snapshot_in_flight(pid: int, calling: Counter, latency: float) -> None
     os.kill(pid, signal.SIGUSR1)
 
 
-async def one_run(client: httpx.AsyncClient, url: str, calling: Counter | None = None) -> str | None:
+async def one_run(client: httpx2.AsyncClient, url: str, calling: Counter | None = None) -> str | None:
     """initialize, initialized, run_team, close the session; None when it worked, else what went wrong."""
     init = {
         "jsonrpc": "2.0",
@@ -126,8 +126,8 @@ async def sample(pid: int, peak: list[int], stop: asyncio.Event) -> None:
 
 
 async def load(url: str, pid: int, runs: int, latency: float, snapshots: bool) -> dict[str, Any]:
-    limits = httpx.Limits(max_connections=runs + 10, max_keepalive_connections=0)
-    async with httpx.AsyncClient(timeout=600, limits=limits) as client:
+    limits = httpx2.Limits(max_connections=runs + 10, max_keepalive_connections=0)
+    async with httpx2.AsyncClient(timeout=600, limits=limits) as client:
         for _ in range(3):  # warm-up: lazy imports, caches
             if (err := await one_run(client, url)) is not None:
                 raise RuntimeError(f"warm-up run failed: {err}")
@@ -165,9 +165,9 @@ def wait_healthy(port: int, proc: subprocess.Popen[bytes], log: IO[bytes]) -> No
     deadline = time.monotonic() + 60
     while True:
         try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+            if httpx2.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
                 return
-        except httpx.HTTPError:
+        except httpx2.HTTPError:
             pass
         if proc.poll() is not None or time.monotonic() > deadline:
             log.seek(0)

@@ -39,6 +39,20 @@ async def test_a_run_is_recorded_from_start_to_finish_and_listed(tmp_path: Path)
         assert runs.store.writes <= 6  # start, a few coalesced progress writes, the end
 
 
+async def test_runs_waited_on_or_watched_leave_nothing_behind_in_the_store(tmp_path: Path) -> None:
+    # Each subscriber holds an event per run until the run is written again; a finished run never is, so
+    # without cleanup every run ever waited on (each run_team call) kept one for the server's lifetime.
+    engine = FakeEngine(k=1, steps=1, latency=0.01)
+    async with open_runs(_config(tmp_path), engine) as runs:
+        for _ in range(3):
+            await runs.wait((await runs.start("a request")).run_id)
+        watch = runs.subscribe((await runs.start("left early")).run_id)
+        await anext(watch)
+        assert runs.store.watched == 1
+        await watch.aclose()  # a client that stops watching before the run ends
+        assert runs.store.watched == 0
+
+
 async def test_follow_ups_in_a_thread_see_earlier_requests_and_answers(tmp_path: Path) -> None:
     engine = FakeEngine(k=1, steps=1)
     async with open_runs(_config(tmp_path), engine) as runs:
@@ -195,3 +209,14 @@ def test_thread_history_keeps_the_newest_turns_within_the_budget() -> None:
     assert text.index("request 8") < text.index("request 9") < text.index("now shorten it")
     assert "(8 earlier turns left out)" in text
     assert compose_request("alone", build_history([])) == "alone"
+
+
+def test_cancellation_checks_cover_every_run_in_queries_of_one_size() -> None:
+    # One SQL text whatever the number of runs in flight (SQLite caches a statement per text); no run missed.
+    from mcp_team.runs.service import _fixed_chunks
+
+    ids = [f"r{i}" for i in range(130)]
+    chunks = _fixed_chunks(ids, 64)
+    assert {len(c) for c in chunks} == {64} and len(chunks) == 3
+    assert set().union(*chunks) == set(ids)
+    assert _fixed_chunks([], 64) == []

@@ -7,12 +7,14 @@ from __future__ import annotations
 import json
 import subprocess
 
+import anyio
 import mcp_types as types
 import pytest
 from mcp import Client, MCPError
 
 from mcp_team.handoffs import Budgets, RunSettings
 from mcp_team.llm.settings import ModelSettings
+from mcp_team.server import limits
 from mcp_team.server.app import build_server
 from mcp_team.server.limits import ServerLimits
 from mcp_team.server.teamfile import TeamSpec
@@ -86,3 +88,30 @@ def test_a_bad_limit_is_a_usage_error_at_start_up() -> None:
         )  # fmt: skip
         assert proc.returncode == 2, proc.stderr
         assert variable.removeprefix("MCP_TEAM_").lower() in proc.stderr and "Traceback" not in proc.stderr
+
+
+async def test_memory_is_given_back_once_the_last_run_in_progress_has_ended(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Giving memory back collects garbage first (a pause of the event loop): once per burst, after its last
+    # run, never while runs are in progress.
+    monkeypatch.setattr(limits, "RELEASE_AFTER", 0.0)
+    slots = limits.RunSlots()
+    gates = [anyio.Event() for _ in range(3)]
+
+    async def work(gate: anyio.Event) -> None:
+        await gate.wait()
+
+    guarded = slots.guarded(work, 3)
+    with anyio.fail_after(HANG_GUARD):
+        async with anyio.create_task_group() as tg:
+            for gate in gates:
+                tg.start_soon(guarded, gate)
+            await anyio.wait_all_tasks_blocked()
+            assert slots.running == 3
+            gates[0].set()
+            gates[1].set()
+            await anyio.wait_all_tasks_blocked()
+            await anyio.sleep(0.01)  # past a release that would have been scheduled
+            assert (slots.running, slots.releases) == (1, 0)
+            gates[2].set()
+        await anyio.sleep(0.01)
+    assert (slots.running, slots.releases) == (0, 1)

@@ -17,11 +17,13 @@ What a `DBOSContext` holds by reference, and what a branch does with it (checked
 branch with a message pointing here, and the kill/replay tests (tests/test_runs_replay.py) fail too.
 
 Also here: the migration versions of DBOS's system tables (to refuse a database written by a newer
-DBOS), and recovery of another executor's pending workflows (issue 16, takeover).
+DBOS), recovery of another executor's pending workflows (issue 16, takeover), and starting DBOS's executor
+threads at launch.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -179,3 +181,18 @@ def tune_internal_queue(polling_interval_sec: float) -> None:
     registry = _get_dbos_instance()._registry
     if INTERNAL_QUEUE_NAME not in registry.internal_queue_map:
         registry._register_internal_queue(INTERNAL_QUEUE_NAME, polling_interval_sec=polling_interval_sec)
+
+
+def start_executor_threads(count: int) -> None:
+    """Start `count` threads of DBOS's executor now (call after `launch()`, with `max_executor_threads` set to
+    `count`). The pool starts them lazily, one per call that finds none idle: during the first burst of runs,
+    whose short-lived objects then share memory arenas with the threads' long-lived ones, so the arenas could
+    not be returned after the burst. Each call here blocks its thread until all are submitted, so each starts
+    one."""
+    from dbos._dbos import _get_dbos_instance
+
+    executor = _get_dbos_instance()._executor
+    started = threading.Event()
+    for _ in range(count):
+        executor.submit(started.wait, 10.0)
+    started.set()

@@ -19,6 +19,8 @@ from mcp_team.runs.executor import ExecutorLease, acquire
 from mcp_team.runs.serializer import JSONSerializer
 from mcp_team.runs.store import RunStore
 
+EXECUTOR_THREADS = 16  # DBOS's executor: at most this many threads, all started at launch
+
 
 def check(config: DurableConfig) -> None:
     """The start-up checks alone (database reachable and not newer, state directory writable, an executor id
@@ -69,6 +71,10 @@ def launch(config: DurableConfig, db: sa.Engine, executor_id: str, loop: asyncio
         "application_version": config.app_version,
         "log_level": "WARNING",
         "enable_otlp": False,
+        # DBOS runs its database calls in a thread pool that is unbounded by default: 1,000 concurrent runs
+        # started about 600 threads, which stay. More threads than database connections only wait in the
+        # connection pool (SQLite: one connection), so a few do the same work.
+        "max_executor_threads": EXECUTOR_THREADS,
     }
     if config.sqlite_path is not None:
         dbos_config["system_database_engine"] = db
@@ -82,6 +88,7 @@ def launch(config: DurableConfig, db: sa.Engine, executor_id: str, loop: asyncio
     except Exception as exc:
         destroy()
         raise ConfigError(f"could not start durable runs on {config.redacted_url}: {reason_of(exc)}") from None
+    internals.start_executor_threads(EXECUTOR_THREADS)
 
 
 def _without_traceback(record: logging.LogRecord) -> bool:

@@ -35,6 +35,7 @@ from mcp_team.runs.threads import ThreadHistory, build_history
 from mcp_team.runs.workflow import Engine, EventSink, RunInput
 
 CANCEL_POLL = 1.0  # seconds between checks for runs cancelled by another process
+CANCEL_CHUNK = 64  # run ids per check (see _fixed_chunks)
 
 
 class RunInterrupted(McpTeamError):
@@ -397,12 +398,13 @@ class Runs:
                    if live.progress.record.resumable and live.progress.record.workflow_id}  # fmt: skip
             if not ids:
                 continue
-            found = await DBOS.list_workflows_async(workflow_ids=list(ids), status="CANCELLED",
-                                                    load_input=False, load_output=False)  # fmt: skip
-            for status in found:
-                if (live := self._live.get(ids[status.workflow_id])) is not None:
-                    live.cancel_reason = live.cancel_reason or "cancelled from another process"
-                    live.scope.cancel()
+            for chunk in _fixed_chunks(list(ids), CANCEL_CHUNK):
+                found = await DBOS.list_workflows_async(workflow_ids=chunk, status="CANCELLED",
+                                                        load_input=False, load_output=False)  # fmt: skip
+                for status in found:
+                    if (live := self._live.get(ids[status.workflow_id])) is not None:
+                        live.cancel_reason = live.cancel_reason or "cancelled from another process"
+                        live.scope.cancel()
 
     # --- recovery -----------------------------------------------------------------------------
     async def _recover(self, executor_id: str | None = None) -> None:
@@ -472,3 +474,14 @@ def _first(exc: BaseException) -> str:
     if isinstance(exc, BaseExceptionGroup):
         return _first(exc.exceptions[0])
     return " ".join(str(exc).split())[:300]
+
+
+def _fixed_chunks(ids: list[str], size: int) -> list[list[str]]:
+    """`ids` in lists of exactly `size` (the last padded with repeats of its first id). A query `IN (?, ...)`
+    with as many `?` as ids has a new SQL text for every number of runs in flight: SQLite's statement cache
+    (per connection) then kept a statement made during each burst of runs, long after it (and the memory
+    arenas around it, measured 23 MiB pinned by 42 statements after 300 runs). Fixed sizes make one text."""
+    chunks = [ids[i : i + size] for i in range(0, len(ids), size)]
+    if chunks:
+        chunks[-1] += [chunks[-1][0]] * (size - len(chunks[-1]))
+    return chunks

@@ -17,7 +17,7 @@ from typing import Literal
 
 import anyio
 import sqlalchemy as sa
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from mcp_team import __version__
 from mcp_team.errors import ConfigError
@@ -60,6 +60,11 @@ runs_table = sa.Table(
 
 class RunRecord(BaseModel):
     """What the store knows of a run: its state and the run record so far (the result once finished)."""
+
+    # Records are read back from JSON for every run. pydantic caches the strings it parses (up to 16,384, for
+    # good): a record's ids, times and texts would sit in that cache after a burst of runs, scattered over the
+    # memory the burst used, and keep it from being returned. Keys are the same for every record: cache those.
+    model_config = ConfigDict(cache_strings="keys")
 
     run_id: str
     status: RunState
@@ -127,6 +132,11 @@ class RunStore:
                     conn.execute(sa.insert(meta_table).values(key=key, value=value))
 
     # --- writes -------------------------------------------------------------------------------
+    @property
+    def watched(self) -> int:
+        """How many runs a subscriber waits on a change of (each holds an event until it is written or left)."""
+        return len(self._changed)
+
     def put(self, record: RunRecord) -> None:
         """Queue a write, coalesced with later ones; no I/O here. Subscribers here see it at once."""
         self._dirty[record.run_id] = record
@@ -252,19 +262,30 @@ class RunStore:
         """The run's record now and after each change, until it is finished. Changes written by this
         process arrive at once; those of other processes within `poll` seconds."""
         seen: float | None = None
-        while True:
-            event = self._changed.setdefault(run_id, anyio.Event())
-            queued = self._dirty.get(run_id)
-            stamp = queued.updated_at.timestamp() if queued else await anyio.to_thread.run_sync(self.updated_at, run_id)
-            if stamp is not None and stamp != seen:
-                seen = stamp
-                record = await anyio.to_thread.run_sync(self.get, run_id)
-                if record is not None:
-                    # The stamp may be of a queued record that a flush took meanwhile: `get` then reads the row
-                    # before the flush commits. Remember what was read, so the committed record still comes.
-                    seen = record.updated_at.timestamp()
-                    yield record
-                    if record.finished:
-                        return
-            with anyio.move_on_after(poll):
-                await event.wait()
+        event: anyio.Event | None = None
+        try:
+            while True:
+                event = self._changed.setdefault(run_id, anyio.Event())
+                queued = self._dirty.get(run_id)
+                stamp = (
+                    queued.updated_at.timestamp() if queued else await anyio.to_thread.run_sync(self.updated_at, run_id)
+                )
+                if stamp is not None and stamp != seen:
+                    seen = stamp
+                    record = await anyio.to_thread.run_sync(self.get, run_id)
+                    if record is not None:
+                        # The stamp may be of a queued record that a flush took meanwhile: `get` then reads the row
+                        # before the flush commits. Remember what was read, so the committed record still comes.
+                        seen = record.updated_at.timestamp()
+                        yield record
+                        if record.finished:
+                            return
+                with anyio.move_on_after(poll):
+                    await event.wait()
+        finally:
+            # A finished run is never written again, so nothing would pop its event: drop it here (and wake
+            # any other subscriber of the run, which then waits on a new one), or every run ever watched
+            # keeps an event and its id in memory.
+            if event is not None and self._changed.get(run_id) is event:
+                del self._changed[run_id]
+                event.set()

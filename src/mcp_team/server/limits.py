@@ -18,10 +18,12 @@ Defaults, and why:
 
 from __future__ import annotations
 
+import asyncio
 import ctypes
 import functools
+import gc
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
 from mcp.server.mcpserver.exceptions import ToolError
@@ -65,11 +67,17 @@ def _check_size(name: str, text: str, limit: int, variable: str) -> None:
         )
 
 
+RELEASE_AFTER = 0.5  # seconds without a run in progress before freed memory is given back
+
+
 @dataclass
 class RunSlots:
-    """How many runs are in progress; a run over the limit is refused at once rather than queued."""
+    """How many runs are in progress; a run over the limit is refused at once rather than queued. Once none
+    has been for `RELEASE_AFTER` seconds, freed memory is given back to the OS (`release_memory`)."""
 
     running: int = 0
+    releases: int = 0  # times memory was given back, for tests
+    _release: asyncio.TimerHandle | None = field(default=None, repr=False)
 
     def guarded(self, work: Callable[..., Awaitable[T]], limit: int) -> Callable[..., Awaitable[T]]:
         """`work`, taking a slot while it runs; it raises `ToolError` (busy) when `limit` slots are taken."""
@@ -86,9 +94,22 @@ class RunSlots:
             finally:
                 self.running -= 1
                 if self.running == 0:
-                    release_memory()
+                    self._release_soon()
 
         return run
+
+    def _release_soon(self) -> None:
+        # Not at once: when the last run returns, its reply, its session's streams and their garbage are
+        # still alive; a second later they are gone and a collection frees them first.
+        if self._release is not None:
+            self._release.cancel()
+        self._release = asyncio.get_running_loop().call_later(RELEASE_AFTER, self._release_if_idle)
+
+    def _release_if_idle(self) -> None:
+        self._release = None
+        if self.running == 0:
+            release_memory()
+            self.releases += 1
 
 
 @functools.cache
@@ -102,7 +123,9 @@ def _malloc_trim() -> Callable[[int], int] | None:
 
 def release_memory() -> None:
     """Give freed heap back to the OS. glibc keeps the arenas a burst of runs grew (1,000 runs: +130 MB that
-    stayed after the load); once no run is in progress, `malloc_trim` returns their free pages."""
+    stayed after the load); once no run is in progress, `malloc_trim` returns their free pages. Garbage in
+    reference cycles (a run's tasks, frames and exceptions) is collected first, or its pages stay in use."""
+    gc.collect()
     trim = _malloc_trim()
     if trim is not None:
         trim(0)

@@ -62,21 +62,10 @@ def install_strict_requests(server: MCPServer[Any]) -> None:
 
     def call_tool(inner: Any) -> Any:
         async def handler(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> Any:
-            tool = _named("tool", params.name, await server.list_tools())
-            accepted = list(tool.input_schema.get("properties", {}))
-            unknown = sorted(set(params.arguments or {}) - set(accepted))
-            if unknown:
-                return types.CallToolResult(
-                    content=[
-                        types.TextContent(
-                            type="text",
-                            text=f"unknown argument(s) for {tool.name}: {_names(unknown)}; "
-                            f"it accepts: {_names(accepted)}",
-                        )
-                    ],
-                    is_error=True,
-                )
-            return await inner(ctx, params)
+            # The tool list is checked in a function of its own: as a local here it stayed alive for the
+            # whole call (a run: seconds to minutes), a copy per call in flight.
+            refused = _unknown_arguments(params, await server.list_tools())
+            return refused if refused is not None else await inner(ctx, params)
 
         return handler
 
@@ -144,6 +133,17 @@ def _named(kind: str, name: str, items: Iterable[NamedT]) -> NamedT:
             types.INVALID_PARAMS, f"unknown {kind} {_shown(name)}; this server's {kind}s are: {_names(sorted(by_name))}"
         )
     return by_name[name]
+
+
+def _unknown_arguments(params: types.CallToolRequestParams, tools: Iterable[types.Tool]) -> types.CallToolResult | None:
+    """The tool error for arguments the called tool does not accept (naming them and the accepted ones)."""
+    tool = _named("tool", params.name, tools)
+    accepted = list(tool.input_schema.get("properties", {}))
+    unknown = sorted(set(params.arguments or {}) - set(accepted))
+    if not unknown:
+        return None
+    text = f"unknown argument(s) for {tool.name}: {_names(unknown)}; it accepts: {_names(accepted)}"
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
 
 
 def _shown(name: str) -> str:
