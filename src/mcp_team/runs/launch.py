@@ -82,6 +82,7 @@ def launch(config: DurableConfig, db: sa.Engine, executor_id: str, loop: asyncio
     except Exception as exc:
         destroy()
         raise ConfigError(f"could not start durable runs on {config.redacted_url}: {reason_of(exc)}") from None
+    internals.speed_up_checkpoints()  # fewer database round trips per step (see _dbos_internals)
 
 
 def _without_traceback(record: logging.LogRecord) -> bool:

@@ -1,0 +1,105 @@
+"""DBOS's step checkpoints, shortened (runs/_dbos_internals.py, issue 9): step outputs that wait for the
+database together are committed in one transaction, each caller still getting its own outcome, and a
+run's execution reads back only the steps that were recorded. The kill -9 tests (test_runs_replay.py,
+test_runs_team_engine.py) prove that replays stay exact; these pin the two shortcuts themselves."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from durable_engine import FakeEngine
+from mcp_team.runs import _dbos_internals as internals
+from mcp_team.runs import open_runs, resolve
+from mcp_team.runs.serializer import JSONSerializer
+
+pytestmark = pytest.mark.anyio
+
+FRESH = 100_000  # step ids no run of FakeEngine reaches
+
+
+def _output(workflow_id: str, function_id: int, value: str) -> dict[str, Any]:
+    serializer = JSONSerializer()
+    return {
+        "workflow_uuid": workflow_id, "function_id": function_id, "function_name": f"test:{function_id}",
+        "output": serializer.serialize(value), "error": None, "serialization": serializer.name(),
+        "started_at_epoch_ms": int(time.time() * 1000), "child_workflow_id": None,
+    }  # fmt: skip
+
+
+def _record_together(outputs: list[dict[str, Any]]) -> list[BaseException | None]:
+    """Record `outputs` from one thread each while the writer is busy, so they all queue for one commit."""
+    group = internals.group_commit()
+    assert group is not None
+    errors: list[BaseException | None] = [None] * len(outputs)
+
+    def record(i: int) -> None:
+        try:
+            internals._sys_db().record_operation_result(outputs[i])
+        except BaseException as exc:
+            errors[i] = exc
+
+    threads = [threading.Thread(target=record, args=(i,)) for i in range(len(outputs))]
+    with group.writer:  # another commit in progress
+        for t in threads:
+            t.start()
+        while len(group.queue) < len(outputs):
+            time.sleep(0.001)
+    for t in threads:
+        t.join()
+    return errors
+
+
+async def _finished_run(runs: Any) -> str:
+    record = await runs.start("go")
+    final = await runs.wait(record.run_id)
+    assert final is not None and final.status == "complete", final
+    return str(record.run_id)
+
+
+async def test_outputs_waiting_together_are_committed_in_one_transaction(tmp_path: Path) -> None:
+    async with open_runs(resolve(state_dir=tmp_path, environ={}), FakeEngine()) as runs:
+        run_id = await _finished_run(runs)
+        group = internals.group_commit()
+        assert group is not None
+        before = group.batches
+        errors = await anyio.to_thread.run_sync(
+            _record_together, [_output(run_id, FRESH + i, f"v{i}") for i in range(6)]
+        )
+        assert errors == [None] * 6
+        assert group.batches == before + 1
+        recorded = await anyio.to_thread.run_sync(internals.recorded_step_ids, run_id)
+        assert {FRESH + i for i in range(6)} <= recorded
+        step = internals._sys_db().check_operation_execution(run_id, FRESH + 3, f"test:{FRESH + 3}")
+        assert step is not None and JSONSerializer().deserialize(step["output"]) == "v3"
+
+
+async def test_an_output_that_cannot_be_written_fails_its_own_step_only(tmp_path: Path) -> None:
+    async with open_runs(resolve(state_dir=tmp_path, environ={}), FakeEngine()) as runs:
+        run_id = await _finished_run(runs)
+        taken = min(await anyio.to_thread.run_sync(internals.recorded_step_ids, run_id))
+        outputs = [_output(run_id, FRESH + 1, "a"), _output(run_id, taken, "again"), _output(run_id, FRESH + 2, "b")]
+        errors = await anyio.to_thread.run_sync(_record_together, outputs)
+        assert errors[0] is None and errors[2] is None
+        assert type(errors[1]).__name__ == "DBOSStepNondeterminismError"  # DBOS's own verdict on a rewrite
+        recorded = await anyio.to_thread.run_sync(internals.recorded_step_ids, run_id)
+        assert {FRESH + 1, FRESH + 2} <= recorded
+
+
+async def test_only_recorded_steps_are_read_back(tmp_path: Path) -> None:
+    async with open_runs(resolve(state_dir=tmp_path, environ={}), FakeEngine()) as runs:
+        run_id = await _finished_run(runs)
+        sys_db = internals._sys_db()
+        recorded = await anyio.to_thread.run_sync(internals.recorded_step_ids, run_id)
+        first = min(recorded)
+        with internals.known_steps(run_id, frozenset()):  # as if nothing were recorded: not read at all
+            assert sys_db.check_operation_execution(run_id, first, "another-step") is None
+        with internals.known_steps(run_id, recorded):  # recorded: read, and its name checked, as DBOS does
+            with pytest.raises(Exception) as caught:
+                sys_db.check_operation_execution(run_id, first, "another-step")
+            assert type(caught.value).__name__ == "DBOSUnexpectedStepError"
