@@ -232,6 +232,7 @@ class _GroupCommit:
         self.insert = sa.insert(sys_db.tables.operation_outputs).values(retention_timestamp=sys_db._now_ms_sql())
         self.queue: list[_Output] = []
         self.queue_lock = threading.Lock()
+        self.leading = False  # a thread is writing the queue: others wait for their output to be written
         self.writer = threading.Lock()
         self.batches = 0  # transactions of more than one output, for tests
 
@@ -250,13 +251,31 @@ class _GroupCommit:
         )
         with self.queue_lock:
             self.queue.append(out)
-        with self.writer:  # whoever holds it writes everything queued meanwhile
-            if not out.done:
-                with self.queue_lock:
-                    batch, self.queue = self.queue, []
-                self._write(batch)
+            lead, self.leading = not self.leading, True
+        if lead:  # write batches until the queue is empty: no hand-over between threads while outputs wait
+            with self.writer:
+                self._drain()
+        else:
+            out.written.wait()
         if out.error is not None:
             raise out.error
+
+    def _drain(self) -> None:
+        try:
+            while True:
+                with self.queue_lock:
+                    batch, self.queue = self.queue, []
+                    if not batch:
+                        self.leading = False
+                        return
+                self._write(batch)
+        except BaseException as exc:  # never leave waiting steps behind
+            with self.queue_lock:
+                stranded, self.queue, self.leading = self.queue, [], False
+            for out in stranded:
+                out.error = RuntimeError(f"the step's output was not written: {exc!r}")
+                out.written.set()
+            raise
 
     def _write(self, batch: list[_Output]) -> None:
         try:
@@ -275,7 +294,7 @@ class _GroupCommit:
                     out.error = exc
         finally:
             for out in batch:
-                out.done = True
+                out.written.set()
 
     def _write_together(self, batch: list[_Output]) -> None:
         from dbos._shard_keys import bind_shard_keys
@@ -300,13 +319,13 @@ class _GroupCommit:
 
 
 class _Output:
-    __slots__ = ("child_values", "completed", "done", "error", "key", "owner_xid", "result")
+    __slots__ = ("child_values", "completed", "error", "key", "owner_xid", "result", "written")
 
     def __init__(self, result: dict[str, Any], completed: int, owner_xid: str | None, key: str | None,
                  child_values: dict[str, Any]) -> None:  # fmt: skip
         self.result, self.completed, self.owner_xid, self.key = result, completed, owner_xid, key
         self.child_values = child_values
-        self.done = False
+        self.written = threading.Event()
         self.error: Exception | None = None
 
 

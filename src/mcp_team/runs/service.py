@@ -336,8 +336,8 @@ class Runs:
                 # the store is the only record of a run that cannot resume: written before the branch goes
                 # on. A durable run's finished handoffs are DBOS steps already; its record follows (coalesced).
                 await self.store.write(progress.snapshot())
-            else:
-                self.store.put(progress.snapshot())
+            else:  # the record is taken when the store writes it or someone reads it, not at every event
+                self.store.put_later(progress.record.run_id, progress.snapshot)
             if live.on_event is not None:
                 await live.on_event(event)
 

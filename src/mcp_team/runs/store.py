@@ -4,8 +4,10 @@ Written outside DBOS's step numbering (plain tables next to DBOS's), so what `te
 and `mcp-team runs` show never depends on replaying anything. It holds durable runs and runs that
 cannot resume (on the client's model through sampling). Progress is coalesced: `put` only marks a run
 dirty; a background flush writes every dirty run in one transaction, at most every `interval` seconds,
-so a K=32 fan-out's progress costs a few writes. `write` is the immediate form, for a run's start and
-end and each finished handoff (awaited, so a crash never loses a handoff that was reported finished).
+so a K=32 fan-out's progress costs a few writes. `put_later` queues a way to take the record instead of
+the record itself, so a run's progress events cost no copy of its record each (a K=32 fan-out has 64).
+`write` is the immediate form, for a run's start and end and each finished handoff (awaited, so a crash
+never loses a handoff that was reported finished).
 """
 
 from __future__ import annotations
@@ -92,7 +94,7 @@ class RunStore:
     def __init__(self, engine: sa.Engine, *, interval: float = 0.25) -> None:
         self.engine = engine
         self.interval = interval
-        self._dirty: dict[str, RunRecord] = {}
+        self._dirty: dict[str, RunRecord | Callable[[], RunRecord]] = {}
         self._wake = anyio.Event()
         self._changed: dict[str, anyio.Event] = {}
         self._flushing = anyio.Lock()  # batches commit in the order they were taken
@@ -129,10 +131,20 @@ class RunStore:
     # --- writes -------------------------------------------------------------------------------
     def put(self, record: RunRecord) -> None:
         """Queue a write, coalesced with later ones; no I/O here. Subscribers here see it at once."""
-        self._dirty[record.run_id] = record
+        self.put_later(record.run_id, record)
+
+    def put_later(self, run_id: str, record: RunRecord | Callable[[], RunRecord]) -> None:
+        """`put`, where `record` may be a function returning the record, called only when the record is read
+        or written, so changes in between cost nothing. It must not block, and only read: `get` may call it
+        from a worker thread."""
+        self._dirty[run_id] = record
         self._wake.set()
-        if (event := self._changed.pop(record.run_id, None)) is not None:
+        if (event := self._changed.pop(run_id, None)) is not None:
             event.set()
+
+    def _queued(self, run_id: str) -> RunRecord | None:
+        queued = self._dirty.get(run_id)
+        return None if queued is None else _taken(queued)
 
     async def write(self, record: RunRecord) -> None:
         """Write now (and anything queued with it)."""
@@ -143,7 +155,8 @@ class RunStore:
         async with self._flushing:
             if not self._dirty:
                 return
-            batch, self._dirty = self._dirty, {}
+            batch = {run_id: _taken(queued) for run_id, queued in self._dirty.items()}
+            self._dirty = {}
             try:
                 with anyio.CancelScope(shield=True):  # a batch taken is a batch written
                     await anyio.to_thread.run_sync(self._write_batch, list(batch.values()))
@@ -216,7 +229,7 @@ class RunStore:
         return [(r[0], r[1]) for r in rows]
 
     def get(self, run_id: str) -> RunRecord | None:
-        if (queued := self._dirty.get(run_id)) is not None:
+        if (queued := self._queued(run_id)) is not None:
             return queued
         with self.engine.connect() as conn:
             row = conn.execute(sa.select(runs_table.c.record).where(runs_table.c.run_id == run_id)).first()
@@ -254,11 +267,12 @@ class RunStore:
         seen: float | None = None
         while True:
             event = self._changed.setdefault(run_id, anyio.Event())
-            queued = self._dirty.get(run_id)
+            queued = self._queued(run_id)
             stamp = queued.updated_at.timestamp() if queued else await anyio.to_thread.run_sync(self.updated_at, run_id)
             if stamp is not None and stamp != seen:
                 seen = stamp
-                record = await anyio.to_thread.run_sync(self.get, run_id)
+                # a queued record is the newest there is: no need to read it back through a thread
+                record = queued if queued is not None else await anyio.to_thread.run_sync(self.get, run_id)
                 if record is not None:
                     # The stamp may be of a queued record that a flush took meanwhile: `get` then reads the row
                     # before the flush commits. Remember what was read, so the committed record still comes.
@@ -268,3 +282,7 @@ class RunStore:
                         return
             with anyio.move_on_after(poll):
                 await event.wait()
+
+
+def _taken(queued: RunRecord | Callable[[], RunRecord]) -> RunRecord:
+    return queued() if callable(queued) else queued
