@@ -1,4 +1,4 @@
-"""DBOS's step checkpoints, shortened (runs/_dbos_internals.py, issue 9): step outputs that wait for the
+"""DBOS's step checkpoints, shortened (runs/_dbos_steps.py, issue 9): step outputs that wait for the
 database together are committed in one transaction, each caller still getting its own outcome, and a
 run's execution reads back only the steps that were recorded. The kill -9 tests (test_runs_replay.py,
 test_runs_team_engine.py) prove that replays stay exact; these pin the two shortcuts themselves."""
@@ -14,7 +14,7 @@ import anyio
 import pytest
 
 from durable_engine import FakeEngine
-from mcp_team.runs import _dbos_internals as internals
+from mcp_team.runs import _dbos_steps as steps
 from mcp_team.runs import open_runs, resolve
 from mcp_team.runs.serializer import JSONSerializer
 
@@ -34,13 +34,13 @@ def _output(workflow_id: str, function_id: int, value: str) -> dict[str, Any]:
 
 def _record_together(outputs: list[dict[str, Any]]) -> list[BaseException | None]:
     """Record `outputs` from one thread each while the writer is busy, so they all queue for one commit."""
-    group = internals.group_commit()
+    group = steps.group_commit()
     assert group is not None
     errors: list[BaseException | None] = [None] * len(outputs)
 
     def record(i: int) -> None:
         try:
-            internals._sys_db().record_operation_result(outputs[i])
+            steps._sys_db().record_operation_result(outputs[i])
         except BaseException as exc:
             errors[i] = exc
 
@@ -65,7 +65,7 @@ async def _finished_run(runs: Any) -> str:
 async def test_outputs_waiting_together_are_committed_in_one_transaction(tmp_path: Path) -> None:
     async with open_runs(resolve(state_dir=tmp_path, environ={}), FakeEngine()) as runs:
         run_id = await _finished_run(runs)
-        group = internals.group_commit()
+        group = steps.group_commit()
         assert group is not None
         before = group.batches
         errors = await anyio.to_thread.run_sync(
@@ -73,33 +73,33 @@ async def test_outputs_waiting_together_are_committed_in_one_transaction(tmp_pat
         )
         assert errors == [None] * 6
         assert group.batches == before + 1
-        recorded = await anyio.to_thread.run_sync(internals.recorded_step_ids, run_id)
+        recorded = await anyio.to_thread.run_sync(steps.recorded_step_ids, run_id)
         assert {FRESH + i for i in range(6)} <= recorded
-        step = internals._sys_db().check_operation_execution(run_id, FRESH + 3, f"test:{FRESH + 3}")
+        step = steps._sys_db().check_operation_execution(run_id, FRESH + 3, f"test:{FRESH + 3}")
         assert step is not None and JSONSerializer().deserialize(step["output"]) == "v3"
 
 
 async def test_an_output_that_cannot_be_written_fails_its_own_step_only(tmp_path: Path) -> None:
     async with open_runs(resolve(state_dir=tmp_path, environ={}), FakeEngine()) as runs:
         run_id = await _finished_run(runs)
-        taken = min(await anyio.to_thread.run_sync(internals.recorded_step_ids, run_id))
+        taken = min(await anyio.to_thread.run_sync(steps.recorded_step_ids, run_id))
         outputs = [_output(run_id, FRESH + 1, "a"), _output(run_id, taken, "again"), _output(run_id, FRESH + 2, "b")]
         errors = await anyio.to_thread.run_sync(_record_together, outputs)
         assert errors[0] is None and errors[2] is None
         assert type(errors[1]).__name__ == "DBOSStepNondeterminismError"  # DBOS's own verdict on a rewrite
-        recorded = await anyio.to_thread.run_sync(internals.recorded_step_ids, run_id)
+        recorded = await anyio.to_thread.run_sync(steps.recorded_step_ids, run_id)
         assert {FRESH + 1, FRESH + 2} <= recorded
 
 
 async def test_only_recorded_steps_are_read_back(tmp_path: Path) -> None:
     async with open_runs(resolve(state_dir=tmp_path, environ={}), FakeEngine()) as runs:
         run_id = await _finished_run(runs)
-        sys_db = internals._sys_db()
-        recorded = await anyio.to_thread.run_sync(internals.recorded_step_ids, run_id)
+        sys_db = steps._sys_db()
+        recorded = await anyio.to_thread.run_sync(steps.recorded_step_ids, run_id)
         first = min(recorded)
-        with internals.known_steps(run_id, frozenset()):  # as if nothing were recorded: not read at all
+        with steps.known_steps(run_id, frozenset()):  # as if nothing were recorded: not read at all
             assert sys_db.check_operation_execution(run_id, first, "another-step") is None
-        with internals.known_steps(run_id, recorded):  # recorded: read, and its name checked, as DBOS does
+        with steps.known_steps(run_id, recorded):  # recorded: read, and its name checked, as DBOS does
             with pytest.raises(Exception) as caught:
                 sys_db.check_operation_execution(run_id, first, "another-step")
             assert type(caught.value).__name__ == "DBOSUnexpectedStepError"

@@ -24,7 +24,7 @@ from mcp_team.errors import McpTeamError
 from mcp_team.handoffs import Budgets, HandoffRecord, RunEvent, RunResult, UsageReport
 from mcp_team.handoffs.checkpoints import Approver, Checkpoint
 from mcp_team.handoffs.schema import Mode
-from mcp_team.runs import _dbos_internals as internals
+from mcp_team.runs import _dbos_steps as steps
 from mcp_team.runs import launch, replicas, workflow
 from mcp_team.runs.approvals import Board
 from mcp_team.runs.config import REPLAY_FORMAT, DurableConfig
@@ -347,8 +347,8 @@ class Runs:
                 if durable:
                     workflow_id = DBOS.workflow_id
                     assert workflow_id is not None
-                    recorded = await anyio.to_thread.run_sync(internals.recorded_step_ids, workflow_id)
-                    with internals.known_steps(workflow_id, recorded):  # steps not recorded yet skip DBOS's read
+                    recorded = await anyio.to_thread.run_sync(steps.recorded_step_ids, workflow_id)
+                    with steps.known_steps(workflow_id, recorded):  # steps not recorded yet skip DBOS's read
                         runtime = DurableRuntime(self._approver(run.run_id, live))
                         result = await live.engine.run(run, runtime, on_event, finished.append)
                 else:
