@@ -92,6 +92,7 @@ class _Live:
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     cancel_reason: str | None = None
     done: anyio.Event = field(default_factory=anyio.Event)
+    fresh: bool = False  # its workflow id was made here, now: DBOS has recorded nothing for it
 
 
 class Runs:
@@ -234,7 +235,7 @@ class Runs:
         owner: str | None = None,
     ) -> tuple[RunRecord, RunInput]:
         engine = engine or self.engine
-        run_id = run_id or uuid.uuid4().hex
+        fresh, run_id = run_id is None, run_id or uuid.uuid4().hex
         history = await self.history(thread) if thread else ThreadHistory()
         started = now()
         run = RunInput(run_id=run_id, request=request, mode=mode, budgets=budgets, thread=thread,
@@ -243,7 +244,7 @@ class Runs:
                            executor_id=self.executor_id, resumable=resumable,
                            workflow_id=run_id if resumable else None, app_version=self.config.app_version,
                            started_at=started, updated_at=started, owner=owner)  # fmt: skip
-        self._live[run_id] = _Live(Progress(record), engine, on_event)
+        self._live[run_id] = _Live(Progress(record), engine, on_event, fresh=fresh)
         await self.store.write(record)
         return record, run
 
@@ -347,7 +348,12 @@ class Runs:
                 if durable:
                     workflow_id = DBOS.workflow_id
                     assert workflow_id is not None
-                    recorded = await anyio.to_thread.run_sync(steps.recorded_step_ids, workflow_id)
+                    recorded = (
+                        frozenset()
+                        if live.fresh
+                        else await anyio.to_thread.run_sync(steps.recorded_step_ids, workflow_id)
+                    )
+                    live.fresh = False  # another execution of it here (none is expected) reads them
                     with steps.known_steps(workflow_id, recorded):  # steps not recorded yet skip DBOS's read
                         runtime = DurableRuntime(self._approver(run.run_id, live))
                         result = await live.engine.run(run, runtime, on_event, finished.append)

@@ -13,6 +13,7 @@ never loses a handoff that was reported finished).
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import UTC, datetime
 from typing import Literal
@@ -33,6 +34,7 @@ STORE_SCHEMA = 1
 
 RunState = Literal["running", "complete", "partial", "failed", "cancelled", "interrupted"]
 FINISHED: frozenset[str] = frozenset({"complete", "partial", "failed", "cancelled", "interrupted"})
+KEEP_FINISHED = 256  # finished records kept in memory for subscribers (a finished record never changes)
 
 metadata = sa.MetaData()
 meta_table = sa.Table(
@@ -95,6 +97,8 @@ class RunStore:
         self.engine = engine
         self.interval = interval
         self._dirty: dict[str, RunRecord | Callable[[], RunRecord]] = {}
+        # finished records this process wrote (the newest few): final, so a subscriber here takes one as it is
+        self._finished: OrderedDict[str, RunRecord] = OrderedDict()
         self._wake = anyio.Event()
         self._changed: dict[str, anyio.Event] = {}
         self._flushing = anyio.Lock()  # batches commit in the order they were taken
@@ -162,7 +166,11 @@ class RunStore:
                     await anyio.to_thread.run_sync(self._write_batch, list(batch.values()))
             except sa.exc.OperationalError:  # the database is away: wait for it, as DBOS's own writes do
                 await self._write_when_back(batch)
-        for run_id in batch:
+        for run_id, record in batch.items():
+            if record.finished:
+                self._finished[run_id] = record
+                if len(self._finished) > KEEP_FINISHED:
+                    self._finished.popitem(last=False)
             if (event := self._changed.pop(run_id, None)) is not None:
                 event.set()
         if self.on_write is not None:
@@ -267,11 +275,11 @@ class RunStore:
         seen: float | None = None
         while True:
             event = self._changed.setdefault(run_id, anyio.Event())
-            queued = self._queued(run_id)
+            queued = self._queued(run_id) or self._finished.get(run_id)
             stamp = queued.updated_at.timestamp() if queued else await anyio.to_thread.run_sync(self.updated_at, run_id)
             if stamp is not None and stamp != seen:
                 seen = stamp
-                # a queued record is the newest there is: no need to read it back through a thread
+                # a queued or finished record is the newest there is: no need to read it back through a thread
                 record = queued if queued is not None else await anyio.to_thread.run_sync(self.get, run_id)
                 if record is not None:
                     # The stamp may be of a queued record that a flush took meanwhile: `get` then reads the row
