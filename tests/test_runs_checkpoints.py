@@ -103,3 +103,35 @@ async def test_only_recorded_steps_are_read_back(tmp_path: Path) -> None:
             with pytest.raises(Exception) as caught:
                 sys_db.check_operation_execution(run_id, first, "another-step")
             assert type(caught.value).__name__ == "DBOSUnexpectedStepError"
+
+
+class _CancelledWhileWriting:
+    """A run whose one model call ends after DBOS cancelled the run, before its output is written (as
+    when a cancel lands while a finished step waits for the database): the write is refused."""
+
+    team_hash = "cancelled-while-writing"
+
+    async def run(self, run: Any, runtime: Any, on_event: Any, on_finish: Any) -> Any:
+        from dbos import DBOS
+
+        from mcp_team.llm import Message, ModelRequest, ModelResponse, TextBlock
+        from mcp_team.runs.runtime import DurableModel
+
+        class Cancelling:
+            name, provider = "cancelling", "offline"
+
+            async def complete(self, request: ModelRequest) -> ModelResponse:
+                await DBOS.cancel_workflow_async(run.run_id)
+                return ModelResponse(content=[TextBlock(text="too late")], model=self.name)
+
+        model = DurableModel(Cancelling(), "specialist")  # type: ignore[arg-type]
+        await model.complete(ModelRequest(system="s", messages=[Message(role="user", content="go")]))
+        raise AssertionError("the output of a cancelled run's step was written")
+
+
+async def test_a_run_cancelled_while_a_step_output_waits_is_recorded_cancelled(tmp_path: Path) -> None:
+    async with open_runs(resolve(state_dir=tmp_path, environ={}), FakeEngine()) as runs:
+        engine = _CancelledWhileWriting()
+        record = await runs.start("go", run_id="run-w", engine=engine)  # type: ignore[arg-type]
+        final = await runs.wait(record.run_id, timeout=30)
+        assert final is not None and final.status == "cancelled", final

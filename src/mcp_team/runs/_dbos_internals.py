@@ -143,6 +143,20 @@ def step_namespace(index: int) -> Iterator[None]:
         dbos_context._dbos_context_var.reset(token)
 
 
+async def workflow_status(workflow_id: str) -> Any:
+    """DBOS's status of `workflow_id`, read as from outside any workflow. In workflow code DBOS makes the
+    read a step, and a step of a cancelled workflow fails (at its read, or at its write once the cancel
+    took the workflow's ownership away), so a run could not learn that it was cancelled: it raised from
+    its error handler and left its record running."""
+    from dbos import DBOS
+
+    token = dbos_context._dbos_context_var.set(None)
+    try:
+        return await DBOS.get_workflow_status_async(workflow_id)
+    finally:
+        dbos_context._dbos_context_var.reset(token)
+
+
 def migration_versions(engine: sa.Engine, schema: str = "dbos") -> tuple[int, int]:
     """(recorded, known) versions of DBOS's system tables: recorded > known means a newer DBOS wrote them."""
     from dbos import _migration

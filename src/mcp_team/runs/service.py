@@ -24,6 +24,7 @@ from mcp_team.errors import McpTeamError
 from mcp_team.handoffs import Budgets, HandoffRecord, RunEvent, RunResult, UsageReport
 from mcp_team.handoffs.checkpoints import Approver, Checkpoint
 from mcp_team.handoffs.schema import Mode
+from mcp_team.runs import _dbos_internals as internals
 from mcp_team.runs import _dbos_steps as steps
 from mcp_team.runs import launch, replicas, workflow
 from mcp_team.runs.approvals import Board
@@ -468,7 +469,7 @@ _NOT_RESUMABLE = (
 
 
 async def _owned_elsewhere(workflow_id: str | None) -> bool:
-    status = await DBOS.get_workflow_status_async(workflow_id) if workflow_id else None
+    status = await internals.workflow_status(workflow_id) if workflow_id else None
     return status is not None and status.status != "CANCELLED"
 
 
