@@ -134,4 +134,4 @@ async def test_a_run_cancelled_while_a_step_output_waits_is_recorded_cancelled(t
         engine = _CancelledWhileWriting()
         record = await runs.start("go", run_id="run-w", engine=engine)  # type: ignore[arg-type]
         final = await runs.wait(record.run_id, timeout=30)
-        assert final is not None and final.status == "cancelled", final
+        assert final is not None and final.status == "cancelled", (final.status, final.reason)

@@ -101,4 +101,5 @@ def _without_traceback(record: logging.LogRecord) -> bool:
 
 
 def destroy() -> None:
+    steps.stop_checkpoints()  # its writer thread writes through DBOS's engine, disposed below
     DBOS.destroy(destroy_registry=False)
