@@ -262,9 +262,9 @@ class Runs:
         """The record once the run has finished, or as it is when `timeout` seconds have passed."""
         latest = None
         with anyio.move_on_after(timeout):
-            async for record in self.store.subscribe(run_id):
-                latest = record
-        return latest or await self.get(run_id)
+            async for record in self.store.subscribe(run_id, final=True):
+                latest = record if record.finished else None
+        return latest or await self.get(run_id)  # on timeout, the record as it is now
 
     def subscribe(self, run_id: str) -> AsyncIterator[RunRecord]:
         """The record now and after each change (for `resources/subscribe`), until the run has finished."""

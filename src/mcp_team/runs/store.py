@@ -140,7 +140,8 @@ class RunStore:
     def put_later(self, run_id: str, record: RunRecord | Callable[[], RunRecord]) -> None:
         """`put`, where `record` may be a function returning the record, called only when the record is read
         or written, so changes in between cost nothing. It must not block, and only read: `get` may call it
-        from a worker thread."""
+        from a worker thread. Only progress is queued this way: a finished record is `put` as it is (a
+        subscriber waiting for the `final` record does not call the function)."""
         self._dirty[run_id] = record
         self._wake.set()
         if (event := self._changed.pop(run_id, None)) is not None:
@@ -269,12 +270,18 @@ class RunStore:
             row = conn.execute(sa.select(runs_table.c.updated_at).where(runs_table.c.run_id == run_id)).first()
         return row[0] if row else None
 
-    async def subscribe(self, run_id: str, *, poll: float = 1.0) -> AsyncIterator[RunRecord]:
+    async def subscribe(self, run_id: str, *, poll: float = 1.0, final: bool = False) -> AsyncIterator[RunRecord]:
         """The run's record now and after each change, until it is finished. Changes written by this
-        process arrive at once; those of other processes within `poll` seconds."""
+        process arrive at once; those of other processes within `poll` seconds. `final`: only the finished
+        record is wanted, so progress queued here (a function: see `put_later`) is not taken at each change,
+        which would cost the event loop a snapshot of every handoff while a fan-out starts or ends."""
         seen: float | None = None
         while True:
             event = self._changed.setdefault(run_id, anyio.Event())
+            if final and callable(self._dirty.get(run_id)):  # progress of a run running here: not finished
+                with anyio.move_on_after(poll):
+                    await event.wait()
+                continue
             queued = self._queued(run_id) or self._finished.get(run_id)
             stamp = queued.updated_at.timestamp() if queued else await anyio.to_thread.run_sync(self.updated_at, run_id)
             if stamp is not None and stamp != seen:
