@@ -180,17 +180,27 @@ class Runs:
         the client's model through sampling) runs it outside DBOS: recorded, but not resumed after a restart.
         `approve`: the session's checkpoint approver, attached to the run while it runs here; `checkpoints`:
         the call's own (issue 13)."""
-        record, run = await self._begin(request, mode, budgets, thread, run_id, on_event, engine, resumable, owner)
+        record, run = await self._begin(
+            request, mode, budgets, thread, run_id, on_event, engine, resumable, owner, write=False
+        )
         run.checkpoints = list(checkpoints)
         self._live[record.run_id].approve = approve
         anywhere = on_event is None and approve is None and run.team_hash == self.engine.team_hash
         if resumable and anywhere and self.replicas is not None:
+            await self.store.write(record)  # before another replica can take the run and write its progress
             self._live.pop(record.run_id, None)  # any replica may run it, on its own engine (same team)
             await replicas.enqueue(run)
         elif resumable:
+            # DBOS's workflow row first, so the run starts without waiting for its record (both are committed
+            # before the id is returned). Not both at once: two SQLite writers make one sleep in its busy
+            # handler (a millisecond or more). The record is queued before the run's task first runs, so its
+            # progress always comes after it; a crash in between leaves a workflow that recovery resumes and
+            # records (`execute` makes the record of a run it finds none for).
             with SetWorkflowID(record.run_id):
                 await DBOS.start_workflow_async(workflow.run_workflow, run)
+            await self.store.write(record)
         else:
+            await self.store.write(record)
             assert self._tg is not None
             self._tg.start_soon(self._execute_quietly, run)
         return record
@@ -234,6 +244,8 @@ class Runs:
         engine: Engine | None,
         resumable: bool,
         owner: str | None = None,
+        *,
+        write: bool = True,
     ) -> tuple[RunRecord, RunInput]:
         engine = engine or self.engine
         fresh, run_id = run_id is None, run_id or uuid.uuid4().hex
@@ -246,7 +258,8 @@ class Runs:
                            workflow_id=run_id if resumable else None, app_version=self.config.app_version,
                            started_at=started, updated_at=started, owner=owner)  # fmt: skip
         self._live[run_id] = _Live(Progress(record), engine, on_event, fresh=fresh)
-        await self.store.write(record)
+        if write:
+            await self.store.write(record)
         return record, run
 
     async def get(self, run_id: str) -> RunRecord | None:
