@@ -135,3 +135,52 @@ async def test_a_run_cancelled_while_a_step_output_waits_is_recorded_cancelled(t
         record = await runs.start("go", run_id="run-w", engine=engine)  # type: ignore[arg-type]
         final = await runs.wait(record.run_id, timeout=30)
         assert final is not None and final.status == "cancelled", (final.status, final.reason)
+
+
+async def test_steps_on_the_event_loop_get_their_own_outcome_from_one_batch(tmp_path: Path) -> None:
+    """`record_async` (a step's write, without a thread hop): outputs queued together are serialized and
+    committed by the writer thread in one go, and each step learns only its own failure: a row that
+    cannot be written, a value that cannot be serialized."""
+    async with open_runs(resolve(state_dir=tmp_path, environ={}), FakeEngine()) as runs:
+        run_id = await _finished_run(runs)
+        group = steps.group_commit()
+        assert group is not None
+        taken = min(await anyio.to_thread.run_sync(steps.recorded_step_ids, run_id))
+        serializer = JSONSerializer()
+
+        def serialized(value: str) -> Any:
+            return lambda: (serializer.serialize(value), serializer.name())
+
+        def unserializable() -> Any:
+            raise TypeError("not JSON")
+
+        calls = [
+            (_output(run_id, FRESH + 11, ""), serialized("a")),
+            (_output(run_id, taken, ""), serialized("again")),  # its id is recorded already
+            (_output(run_id, FRESH + 12, ""), unserializable),
+            (_output(run_id, FRESH + 13, ""), serialized("b")),
+        ]
+        outcomes: list[BaseException | None] = [None] * len(calls)
+
+        async def record(i: int) -> None:
+            try:
+                await group.record_async(*calls[i])
+            except BaseException as exc:
+                outcomes[i] = exc
+
+        async with anyio.create_task_group() as tg:
+            group.writer.acquire()  # another commit in progress: the four queue together
+            try:
+                for i in range(len(calls)):
+                    tg.start_soon(record, i)
+                await anyio.wait_all_tasks_blocked()  # each step enqueued its output and waits for it
+                assert len(group.queue) == len(calls)
+            finally:
+                group.writer.release()
+        assert outcomes[0] is None and outcomes[3] is None
+        assert type(outcomes[1]).__name__ == "DBOSStepNondeterminismError"
+        assert isinstance(outcomes[2], TypeError)
+        recorded = await anyio.to_thread.run_sync(steps.recorded_step_ids, run_id)
+        assert {FRESH + 11, FRESH + 13} <= recorded and FRESH + 12 not in recorded
+        step = steps._sys_db().check_operation_execution(run_id, FRESH + 13, f"test:{FRESH + 13}")
+        assert step is not None and JSONSerializer().deserialize(step["output"]) == "b"
