@@ -10,13 +10,14 @@ after them (wall/ideal 1.3 where the engine alone gives 1.05). Shortcuts, same r
   and a new owner (a takeover) makes our own write fail (`DBOSWorkflowConflictIDError`), so the list
   cannot go stale unnoticed. Lost with the read: noticing a cancel before the step instead of at its
   write; `Runs` stops a cancelled run's task itself (at once here, within a second from elsewhere).
-- writes: step outputs that wait for the connection at the same moment are written in one transaction
+- writes: one writer thread takes every step output queued meanwhile and writes them in one transaction
   (one ownership check per workflow, one multi-row insert): group commit. Each caller still returns only
   once its own row is committed. A batch that fails for any reason is written again row by row through
   DBOS's own method, so errors (a duplicate step, a lost ownership) reach the step they belong to.
 - the step itself (`run_step`): a fresh step (nothing to replay) runs without DBOS's per-step work on the
-  event loop (a thread hop for the read it skips, a tracing span, a chain of closures), and records
-  through DBOS's own `record_operation_result`; a step that may have been recorded goes through DBOS.
+  event loop (a thread hop for the read it skips, a tracing span, a chain of closures), and hands its value
+  to the writer thread, which serializes it as DBOS would and wakes the batch's steps with one callback on
+  the loop; a step that may have been recorded goes through DBOS (whose own write also goes to the writer).
 """
 
 from __future__ import annotations
@@ -67,9 +68,9 @@ async def run_step(name: str, func: Callable[..., Awaitable[T]], *args: Any) -> 
     A step that may have been recorded (its id is among the execution's `known_steps`, or none are known)
     goes through DBOS's `run_step_async`, which replays it. A fresh one takes the same id (the same
     `snapshot_step_ctx`), runs in a step context of its own (so wrappers inside pass through and DBOS
-    calls see a step) and records its output or error through DBOS's `record_operation_result`, as DBOS
-    would, without DBOS's per-step overhead on the event loop: a thread hop for the read it skips, a
-    tracing span, a chain of closures. Not carried over: DBOS's retries and preemption (never asked for
+    calls see a step) and records its output or error as DBOS would (through the writer thread, see
+    `_GroupCommit`), without DBOS's per-step overhead on the event loop: a thread hop for the read it
+    skips, a tracing span, a chain of closures. Not carried over: DBOS's retries and preemption (never asked for
     here). A `DBOSWorkflowCancelledError` from the body is not recorded, as in DBOS."""
     from dbos._core import run_step_async
     from dbos._dbos import DBOS, _get_dbos_instance
