@@ -18,7 +18,8 @@ branch with a message pointing here, and the kill/replay tests (tests/test_runs_
 
 Also here: the migration versions of DBOS's system tables (to refuse a database written by a newer
 DBOS), recovery of another executor's pending workflows (issue 16, takeover), and starting DBOS's executor
-threads at launch.
+threads at launch. How steps are checkpointed (fewer round trips than DBOS's own way) is in `_dbos_steps.py`,
+the other module that uses DBOS internals.
 """
 
 from __future__ import annotations
@@ -140,6 +141,20 @@ def step_namespace(index: int) -> Iterator[None]:
         yield
     finally:
         _namespace.reset(ns_token)
+        dbos_context._dbos_context_var.reset(token)
+
+
+async def workflow_status(workflow_id: str) -> Any:
+    """DBOS's status of `workflow_id`, read as from outside any workflow. In workflow code DBOS makes the
+    read a step, and a step of a cancelled workflow fails (at its read, or at its write once the cancel
+    took the workflow's ownership away), so a run could not learn that it was cancelled: it raised from
+    its error handler and left its record running."""
+    from dbos import DBOS
+
+    token = dbos_context._dbos_context_var.set(None)
+    try:
+        return await DBOS.get_workflow_status_async(workflow_id)
+    finally:
         dbos_context._dbos_context_var.reset(token)
 
 

@@ -27,6 +27,7 @@ from mcp_team.handoffs.checkpoints import Approver
 from mcp_team.llm import Model, ModelError, ModelRequest, ModelResponse
 from mcp_team.llm.wrappers import WrapperModel
 from mcp_team.runs import _dbos_internals as internals
+from mcp_team.runs import _dbos_steps as steps
 from mcp_team.specialists.tools import Tool
 
 T = TypeVar("T")
@@ -51,7 +52,7 @@ _DIVERGED = ("DBOSUnexpectedStepError", "DBOSStepNondeterminismError")
 
 async def _step(name: str, func: Callable[..., Awaitable[T]], *args: Any) -> T:
     try:
-        return await DBOS.run_step_async({"name": name}, func, *args)  # type: ignore[call-overload]
+        return await steps.run_step(name, func, *args)
     except Exception as exc:
         _raise_if_diverged(exc)
         raise

@@ -24,6 +24,8 @@ from mcp_team.errors import McpTeamError
 from mcp_team.handoffs import Budgets, HandoffRecord, RunEvent, RunResult, UsageReport
 from mcp_team.handoffs.checkpoints import Approver, Checkpoint
 from mcp_team.handoffs.schema import Mode
+from mcp_team.runs import _dbos_internals as internals
+from mcp_team.runs import _dbos_steps as steps
 from mcp_team.runs import launch, replicas, workflow
 from mcp_team.runs.approvals import Board
 from mcp_team.runs.config import REPLAY_FORMAT, DurableConfig
@@ -92,6 +94,7 @@ class _Live:
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     cancel_reason: str | None = None
     done: anyio.Event = field(default_factory=anyio.Event)
+    fresh: bool = False  # its workflow id was made here, now: DBOS has recorded nothing for it
 
 
 class Runs:
@@ -178,17 +181,27 @@ class Runs:
         the client's model through sampling) runs it outside DBOS: recorded, but not resumed after a restart.
         `approve`: the session's checkpoint approver, attached to the run while it runs here; `checkpoints`:
         the call's own (issue 13)."""
-        record, run = await self._begin(request, mode, budgets, thread, run_id, on_event, engine, resumable, owner)
+        record, run = await self._begin(
+            request, mode, budgets, thread, run_id, on_event, engine, resumable, owner, write=False
+        )
         run.checkpoints = list(checkpoints)
         self._live[record.run_id].approve = approve
         anywhere = on_event is None and approve is None and run.team_hash == self.engine.team_hash
         if resumable and anywhere and self.replicas is not None:
+            await self.store.write(record)  # before another replica can take the run and write its progress
             self._live.pop(record.run_id, None)  # any replica may run it, on its own engine (same team)
             await replicas.enqueue(run)
         elif resumable:
+            # DBOS's workflow row first, so the run starts without waiting for its record (both are committed
+            # before the id is returned). Not both at once: two SQLite writers make one sleep in its busy
+            # handler (a millisecond or more). The record is queued before the run's task first runs, so its
+            # progress always comes after it; a crash in between leaves a workflow that recovery resumes and
+            # records (`execute` makes the record of a run it finds none for).
             with SetWorkflowID(record.run_id):
                 await DBOS.start_workflow_async(workflow.run_workflow, run)
+            await self.store.write(record)
         else:
+            await self.store.write(record)
             assert self._tg is not None
             self._tg.start_soon(self._execute_quietly, run)
         return record
@@ -232,9 +245,11 @@ class Runs:
         engine: Engine | None,
         resumable: bool,
         owner: str | None = None,
+        *,
+        write: bool = True,
     ) -> tuple[RunRecord, RunInput]:
         engine = engine or self.engine
-        run_id = run_id or uuid.uuid4().hex
+        fresh, run_id = run_id is None, run_id or uuid.uuid4().hex
         history = await self.history(thread) if thread else ThreadHistory()
         started = now()
         run = RunInput(run_id=run_id, request=request, mode=mode, budgets=budgets, thread=thread,
@@ -243,8 +258,9 @@ class Runs:
                            executor_id=self.executor_id, resumable=resumable,
                            workflow_id=run_id if resumable else None, app_version=self.config.app_version,
                            started_at=started, updated_at=started, owner=owner)  # fmt: skip
-        self._live[run_id] = _Live(Progress(record), engine, on_event)
-        await self.store.write(record)
+        self._live[run_id] = _Live(Progress(record), engine, on_event, fresh=fresh)
+        if write:
+            await self.store.write(record)
         return record, run
 
     async def get(self, run_id: str) -> RunRecord | None:
@@ -260,9 +276,9 @@ class Runs:
         """The record once the run has finished, or as it is when `timeout` seconds have passed."""
         latest = None
         with anyio.move_on_after(timeout):
-            async for record in self.store.subscribe(run_id):
-                latest = record
-        return latest or await self.get(run_id)
+            async for record in self.store.subscribe(run_id, final=True):
+                latest = record if record.finished else None
+        return latest or await self.get(run_id)  # on timeout, the record as it is now
 
     def subscribe(self, run_id: str) -> AsyncIterator[RunRecord]:
         """The record now and after each change (for `resources/subscribe`), until the run has finished."""
@@ -336,16 +352,28 @@ class Runs:
                 # the store is the only record of a run that cannot resume: written before the branch goes
                 # on. A durable run's finished handoffs are DBOS steps already; its record follows (coalesced).
                 await self.store.write(progress.snapshot())
-            else:
-                self.store.put(progress.snapshot())
+            else:  # the record is taken when the store writes it or someone reads it, not at every event
+                self.store.put_later(progress.record.run_id, progress.snapshot)
             if live.on_event is not None:
                 await live.on_event(event)
 
         result: RunResult | None = None
         try:
             with live.scope:
-                runtime = DurableRuntime(self._approver(run.run_id, live)) if durable else None
-                result = await live.engine.run(run, runtime, on_event, finished.append)
+                if durable:
+                    workflow_id = DBOS.workflow_id
+                    assert workflow_id is not None
+                    recorded = (
+                        frozenset()
+                        if live.fresh
+                        else await anyio.to_thread.run_sync(steps.recorded_step_ids, workflow_id)
+                    )
+                    live.fresh = False  # another execution of it here (none is expected) reads them
+                    with steps.known_steps(workflow_id, recorded):  # steps not recorded yet skip DBOS's read
+                        runtime = DurableRuntime(self._approver(run.run_id, live))
+                        result = await live.engine.run(run, runtime, on_event, finished.append)
+                else:
+                    result = await live.engine.run(run, None, on_event, finished.append)
         except BaseException as exc:
             if _contains(exc, ReplayDiverged):
                 raise RunInterrupted(
@@ -456,7 +484,7 @@ _NOT_RESUMABLE = (
 
 
 async def _owned_elsewhere(workflow_id: str | None) -> bool:
-    status = await DBOS.get_workflow_status_async(workflow_id) if workflow_id else None
+    status = await internals.workflow_status(workflow_id) if workflow_id else None
     return status is not None and status.status != "CANCELLED"
 
 

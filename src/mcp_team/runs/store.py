@@ -4,13 +4,16 @@ Written outside DBOS's step numbering (plain tables next to DBOS's), so what `te
 and `mcp-team runs` show never depends on replaying anything. It holds durable runs and runs that
 cannot resume (on the client's model through sampling). Progress is coalesced: `put` only marks a run
 dirty; a background flush writes every dirty run in one transaction, at most every `interval` seconds,
-so a K=32 fan-out's progress costs a few writes. `write` is the immediate form, for a run's start and
-end and each finished handoff (awaited, so a crash never loses a handoff that was reported finished).
+so a K=32 fan-out's progress costs a few writes. `put_later` queues a way to take the record instead of
+the record itself, so a run's progress events cost no copy of its record each (a K=32 fan-out has 64).
+`write` is the immediate form, for a run's start and end and each finished handoff (awaited, so a crash
+never loses a handoff that was reported finished).
 """
 
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import UTC, datetime
 from typing import Literal
@@ -31,6 +34,7 @@ STORE_SCHEMA = 1
 
 RunState = Literal["running", "complete", "partial", "failed", "cancelled", "interrupted"]
 FINISHED: frozenset[str] = frozenset({"complete", "partial", "failed", "cancelled", "interrupted"})
+KEEP_FINISHED = 256  # finished records kept in memory for subscribers (a finished record never changes)
 
 metadata = sa.MetaData()
 meta_table = sa.Table(
@@ -97,7 +101,9 @@ class RunStore:
     def __init__(self, engine: sa.Engine, *, interval: float = 0.25) -> None:
         self.engine = engine
         self.interval = interval
-        self._dirty: dict[str, RunRecord] = {}
+        self._dirty: dict[str, RunRecord | Callable[[], RunRecord]] = {}
+        # finished records this process wrote (the newest few): final, so a subscriber here takes one as it is
+        self._finished: OrderedDict[str, RunRecord] = OrderedDict()
         self._wake = anyio.Event()
         self._changed: dict[str, anyio.Event] = {}
         self._flushing = anyio.Lock()  # batches commit in the order they were taken
@@ -139,10 +145,21 @@ class RunStore:
 
     def put(self, record: RunRecord) -> None:
         """Queue a write, coalesced with later ones; no I/O here. Subscribers here see it at once."""
-        self._dirty[record.run_id] = record
+        self.put_later(record.run_id, record)
+
+    def put_later(self, run_id: str, record: RunRecord | Callable[[], RunRecord]) -> None:
+        """`put`, where `record` may be a function returning the record, called only when the record is read
+        or written, so changes in between cost nothing. It must not block, and only read: `get` may call it
+        from a worker thread. Only progress is queued this way: a finished record is `put` as it is (a
+        subscriber waiting for the `final` record does not call the function)."""
+        self._dirty[run_id] = record
         self._wake.set()
-        if (event := self._changed.pop(record.run_id, None)) is not None:
+        if (event := self._changed.pop(run_id, None)) is not None:
             event.set()
+
+    def _queued(self, run_id: str) -> RunRecord | None:
+        queued = self._dirty.get(run_id)
+        return None if queued is None else _taken(queued)
 
     async def write(self, record: RunRecord) -> None:
         """Write now (and anything queued with it)."""
@@ -153,13 +170,18 @@ class RunStore:
         async with self._flushing:
             if not self._dirty:
                 return
-            batch, self._dirty = self._dirty, {}
+            batch = {run_id: _taken(queued) for run_id, queued in self._dirty.items()}
+            self._dirty = {}
             try:
                 with anyio.CancelScope(shield=True):  # a batch taken is a batch written
                     await anyio.to_thread.run_sync(self._write_batch, list(batch.values()))
             except sa.exc.OperationalError:  # the database is away: wait for it, as DBOS's own writes do
                 await self._write_when_back(batch)
-        for run_id in batch:
+        for run_id, record in batch.items():
+            if record.finished:
+                self._finished[run_id] = record
+                if len(self._finished) > KEEP_FINISHED:
+                    self._finished.popitem(last=False)
             if (event := self._changed.pop(run_id, None)) is not None:
                 event.set()
         if self.on_write is not None:
@@ -226,7 +248,7 @@ class RunStore:
         return [(r[0], r[1]) for r in rows]
 
     def get(self, run_id: str) -> RunRecord | None:
-        if (queued := self._dirty.get(run_id)) is not None:
+        if (queued := self._queued(run_id)) is not None:
             return queued
         with self.engine.connect() as conn:
             row = conn.execute(sa.select(runs_table.c.record).where(runs_table.c.run_id == run_id)).first()
@@ -258,21 +280,28 @@ class RunStore:
             row = conn.execute(sa.select(runs_table.c.updated_at).where(runs_table.c.run_id == run_id)).first()
         return row[0] if row else None
 
-    async def subscribe(self, run_id: str, *, poll: float = 1.0) -> AsyncIterator[RunRecord]:
+    async def subscribe(self, run_id: str, *, poll: float = 1.0, final: bool = False) -> AsyncIterator[RunRecord]:
         """The run's record now and after each change, until it is finished. Changes written by this
-        process arrive at once; those of other processes within `poll` seconds."""
+        process arrive at once; those of other processes within `poll` seconds. `final`: only the finished
+        record is wanted, so progress queued here (a function: see `put_later`) is not taken at each change,
+        which would cost the event loop a snapshot of every handoff while a fan-out starts or ends."""
         seen: float | None = None
         event: anyio.Event | None = None
         try:
             while True:
                 event = self._changed.setdefault(run_id, anyio.Event())
-                queued = self._dirty.get(run_id)
+                if final and callable(self._dirty.get(run_id)):  # progress of a run running here: not finished
+                    with anyio.move_on_after(poll):
+                        await event.wait()
+                    continue
+                queued = self._queued(run_id) or self._finished.get(run_id)
                 stamp = (
                     queued.updated_at.timestamp() if queued else await anyio.to_thread.run_sync(self.updated_at, run_id)
                 )
                 if stamp is not None and stamp != seen:
                     seen = stamp
-                    record = await anyio.to_thread.run_sync(self.get, run_id)
+                    # a queued or finished record is the newest there is: no need to read it back through a thread
+                    record = queued if queued is not None else await anyio.to_thread.run_sync(self.get, run_id)
                     if record is not None:
                         # The stamp may be of a queued record that a flush took meanwhile: `get` then reads the row
                         # before the flush commits. Remember what was read, so the committed record still comes.
@@ -289,3 +318,7 @@ class RunStore:
             if event is not None and self._changed.get(run_id) is event:
                 del self._changed[run_id]
                 event.set()
+
+
+def _taken(queued: RunRecord | Callable[[], RunRecord]) -> RunRecord:
+    return queued() if callable(queued) else queued
