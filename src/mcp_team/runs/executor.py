@@ -56,6 +56,11 @@ class ExecutorLease:
             self._file = None
         if self._conn is not None:
             with contextlib.suppress(Exception):
+                # Unlock first: closing hands the connection back to the pool, and the lock would live on until
+                # the pool is disposed and the server has ended that session (a restart could find it held).
+                self._conn.execute(sa.text("SELECT pg_advisory_unlock(:k)"), {"k": _advisory_key(self.executor_id)})
+                self._conn.commit()
+            with contextlib.suppress(Exception):
                 self._conn.close()
             self._conn = None
 
