@@ -53,6 +53,21 @@ async def test_runs_waited_on_or_watched_leave_nothing_behind_in_the_store(tmp_p
         assert runs.store.watched == 0
 
 
+async def test_closing_right_after_a_run_finished_leaves_its_workflow_ended_not_pending(tmp_path: Path) -> None:
+    # `mcp-team run` closes the service as soon as it has the final record, which comes before DBOS has
+    # recorded the workflow's end: closing then must not cancel that, or the workflow stays pending and is
+    # replayed at the next start.
+    config = _config(tmp_path)
+    for _ in range(3):
+        async with open_runs(config, FakeEngine(k=2, steps=1)) as runs:
+            record = await runs.wait((await runs.start("a request")).run_id)
+            assert record is not None and record.status == "complete"
+    assert config.sqlite_path is not None
+    with sqlite3.connect(config.sqlite_path) as db:
+        statuses = [row[0] for row in db.execute("SELECT status FROM workflow_status")]
+    assert statuses == ["SUCCESS"] * 3
+
+
 async def test_follow_ups_in_a_thread_see_earlier_requests_and_answers(tmp_path: Path) -> None:
     engine = FakeEngine(k=1, steps=1)
     async with open_runs(_config(tmp_path), engine) as runs:

@@ -38,6 +38,7 @@ from mcp_team.runs.workflow import Engine, EventSink, RunInput
 
 CANCEL_POLL = 1.0  # seconds between checks for runs cancelled by another process
 CANCEL_CHUNK = 64  # run ids per check (see _fixed_chunks)
+SETTLE_SECONDS = 5.0  # at close, how long finished runs get for DBOS to record their workflows' end
 
 
 class RunInterrupted(McpTeamError):
@@ -152,6 +153,7 @@ class Runs:
         for live in list(self._live.values()):
             live.scope.cancel()
             await live.done.wait()
+        await workflow.settle(SETTLE_SECONDS)
         await self.store.flush()
         if self.replicas is not None:
             with contextlib.suppress(sa.exc.SQLAlchemyError):

@@ -9,6 +9,7 @@ recorded one when a run resumes, the run is not replayed against another team bu
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
@@ -70,8 +71,24 @@ def bind(service: Runs | None) -> None:
     _service = service
 
 
+# The tasks of run workflows in this process, until DBOS has finished with them (see `settle`).
+_tasks: set[asyncio.Task[object]] = set()
+
+
 @DBOS.workflow(name=WORKFLOW_NAME)
 async def run_workflow(run: RunInput) -> RunResult:
     if _service is None:
         raise RuntimeError("the run workflow ran before mcp-team's run service was bound")
+    if (task := asyncio.current_task()) is not None:  # the task DBOS runs the workflow in
+        _tasks.add(task)
+        task.add_done_callback(_tasks.discard)
     return await _service.execute(run, durable=True)
+
+
+async def settle(timeout: float) -> None:
+    """Wait up to `timeout` seconds for the run workflows of this process to end. A run's record is final
+    before DBOS has recorded its workflow's output: shutting down in between (`mcp-team run` exits once it
+    has the record) would cancel that bookkeeping, leave the workflow pending, replay it at the next start,
+    and log a cancelled task."""
+    if pending := {task for task in _tasks if not task.done()}:
+        await asyncio.wait(pending, timeout=timeout)
