@@ -34,7 +34,7 @@ STORE_SCHEMA = 1
 
 RunState = Literal["running", "complete", "partial", "failed", "cancelled", "interrupted"]
 FINISHED: frozenset[str] = frozenset({"complete", "partial", "failed", "cancelled", "interrupted"})
-KEEP_FINISHED = 256  # finished records kept in memory for subscribers (a finished record never changes)
+KEEP_FINISHED = 256  # at most this many finished records kept for their waiting subscribers
 
 metadata = sa.MetaData()
 meta_table = sa.Table(
@@ -102,7 +102,8 @@ class RunStore:
         self.engine = engine
         self.interval = interval
         self._dirty: dict[str, RunRecord | Callable[[], RunRecord]] = {}
-        # finished records this process wrote (the newest few): final, so a subscriber here takes one as it is
+        # finished records this process wrote while a subscriber here waited on them: final, so it takes one as
+        # it is, not read back through a thread behind DBOS's end-of-workflow write
         self._finished: OrderedDict[str, RunRecord] = OrderedDict()
         self._wake = anyio.Event()
         self._changed: dict[str, anyio.Event] = {}
@@ -178,11 +179,11 @@ class RunStore:
             except sa.exc.OperationalError:  # the database is away: wait for it, as DBOS's own writes do
                 await self._write_when_back(batch)
         for run_id, record in batch.items():
-            if record.finished:
-                self._finished[run_id] = record
-                if len(self._finished) > KEEP_FINISHED:
-                    self._finished.popitem(last=False)
             if (event := self._changed.pop(run_id, None)) is not None:
+                if record.finished:  # for the subscribers waiting on it, until they have it (see `subscribe`)
+                    self._finished[run_id] = record
+                    if len(self._finished) > KEEP_FINISHED:
+                        self._finished.popitem(last=False)
                 event.set()
         if self.on_write is not None:
             self.on_write(list(batch))
@@ -318,6 +319,9 @@ class RunStore:
             if event is not None and self._changed.get(run_id) is event:
                 del self._changed[run_id]
                 event.set()
+            # Kept only for the subscribers that waited on the run: records held for longer would stay in
+            # memory after a burst of runs, scattered over what it used (another would read the row).
+            self._finished.pop(run_id, None)
 
 
 def _taken(queued: RunRecord | Callable[[], RunRecord]) -> RunRecord:
