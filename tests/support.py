@@ -74,7 +74,16 @@ def free_port() -> int:
 
 @contextmanager
 def serve_http(*args: str, env: dict[str, str], attempts: int = 3) -> Iterator[str]:
-    """`mcp-team serve --http` on a free port, up and healthy; yields its base URL, stops it after.
+    """`mcp-team serve --http` on a free port, up and healthy; yields its base URL, stops it after."""
+    with serve_http_process(*args, env=env, attempts=attempts) as (base, _):
+        yield base
+
+
+@contextmanager
+def serve_http_process(
+    *args: str, env: dict[str, str], attempts: int = 3
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """`serve_http`, yielding the server's process too.
 
     Another process (an xdist worker, a neighbour's test) can take the port between `free_port` and the
     child's bind: the child then exits, and this tries a new port. Its stderr goes to a file, which never
@@ -92,7 +101,7 @@ def serve_http(*args: str, env: dict[str, str], attempts: int = 3) -> Iterator[s
             base = f"http://127.0.0.1:{port}"
             if wait_healthy(base, proc):
                 try:
-                    yield base
+                    yield base, proc
                 finally:
                     proc.terminate()
                     proc.wait(timeout=HANG_GUARD)

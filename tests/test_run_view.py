@@ -19,7 +19,7 @@ from mcp_team.errors import ConfigError
 from mcp_team.llm.settings import ModelSettings
 from mcp_team.server.app import build_server
 from mcp_team.server.views import RUN_VIEW_URI, ViewSettings, view_settings
-from serve_http import MCP_TEAM, clean_env, serve_http
+from support import MCP_TEAM, clean_env, serve_http
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")]
 
@@ -128,7 +128,7 @@ def test_a_bad_trace_url_stops_the_server_with_a_clear_error() -> None:
 
 
 async def test_the_pages_have_the_same_checks_as_mcp_and_serve_the_same_record() -> None:
-    with serve_http(MCP_TEAM_MODEL="offline", MCP_TEAM_HTTP_TOKEN=TOKEN) as base:
+    with serve_http(env=clean_env(MCP_TEAM_MODEL="offline", MCP_TEAM_HTTP_TOKEN=TOKEN)) as base:
         bearer = {"Authorization": f"Bearer {TOKEN}"}
         async with httpx2.AsyncClient(base_url=base, timeout=60) as http:
             for path in ("/runs", "/runs/x", "/runs.json", "/runs/x.json"):

@@ -28,7 +28,7 @@ from mcp.client.streamable_http import streamable_http_client
 from playwright.sync_api import Browser, Page, Route, expect, sync_playwright
 
 from chromium import LAUNCH_ARGS, ensure_chromium, host_bundle
-from serve_http import serve_http
+from support import clean_env, serve_http
 
 # The first test may install chromium and the npm packages of the test host.
 pytestmark = [pytest.mark.timeout(900), pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")]
@@ -58,14 +58,15 @@ RECORDER = """
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with serve_http(
+    env = clean_env(
         MCP_TEAM_MODEL="offline",
         MCP_TEAM_OFFLINE_LATENCY_MS="400",  # a run takes seconds: long enough to watch it
         MCP_TEAM_OFFLINE_FAULTS="rate_limit:researcher:1,server_error:coder",
         MCP_TEAM_HTTP_TOKEN=TOKEN,
         MCP_TEAM_TRACE_UI_URL=TRACE_UI,
         MCP_TEAM_TRACE_DIR=str(tmp_path_factory.mktemp("traces")),  # tracing on: runs get trace ids
-    ) as base:
+    )
+    with serve_http(env=env) as base:
         yield base
 
 
@@ -151,9 +152,8 @@ def test_the_app_in_an_mcp_apps_host_follows_the_run(server: str, browser: Brows
 
 def test_the_app_shows_a_run_that_failed_from_the_tool_error(browser: Browser, bundle: str) -> None:
     # Every specialist fails: run_team answers with a tool error naming the run, and the view reads it.
-    with serve_http(
-        MCP_TEAM_MODEL="offline", MCP_TEAM_OFFLINE_FAULTS="server_error:researcher,server_error:analyst"
-    ) as base:
+    faults = "server_error:researcher,server_error:analyst"
+    with serve_http(env=clean_env(MCP_TEAM_MODEL="offline", MCP_TEAM_OFFLINE_FAULTS=faults)) as base:
         page = browser.new_page()
         page.set_default_timeout(120_000)
         open_in_host(page, base, bundle, "Research bees and calculate 2+2")

@@ -30,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    args.relaunchable = argv is None  # this process is the command's own: `serve --http` may re-execute it
     try:
         code: int = args.handler(args)
         return code
