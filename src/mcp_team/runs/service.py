@@ -1,10 +1,8 @@
-"""The run service the server talks to: start, get, list, wait, subscribe, cancel; recovery at start-up.
+"""The run service the server talks to: start, get, list, wait, subscribe, cancel.
 
 `Runs.open` checks the database, takes this process's executor id, launches DBOS (`launch`, off the loop)
-and reconciles what a previous process left: runs of this executor that were still running are resumed
-(DBOS does it for the current application version), forked onto this version (an older mcp-team with
-the same replay format) or marked `interrupted` with their finished handoffs kept (runs on the client's
-model, runs of another replay format, runs whose team changed). No run is left "running".
+and settles what a previous process left (runs/recovery.py). A run whose team changed since it started is
+marked `interrupted` when it would resume, its finished handoffs kept.
 """
 
 from __future__ import annotations
@@ -21,18 +19,19 @@ from anyio.abc import TaskGroup
 from dbos import DBOS, SetWorkflowID
 
 from mcp_team.errors import McpTeamError
-from mcp_team.handoffs import Budgets, HandoffRecord, RunEvent, RunResult, UsageReport
+from mcp_team.handoffs import Budgets, RunEvent, RunResult
 from mcp_team.handoffs.checkpoints import Approver, Checkpoint
 from mcp_team.handoffs.schema import Mode
 from mcp_team.runs import _dbos_internals as internals
 from mcp_team.runs import _dbos_steps as steps
-from mcp_team.runs import launch, replicas, workflow
+from mcp_team.runs import launch, recovery, replicas, workflow
 from mcp_team.runs.approvals import Board
-from mcp_team.runs.config import REPLAY_FORMAT, DurableConfig
+from mcp_team.runs.config import DurableConfig
 from mcp_team.runs.executor import ExecutorLease
+from mcp_team.runs.progress import NOT_RESUMABLE, Progress, final_state
 from mcp_team.runs.replicas import Replicas
 from mcp_team.runs.runtime import DurableRuntime, ReplayDiverged
-from mcp_team.runs.store import RunRecord, RunState, RunStore, now
+from mcp_team.runs.store import RunRecord, RunStore, now
 from mcp_team.runs.threads import ThreadHistory, build_history
 from mcp_team.runs.workflow import Engine, EventSink, RunInput
 
@@ -43,45 +42,6 @@ SETTLE_SECONDS = 5.0  # at close, how long finished runs get for DBOS to record 
 
 class RunInterrupted(McpTeamError):
     """The run cannot go on here (its record says why); its finished handoffs are kept."""
-
-
-class Progress:
-    """A run's record as it runs: handoffs upserted by id (so a replay never shrinks it), written coalesced."""
-
-    def __init__(self, record: RunRecord) -> None:
-        self.record = record
-        self.handoffs: dict[str, HandoffRecord] = {h.id: h for h in (record.result.handoffs if record.result else [])}
-
-    def on_event(self, event: RunEvent) -> None:
-        if event.record is not None:
-            self.handoffs[event.record.id] = event.record.model_copy()
-
-    def snapshot(self) -> RunRecord:
-        r = self.record
-        if r.finished:  # a late progress event never turns a final record back into a running one
-            return r
-        partial = RunResult(
-            answer="", status="running", handoffs=list(self.handoffs.values()), failures=[], usage=UsageReport(),
-            run_id=r.run_id, trace_id=None, request=r.request, mode=r.mode or "adaptive",  # type: ignore[arg-type]
-            started_at=r.started_at,
-        )  # fmt: skip
-        return r.model_copy(update={"updated_at": now(), "result": partial})
-
-    def finish(self, status: RunState, result: RunResult | None = None, reason: str | None = None) -> RunRecord:
-        if result is None:
-            result = self.snapshot().result
-            assert result is not None
-            handoffs = [
-                h.model_copy(update={"status": "cancelled", "error_type": status, "error": reason})
-                if h.status == "running"
-                else h
-                for h in result.handoffs
-            ]
-            result = result.model_copy(update={"handoffs": handoffs, "ended_at": now()})
-        self.record = self.record.model_copy(
-            update={"status": status, "result": result, "reason": reason, "updated_at": now(), "waiting": None}
-        )
-        return self.record
 
 
 @dataclass
@@ -404,12 +364,12 @@ class Runs:
         if result is None:  # our scope was cancelled: by `cancel`, or by `close`
             if self._closing:
                 if not durable:
-                    await self.store.write(progress.finish("interrupted", reason=_NOT_RESUMABLE))
+                    await self.store.write(progress.finish("interrupted", reason=NOT_RESUMABLE))
                 raise anyio.get_cancelled_exc_class()()  # leave the workflow pending: it resumes at the next start
             cancelled = finished[-1] if finished else None
             await self.store.write(progress.finish("cancelled", cancelled, live.cancel_reason))
             return cancelled or progress.record.result  # type: ignore[return-value]
-        await self.store.write(progress.finish(_state(result), result))
+        await self.store.write(progress.finish(final_state(result), result))
         return result
 
     def _approver(self, run_id: str, live: _Live) -> Approver:
@@ -420,6 +380,9 @@ class Runs:
             await self.store.write(live.progress.snapshot())
 
         return self.checkpoints.approver(run_id, live.approve, on_wait)
+
+    async def _recover(self, executor_id: str | None = None) -> None:
+        await recovery.recover(self.store, self.config.app_version, executor_id or self.executor_id, self._live)
 
     async def _watch_cancellations(self) -> None:
         while True:
@@ -436,62 +399,10 @@ class Runs:
                         live.cancel_reason = live.cancel_reason or "cancelled from another process"
                         live.scope.cancel()
 
-    # --- recovery -----------------------------------------------------------------------------
-    async def _recover(self, executor_id: str | None = None) -> None:
-        """Settle every run this executor (or a dead replica taken over) left running (see the module docstring)."""
-        executor_id = executor_id or self.executor_id
-        left = await anyio.to_thread.run_sync(
-            lambda: self.store.list(limit=100_000, status=["running"], executor_id=executor_id)
-        )
-        for record in left:
-            if record.run_id in self._live:
-                continue
-            progress = Progress(record)
-            if not record.resumable:
-                await self.store.write(progress.finish("interrupted", reason=_NOT_RESUMABLE))
-                continue
-            status = await DBOS.get_workflow_status_async(record.workflow_id or record.run_id)
-            if status is None:
-                await self.store.write(progress.finish("interrupted", reason="the process stopped before it started"))
-            elif status.status == "SUCCESS" and isinstance(status.output, RunResult):
-                await self.store.write(progress.finish(_state(status.output), status.output))
-            elif status.status == "CANCELLED":
-                await self.store.write(progress.finish("cancelled", reason="cancelled"))
-            elif status.status in ("ERROR", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"):
-                await self.store.write(progress.finish("interrupted", reason=f"it stopped on an error: {status.error}"))
-            elif status.app_version != self.config.app_version:
-                await self._upgrade(record, status.workflow_id, status.app_version or "")
-            # else: pending on this version; DBOS resumes it (launch re-enqueued it)
-
-    async def _upgrade(self, record: RunRecord, workflow_id: str, old_version: str) -> None:
-        """A run left pending by another application version: fork it onto this one, or interrupt it."""
-        if old_version.rpartition(".r")[2] != str(REPLAY_FORMAT):
-            await DBOS.cancel_workflow_async(workflow_id)
-            reason = (f"it was left unfinished by mcp-team {old_version}, which records runs differently from "
-                      f"{self.config.app_version}; start it again")  # fmt: skip
-            await self.store.write(Progress(record).finish("interrupted", reason=reason))
-            return
-        new_id = f"{record.run_id}~{self.config.app_version}"
-        if await DBOS.get_workflow_status_async(new_id) is None:
-            steps = await DBOS.list_workflow_steps_async(workflow_id)
-            start = max((s["function_id"] for s in steps), default=0) + 1  # ids are namespaced: max, not count
-            with SetWorkflowID(new_id):
-                await DBOS.fork_workflow_async(workflow_id, start, application_version=self.config.app_version)
-        await DBOS.cancel_workflow_async(workflow_id)
-
-
-_NOT_RESUMABLE = (
-    "the process running it stopped; a run on the client's model (sampling) cannot resume. Finished handoffs are kept"
-)
-
 
 async def _owned_elsewhere(workflow_id: str | None) -> bool:
     status = await internals.workflow_status(workflow_id) if workflow_id else None
     return status is not None and status.status != "CANCELLED"
-
-
-def _state(result: RunResult) -> RunState:
-    return "failed" if result.status == "running" else result.status
 
 
 def _contains(exc: BaseException, kind: type[BaseException], names: tuple[str, ...] = ()) -> bool:

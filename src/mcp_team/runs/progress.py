@@ -1,0 +1,55 @@
+"""A run's record while it runs, and how it ends: what the run service writes to the store for a run of
+this process, and recovery for the runs a stopped one left."""
+
+from __future__ import annotations
+
+from mcp_team.handoffs import HandoffRecord, RunEvent, RunResult, UsageReport
+from mcp_team.runs.store import RunRecord, RunState, now
+
+NOT_RESUMABLE = (
+    "the process running it stopped; a run on the client's model (sampling) cannot resume. Finished handoffs are kept"
+)
+
+
+class Progress:
+    """A run's record as it runs: handoffs upserted by id (so a replay never shrinks it), written coalesced."""
+
+    def __init__(self, record: RunRecord) -> None:
+        self.record = record
+        self.handoffs: dict[str, HandoffRecord] = {h.id: h for h in (record.result.handoffs if record.result else [])}
+
+    def on_event(self, event: RunEvent) -> None:
+        if event.record is not None:
+            self.handoffs[event.record.id] = event.record.model_copy()
+
+    def snapshot(self) -> RunRecord:
+        r = self.record
+        if r.finished:  # a late progress event never turns a final record back into a running one
+            return r
+        partial = RunResult(
+            answer="", status="running", handoffs=list(self.handoffs.values()), failures=[], usage=UsageReport(),
+            run_id=r.run_id, trace_id=None, request=r.request, mode=r.mode or "adaptive",  # type: ignore[arg-type]
+            started_at=r.started_at,
+        )  # fmt: skip
+        return r.model_copy(update={"updated_at": now(), "result": partial})
+
+    def finish(self, status: RunState, result: RunResult | None = None, reason: str | None = None) -> RunRecord:
+        if result is None:
+            result = self.snapshot().result
+            assert result is not None
+            handoffs = [
+                h.model_copy(update={"status": "cancelled", "error_type": status, "error": reason})
+                if h.status == "running"
+                else h
+                for h in result.handoffs
+            ]
+            result = result.model_copy(update={"handoffs": handoffs, "ended_at": now()})
+        self.record = self.record.model_copy(
+            update={"status": status, "result": result, "reason": reason, "updated_at": now(), "waiting": None}
+        )
+        return self.record
+
+
+def final_state(result: RunResult) -> RunState:
+    """The record's status for a run that returned `result` (one that returned still running failed)."""
+    return "failed" if result.status == "running" else result.status
