@@ -21,6 +21,7 @@ from mcp_team.llm.types import (
     TextBlock,
     ToolUseBlock,
     Usage,
+    replaced,
 )
 from mcp_team.telemetry import spans
 from mcp_team.telemetry.attributes import (
@@ -165,8 +166,9 @@ async def _call(
             if limit.cancelled_caught:
                 raise ModelError("timeout", f"the {model.name} call took longer than {timeout:g} s")
         cost = call_cost(model, response)
-        response = response.model_copy(update={"usage": response.usage.model_copy(update={"cost_usd": cost})})
-        u = response.usage
+        # Not `model_copy` (twice): this is on every model call, and the values are the response's own.
+        u = replaced(response.usage, cost_usd=cost)
+        response = replaced(response, usage=u)
         if span.is_recording():
             also: dict[str, Any] = {RESPONSE_MODEL: response.model, RESPONSE_FINISH_REASONS: [response.stop_reason]}
             if response.id:
