@@ -11,6 +11,7 @@ from mcp_team.handoffs.checkpoints import CheckpointRecord
 from mcp_team.handoffs.conflicts import Ruling
 from mcp_team.handoffs.gates import Gates
 from mcp_team.llm import Usage
+from mcp_team.llm.types import no_usage
 from mcp_team.specialists import Verdict
 
 Mode = Literal["adaptive", "planned"]
@@ -108,7 +109,7 @@ class HandoffRecord(Handoff):
     error: str | None = None
     error_type: str | None = None
     turns: int = 0
-    usage: Usage = Field(default_factory=Usage)
+    usage: Usage = Field(default_factory=no_usage)
     verdict: Verdict | None = None
     subrun: RunResult | None = Field(default=None, description="A member that is a team: its sub-run's record.")
 
@@ -127,7 +128,7 @@ class Failure(BaseModel):
 
 
 class UsageReport(BaseModel):
-    total: Usage = Field(default_factory=Usage)
+    total: Usage = Field(default_factory=no_usage)
     by_specialist: dict[str, Usage] = Field(default_factory=dict)
     model_calls: int = 0
 
