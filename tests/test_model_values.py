@@ -1,14 +1,16 @@
-"""The values the hot path builds by hand (usage sums, priced copies, the shared zero usage, a tool call's
-cached JSON) are exactly what pydantic's own methods give: same fields, same `fields_set`, same dumps."""
+"""The values the hot path builds by hand (usage sums, priced copies, the shared zero usage, started
+records, a tool call's cached JSON) are exactly what pydantic's own methods give: same fields, same
+`fields_set`, same dumps."""
 
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 
 import pytest
 from pydantic import ValidationError
 
-from mcp_team.handoffs.schema import Handoff, HandoffRecord, RunResult
+from mcp_team.handoffs.schema import Handoff, HandoffRecord, RunResult, started_record
 from mcp_team.llm.types import NO_USAGE, ModelResponse, TextBlock, ToolUseBlock, Usage, replaced
 from mcp_team.specialists.loop import SpecialistResult
 
@@ -63,3 +65,34 @@ def test_a_tool_calls_cached_json_is_its_input_and_changes_nothing_else() -> Non
     fresh = ToolUseBlock(id="c1", name="handoff_to_w", input={"task": "Work é", "n": [1, 2]})
     assert block == fresh and fresh == block
     assert "input_json" not in block.model_dump()
+
+
+@pytest.mark.parametrize(
+    "handoff",
+    [
+        Handoff(id="h1", seq=1, run_id="r", target="w", call_id="c", task="t"),
+        Handoff(
+            id="h2.2",
+            seq=2,
+            run_id="r",
+            target="w",
+            call_id="c",
+            task="t",
+            context="x",
+            expected_output="y",
+            attempt=2,
+            retry_of="h2",
+            fallback="v took it",
+        ),
+    ],
+)
+def test_a_started_record_is_the_validated_one(handoff: Handoff) -> None:
+    at = datetime.now(UTC)
+    expected = HandoffRecord.model_validate({**handoff.__dict__, "started_at": at})
+    record = started_record(handoff, at)
+    assert record == expected
+    assert record.__pydantic_fields_set__ == expected.__pydantic_fields_set__
+    assert list(record.__dict__) == list(expected.__dict__) and repr(record) == repr(expected)
+    assert record.model_dump_json() == expected.model_dump_json()
+    record.status, record.output = "completed", "done"  # a record is written as the handoff runs
+    assert started_record(handoff, at).status == "running"  # and shares nothing mutable with the next

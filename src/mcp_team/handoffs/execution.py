@@ -27,7 +27,7 @@ from mcp_team.handoffs.budget import Budget
 from mcp_team.handoffs.context import RunContext, now
 from mcp_team.handoffs.prompts import REFINE_INSTRUCTIONS
 from mcp_team.handoffs.review import gate_revision
-from mcp_team.handoffs.schema import Handoff, HandoffRecord, HandoffStatus
+from mcp_team.handoffs.schema import Handoff, HandoffRecord, HandoffStatus, started_record
 from mcp_team.handoffs.subteam import SubTeam, run_subteam
 from mcp_team.llm import SUPERVISOR, Message, ModelError, ModelRequest, ToolDefinition, Usage
 from mcp_team.specialists import run_specialist
@@ -313,8 +313,7 @@ def not_run(
 
 async def _attempt(ctx: RunContext, handoff: Handoff) -> HandoffRecord:
     specialist = ctx.team[handoff.target]
-    # From the handoff's fields as they are (validated already): cheaper than dumping it first.
-    record = HandoffRecord.model_validate({**handoff.__dict__, "started_at": now()})
+    record = started_record(handoff, now())
     ctx.records.append(record)
     try:
         if ctx.on_event is not None:  # the message is built only for a sink that reads it
