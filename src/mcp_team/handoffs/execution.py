@@ -319,8 +319,9 @@ async def _attempt(ctx: RunContext, handoff: Handoff) -> HandoffRecord:
         if ctx.on_event is not None:  # the message is built only for a sink that reads it
             await ctx.emit("handoff_started", f"{handoff.target}: {handoff.task[:120]}", record)
         with spans.transfer_span(handoff.source, handoff.target, handoff.call_id, handoff.id, handoff.attempt) as span:
-            spans.record_content(span, HANDOFF_TASK, lambda: handoff.task)
-            spans.record_content(span, TOOL_CALL_ARGUMENTS, lambda: handoff.model_dump(include=_PAYLOAD))
+            if capturing := spans.capturing(span):
+                spans.record_content(span, HANDOFF_TASK, lambda: handoff.task)
+                spans.record_content(span, TOOL_CALL_ARGUMENTS, lambda: handoff.model_dump(include=_PAYLOAD))
             if isinstance(specialist, SubTeam):  # a member that is a team: a sub-run under this span
                 result, record.subrun = await run_subteam(ctx, specialist, handoff)
                 record.usage = result.usage
@@ -336,7 +337,8 @@ async def _attempt(ctx: RunContext, handoff: Handoff) -> HandoffRecord:
                     agent_id=handoff.id,
                     gather=ctx.runtime.gather,
                 )
-            spans.record_content(span, TOOL_CALL_RESULT, lambda: result.output if result.output else result.error)
+            if capturing:
+                spans.record_content(span, TOOL_CALL_RESULT, lambda: result.output or result.error)
             if record.fallback and span.is_recording():
                 span.set_attribute(FALLBACK_MODEL, record.fallback)
             if result.status == "failed":

@@ -158,8 +158,9 @@ async def _call(
     with spans.chat_span(model.name, model.provider, request.phase, request.max_tokens) as span:
         if fallback_for is not None and span.is_recording():
             span.set_attribute(FALLBACK_MODEL, fallback_for)
-        spans.record_content(span, SYSTEM_INSTRUCTIONS, lambda: [{"type": "text", "content": request.system}])
-        spans.record_content(span, INPUT_MESSAGES, lambda: [_semconv(m.role, m.blocks) for m in request.messages])
+        if capturing := spans.capturing(span):
+            spans.record_content(span, SYSTEM_INSTRUCTIONS, lambda: [{"type": "text", "content": request.system}])
+            spans.record_content(span, INPUT_MESSAGES, lambda: [_semconv(m.role, m.blocks) for m in request.messages])
         async with models.limiter_for(model).slot(prompt_tokens + request.max_tokens):
             with anyio.move_on_after(timeout) as limit:
                 response = await model.complete(request)
@@ -178,11 +179,12 @@ async def _call(
             spans.record_usage(
                 span, u.input_tokens, u.output_tokens, u.cache_read_input_tokens, u.cache_creation_input_tokens, also
             )
-            spans.record_content(
-                span,
-                OUTPUT_MESSAGES,
-                lambda: [{**_semconv("assistant", response.content), "finish_reason": response.stop_reason}],
-            )
+            if capturing:
+                spans.record_content(
+                    span,
+                    OUTPUT_MESSAGES,
+                    lambda: [{**_semconv("assistant", response.content), "finish_reason": response.stop_reason}],
+                )
     return response
 
 
