@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from mcp_team.errors import BudgetExhausted, McpTeamError
 from mcp_team.handoffs.schema import Budgets
 from mcp_team.llm import Usage
+from mcp_team.llm.types import no_usage
 
 
 class BudgetAboveLimit(McpTeamError, ValueError):
@@ -53,7 +54,7 @@ class Budget:
     limits: Budgets
     handoffs: int = 0
     model_calls: int = 0
-    usage: Usage = field(default_factory=Usage)
+    usage: Usage = field(default_factory=no_usage)
     cost_usd: float = 0.0  # of the calls whose price is known
     exhausted: str | None = None  # which budget ran out first, in words, once one has
     fallbacks: list[str] = field(default_factory=list)  # the supervisor's calls a fallback model answered

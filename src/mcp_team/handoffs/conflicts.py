@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from mcp_team.llm import Usage
+from mcp_team.llm.types import no_usage
 
 
 class Position(BaseModel):
@@ -26,4 +27,4 @@ class Ruling(BaseModel):
     judge: str
     status: Literal["completed", "failed"]
     verdict: str = Field(description="The judge's decision and reasons; the error when it failed.")
-    usage: Usage = Field(default_factory=Usage)
+    usage: Usage = Field(default_factory=no_usage)

@@ -29,6 +29,7 @@ from mcp_team.handoffs.schema import (
 )
 from mcp_team.llm import SUPERVISOR, ModelError, ModelRequest, ModelResponse, ModelSet, Usage, chat
 from mcp_team.llm.call import TRANSIENT
+from mcp_team.llm.types import NO_USAGE, no_usage
 from mcp_team.specialists import Specialist
 
 log = logging.getLogger("mcp_team.handoffs")
@@ -75,7 +76,7 @@ class RunContext:
     breakers: Breakers = field(init=False)
     records: list[HandoffRecord] = field(default_factory=list)
     failures: list[Failure] = field(default_factory=list)
-    supervisor_usage: Usage = field(default_factory=Usage)
+    supervisor_usage: Usage = field(default_factory=no_usage)
     plan: Plan | None = None
     stopped_by: str | None = None
     status: RunStatus = "running"
@@ -170,10 +171,10 @@ class RunContext:
     def result(self) -> RunResult:
         by_specialist: dict[str, Usage] = {"supervisor": self.supervisor_usage}
         for r in self.records:
-            by_specialist[r.target] = by_specialist.get(r.target, Usage()) + r.usage
+            by_specialist[r.target] = by_specialist.get(r.target, NO_USAGE) + r.usage
         for ruling in self.rulings:
-            by_specialist[ruling.judge] = by_specialist.get(ruling.judge, Usage()) + ruling.usage
-        total = sum(by_specialist.values(), Usage())
+            by_specialist[ruling.judge] = by_specialist.get(ruling.judge, NO_USAGE) + ruling.usage
+        total = sum(by_specialist.values(), NO_USAGE)
         return RunResult(
             answer=self.answer,
             status=self.status,

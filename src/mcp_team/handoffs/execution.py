@@ -27,7 +27,7 @@ from mcp_team.handoffs.budget import Budget
 from mcp_team.handoffs.context import RunContext, now
 from mcp_team.handoffs.prompts import REFINE_INSTRUCTIONS
 from mcp_team.handoffs.review import gate_revision
-from mcp_team.handoffs.schema import Handoff, HandoffRecord, HandoffStatus
+from mcp_team.handoffs.schema import Handoff, HandoffRecord, HandoffStatus, started_record
 from mcp_team.handoffs.subteam import SubTeam, run_subteam
 from mcp_team.llm import SUPERVISOR, Message, ModelError, ModelRequest, ToolDefinition, Usage
 from mcp_team.specialists import run_specialist
@@ -56,16 +56,17 @@ class Refusal(BaseModel, frozen=True):
 async def dispatch(ctx: RunContext, handoffs: Sequence[Handoff]) -> list[HandoffRecord]:
     """Admit the handoffs in order, run the admitted ones concurrently; their final records in the same order."""
     results: list[HandoffRecord | None] = [None] * len(handoffs)
+    prints = [_fingerprint(h) for h in handoffs]  # once each: admission reads them, completion records them
 
     async def run(i: int) -> None:
         results[i] = record = await execute(ctx, handoffs[i])
         if record.status == "completed":
-            ctx.fingerprints[_fingerprint(handoffs[i])] = record
+            ctx.fingerprints[prints[i]] = record
 
     with in_handoff_order(ctx, settle_breakers=True):
         admitted = []
         for i, handoff in enumerate(handoffs):
-            if (refused := admit(ctx, handoff)) is None:
+            if (refused := admit(ctx, handoff, fingerprint=prints[i])) is None:
                 admitted.append(i)
             else:
                 results[i] = refused
@@ -75,7 +76,8 @@ async def dispatch(ctx: RunContext, handoffs: Sequence[Handoff]) -> list[Handoff
         elif admitted:
             async with anyio.create_task_group() as tg:
                 for i in admitted:
-                    tg.start_soon(run, i)
+                    # Named: anyio otherwise builds a name from the function's module and qualname.
+                    tg.start_soon(run, i, name=handoffs[i].id)
     return [r for r in results if r is not None]
 
 
@@ -104,13 +106,16 @@ def note_fan_out(ctx: RunContext, what: str, records: Sequence[HandoffRecord | N
         )
 
 
-def admit(ctx: RunContext, handoff: Handoff, *, dedupe: bool = True) -> HandoffRecord | None:
+def admit(
+    ctx: RunContext, handoff: Handoff, *, dedupe: bool = True, fingerprint: tuple[str, str, str] | None = None
+) -> HandoffRecord | None:
     """Decide now whether `handoff` may start: None if so (the handoff budget is charged), else its refusal record.
 
     For a start whose moment does not depend on other branches (the handoffs of a supervisor turn,
     a plan's first tasks); a start that waited for other branches uses `execute(contested=True)`.
+    `fingerprint`: the handoff's, when the caller has it already (see `dispatch`).
     """
-    if dedupe and (earlier := ctx.fingerprints.get(_fingerprint(handoff))) is not None:
+    if dedupe and (earlier := ctx.fingerprints.get(fingerprint or _fingerprint(handoff))) is not None:
         return _refuse_duplicate(ctx, handoff, earlier)
     return _settle(ctx, handoff, refusal_of(ctx, handoff))
 
@@ -308,14 +313,15 @@ def not_run(
 
 async def _attempt(ctx: RunContext, handoff: Handoff) -> HandoffRecord:
     specialist = ctx.team[handoff.target]
-    # From the handoff's fields as they are (validated already): cheaper than dumping it first.
-    record = HandoffRecord.model_validate({**handoff.__dict__, "started_at": now()})
+    record = started_record(handoff, now())
     ctx.records.append(record)
     try:
-        await ctx.emit("handoff_started", f"{handoff.target}: {handoff.task[:120]}", record)
+        if ctx.on_event is not None:  # the message is built only for a sink that reads it
+            await ctx.emit("handoff_started", f"{handoff.target}: {handoff.task[:120]}", record)
         with spans.transfer_span(handoff.source, handoff.target, handoff.call_id, handoff.id, handoff.attempt) as span:
-            spans.record_content(span, HANDOFF_TASK, lambda: handoff.task)
-            spans.record_content(span, TOOL_CALL_ARGUMENTS, lambda: handoff.model_dump(include=_PAYLOAD))
+            if capturing := spans.capturing(span):
+                spans.record_content(span, HANDOFF_TASK, lambda: handoff.task)
+                spans.record_content(span, TOOL_CALL_ARGUMENTS, lambda: handoff.model_dump(include=_PAYLOAD))
             if isinstance(specialist, SubTeam):  # a member that is a team: a sub-run under this span
                 result, record.subrun = await run_subteam(ctx, specialist, handoff)
                 record.usage = result.usage
@@ -331,7 +337,8 @@ async def _attempt(ctx: RunContext, handoff: Handoff) -> HandoffRecord:
                     agent_id=handoff.id,
                     gather=ctx.runtime.gather,
                 )
-            spans.record_content(span, TOOL_CALL_RESULT, lambda: result.output if result.output else result.error)
+            if capturing:
+                spans.record_content(span, TOOL_CALL_RESULT, lambda: result.output or result.error)
             if record.fallback and span.is_recording():
                 span.set_attribute(FALLBACK_MODEL, record.fallback)
             if result.status == "failed":
@@ -349,8 +356,9 @@ async def _attempt(ctx: RunContext, handoff: Handoff) -> HandoffRecord:
         ctx.fail(result.error_type or "failed", handoff.target, result.error or "", handoff.task, handoff.id)
     elif result.verdict is not None and result.verdict.verdict == "REVISE":
         ctx.revisions += 1
-    status = "done" if result.status == "completed" else f"failed ({result.error_type})"
-    await ctx.emit("handoff_finished", f"{handoff.target} {status}", record)
+    if ctx.on_event is not None:
+        status = "done" if result.status == "completed" else f"failed ({result.error_type})"
+        await ctx.emit("handoff_finished", f"{handoff.target} {status}", record)
     return record
 
 

@@ -11,6 +11,7 @@ from mcp_team.handoffs.checkpoints import CheckpointRecord
 from mcp_team.handoffs.conflicts import Ruling
 from mcp_team.handoffs.gates import Gates
 from mcp_team.llm import Usage
+from mcp_team.llm.types import no_usage
 from mcp_team.specialists import Verdict
 
 Mode = Literal["adaptive", "planned"]
@@ -108,7 +109,7 @@ class HandoffRecord(Handoff):
     error: str | None = None
     error_type: str | None = None
     turns: int = 0
-    usage: Usage = Field(default_factory=Usage)
+    usage: Usage = Field(default_factory=no_usage)
     verdict: Verdict | None = None
     subrun: RunResult | None = Field(default=None, description="A member that is a team: its sub-run's record.")
 
@@ -127,7 +128,7 @@ class Failure(BaseModel):
 
 
 class UsageReport(BaseModel):
-    total: Usage = Field(default_factory=Usage)
+    total: Usage = Field(default_factory=no_usage)
     by_specialist: dict[str, Usage] = Field(default_factory=dict)
     model_calls: int = 0
 
@@ -182,6 +183,31 @@ class RunResult(BaseModel):
 
 
 HandoffRecord.model_rebuild()  # `subrun` nests a RunResult, defined after it
+
+# Every field of a record in field order: a Handoff's (filled by the handoff) and the record's defaults,
+# all immutable (str, None, 0, the frozen NO_USAGE), so one dict can be copied for each record.
+_RECORD_START = {
+    name: None if field.is_required() else field.get_default(call_default_factory=True)
+    for name, field in HandoffRecord.model_fields.items()
+}
+_new, _set = object.__new__, object.__setattr__
+
+
+def started_record(handoff: Handoff, at: datetime) -> HandoffRecord:
+    """The running record of `handoff`, started `at`: what `HandoffRecord.model_validate({**handoff.__dict__,
+    "started_at": at})` gives (same fields, field order and `fields_set`), without validating again what the
+    validated `handoff` holds. On every handoff: about half the cost."""
+    values = dict(_RECORD_START)
+    values.update(handoff.__dict__)  # keys keep their place: the field order of a validated record
+    values["started_at"] = at
+    fields_set = set(handoff.__dict__)  # model_validate's: every key it was given
+    fields_set.add("started_at")
+    record = _new(HandoffRecord)
+    _set(record, "__dict__", values)
+    _set(record, "__pydantic_fields_set__", fields_set)
+    _set(record, "__pydantic_extra__", None)
+    _set(record, "__pydantic_private__", None)
+    return record
 
 
 def validation_problems(exc: ValidationError, prefix: str = "") -> list[str]:

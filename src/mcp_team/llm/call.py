@@ -21,6 +21,7 @@ from mcp_team.llm.types import (
     TextBlock,
     ToolUseBlock,
     Usage,
+    replaced,
 )
 from mcp_team.telemetry import spans
 from mcp_team.telemetry.attributes import (
@@ -157,16 +158,18 @@ async def _call(
     with spans.chat_span(model.name, model.provider, request.phase, request.max_tokens) as span:
         if fallback_for is not None and span.is_recording():
             span.set_attribute(FALLBACK_MODEL, fallback_for)
-        spans.record_content(span, SYSTEM_INSTRUCTIONS, lambda: [{"type": "text", "content": request.system}])
-        spans.record_content(span, INPUT_MESSAGES, lambda: [_semconv(m.role, m.blocks) for m in request.messages])
+        if capturing := spans.capturing(span):
+            spans.record_content(span, SYSTEM_INSTRUCTIONS, lambda: [{"type": "text", "content": request.system}])
+            spans.record_content(span, INPUT_MESSAGES, lambda: [_semconv(m.role, m.blocks) for m in request.messages])
         async with models.limiter_for(model).slot(prompt_tokens + request.max_tokens):
             with anyio.move_on_after(timeout) as limit:
                 response = await model.complete(request)
             if limit.cancelled_caught:
                 raise ModelError("timeout", f"the {model.name} call took longer than {timeout:g} s")
         cost = call_cost(model, response)
-        response = response.model_copy(update={"usage": response.usage.model_copy(update={"cost_usd": cost})})
-        u = response.usage
+        # Not `model_copy` (twice): this is on every model call, and the values are the response's own.
+        u = replaced(response.usage, cost_usd=cost)
+        response = replaced(response, usage=u)
         if span.is_recording():
             also: dict[str, Any] = {RESPONSE_MODEL: response.model, RESPONSE_FINISH_REASONS: [response.stop_reason]}
             if response.id:
@@ -176,11 +179,12 @@ async def _call(
             spans.record_usage(
                 span, u.input_tokens, u.output_tokens, u.cache_read_input_tokens, u.cache_creation_input_tokens, also
             )
-            spans.record_content(
-                span,
-                OUTPUT_MESSAGES,
-                lambda: [{**_semconv("assistant", response.content), "finish_reason": response.stop_reason}],
-            )
+            if capturing:
+                spans.record_content(
+                    span,
+                    OUTPUT_MESSAGES,
+                    lambda: [{**_semconv("assistant", response.content), "finish_reason": response.stop_reason}],
+                )
     return response
 
 

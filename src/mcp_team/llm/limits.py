@@ -16,7 +16,6 @@ also waits for the shared rate, counted in the database by all of them.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Protocol
 
@@ -157,5 +156,5 @@ def estimate_input_tokens(request: ModelRequest) -> int:
             elif isinstance(block, ToolResultBlock):
                 chars += len(block.content)
             else:
-                chars += len(json.dumps(block.input))
+                chars += len(block.input_json)
     return chars // 4

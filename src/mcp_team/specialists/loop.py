@@ -26,6 +26,7 @@ from mcp_team.llm import (
     chat,
 )
 from mcp_team.llm.text_calls import TEXT_TOOL_CALL_FEEDBACK, text_tool_call
+from mcp_team.llm.types import NO_USAGE, no_usage
 from mcp_team.specialists.definition import Specialist
 from mcp_team.specialists.tools import ToolFailed
 from mcp_team.specialists.verdict import Verdict, parse_verdict
@@ -69,7 +70,7 @@ class SpecialistResult(BaseModel):
     error: str | None = None
     error_type: str | None = Field(default=None, description="Low-cardinality failure kind, e.g. rate_limited.")
     turns: int = 0
-    usage: Usage = Field(default_factory=Usage)
+    usage: Usage = Field(default_factory=no_usage)
     verdict: Verdict | None = None
 
 
@@ -128,7 +129,7 @@ async def _loop(
     messages = [Message(role="user", content=handoff_message(task, context, expected_output))]
     tools = [t.definition for t in specialist.tools]
     offered = {t.name for t in specialist.tools}
-    usage = Usage()
+    usage = NO_USAGE
     last_text = ""
 
     def failed(error_type: str, error: str, turns: int) -> SpecialistResult:
@@ -151,27 +152,28 @@ async def _loop(
         except BudgetExhausted as exc:
             return failed("budget_exhausted", exc.budget, turn)
         usage = usage + response.usage
-        last_text = response.text or last_text
+        text = response.text  # a property that joins the text blocks: once a turn
+        last_text = text or last_text
         uses = response.tool_uses
-        if not uses and turn < specialist.max_turns and (name := text_tool_call(response.text, offered)):
+        if not uses and turn < specialist.max_turns and (name := text_tool_call(text, offered)):
             # A call written as text is no answer: back to the model, with a turn left to make it properly.
-            messages.append(Message(role="assistant", content=response.text))
+            messages.append(Message(role="assistant", content=text))
             messages.append(Message(role="user", content=TEXT_TOOL_CALL_FEEDBACK.format(name=name)))
             continue
         if not uses:
             if response.stop_reason == "refusal":
-                return failed("model_refused", f"the model declined the task: {response.text[:300]}", turn)
+                return failed("model_refused", f"the model declined the task: {text[:300]}", turn)
             if response.stop_reason == "max_tokens":
                 return failed("truncated", "the answer was cut off at the output token limit; ask for less", turn)
-            if not response.text.strip():
+            if not text.strip():
                 return failed("empty_answer", "the model returned an empty answer", turn)
             return SpecialistResult(
                 specialist=specialist.name,
                 status="completed",
-                output=response.text,
+                output=text,
                 turns=turn,
                 usage=usage,
-                verdict=parse_verdict(response.text) if specialist.returns_verdict else None,
+                verdict=parse_verdict(text) if specialist.returns_verdict else None,
             )
         if specialist.max_tokens is not None and usage.total_tokens >= specialist.max_tokens:
             return failed(

@@ -233,6 +233,12 @@ def record_usage(
     span.set_attributes(usage)
 
 
+def capturing(span: Span) -> bool:
+    """Whether `record_content` records on `span`: one check for a site that records several contents, so
+    the hot path builds no closures for them when capture is off (the default)."""
+    return span.is_recording() and content.capture_enabled()
+
+
 def record_content(span: Span, key: str, value: Callable[[], Any]) -> None:
     """Record content (prompts, payloads, results) as a redacted, truncated JSON attribute, only when
     capture is on. `value` is a function so nothing is built when it is off."""
