@@ -11,7 +11,7 @@ from mcp_team.handoffs.checkpoints import CheckpointRecord
 from mcp_team.handoffs.conflicts import Ruling
 from mcp_team.handoffs.gates import Gates
 from mcp_team.llm import Usage
-from mcp_team.llm.types import no_usage
+from mcp_team.llm.types import assembled, no_usage
 from mcp_team.specialists import Verdict
 
 Mode = Literal["adaptive", "planned"]
@@ -190,7 +190,6 @@ _RECORD_START = {
     name: None if field.is_required() else field.get_default(call_default_factory=True)
     for name, field in HandoffRecord.model_fields.items()
 }
-_new, _set = object.__new__, object.__setattr__
 
 
 def started_record(handoff: Handoff, at: datetime) -> HandoffRecord:
@@ -202,12 +201,7 @@ def started_record(handoff: Handoff, at: datetime) -> HandoffRecord:
     values["started_at"] = at
     fields_set = set(handoff.__dict__)  # model_validate's: every key it was given
     fields_set.add("started_at")
-    record = _new(HandoffRecord)
-    _set(record, "__dict__", values)
-    _set(record, "__pydantic_fields_set__", fields_set)
-    _set(record, "__pydantic_extra__", None)
-    _set(record, "__pydantic_private__", None)
-    return record
+    return assembled(HandoffRecord, values, fields_set)
 
 
 def validation_problems(exc: ValidationError, prefix: str = "") -> list[str]:

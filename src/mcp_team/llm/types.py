@@ -25,7 +25,7 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-_M = TypeVar("_M", bound=_Frozen)
+_M = TypeVar("_M", bound=BaseModel)
 
 
 class TextBlock(_Frozen):
@@ -108,7 +108,7 @@ class Usage(_Frozen):
         # is slower than a dict's.
         a, b = self.__dict__, other.__dict__
         cost = None if a["cost_usd"] is None or b["cost_usd"] is None else a["cost_usd"] + b["cost_usd"]
-        return _assembled(
+        return assembled(
             Usage,
             {
                 "input_tokens": a["input_tokens"] + b["input_tokens"],
@@ -125,9 +125,10 @@ _new = object.__new__
 _set = object.__setattr__
 
 
-def _assembled(cls: type[_M], values: dict[str, Any], fields_set: set[str]) -> _M:
-    """An instance of the frozen model `cls` with `values` (every field, already valid): the state
-    `model_construct` leaves, at a third of its cost. For engine-made values on the hot path only."""
+def assembled(cls: type[_M], values: dict[str, Any], fields_set: set[str]) -> _M:
+    """An instance of the model `cls` (no extra fields, no private attributes) with `values` (every field,
+    already valid): the state `model_construct` leaves, at a third of its cost. For engine-made values on
+    the hot path only."""
     out = _new(cls)
     _set(out, "__dict__", values)
     _set(out, "__pydantic_fields_set__", fields_set)
@@ -139,7 +140,7 @@ def _assembled(cls: type[_M], values: dict[str, Any], fields_set: set[str]) -> _
 def replaced(model: _M, **changes: Any) -> _M:
     """`model.model_copy(update=changes)` for a frozen model of this module (no extra fields, no private
     attributes), at a third of its cost: a model call's response gets its priced usage this way."""
-    return _assembled(type(model), {**model.__dict__, **changes}, model.__pydantic_fields_set__ | changes.keys())
+    return assembled(type(model), {**model.__dict__, **changes}, model.__pydantic_fields_set__ | changes.keys())
 
 
 _USAGE_FIELDS = tuple(Usage.model_fields)
