@@ -11,8 +11,6 @@ import pytest
 from mcp_team.server.commands.serve import HTTP_ALLOCATOR, relaunch_on_malloc
 from support import clean_env, serve_http_process
 
-pytestmark = pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="reads /proc (Linux)")
-
 
 def environ(pid: int) -> dict[str, str]:
     """The environment `pid` was started (or re-executed) with. glibc splits GLIBC_TUNABLES in place while
