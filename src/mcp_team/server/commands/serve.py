@@ -70,7 +70,7 @@ def relaunch_on_malloc(args: argparse.Namespace) -> None:
     Nothing when PYTHONMALLOC is set already (the user's choice, or this is the relaunched process), off
     Linux/glibc, or when `main` was handed its arguments (a caller's process, not ours to replace). MCP
     servers started over stdio do not inherit these variables: the SDK gives them a minimal environment."""
-    if not args.http or "PYTHONMALLOC" in os.environ or not args.relaunchable or not _glibc():
+    if not args.http or "PYTHONMALLOC" in os.environ or not getattr(args, "relaunchable", False) or not _glibc():
         return
     env = {**os.environ, **HTTP_ALLOCATOR}
     if tunables := os.environ.get("GLIBC_TUNABLES"):
