@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 from pathlib import Path
 
 import httpx2
@@ -45,6 +47,14 @@ def test_the_users_allocator_and_tunables_are_kept() -> None:
 
 
 def test_a_process_that_called_main_with_its_own_arguments_is_never_replaced(monkeypatch: pytest.MonkeyPatch) -> None:
+    execs: list[tuple[str, list[str], dict[str, str]]] = []
+    monkeypatch.setattr(os, "execve", lambda path, argv, env: execs.append((path, argv, env)))
     monkeypatch.delenv("PYTHONMALLOC", raising=False)
-    relaunch_on_malloc(argparse.Namespace(http=True, relaunchable=False))  # would exec pytest over itself
+    relaunch_on_malloc(argparse.Namespace(http=True, relaunchable=False))  # `main(argv)`: a caller's process
+    relaunch_on_malloc(argparse.Namespace(http=True))  # a Namespace made without `main`
     relaunch_on_malloc(argparse.Namespace(http=False, relaunchable=True))  # stdio: left alone
+    assert execs == []
+    relaunch_on_malloc(argparse.Namespace(http=True, relaunchable=True))  # the command's own process
+    [(path, argv, env)] = execs
+    assert (path, argv) == (sys.executable, [sys.executable, *sys.orig_argv[1:]])
+    assert {k: env[k] for k in HTTP_ALLOCATOR} == HTTP_ALLOCATOR

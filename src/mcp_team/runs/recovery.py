@@ -15,7 +15,7 @@ from dbos import DBOS, SetWorkflowID
 
 from mcp_team.handoffs import RunResult
 from mcp_team.runs.config import REPLAY_FORMAT
-from mcp_team.runs.progress import NOT_RESUMABLE, Progress, final_state
+from mcp_team.runs.records import NOT_RESUMABLE, Progress, final_state
 from mcp_team.runs.store import RunRecord, RunStore
 
 

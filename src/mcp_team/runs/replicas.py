@@ -11,7 +11,7 @@ connection: kill -9, a lost machine) is dead. A live replica then takes its runs
 3. asks DBOS to recover the dead executor's pending workflows (`_dbos_internals.recover_executor`):
    DBOS re-enqueues them, and the queue's atomic ENQUEUED->PENDING dequeue lets exactly one replica run
    each, from its last recorded step;
-4. settles the dead executor's run records as a restart would (`Runs._recover`): runs on the client's
+4. settles the dead executor's run records as a restart would (runs/recovery.py): runs on the client's
    model marked interrupted, runs of an older version forked or interrupted;
 5. deletes the dead row and releases the id.
 

@@ -28,7 +28,7 @@ from mcp_team.runs import launch, recovery, replicas, workflow
 from mcp_team.runs.approvals import Board
 from mcp_team.runs.config import DurableConfig
 from mcp_team.runs.executor import ExecutorLease
-from mcp_team.runs.progress import NOT_RESUMABLE, Progress, final_state
+from mcp_team.runs.records import NOT_RESUMABLE, Progress, final_state
 from mcp_team.runs.replicas import Replicas
 from mcp_team.runs.runtime import DurableRuntime, ReplayDiverged
 from mcp_team.runs.store import RunRecord, RunStore, now

@@ -112,7 +112,7 @@ def _cancel(store: RunStore, record: RunRecord) -> None:
     """Cancel in DBOS (nothing resumes it; the process running it stops it within a second) and in the store."""
     import anyio
 
-    from mcp_team.runs.progress import Progress
+    from mcp_team.runs.records import Progress
 
     if record.resumable and record.workflow_id:
         from dbos import DBOSClient
