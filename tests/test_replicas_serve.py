@@ -4,7 +4,8 @@ followed (`resources/subscribe`, and `subscriptions/listen`) and cancelled on th
 and stops where it runs; a replica killed with `kill -9` mid-run has its run taken over and finished by the
 other (or resumed when it restarts with its id), and the offline model's call log (tests/logged_serve.py)
 shows that no handoff that had finished asked its model again; an endpoint's requests per minute and
-MCP_TEAM_GLOBAL_MAX_RUNS hold across both replicas."""
+MCP_TEAM_GLOBAL_MAX_RUNS hold across both replicas; a checkpoint is answered on the replica not running the
+run."""
 
 from __future__ import annotations
 
@@ -377,6 +378,50 @@ async def test_a_run_is_followed_with_subscriptions_listen_on_the_replica_not_ru
     assert seen[-1] == f"complete:{K}", seen
     assert any(s.startswith("running:") for s in seen), seen  # told while it ran on the other replica
     assert {c["pid"] for c in calls(tmp_path)} == {runner.pid}
+
+
+async def test_a_checkpoint_is_answered_on_the_replica_not_running_the_run(pg: Postgres, tmp_path: Path) -> None:
+    """A started run waits at a checkpoint on whichever replica took it; a person's answer_checkpoint reaching
+    the other replica is passed on through the database: a revise (its feedback reaches the task) and then an
+    approve, each taken by the runner, which finishes the run. A checkpoint the run does not show first is
+    refused there, saying where the run waits."""
+    database = pg.url("answer")
+    team = '[supervisor]\ncheckpoints = ["before:w2"]\n' + TEAM
+    env = {"MCP_TEAM_MODEL": "offline"}
+    with (
+        replica("replica-a", database, tmp_path, team, **env) as a,
+        replica("replica-b", database, tmp_path, team, **env) as b,
+    ):
+        async with connect(a) as ca, connect(b) as cb:
+            run_id = (await call(ca, "start_run", request=REQUEST))["run_id"]
+            await until("the run's first model call", lambda: calls(tmp_path), a, b)
+            runner, other = runner_of(tmp_path, a, b)
+            there = {a.name: ca, b.name: cb}[other.name]
+
+            async def waiting(round_: int) -> dict[str, Any] | None:
+                view = await call(there, "get_run", run_id=run_id)
+                return view if (view.get("waiting") or {}).get("round") == round_ else None
+
+            await until("the run waiting at before:w2", lambda: waiting(1), a, b)
+            wrong = await there.call_tool("answer_checkpoint", {"run_id": run_id, "decision": "approve",
+                                                                "checkpoint": "plan"})  # fmt: skip
+            assert wrong.is_error, wrong
+            assert f"runs on replica {runner.name}" in str(wrong.content) and "before:w2" in str(wrong.content)
+            revised = await call(there, "answer_checkpoint", run_id=run_id, decision="revise", feedback="use metres")
+            assert revised["status"] == "running", revised
+            await until("the run waiting at before:w2 again", lambda: waiting(2), a, b)
+            await call(there, "answer_checkpoint", run_id=run_id, decision="approve")
+
+            async def ended() -> dict[str, Any] | None:
+                view = await call(there, "get_run", run_id=run_id)
+                return view if view["status"] != "running" else None
+
+            done = await until("the run's end", ended, a, b)
+    assert done["status"] == "complete", done
+    answers = [(c["name"], c["round"], c["action"]) for c in done["checkpoints"]]
+    assert answers == [("before:w2", 1, "revise"), ("before:w2", 2, "approve")]
+    assert "use metres" in next(h for h in done["handoffs"] if h["target"] == "w2")["task"]
+    assert {c["pid"] for c in calls(tmp_path)} == {runner.pid}  # the answers went across; the run stayed
 
 
 async def test_the_global_run_limit_holds_across_replicas_and_a_queued_run_is_cancelled_elsewhere(

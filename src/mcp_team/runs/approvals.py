@@ -12,6 +12,12 @@ elicitation, when it is still attached: `Runs.start(approve=...)`) or anyone cal
 A session that cannot ask (a client without elicitation) raises `CannotAsk` as before, and the team's
 `checkpoint_policy` decides; a run with no session attached (start_run, or resumed after a restart) waits
 for `answer_checkpoint` until its deadline.
+
+With replicas, a run may wait on another replica than the one a person's `answer_checkpoint` reaches (a
+started run goes on the shared queue). That replica posts the answer in the shared database
+(`post_answer`, the checkpoint the run's record shows as waiting); the replica running the run takes it
+(`Board.inbox`, polled every `INBOX_POLL` seconds while a checkpoint waits) and answers its board; the poster
+waits until it is taken, or withdraws it and says so: an answer is either given or refused, never left lying.
 """
 
 from __future__ import annotations
@@ -22,15 +28,22 @@ from datetime import UTC, datetime
 from typing import Any
 
 import anyio
+import sqlalchemy as sa
 from dbos import DBOS
 
 from mcp_team.handoffs.checkpoints import Approver, CannotAsk, Checkpoint, Decision, NoAnswer
 from mcp_team.runs import _dbos_internals as internals
 from mcp_team.runs.runtime import _check_room, _raise_if_diverged
+from mcp_team.runs.store import RunRecord, answers_table
+
+INBOX_POLL = 0.5  # seconds between looks for an answer another replica posted, while a checkpoint waits
+TAKE_WITHIN = 10.0  # seconds a posted answer may wait for the run's replica before it is withdrawn
 
 OnWait = Callable[[Checkpoint | None], Awaitable[None]]
 """Told the checkpoint the run waits at now (the longest-waiting of its unanswered ones), or None (to show it
 on the run's record)."""
+Inbox = Callable[[str, Checkpoint], Awaitable[Decision]]
+"""Returns the answer to run `run_id`'s checkpoint once another replica has posted one."""
 
 
 class NotWaiting(LookupError):
@@ -50,6 +63,7 @@ class Board:
     may each wait at a `before:<member>`)."""
 
     waiting: dict[str, list[_Waiting]] = field(default_factory=dict)
+    inbox: Inbox | None = None  # with replicas: answers posted by the others (`inbox_of`)
 
     def answer(self, run_id: str, decision: Decision, name: str | None = None) -> Checkpoint:
         """Answer the oldest checkpoint `run_id` waits at (the one named `name`, when given); `NotWaiting` if none."""
@@ -75,7 +89,7 @@ class Board:
             try:
                 await on_wait(self._now_waiting(run_id))
                 with anyio.move_on_after(left if left is not None else float("inf")):
-                    return await _first_answer(entry, session)
+                    return await _first_answer(run_id, entry, session, self.inbox)
                 return {"timeout": True}
             finally:
                 entries = self.waiting.get(run_id, [])
@@ -101,8 +115,8 @@ class Board:
         return approve
 
 
-async def _first_answer(entry: _Waiting, session: Approver | None) -> dict[str, Any]:
-    """The board's answer or the session's, whichever comes first."""
+async def _first_answer(run_id: str, entry: _Waiting, session: Approver | None, inbox: Inbox | None) -> dict[str, Any]:
+    """The board's answer, the session's or the inbox's, whichever comes first."""
     outcome: dict[str, Any] = {}
     async with anyio.create_task_group() as tg:
 
@@ -122,9 +136,16 @@ async def _first_answer(entry: _Waiting, session: Approver | None) -> dict[str, 
                 outcome.update(decision.model_dump())
             tg.cancel_scope.cancel()
 
+        async def from_inbox() -> None:
+            assert inbox is not None
+            outcome.update((await inbox(run_id, entry.checkpoint)).model_dump())
+            tg.cancel_scope.cancel()
+
         tg.start_soon(from_board)
         if session is not None:
             tg.start_soon(from_session)
+        if inbox is not None:
+            tg.start_soon(from_inbox)
     return outcome
 
 
@@ -146,3 +167,74 @@ async def _step(name: str, func: Callable[..., Awaitable[Any]], *args: Any) -> A
     except Exception as exc:
         _raise_if_diverged(exc)
         raise
+
+
+# --- answers between replicas ------------------------------------------------------------------------
+
+
+def inbox_of(db: sa.Engine) -> Inbox:
+    """The inbox of a replica on the shared database `db`."""
+
+    async def inbox(run_id: str, checkpoint: Checkpoint) -> Decision:
+        while True:  # another process posts it: polled, there is nothing here to wait on
+            if (decision := await anyio.to_thread.run_sync(_take, db, run_id, checkpoint)) is not None:
+                return decision
+            await anyio.sleep(INBOX_POLL)
+
+    return inbox
+
+
+def _take(db: sa.Engine, run_id: str, checkpoint: Checkpoint) -> Decision | None:
+    """The oldest answer posted for this round of `checkpoint`, deleted as it is taken (of two replicas
+    looking at once, the one whose DELETE removed the row has it)."""
+    t = answers_table
+    match = (t.c.run_id == run_id) & (t.c.checkpoint == checkpoint.name) & (t.c.round == checkpoint.round)
+    with db.begin() as conn:
+        row = conn.execute(sa.select(t.c.id, t.c.decision).where(match).order_by(t.c.id).limit(1)).first()
+        if row is None or conn.execute(sa.delete(t).where(t.c.id == row.id)).rowcount != 1:
+            return None
+    return Decision.model_validate_json(row.decision)
+
+
+async def answer_elsewhere(db: sa.Engine, record: RunRecord, decision: Decision, name: str | None) -> Checkpoint:
+    """Answer the checkpoint a run of another replica shows waiting at (`record.waiting`) through the shared
+    database, once that replica has taken it; `NotWaiting` saying why when it cannot be answered so."""
+    waiting = record.waiting
+    if record.finished or waiting is None:
+        raise NotWaiting(record.run_id)
+    if name is not None and name != waiting.name:
+        raise NotWaiting(f"it runs on replica {record.executor_id}, where it shows waiting at '{waiting.name}' "
+                         f"first: answer that one, then '{name}'")  # fmt: skip
+    if not await post_answer(db, record.run_id, waiting, decision):
+        raise NotWaiting(f"replica {record.executor_id}, which runs it, did not take the answer within "
+                         f"{TAKE_WITHIN:g} s, so nothing was answered; try again")  # fmt: skip
+    return waiting
+
+
+async def post_answer(db: sa.Engine, run_id: str, checkpoint: Checkpoint, decision: Decision) -> bool:
+    """Post `decision` for the replica running `run_id` and wait until it is taken: True; False when nobody
+    took it within `TAKE_WITHIN` seconds (it is withdrawn, so it cannot land later by surprise)."""
+    row = {"run_id": run_id, "checkpoint": checkpoint.name, "round": checkpoint.round,
+           "decision": decision.model_dump_json()}  # fmt: skip
+
+    def post() -> int:
+        with db.begin() as conn:
+            return int(conn.execute(sa.insert(answers_table).values(row).returning(answers_table.c.id)).scalar_one())
+
+    def left(row_id: int) -> bool:
+        with db.connect() as conn:
+            return conn.execute(sa.select(answers_table.c.id).where(answers_table.c.id == row_id)).first() is not None
+
+    def withdraw(row_id: int) -> bool:
+        with db.begin() as conn:
+            return conn.execute(sa.delete(answers_table).where(answers_table.c.id == row_id)).rowcount == 1
+
+    row_id = await anyio.to_thread.run_sync(post)
+    with anyio.move_on_after(TAKE_WITHIN):
+        while True:  # another process takes it: polled, there is nothing here to wait on
+            if not await anyio.to_thread.run_sync(left, row_id):
+                return True
+            await anyio.sleep(INBOX_POLL / 2)
+    with anyio.CancelScope(shield=True):
+        withdrawn = await anyio.to_thread.run_sync(withdraw, row_id)
+    return not withdrawn  # not there to withdraw: it was taken in the last instant

@@ -20,11 +20,11 @@ from dbos import DBOS, SetWorkflowID
 
 from mcp_team.errors import McpTeamError
 from mcp_team.handoffs import Budgets, RunEvent, RunResult
-from mcp_team.handoffs.checkpoints import Approver, Checkpoint
+from mcp_team.handoffs.checkpoints import Approver, Checkpoint, Decision
 from mcp_team.handoffs.schema import Mode
 from mcp_team.runs import _dbos_internals as internals
 from mcp_team.runs import _dbos_steps as steps
-from mcp_team.runs import launch, recovery, replicas, workflow
+from mcp_team.runs import approvals, launch, recovery, replicas, workflow
 from mcp_team.runs.approvals import Board
 from mcp_team.runs.config import DurableConfig
 from mcp_team.runs.executor import ExecutorLease
@@ -91,6 +91,7 @@ class Runs:
             await anyio.to_thread.run_sync(launch.launch, config, store.engine, lease.executor_id, loop)
             if not config.is_sqlite:
                 runs.replicas = await replicas.join(config, store.engine, lease, runs._recover)
+                runs.checkpoints.inbox = approvals.inbox_of(store.engine)
             await runs._recover()
         except BaseException:
             workflow.bind(None)
@@ -262,6 +263,17 @@ class Runs:
         final = Progress(record).finish("cancelled", reason=reason)
         await self.store.write(final)
         return final
+
+    async def answer(self, run_id: str, decision: Decision, name: str | None = None) -> Checkpoint:
+        """Answer the checkpoint run `run_id` waits at (the one named `name`, when given), here or on the replica
+        running it. Returns the checkpoint answered; `NotWaiting` (saying why) when it waits at none."""
+        try:
+            return self.checkpoints.answer(run_id, decision, name)
+        except approvals.NotWaiting:
+            record = await self.get(run_id)
+            if self.replicas is None or record is None or record.executor_id == self.executor_id:
+                raise
+            return await approvals.answer_elsewhere(self.store.engine, record, decision, name)
 
     async def history(self, thread: str) -> ThreadHistory:
         records = await anyio.to_thread.run_sync(

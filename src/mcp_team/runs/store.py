@@ -60,6 +60,18 @@ runs_table = sa.Table(
     sa.Index("mcp_team_runs_thread", "thread_id", "started_at"),
     sa.Index("mcp_team_runs_executor", "executor_id", "status"),
 )
+answers_table = sa.Table(
+    # A person's answer to a checkpoint of a run that waits on another replica, until that replica takes it
+    # (runs/approvals.py): rows live a second or two.
+    "mcp_team_checkpoint_answers",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("run_id", sa.String(128), nullable=False),
+    sa.Column("checkpoint", sa.String(200), nullable=False),
+    sa.Column("round", sa.Integer, nullable=False),
+    sa.Column("decision", sa.Text, nullable=False),
+    sa.Index("mcp_team_checkpoint_answers_run", "run_id"),
+)
 
 
 class RunRecord(BaseModel):

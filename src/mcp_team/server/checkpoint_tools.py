@@ -49,11 +49,12 @@ async def answer_checkpoint(
     record = await runs.get(run_id)
     assert record is not None  # it was there a moment ago: runs are never deleted
     try:
-        runs.checkpoints.answer(run_id, Decision(action=decision, feedback=feedback), checkpoint)
-    except LookupError:
+        await runs.answer(run_id, Decision(action=decision, feedback=feedback), checkpoint)
+    except LookupError as exc:
         where = f"at checkpoint '{checkpoint}'" if checkpoint else "at a checkpoint"
         now = f"it waits at '{record.waiting.name}'" if record.waiting is not None else f"its status: {record.status}"
-        raise ToolError(f"run '{run_id}' is not waiting {where} in this server ({now}); see get_run") from None
+        why = exc.args[0] if exc.args and exc.args[0] != run_id else now
+        raise ToolError(f"run '{run_id}' is not waiting {where} in this server ({why}); see get_run") from None
     updated = await runs.get(run_id)
     return record_view(updated or record)
 
