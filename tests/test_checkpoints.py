@@ -110,8 +110,8 @@ async def test_no_answer_within_the_timeout_cancels_the_run(mode: str) -> None:
     cancelled = anyio.Event()
 
     class Store(MemoryRunStore):
-        def save(self, run: RunResult) -> None:
-            super().save(run)
+        def save(self, run: RunResult, owner: str | None = None) -> None:
+            super().save(run, owner)
             if run.status == "cancelled":
                 cancelled.set()
 

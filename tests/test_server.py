@@ -154,8 +154,8 @@ class _SignallingStore(MemoryRunStore):
         super().__init__()
         self.saved = anyio.Event()
 
-    def save(self, run: RunResult) -> None:
-        super().save(run)
+    def save(self, run: RunResult, owner: str | None = None) -> None:
+        super().save(run, owner)
         if run.status != "running":  # the record is saved as the run goes too; this signals its end
             self.saved.set()
 

@@ -181,15 +181,17 @@ class TwoUsers(TokenVerifier):
 
 
 @asynccontextmanager
-async def two_user_server(state_dir: Path) -> AsyncIterator[str]:
-    """A durable mcp-team server checking Alice's and Bob's tokens, on a free port of this process."""
+async def two_user_server(state_dir: Path | None) -> AsyncIterator[str]:
+    """An mcp-team server checking Alice's and Bob's tokens (durable, with a state directory), on a free port of
+    this process."""
     port = free_port()
     url = f"http://127.0.0.1:{port}/mcp"
     auth = AuthSettings.model_validate(
         {"issuer_url": url, "resource_server_url": url, "required_scopes": ["mcp-team"]}
         | {"validate_token_resource": False}
     )
-    server = build_server(ModelSettings(model="offline"), auth=(TwoUsers(), auth), durable=resolve(state_dir=state_dir))
+    durable = resolve(state_dir=state_dir) if state_dir is not None else None
+    server = build_server(ModelSettings(model="offline"), auth=(TwoUsers(), auth), durable=durable)
     app = http_app(server, HttpSettings(port=port))
     web = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     async with anyio.create_task_group() as tg:
@@ -254,3 +256,36 @@ async def test_a_run_started_with_start_run_belongs_to_its_user_too(tmp_path: Pa
     assert not mine.is_error and mine.structured_content["status"] == "complete"
     for refused in (seen, cancelled, answered):  # "no run": never whose it is
         assert refused.is_error and f"no run '{run_id}'" in refused.content[0].text
+
+
+def _runs_listed(contents: Any) -> set[str]:
+    return {r["run_id"] for r in json.loads(contents[0].text)["runs"]}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("durable", [True, False], ids=["durable", "ephemeral"])
+async def test_runs_and_their_records_are_shown_to_their_user_only(durable: bool, tmp_path: Path) -> None:
+    """team://runs lists the caller's own runs (run_team's and start_run's), and another user's run and its
+    record do not exist for them, whichever way the run was started."""
+    async with two_user_server(tmp_path if durable else None) as url:
+        async with connect(url, "alice", "legacy") as alice:
+            ran = await alice.client.call_tool("run_team", {"request": "Research bees"})
+            alices = {ran.structured_content["run_id"]}  # type: ignore[index]
+            if durable:
+                started = await alice.client.call_tool("start_run", {"request": "Research bees"})
+                alices.add(started.structured_content["run_id"])  # type: ignore[index]
+            alice_sees = _runs_listed((await alice.client.read_resource("team://runs")).contents)
+        async with connect(url, "bob", "legacy") as bob:
+            his = await bob.client.call_tool("run_team", {"request": "Write a haiku"})
+            bobs = {his.structured_content["run_id"]}  # type: ignore[index]
+            bob_sees = _runs_listed((await bob.client.read_resource("team://runs")).contents)
+            for run_id in alices:
+                with pytest.raises(MCPError) as read:
+                    await bob.client.read_resource(f"team://runs/{run_id}")
+                assert f"no run '{run_id}'" in read.value.error.message
+                if durable:
+                    seen = await bob.client.call_tool("get_run", {"run_id": run_id})
+                    assert seen.is_error and f"no run '{run_id}'" in seen.content[0].text  # type: ignore[union-attr]
+
+    assert alices <= alice_sees and not bobs & alice_sees
+    assert bob_sees == bobs

@@ -178,23 +178,24 @@ class Runs:
         budgets: Budgets | None = None,
         thread: str | None = None,
         on_event: EventSink | None = None,
+        owner: str | None = None,
     ) -> RunRecord:
         """Run a non-resumable run in the calling task (a run on the client's model, whose sampling requests
         must come from the call that started it) and return its final record; recorded like any other, and
         marked `interrupted` if the process stops first. Cancelling the call cancels the run."""
-        record, run = await self._begin(request, mode, budgets, thread, None, on_event, engine, False)
+        record, run = await self._begin(request, mode, budgets, thread, None, on_event, engine, False, owner)
         with contextlib.suppress(Exception):
             await self.execute(run, durable=False)
         final = await self.get(record.run_id)
         assert final is not None
         return final
 
-    def keep(self, result: RunResult) -> None:
+    def keep(self, result: RunResult, owner: str | None = None) -> None:
         """Record a run that ran outside the service (a specialist's own tool call, a run that stops at
         checkpoints) as it is now; not resumable, so a restart marks it interrupted if it was still running."""
         record = RunRecord(run_id=result.run_id, status=result.status, request=result.request, mode=result.mode,
                            executor_id=self.executor_id, resumable=False, app_version=self.config.app_version,
-                           started_at=result.started_at, updated_at=now(), result=result)  # fmt: skip
+                           started_at=result.started_at, updated_at=now(), result=result, owner=owner)  # fmt: skip
         self.store.put(record)
 
     async def _begin(

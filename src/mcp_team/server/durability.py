@@ -49,7 +49,7 @@ class Durability:
     _wanted: anyio.Event | None = None
     _ready: anyio.Event | None = None
     _stop: anyio.Event | None = None
-    _unkept: list[RunResult] = field(default_factory=list)  # runs recorded before the service opened
+    _unkept: list[tuple[RunResult, str | None]] = field(default_factory=list)  # recorded before it opened, owners
 
     def start(self, tg: anyio.abc.TaskGroup, state: ServerState) -> None:
         self._wanted, self._ready, self._stop = anyio.Event(), anyio.Event(), anyio.Event()
@@ -64,12 +64,12 @@ class Durability:
         if self._stop is not None:
             self._stop.set()
 
-    def keep(self, result: RunResult) -> None:
+    def keep(self, result: RunResult, owner: str | None = None) -> None:
         """Record a run that ran outside the service in the run store (at once, or once the service opens)."""
         if self.runs is not None:
-            self.runs.keep(result)
+            self.runs.keep(result, owner)
         else:
-            self._unkept.append(result)
+            self._unkept.append((result, owner))
 
     async def service(self) -> Runs:
         """The open service; `ToolError` if it could not open."""
@@ -97,8 +97,8 @@ class Durability:
                 models = state.configured_models()
                 if runs.replicas is not None and models is not None and models.limits is not None:
                     models.limits.share(runs.replicas.rate)  # requests per minute counted by every replica
-                for result in self._unkept:
-                    runs.keep(result)
+                for result, owner in self._unkept:
+                    runs.keep(result, owner)
                 self._unkept.clear()
                 self._ready.set()
                 await self._stop.wait()
@@ -201,6 +201,7 @@ async def run_and_wait(
     resumable: bool,
     on_event: EventSink | None,
     approve: Approver | None = None,
+    owner: str | None = None,
 ) -> RunResult:
     """Run it and return its result: a durable run in the service's background, awaited here (cancelled when
     this call is); a non-resumable one (sampling) in this task, recorded in the store."""
@@ -212,9 +213,12 @@ async def run_and_wait(
             thread=asked.thread,
             on_event=on_event,
             engine=engine.engine_for(team),
+            owner=owner,
         )
     else:
-        started = await start_run(runs, engine, team, asked, resumable=True, on_event=on_event, approve=approve)
+        started = await start_run(
+            runs, engine, team, asked, resumable=True, on_event=on_event, approve=approve, owner=owner
+        )
         try:
             final = await runs.wait(started.run_id)
         except anyio.get_cancelled_exc_class():

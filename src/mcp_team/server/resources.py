@@ -12,10 +12,14 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError
 
 from mcp_team.server.state import ServerState
+from mcp_team.server.tasks import visible
 from mcp_team.telemetry.content import redact_value
 
 if TYPE_CHECKING:
     from mcp_team.runs.store import RunRecord
+
+LISTED = 50  # runs in team://runs, newest first
+MAX_SCANNED = 1000  # newest runs looked at for the caller's own, when the server checks tokens
 
 
 def add_resources(server: MCPServer[ServerState], state: ServerState) -> None:
@@ -49,8 +53,10 @@ def add_resources(server: MCPServer[ServerState], state: ServerState) -> None:
     async def runs_resource() -> dict[str, Any]:
         if state.durability is not None:
             runs = await state.durability.service()
-            return {"runs": [_summary(r.run_id, r.status, r.request, r.started_at) for r in await runs.list()]}
-        return {"runs": [_summary(r.run_id, r.status, r.request, r.started_at) for r in state.store.recent()]}
+            mine = [r for r in await runs.list(limit=MAX_SCANNED) if visible(r.owner)][:LISTED]
+            return {"runs": [_summary(r.run_id, r.status, r.request, r.started_at) for r in mine]}
+        recent = state.store.recent(LISTED, visible)
+        return {"runs": [_summary(r.run_id, r.status, r.request, r.started_at) for r in recent]}
 
     @server.resource(
         "team://runs/{run_id}",
@@ -62,10 +68,10 @@ def add_resources(server: MCPServer[ServerState], state: ServerState) -> None:
         if state.durability is not None:
             runs = await state.durability.service()
             record = await runs.get(run_id)
-            if record is None:
+            if record is None or not visible(record.owner):  # another user's run does not exist for this one
                 raise ResourceNotFoundError(f"no run '{run_id}' in the run store (see team://runs)")
             return json.dumps(record_view(record), indent=2)
-        run = state.store.get(run_id)
+        run = state.store.get(run_id, visible)
         if run is None:
             raise ResourceNotFoundError(
                 f"no run '{run_id}' (runs are kept in memory, newest "

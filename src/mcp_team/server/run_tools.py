@@ -17,7 +17,7 @@ from mcp_team.handoffs import Team
 from mcp_team.server import durability
 from mcp_team.server.resources import record_view
 from mcp_team.server.state import ServerState, state_of
-from mcp_team.server.tasks import principal
+from mcp_team.server.tasks import principal, visible
 from mcp_team.server.tools import (
     DeadlineSeconds,
     MaxCost,
@@ -106,7 +106,7 @@ async def _own(runs: Any, run_id: str) -> None:
     """`ToolError` unless the run exists and the caller may see it: a run started by a principal (with auth
     on) is theirs alone, as its task is."""
     record = await runs.get(run_id)
-    if record is None or (record.owner is not None and record.owner != principal()):
+    if record is None or not visible(record.owner):
         raise ToolError(f"no run '{run_id}' on this server (see team://runs)")
 
 

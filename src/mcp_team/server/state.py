@@ -28,6 +28,7 @@ from mcp_team.server.elicitation import elicit_in_rounds
 from mcp_team.server.limits import RunSlots, ServerLimits
 from mcp_team.server.sampling import CtxGetter, RoundRunner, SamplingModel, can_sample_in_rounds, can_sample_now
 from mcp_team.server.store import MemoryRunStore, RunStore
+from mcp_team.server.tasks import principal
 from mcp_team.server.teamfile import TeamSpec
 from mcp_team.specialists import Specialist
 from mcp_team.specialists.mcp_tools import McpServerConfig, McpToolPool
@@ -112,9 +113,10 @@ class ServerState:
     def save_run(self, run: RunResult) -> None:
         """Keep a run's record, with any secret that slipped into its text redacted."""
         redacted = RunResult.model_validate(redact_value(run.model_dump(mode="json")))
-        self.store.save(redacted)
+        owner = principal()  # called from the run's own tasks, so the caller's token is still in context
+        self.store.save(redacted, owner)
         if self.durability is not None:  # team://runs reads the run store on a durable server
-            self.durability.keep(redacted)
+            self.durability.keep(redacted, owner)
 
     async def announce_change(self) -> None:
         """Tell clients the tool and prompt lists changed: 2025 sessions by notification, 2026 by the bus."""

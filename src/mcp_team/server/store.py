@@ -4,17 +4,25 @@ from __future__ import annotations
 
 import zlib
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Protocol
 
 from mcp_team.handoffs import RunResult
 
+Visible = Callable[[str | None], bool]
+"""Whether a run of this owner (the principal who started it; None: nobody in particular) may be shown."""
+
+
+def _everyone(_owner: str | None) -> bool:
+    return True
+
 
 class RunStore(Protocol):
-    def save(self, run: RunResult) -> None: ...
+    def save(self, run: RunResult, owner: str | None = None) -> None: ...
 
-    def get(self, run_id: str) -> RunResult | None: ...
+    def get(self, run_id: str, visible: Visible = _everyone) -> RunResult | None: ...
 
-    def recent(self, limit: int = 50) -> list[RunResult]: ...
+    def recent(self, limit: int = 50, visible: Visible = _everyone) -> list[RunResult]: ...
 
 
 class MemoryRunStore:
@@ -28,20 +36,21 @@ class MemoryRunStore:
         if max_runs < 1:
             raise ValueError("max_runs must be at least 1")
         self.max_runs = max_runs
-        self._runs: OrderedDict[str, bytes] = OrderedDict()
+        self._runs: OrderedDict[str, tuple[str | None, bytes]] = OrderedDict()
 
-    def save(self, run: RunResult) -> None:
+    def save(self, run: RunResult, owner: str | None = None) -> None:
         self._runs.pop(run.run_id, None)
-        self._runs[run.run_id] = zlib.compress(run.model_dump_json().encode(), 1)
+        self._runs[run.run_id] = (owner, zlib.compress(run.model_dump_json().encode(), 1))
         while len(self._runs) > self.max_runs:
             self._runs.popitem(last=False)
 
-    def get(self, run_id: str) -> RunResult | None:
-        record = self._runs.get(run_id)
-        return None if record is None else _load(record)
+    def get(self, run_id: str, visible: Visible = _everyone) -> RunResult | None:
+        owner, record = self._runs.get(run_id, (None, b""))
+        return _load(record) if record and visible(owner) else None
 
-    def recent(self, limit: int = 50) -> list[RunResult]:
-        return [_load(record) for record in list(reversed(self._runs.values()))[:limit]]
+    def recent(self, limit: int = 50, visible: Visible = _everyone) -> list[RunResult]:
+        shown = [record for owner, record in reversed(self._runs.values()) if visible(owner)]
+        return [_load(record) for record in shown[:limit]]
 
 
 def _load(record: bytes) -> RunResult:

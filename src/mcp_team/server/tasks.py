@@ -109,6 +109,12 @@ def principal() -> str | None:
     return f"{token.client_id}:{subject}" if subject else token.client_id
 
 
+def visible(owner: str | None) -> bool:
+    """Whether the caller may see a run of `owner`: their own, or one started by nobody in particular (a server
+    without auth, the CLI). To anyone else it does not exist."""
+    return owner is None or owner == principal()
+
+
 # --- the methods -----------------------------------------------------------------------------------
 class TaskIdParams(types.RequestParams):
     task_id: str = Field(alias="taskId", min_length=1)

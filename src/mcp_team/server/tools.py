@@ -24,6 +24,7 @@ from mcp_team.server.limits import client_budgets
 from mcp_team.server.progress import progress_sink
 from mcp_team.server.sampling import CtxGetter
 from mcp_team.server.state import ServerState, state_of
+from mcp_team.server.tasks import principal
 from mcp_team.server.views import RUN_VIEW_META, live_record
 from mcp_team.specialists import Specialist, SpecialistResult
 
@@ -117,9 +118,8 @@ async def run_team(
             resumable = state.configured_models() is not None  # a run on the client's model cannot resume
             if resumable or not asks:  # a durable run waiting at a checkpoint survives a restart (issue 13)
                 approve = elicitation_approver(get_ctx)
-                return await run_and_wait(
-                    runs, state.engine, team, asked, resumable=resumable, on_event=progress, approve=approve
-                )
+                return await run_and_wait(runs, state.engine, team, asked, resumable=resumable, on_event=progress,
+                                          approve=approve, owner=principal())  # fmt: skip
         run = functools.partial(
             team.run,
             mode=mode,
