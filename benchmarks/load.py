@@ -1,9 +1,17 @@
-"""Load: N concurrent runs over HTTP, and whether the server gives its memory back.
+"""Load: N concurrent runs over HTTP, what each holds, and whether the server gives its memory back.
 
-`.venv/bin/python benchmarks/load.py [--runs 1000] [--latency 2]` starts `mcp-team serve --http` on the
-offline model (each model call sleeps `--latency` seconds, so every run is in flight at once), opens
-N MCP sessions over streamable HTTP, calls `run_team` on all of them at once, and prints:
-- idle RSS (after a warm-up run), peak RSS, and per in-flight run: (peak - idle) / N (target <= 100 KB);
+`.venv/bin/python benchmarks/load.py [--runs 1000] [--latency 10] [--shape held|background|both]` starts
+`mcp-team serve --http` on the offline model (each model call sleeps `--latency` seconds, so every run is
+in flight at once), in a state directory of its own, and loads it in one or both of the ways clients run
+many runs:
+- held: N sessions (`--sessions`), each with a `run_team` call held open until the answer (the progress of
+  the run streams on it), so each run also holds the MCP SDK's streamed request;
+- background: 10 clients start N runs with `start_run` (8 calls at a time each), close their sessions at
+  once, and follow the runs with `get_run` (a few polls at a time) to their end.
+For each it prints:
+- how many runs were in flight at once (from the runs' own start and end times);
+- idle RSS (after warm-up runs), peak RSS, and per in-flight run: (peak - idle) / most in flight at once
+  (target <= 100 KB);
 - RSS after the load, once the sessions are closed, the answered streams' 60 s are over and one more
   run has gone through (target: within 10% of idle);
 - errors (target 0): a failed HTTP call, a JSON-RPC error, or a run whose status is not `complete`.
@@ -22,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 
@@ -31,6 +40,9 @@ TARGET_KB_PER_RUN = 100
 TARGET_RETURN = 0.10
 PROTOCOL = "2025-11-25"
 REQUEST = "Research bees"
+BACKGROUND_SESSIONS = 10
+CALLS_AT_ONCE = 8  # start_run and get_run calls at once on a session (--start-run)
+Outcome = dict[str, Any] | str  # a tool's structured result, or what went wrong
 HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
@@ -78,8 +90,8 @@ async def snapshot_in_flight(pid: int, calling: Counter, latency: float) -> None
     os.kill(pid, signal.SIGUSR1)
 
 
-async def one_run(client: httpx2.AsyncClient, url: str, calling: Counter | None = None) -> str | None:
-    """initialize, initialized, run_team, close the session; None when it worked, else what went wrong."""
+async def open_session(client: httpx2.AsyncClient, url: str) -> dict[str, str] | str:
+    """initialize and initialized: the headers of the new session's requests, or what went wrong."""
     init = {
         "jsonrpc": "2.0",
         "id": 1,
@@ -94,29 +106,128 @@ async def one_run(client: httpx2.AsyncClient, url: str, calling: Counter | None 
     r = await client.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers)
     if r.status_code not in (200, 202):
         return f"initialized: HTTP {r.status_code}"
-    call = {
-        "jsonrpc": "2.0",
-        "id": 2,
-        "method": "tools/call",
-        "params": {"name": "run_team", "arguments": {"request": REQUEST}},
-    }
-    if calling is not None:
-        calling.add()
+    return headers
+
+
+async def close_session(client: httpx2.AsyncClient, url: str, headers: dict[str, str]) -> None:
+    if "mcp-session-id" in headers:
+        await client.delete(url, headers=headers)
+
+
+async def call_tool(
+    client: httpx2.AsyncClient, url: str, headers: dict[str, str], call_id: int, name: str, arguments: dict[str, Any]
+) -> Outcome:
+    """One `tools/call`: its structured result, or what went wrong."""
+    call = {"jsonrpc": "2.0", "id": call_id, "method": "tools/call", "params": {"name": name, "arguments": arguments}}
+    r = await client.post(url, json=call, headers=headers)
+    if r.status_code != 200:
+        return f"{name}: HTTP {r.status_code}"
+    reply = next((m for m in _messages(r.text) if m.get("id") == call_id), None)
+    if reply is None or "error" in reply:
+        return f"{name}: {reply and reply.get('error')}"
+    if reply["result"].get("isError"):
+        return f"{name}: {reply['result'].get('content')}"
+    return dict(reply["result"].get("structuredContent") or {})
+
+
+async def session_runs(
+    client: httpx2.AsyncClient, url: str, runs: int, calling: Counter | None = None
+) -> list[Outcome]:
+    """One session (as one client would open) with `runs` concurrent `run_team` calls on it, then closed."""
+    headers = await open_session(client, url)
+    if isinstance(headers, str):
+        return [headers] * runs
     try:
-        r = await client.post(url, json=call, headers=headers)
-        if r.status_code != 200:
-            return f"run_team: HTTP {r.status_code}"
-        reply = next((m for m in _messages(r.text) if m.get("id") == 2), None)
-        if reply is None or "error" in reply:
-            return f"run_team: {reply and reply.get('error')}"
-        result = reply["result"]
-        status = (result.get("structuredContent") or {}).get("status")
-        if result.get("isError") or status != "complete":
-            return f"run_team: status {status!r}"
-        return None
+
+        async def run_team(call_id: int) -> Outcome:
+            if calling is not None:
+                calling.add()
+            return await call_tool(client, url, headers, call_id, "run_team", {"request": REQUEST})
+
+        return list(await asyncio.gather(*(run_team(2 + i) for i in range(runs))))
     finally:
-        if session:
-            await client.delete(url, headers=headers)
+        await close_session(client, url, headers)
+
+
+async def started_runs(client: httpx2.AsyncClient, url: str, runs: int, calling: Counter) -> list[Outcome]:
+    """One session that starts `runs` background runs (`start_run`, a few at a time) and closes."""
+    headers = await open_session(client, url)
+    if isinstance(headers, str):
+        return [headers] * runs
+    gate = asyncio.Semaphore(CALLS_AT_ONCE)  # calls held open together would be counted as the runs' memory
+    try:
+
+        async def start(call_id: int) -> Outcome:
+            async with gate:
+                answer = await call_tool(client, url, headers, call_id, "start_run", {"request": REQUEST})
+            calling.add()
+            return answer
+
+        return list(await asyncio.gather(*(start(2 + i) for i in range(runs))))
+    finally:
+        await close_session(client, url, headers)
+
+
+async def settled_runs(client: httpx2.AsyncClient, url: str, run_ids: list[str]) -> list[Outcome]:
+    """Poll `get_run` (on one session, every second, a few at a time) until every run has ended."""
+    headers = await open_session(client, url)
+    if isinstance(headers, str):
+        return [headers] * len(run_ids)
+    ended: dict[str, Outcome] = {}
+    gate = asyncio.Semaphore(CALLS_AT_ONCE)
+
+    async def poll(call_id: int, run_id: str) -> Outcome:
+        async with gate:
+            return await call_tool(client, url, headers, call_id, "get_run", {"run_id": run_id})
+
+    try:
+        while len(ended) < len(run_ids):
+            await asyncio.sleep(1.0)
+            pending = [r for r in run_ids if r not in ended]
+            views = await asyncio.gather(*(poll(i, r) for i, r in enumerate(pending)))
+            ended |= {
+                r: v for r, v in zip(pending, views, strict=True) if isinstance(v, str) or v["status"] != "running"
+            }
+    finally:
+        await close_session(client, url, headers)
+    return [ended[r] for r in run_ids]
+
+
+async def background_runs(
+    client: httpx2.AsyncClient, url: str, runs: int, sessions: int, calling: Counter
+) -> list[Outcome]:
+    """`runs` background runs started over `sessions` sessions that close at once, then followed to their end."""
+    shares = [runs // sessions + (i < runs % sessions) for i in range(sessions)]
+    started = [o for out in await asyncio.gather(*(started_runs(client, url, n, calling) for n in shares)) for o in out]
+    failed: list[Outcome] = [o for o in started if isinstance(o, str)]
+    return failed + await settled_runs(client, url, [o["run_id"] for o in started if not isinstance(o, str)])
+
+
+def failure(outcome: Outcome) -> str | None:
+    """What went wrong with a run, or None when it completed."""
+    if isinstance(outcome, str):
+        return outcome
+    return None if outcome.get("status") == "complete" else f"run: status {outcome.get('status')!r}"
+
+
+def most_at_once(outcomes: list[Outcome]) -> int:
+    """The most runs in flight at one moment, from the runs' own start and end times."""
+    edges = sorted(
+        (datetime.fromisoformat(o[key]), step)
+        for o in outcomes
+        if not isinstance(o, str) and o.get("started_at") and o.get("ended_at")
+        for key, step in (("started_at", 1), ("ended_at", -1))
+    )
+    most = now = 0
+    for _, step in edges:  # an end sorts before a start at the same instant: they did not overlap
+        now += step
+        most = max(most, now)
+    return most
+
+
+async def one_run(client: httpx2.AsyncClient, url: str) -> str | None:
+    """A session with one run: None when it worked, else what went wrong."""
+    return failure((await session_runs(client, url, 1))[0])
 
 
 async def sample(pid: int, peak: list[int], stop: asyncio.Event) -> None:
@@ -125,7 +236,9 @@ async def sample(pid: int, peak: list[int], stop: asyncio.Event) -> None:
         await asyncio.sleep(0.05)
 
 
-async def load(url: str, pid: int, runs: int, latency: float, snapshots: bool) -> dict[str, Any]:
+async def load(
+    url: str, pid: int, runs: int, sessions: int, latency: float, snapshots: bool, shape: str
+) -> dict[str, Any]:
     limits = httpx2.Limits(max_connections=runs + 10, max_keepalive_connections=0)
     async with httpx2.AsyncClient(timeout=600, limits=limits) as client:
         for _ in range(3):  # warm-up: lazy imports, caches
@@ -141,13 +254,18 @@ async def load(url: str, pid: int, runs: int, latency: float, snapshots: bool) -
         t0 = time.perf_counter()
         calling = Counter(runs)
         snapshot = asyncio.create_task(snapshot_in_flight(pid, calling, latency)) if snapshots else None
-        outcomes = await asyncio.gather(*(one_run(client, url, calling) for _ in range(runs)), return_exceptions=True)
+        if shape == "background":
+            outcomes = await background_runs(client, url, runs, sessions, calling)
+        else:
+            shares = [runs // sessions + (i < runs % sessions) for i in range(sessions)]
+            per_session = await asyncio.gather(*(session_runs(client, url, n, calling) for n in shares))
+            outcomes = [o for out in per_session for o in out]
         wall = time.perf_counter() - t0
         if snapshot is not None:
             await snapshot
         stop.set()
         await sampler
-        errors = [o if isinstance(o, str) else f"{type(o).__name__}: {o}" for o in outcomes if o is not None]
+        errors = [e for e in map(failure, outcomes) if e is not None]
         # Answered streams are kept FINISHED_KEEP_SECONDS (60 s) for a client to resume, and dropped when the
         # next event is stored: wait that long, then one run, as the next client's would.
         await asyncio.sleep(62.0)
@@ -158,7 +276,14 @@ async def load(url: str, pid: int, runs: int, latency: float, snapshots: bool) -
             os.kill(pid, signal.SIGUSR1)  # what is still held after the load
             await asyncio.sleep(5)
     after = rss_kib(pid)
-    return {"idle": idle, "peak": peak[0], "after": after, "errors": errors, "wall": wall}
+    return {
+        "idle": idle,
+        "peak": peak[0],
+        "after": after,
+        "errors": errors,
+        "wall": wall,
+        "at_once": most_at_once(outcomes),
+    }
 
 
 def wait_healthy(port: int, proc: subprocess.Popen[bytes], log: IO[bytes]) -> None:
@@ -175,57 +300,102 @@ def wait_healthy(port: int, proc: subprocess.Popen[bytes], log: IO[bytes]) -> No
         time.sleep(0.1)
 
 
+SHAPES = {
+    "held": "each run a `run_team` call held open until its answer (progress streamed on it)",
+    "background": f"runs started with `start_run` by {BACKGROUND_SESSIONS} clients, {CALLS_AT_ONCE} calls at a time "
+    "each, their sessions closed at once, then followed with `get_run`",
+}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=1000)
-    parser.add_argument("--latency", type=float, default=2.0, help="seconds per offline model call")
+    parser.add_argument(
+        "--shape",
+        choices=[*SHAPES, "both"],
+        default="both",
+        help="how clients run them: held (`run_team` calls), background (`start_run`), or both (default)",
+    )
+    parser.add_argument(
+        "--sessions",
+        type=int,
+        help="held: MCP sessions the calls are spread over (default: one per run, as that many clients would "
+        "open); fewer sessions leave out a session's own cost",
+    )
+    parser.add_argument("--latency", type=float, default=10.0, help="seconds per offline model call")
     parser.add_argument(
         "--tracemalloc",
         type=Path,
         metavar="DIR",
         help="run the server under tracemalloc (benchmarks/traced_server.py); prints where memory goes, in flight "
-        "and after the load (snapshots in DIR)",
+        "and after the load (snapshots in DIR/SHAPE)",
     )
     args = parser.parse_args()
+    sessions = args.sessions or args.runs
+    if not 1 <= sessions <= args.runs:
+        parser.error(f"--sessions must be between 1 and --runs ({args.runs}), not {sessions}")
+    shapes = list(SHAPES) if args.shape == "both" else [args.shape]
+    failed = False
+    for shape in shapes:
+        snapshots = args.tracemalloc / shape if args.tracemalloc else None
+        n_sessions = sessions if shape == "held" else min(BACKGROUND_SESSIONS, args.runs)
+        out = serve_and_load(args.runs, n_sessions, args.latency, shape, snapshots)
+        failed |= report(out, args.runs, n_sessions, args.latency, shape)
+        if snapshots:
+            report_snapshots(snapshots)
+    return 1 if failed else 0
+
+
+def serve_and_load(runs: int, sessions: int, latency: float, shape: str, snapshots: Path | None) -> dict[str, Any]:
+    """Start `mcp-team serve --http` (under tracemalloc when `snapshots` is a directory), load it, stop it."""
     port = free_port()
     env = {
         **os.environ,
         "MCP_TEAM_MODEL": "offline",
-        "MCP_TEAM_OFFLINE_LATENCY_MS": str(int(args.latency * 1000)),
-        "MCP_TEAM_MAX_RUNS": str(args.runs + 10),
-        "MCP_TEAM_MAX_CONCURRENCY": str(4 * args.runs),
+        "MCP_TEAM_OFFLINE_LATENCY_MS": str(int(latency * 1000)),
+        "MCP_TEAM_MAX_RUNS": str(runs + 10),
+        "MCP_TEAM_MAX_CONCURRENCY": str(4 * runs),
     }
     exe = Path(sys.executable).with_name("mcp-team")
-    cmd = [sys.executable, str(Path(__file__).with_name("traced_server.py"))] if args.tracemalloc else [str(exe)]
-    if args.tracemalloc:
-        env["TRACEMALLOC_DIR"] = str(args.tracemalloc)
-        args.tracemalloc.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, str(Path(__file__).with_name("traced_server.py"))] if snapshots else [str(exe)]
+    if snapshots:
+        env["TRACEMALLOC_DIR"] = str(snapshots)
+        snapshots.mkdir(parents=True, exist_ok=True)
     url = f"http://127.0.0.1:{port}/mcp"
-    with tempfile.TemporaryFile() as log:  # a file, not a pipe: a pipe nobody reads blocks a server that logs
+    with tempfile.TemporaryDirectory() as state, tempfile.TemporaryFile() as log:
+        # A file, not a pipe: a pipe nobody reads blocks a server that logs. Runs are kept in a state directory
+        # of their own, so every shape starts from an empty store.
+        env["MCP_TEAM_STATE_DIR"] = state
         proc = subprocess.Popen(
             [*cmd, "serve", "--http", "--port", str(port)], env=env, stdout=subprocess.DEVNULL, stderr=log
         )
         try:
             wait_healthy(port, proc, log)
-            out = asyncio.run(load(url, proc.pid, args.runs, args.latency, snapshots=args.tracemalloc is not None))
+            return asyncio.run(load(url, proc.pid, runs, sessions, latency, snapshots is not None, shape))
         finally:
             proc.terminate()
             proc.wait(timeout=30)
+
+
+def report(out: dict[str, Any], runs: int, sessions: int, latency: float, shape: str) -> bool:
+    """Print one shape's figures; True when a run failed."""
     idle, peak, after, errors = out["idle"], out["peak"], out["after"], out["errors"]
-    per_run = (peak - idle) / args.runs
+    per_run = (peak - idle) / max(out["at_once"], 1)  # the peak is what the runs in flight together held
     back = (after - idle) / idle
-    print(f"Load: {args.runs} concurrent runs over HTTP (serve --http, offline model, {args.latency:g} s per call)")
-    print(f"   wall {out['wall']:.1f} s for all runs; errors {len(errors)} (target 0)")
+    print(f"Load, {shape}: {runs} concurrent runs over HTTP on {sessions} MCP sessions (serve --http, offline model, "
+          f"{latency:g} s per call): {SHAPES[shape]}")  # fmt: skip
+    print(f"   wall {out['wall']:.1f} s for all runs, at most {out['at_once']} of them in flight at once; "
+          f"errors {len(errors)} (target 0)")  # fmt: skip
     for err in sorted(set(errors))[:5]:
         print(f"     e.g. {err}")
+    if out["at_once"] < runs:
+        print(f"   NOTE: not all {runs} runs were in flight together; a longer --latency makes them")
     print(f"   RSS idle {idle / 1024:.1f} MiB, peak {peak / 1024:.1f} MiB, after {after / 1024:.1f} MiB")
     ok_run = per_run <= TARGET_KB_PER_RUN
     ok_back = back <= TARGET_RETURN
     print(f"   per in-flight run {per_run:.0f} KiB (target <= {TARGET_KB_PER_RUN}): {'PASS' if ok_run else 'FAIL'}")
     print(f"   after the load {back:+.1%} of idle (target <= +{TARGET_RETURN:.0%}): {'PASS' if ok_back else 'FAIL'}")
-    if args.tracemalloc:
-        report_snapshots(args.tracemalloc)
-    return 1 if errors else 0
+    return bool(errors)
 
 
 def report_snapshots(directory: Path) -> None:
