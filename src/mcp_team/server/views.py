@@ -19,7 +19,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from mcp.server.apps import Apps, ResourceCsp
-from mcp.server.auth.provider import TokenVerifier
+from mcp.server.auth.middleware.auth_context import auth_context_var
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken, TokenVerifier
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
@@ -174,19 +176,28 @@ class _Guard:
             refused = await self._security.validate_request(request, is_post=False)
             if refused is not None:
                 return refused
-            if self._auth is not None and not await self._authorized(request, *self._auth):
+            if self._auth is None:
+                return await endpoint(request)
+            access = await self._authorized(request, *self._auth)
+            if access is None:
                 return PlainTextResponse(
                     "unauthorized: send the server's token (MCP_TEAM_HTTP_TOKEN) as 'Authorization: Bearer <token>', "
                     "or as the password when the browser asks",
                     status_code=401,
                     headers={"WWW-Authenticate": 'Basic realm="mcp-team", charset="UTF-8"'},
                 )
-            return await endpoint(request)
+            # As on /mcp: the caller's token is in context while the page reads the runs, so it shows theirs.
+            caller = auth_context_var.set(AuthenticatedUser(access))
+            try:
+                return await endpoint(request)
+            finally:
+                auth_context_var.reset(caller)
 
         return guarded
 
     @staticmethod
-    async def _authorized(request: Request, verifier: TokenVerifier, settings: AuthSettings) -> bool:
+    async def _authorized(request: Request, verifier: TokenVerifier, settings: AuthSettings) -> AccessToken | None:
+        """The caller's valid token with the required scopes, or None."""
         scheme, _, credentials = request.headers.get("authorization", "").partition(" ")
         token = None
         if scheme.lower() == "bearer":
@@ -195,8 +206,8 @@ class _Guard:
             try:
                 token = base64.b64decode(credentials.strip(), validate=True).decode().partition(":")[2]
             except (binascii.Error, UnicodeDecodeError):
-                return False
+                return None
         access = await verifier.verify_token(token) if token else None
         if access is None or (access.expires_at is not None and access.expires_at < time.time()):
-            return False
-        return all(scope in access.scopes for scope in settings.required_scopes or [])
+            return None
+        return access if all(scope in access.scopes for scope in settings.required_scopes or []) else None
