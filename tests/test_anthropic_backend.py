@@ -187,6 +187,19 @@ async def test_no_system_and_no_tools_are_left_out(api: FakeMessagesAPI) -> None
     assert "tools" not in api.requests[0]
 
 
+async def test_a_temperature_it_cannot_send_is_said_once(
+    api: FakeMessagesAPI, caplog: pytest.LogCaptureFixture
+) -> None:
+    api.reply(200, message([text_block("ok")]))
+    api.reply(200, message([text_block("ok")]))
+    model = model_for(api)
+    for _ in range(2):
+        await model.complete(ask().model_copy(update={"temperature": 0.2}))
+    assert all("temperature" not in r for r in api.requests)
+    said = [r.getMessage() for r in caplog.records if "temperature" in r.getMessage()]
+    assert len(said) == 1 and "0.2 is not sent" in said[0] and MODEL in said[0]
+
+
 async def test_unknown_stop_reason_is_end_turn(api: FakeMessagesAPI) -> None:
     api.reply(200, message([text_block("ok")], stop_reason="something_new"))
     assert (await model_for(api).complete(ask())).stop_reason == "end_turn"

@@ -12,6 +12,7 @@ itself imported only when the Anthropic backend is selected.
 
 from __future__ import annotations
 
+import logging
 import os
 
 import anthropic
@@ -52,6 +53,9 @@ _STOP_REASONS: dict[str, StopReason] = {
 }
 
 
+log = logging.getLogger(__name__)
+
+
 class AnthropicModel:
     """A Claude model behind the Anthropic Messages API. Safe to call concurrently.
 
@@ -82,6 +86,7 @@ class AnthropicModel:
         #: The genai-prices provider its calls are priced with when not Anthropic's own (see `llm.cost`).
         self.price_provider = price_provider
         self._client: anthropic.AsyncAnthropic | None = None
+        self._said_temperature = False
 
     @property
     def client(self) -> anthropic.AsyncAnthropic:
@@ -111,7 +116,13 @@ class AnthropicModel:
         if client.api_key is None and client.auth_token is None and client.credentials is None:
             raise ModelError("auth", "no Anthropic API key is configured: set ANTHROPIC_API_KEY")
         # The API rejects empty text blocks and accepts no tools list at all, so both are left out.
-        # `request.temperature` is not sent: the Messages API (as this SDK speaks it) has no such parameter.
+        if request.temperature is not None and not self._said_temperature:
+            # The Messages API as this SDK speaks it has no temperature: said once, not dropped in silence.
+            self._said_temperature = True
+            log.warning(
+                "%s: temperature %g is not sent (the Anthropic Messages API of anthropic %s takes none); the model's "
+                "own sampling applies", self.name, request.temperature, anthropic.__version__,
+            )  # fmt: skip
         system: list[TextBlockParam] = (
             [{"type": "text", "text": request.system, "cache_control": _CACHE}] if request.system else []
         )
