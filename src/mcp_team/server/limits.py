@@ -101,6 +101,8 @@ class RunSlots:
     def _release_soon(self) -> None:
         # Not at once: when the last run returns, its reply, its session's streams and their garbage are
         # still alive; a second later they are gone and a collection frees them first.
+        # A timer of the loop, not an anyio task: `guarded` runs in whichever request finished last, which has
+        # no task group that outlives it, and the server always runs on asyncio (uvicorn; anyio.run's default).
         if self._release is not None:
             self._release.cancel()
         self._release = asyncio.get_running_loop().call_later(RELEASE_AFTER, self._release_if_idle)
