@@ -22,6 +22,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.server.auth.provider import AccessToken, TokenVerifier
 from mcp.server.auth.settings import AuthSettings
 
+from mcp_team.errors import ConfigError
 from mcp_team.llm.settings import ModelSettings
 from mcp_team.runs import resolve
 from mcp_team.server.app import build_server
@@ -192,7 +193,9 @@ async def two_user_server(state_dir: Path | None) -> AsyncIterator[str]:
     )
     durable = resolve(state_dir=state_dir) if state_dir is not None else None
     server = build_server(ModelSettings(model="offline"), auth=(TwoUsers(), auth), durable=durable)
-    app = http_app(server, HttpSettings(port=port))
+    with pytest.raises(ConfigError, match="pass the same `auth` to http_app"):  # pages unguarded: refused
+        http_app(server, HttpSettings(port=port))
+    app = http_app(server, HttpSettings(port=port), auth=(TwoUsers(), auth))
     web = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     async with anyio.create_task_group() as tg:
         tg.start_soon(web.serve)
@@ -265,8 +268,9 @@ def _runs_listed(contents: Any) -> set[str]:
 @pytest.mark.anyio
 @pytest.mark.parametrize("durable", [True, False], ids=["durable", "ephemeral"])
 async def test_runs_and_their_records_are_shown_to_their_user_only(durable: bool, tmp_path: Path) -> None:
-    """team://runs lists the caller's own runs (run_team's and start_run's), and another user's run and its
-    record do not exist for them, whichever way the run was started."""
+    """team://runs and the run pages (/runs.json) list the caller's own runs (run_team's and start_run's), and
+    another user's run and its record do not exist for them, whichever way the run was started. The pages of a
+    server that checks tokens of its own verifier are refused unless http_app is given it too."""
     async with two_user_server(tmp_path if durable else None) as url:
         async with connect(url, "alice", "legacy") as alice:
             ran = await alice.client.call_tool("run_team", {"request": "Research bees"})
@@ -279,6 +283,11 @@ async def test_runs_and_their_records_are_shown_to_their_user_only(durable: bool
             his = await bob.client.call_tool("run_team", {"request": "Write a haiku"})
             bobs = {his.structured_content["run_id"]}  # type: ignore[index]
             bob_sees = _runs_listed((await bob.client.read_resource("team://runs")).contents)
+            async with httpx2.AsyncClient(  # the pages too: /runs.json and /runs/{id}.json with Bob's token
+                base_url=url.removesuffix("/mcp"), headers={"Authorization": "Bearer bob"}, timeout=HANG_GUARD
+            ) as web:
+                bob_sees_on_the_page = {r["run_id"] for r in (await web.get("/runs.json")).json()["runs"]}
+                alices_pages = [(await web.get(f"/runs/{run_id}.json")).status_code for run_id in alices]
             for run_id in alices:
                 with pytest.raises(MCPError) as read:
                     await bob.client.read_resource(f"team://runs/{run_id}")
@@ -288,4 +297,5 @@ async def test_runs_and_their_records_are_shown_to_their_user_only(durable: bool
                     assert seen.is_error and f"no run '{run_id}'" in seen.content[0].text  # type: ignore[union-attr]
 
     assert alices <= alice_sees and not bobs & alice_sees
-    assert bob_sees == bobs
+    assert bob_sees == bob_sees_on_the_page == bobs
+    assert alices_pages == [404] * len(alices)

@@ -105,9 +105,18 @@ def auth_for(settings: HttpSettings) -> tuple[TokenVerifier, AuthSettings] | Non
     return StaticTokenVerifier(settings.http_token), auth
 
 
-def http_app(server: MCPServer[Any], settings: HttpSettings) -> Starlette:
+def http_app(
+    server: MCPServer[Any], settings: HttpSettings, auth: tuple[TokenVerifier, AuthSettings] | None = None
+) -> Starlette:
     """The ASGI app for `server` with DNS-rebinding protection, a `/healthz` route (no auth) and the run pages
-    (`/runs`, `/runs/{id}`: same checks as `/mcp`)."""
+    (`/runs`, `/runs/{id}`: same checks as `/mcp`). `auth`: the token verifier `server` was built with, when it
+    is not the static token of `settings` (`ConfigError` if the server checks tokens and the pages would not)."""
+    pages_auth = auth or auth_for(settings)
+    if pages_auth is None and server.settings.auth is not None:
+        raise ConfigError(
+            "this server checks tokens (build_server(auth=...)) but its run pages (/runs) would not: pass the same "
+            "`auth` to http_app"
+        )
 
     @server.custom_route("/healthz", methods=["GET"])
     async def healthz(_request: Request) -> JSONResponse:
@@ -118,7 +127,7 @@ def http_app(server: MCPServer[Any], settings: HttpSettings) -> Starlette:
         allowed_hosts=[*_LOCAL_HOSTS, *settings.allowed_hosts],
         allowed_origins=[*_LOCAL_ORIGINS, *settings.allowed_origins],
     )
-    add_run_pages(server, security, auth_for(settings))
+    add_run_pages(server, security, pages_auth)
     # With an event store every SSE event has an id, each POST stream opens with a priming event and a `retry`,
     # and a client that reconnects with Last-Event-ID gets what it missed (SEP-1699): its own, never another's.
     events = MemoryEventStore(settings.event_store_bytes)
