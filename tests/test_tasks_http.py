@@ -25,6 +25,7 @@ from mcp.server.auth.settings import AuthSettings
 from mcp_team.errors import ConfigError
 from mcp_team.llm.settings import ModelSettings
 from mcp_team.runs import resolve
+from mcp_team.server import resources
 from mcp_team.server.app import build_server
 from mcp_team.server.http import HttpSettings, http_app
 from support import HANG_GUARD, clean_env, free_port, serve_http
@@ -299,3 +300,21 @@ async def test_runs_and_their_records_are_shown_to_their_user_only(durable: bool
     assert alices <= alice_sees and not bobs & alice_sees
     assert bob_sees == bob_sees_on_the_page == bobs
     assert alices_pages == [404] * len(alices)
+
+
+@pytest.mark.anyio
+async def test_a_users_runs_are_listed_past_newer_runs_of_others(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """team://runs reads the store a page at a time until it has a page of the caller's own: Alice's run, older
+    than a page of Bob's, is still listed to her (pages of two here)."""
+    monkeypatch.setattr(resources, "LISTED", 2)
+    async with two_user_server(tmp_path) as url:
+        async with connect(url, "alice", "legacy") as alice:
+            hers = (await alice.client.call_tool("run_team", {"request": "Research bees"})).structured_content
+        async with connect(url, "bob", "legacy") as bob:
+            for _ in range(3):
+                await bob.client.call_tool("run_team", {"request": "Write a haiku"})
+        async with connect(url, "alice", "legacy") as alice:
+            listed = _runs_listed((await alice.client.read_resource("team://runs")).contents)
+    assert listed == {hers["run_id"]}  # type: ignore[index]

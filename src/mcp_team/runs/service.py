@@ -232,9 +232,9 @@ class Runs:
             return live.progress.snapshot() if not live.progress.record.finished else live.progress.record
         return await anyio.to_thread.run_sync(self.store.get, run_id)
 
-    async def list(self, *, limit: int = 50, thread: str | None = None) -> list[RunRecord]:
+    async def list(self, *, limit: int = 50, offset: int = 0, thread: str | None = None) -> list[RunRecord]:
         await self.store.flush()  # what this process has queued is listed too
-        return await anyio.to_thread.run_sync(lambda: self.store.list(limit=limit, thread=thread))
+        return await anyio.to_thread.run_sync(lambda: self.store.list(limit=limit, offset=offset, thread=thread))
 
     async def wait(self, run_id: str, timeout: float | None = None) -> RunRecord | None:
         """The record once the run has finished, or as it is when `timeout` seconds have passed."""

@@ -271,6 +271,7 @@ class RunStore:
         self,
         *,
         limit: int = 50,
+        offset: int = 0,
         status: Sequence[str] | None = None,
         thread: str | None = None,
         executor_id: str | None = None,
@@ -285,7 +286,7 @@ class RunStore:
             q = q.where(runs_table.c.executor_id == executor_id)
         order = runs_table.c.started_at.asc() if oldest_first else runs_table.c.started_at.desc()
         with self.engine.connect() as conn:
-            rows = conn.execute(q.order_by(order).limit(limit)).all()
+            rows = conn.execute(q.order_by(order).limit(limit).offset(offset)).all()
         return [RunRecord.model_validate_json(r[0]) for r in rows]
 
     def updated_at(self, run_id: str) -> float | None:
