@@ -39,7 +39,7 @@ def conversation(run_id: str) -> Iterator[None]:
         _conversation_id.reset(token)
 
 
-_real_tracer: trace.Tracer | None = None
+_global_tracer: trace.Tracer | None = None
 _caller_tracer: ContextVar[trace.Tracer | None] = ContextVar("mcp_team_tracer", default=None)
 
 
@@ -75,18 +75,15 @@ def use_tracing(
 
 
 def _tracer() -> trace.Tracer:
-    """The caller's tracer (`use_tracing`), else the global one, resolved once a real provider is installed
-    (the proxy costs a lookup per span)."""
-    global _real_tracer
+    """The caller's tracer (`use_tracing`), else the global one. The global one is asked for once: before a
+    provider is installed it is the API's proxy, which finds the provider itself when one comes (asking the API
+    again for every span cost ~10 us each, an environment lookup and a new proxy, with tracing off)."""
+    global _global_tracer
     if (caller := _caller_tracer.get()) is not None:
         return caller
-    if _real_tracer is not None:
-        return _real_tracer
-    provider = trace.get_tracer_provider()
-    tracer = provider.get_tracer("mcp_team")
-    if not isinstance(provider, trace.ProxyTracerProvider):
-        _real_tracer = tracer
-    return tracer
+    if _global_tracer is None:
+        _global_tracer = trace.get_tracer("mcp_team")
+    return _global_tracer
 
 
 class _SpanScope:
