@@ -11,7 +11,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
-from mcp import Client
+from mcp import Client, MCPError
 
 from mcp_team.llm.settings import ModelSettings
 from mcp_team.runs import resolve
@@ -129,3 +129,7 @@ async def test_subscribing_to_a_run_tells_of_its_changes_until_it_finishes(tmp_p
             done = await call(client, "get_run", run_id=run_id)
         assert done["status"] == "complete"
         assert set(updates) == {uri} and len(updates) >= 2, updates
+        if mode == "legacy":  # a run that does not exist cannot be watched (it would be polled for ever)
+            with pytest.raises(MCPError) as refused:
+                await client.subscribe_resource("team://runs/no-such-run")
+            assert refused.value.error.code == types.INVALID_PARAMS and "no-such-run" in refused.value.error.message

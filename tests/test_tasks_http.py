@@ -296,6 +296,9 @@ async def test_runs_and_their_records_are_shown_to_their_user_only(durable: bool
                 if durable:
                     seen = await bob.client.call_tool("get_run", {"run_id": run_id})
                     assert seen.is_error and f"no run '{run_id}'" in seen.content[0].text  # type: ignore[union-attr]
+                    with pytest.raises(MCPError) as watched:
+                        await bob.client.subscribe_resource(f"team://runs/{run_id}")
+                    assert f"no run '{run_id}'" in watched.value.error.message
 
     assert alices <= alice_sees and not bobs & alice_sees
     assert bob_sees == bob_sees_on_the_page == bobs

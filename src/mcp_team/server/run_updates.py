@@ -19,11 +19,13 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import mcp_types as types
+from mcp import MCPError
 from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 from mcp.server.subscriptions import ResourceUpdated
 
 from mcp_team.server.state import ServerState
+from mcp_team.server.tasks import visible
 
 if TYPE_CHECKING:
     from mcp_team.runs.store import RunStore
@@ -63,7 +65,12 @@ def install_run_updates(server: MCPServer[ServerState], state: ServerState) -> N
         uri = str(params.uri)
         match = RUN_URI.match(uri)
         tg = state.rounds.task_group
-        if match is not None and tg is not None:
+        if match is not None and tg is not None and state.durability is not None:
+            # Only a run the caller may read: a watch on a run that does not exist (or is another user's) would
+            # poll the store every second for as long as the connection lives.
+            record = await (await state.durability.service()).get(match.group(1))
+            if record is None or not visible(record.owner):
+                raise MCPError(types.INVALID_PARAMS, f"no run '{match.group(1)}' on this server (see team://runs)")
             connection = getattr(ctx.session, "_connection", ctx.session)  # lives as long as the client
             key = (id(connection), uri)
             if key not in watches:
