@@ -1,13 +1,14 @@
 """Load: N concurrent runs over HTTP, what each holds, and whether the server gives its memory back.
 
-`.venv/bin/python benchmarks/load.py [--runs 1000] [--latency 10] [--shape held|background|both]` starts
+`.venv/bin/python benchmarks/load.py [--runs 1000] [--latency 10] [--shape held|background|tasks|all]` starts
 `mcp-team serve --http` on the offline model (each model call sleeps `--latency` seconds, so every run is
-in flight at once), in a state directory of its own, and loads it in one or both of the ways clients run
+in flight at once), in a state directory of its own, and loads it in one or all of the ways clients run
 many runs:
 - held: N sessions (`--sessions`), each with a `run_team` call held open until the answer (the progress of
   the run streams on it), so each run also holds the MCP SDK's streamed request;
 - background: 10 clients start N runs with `start_run` (8 calls at a time each), close their sessions at
-  once, and follow the runs with `get_run` (a few polls at a time) to their end.
+  once, and follow the runs with `get_run` (a few polls at a time) to their end;
+- tasks: the same, the runs started as MCP tasks (`run_team` with `task`, protocol 2025-11-25).
 For each it prints:
 - how many runs were in flight at once (from the runs' own start and end times);
 - idle RSS (after warm-up runs), peak RSS, and per in-flight run: (peak - idle) / most in flight at once
@@ -149,8 +150,24 @@ async def session_runs(
         await close_session(client, url, headers)
 
 
-async def started_runs(client: httpx2.AsyncClient, url: str, runs: int, calling: Counter) -> list[Outcome]:
-    """One session that starts `runs` background runs (`start_run`, a few at a time) and closes."""
+async def start_task(client: httpx2.AsyncClient, url: str, headers: dict[str, str], call_id: int) -> Outcome:
+    """A `run_team` call made an MCP task (2025-11-25: `task` in its params): `{"run_id": <task id>}` (a task's
+    id is its run's), or what went wrong."""
+    params = {"name": "run_team", "arguments": {"request": REQUEST}, "task": {"ttl": 600_000}}
+    r = await client.post(url, json={"jsonrpc": "2.0", "id": call_id, "method": "tools/call", "params": params},
+                          headers=headers)  # fmt: skip
+    if r.status_code != 200:
+        return f"run_team as a task: HTTP {r.status_code}"
+    reply = next((m for m in _messages(r.text) if m.get("id") == call_id), None)
+    task = (reply or {}).get("result", {}).get("task")
+    return {"run_id": task["taskId"]} if task else f"run_team as a task: {reply}"
+
+
+async def started_runs(
+    client: httpx2.AsyncClient, url: str, runs: int, calling: Counter, as_tasks: bool
+) -> list[Outcome]:
+    """One session that starts `runs` background runs (`start_run`, or `run_team` as MCP tasks), a few at a time,
+    and closes."""
     headers = await open_session(client, url)
     if isinstance(headers, str):
         return [headers] * runs
@@ -159,7 +176,10 @@ async def started_runs(client: httpx2.AsyncClient, url: str, runs: int, calling:
 
         async def start(call_id: int) -> Outcome:
             async with gate:
-                answer = await call_tool(client, url, headers, call_id, "start_run", {"request": REQUEST})
+                if as_tasks:
+                    answer = await start_task(client, url, headers, call_id)
+                else:
+                    answer = await call_tool(client, url, headers, call_id, "start_run", {"request": REQUEST})
             calling.add()
             return answer
 
@@ -194,11 +214,12 @@ async def settled_runs(client: httpx2.AsyncClient, url: str, run_ids: list[str])
 
 
 async def background_runs(
-    client: httpx2.AsyncClient, url: str, runs: int, sessions: int, calling: Counter
+    client: httpx2.AsyncClient, url: str, runs: int, sessions: int, calling: Counter, as_tasks: bool
 ) -> list[Outcome]:
     """`runs` background runs started over `sessions` sessions that close at once, then followed to their end."""
     shares = [runs // sessions + (i < runs % sessions) for i in range(sessions)]
-    started = [o for out in await asyncio.gather(*(started_runs(client, url, n, calling) for n in shares)) for o in out]
+    starting = (started_runs(client, url, n, calling, as_tasks) for n in shares)
+    started = [o for out in await asyncio.gather(*starting) for o in out]
     failed: list[Outcome] = [o for o in started if isinstance(o, str)]
     return failed + await settled_runs(client, url, [o["run_id"] for o in started if not isinstance(o, str)])
 
@@ -254,8 +275,8 @@ async def load(
         t0 = time.perf_counter()
         calling = Counter(runs)
         snapshot = asyncio.create_task(snapshot_in_flight(pid, calling, latency)) if snapshots else None
-        if shape == "background":
-            outcomes = await background_runs(client, url, runs, sessions, calling)
+        if shape in ("background", "tasks"):
+            outcomes = await background_runs(client, url, runs, sessions, calling, as_tasks=shape == "tasks")
         else:
             shares = [runs // sessions + (i < runs % sessions) for i in range(sessions)]
             per_session = await asyncio.gather(*(session_runs(client, url, n, calling) for n in shares))
@@ -304,6 +325,8 @@ SHAPES = {
     "held": "each run a `run_team` call held open until its answer (progress streamed on it)",
     "background": f"runs started with `start_run` by {BACKGROUND_SESSIONS} clients, {CALLS_AT_ONCE} calls at a time "
     "each, their sessions closed at once, then followed with `get_run`",
+    "tasks": f"runs started as MCP tasks (`run_team` with `task`, 2025-11-25) by {BACKGROUND_SESSIONS} clients, "
+    f"{CALLS_AT_ONCE} calls at a time each, their sessions closed at once, then followed with `get_run`",
 }
 
 
@@ -312,9 +335,10 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=1000)
     parser.add_argument(
         "--shape",
-        choices=[*SHAPES, "both"],
-        default="both",
-        help="how clients run them: held (`run_team` calls), background (`start_run`), or both (default)",
+        choices=[*SHAPES, "all"],
+        default="all",
+        help="how clients run them: held (`run_team` calls), background (`start_run`), tasks (`run_team` as MCP "
+        "tasks), or all three (default)",
     )
     parser.add_argument(
         "--sessions",
@@ -334,7 +358,7 @@ def main() -> int:
     sessions = args.sessions or args.runs
     if not 1 <= sessions <= args.runs:
         parser.error(f"--sessions must be between 1 and --runs ({args.runs}), not {sessions}")
-    shapes = list(SHAPES) if args.shape == "both" else [args.shape]
+    shapes = list(SHAPES) if args.shape == "all" else [args.shape]
     failed = False
     for shape in shapes:
         snapshots = args.tracemalloc / shape if args.tracemalloc else None
