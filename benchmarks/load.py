@@ -323,10 +323,10 @@ def wait_healthy(port: int, proc: subprocess.Popen[bytes], log: IO[bytes]) -> No
 
 SHAPES = {
     "held": "each run a `run_team` call held open until its answer (progress streamed on it)",
-    "background": f"runs started with `start_run` by {BACKGROUND_SESSIONS} clients, {CALLS_AT_ONCE} calls at a time "
-    "each, their sessions closed at once, then followed with `get_run`",
-    "tasks": f"runs started as MCP tasks (`run_team` with `task`, 2025-11-25) by {BACKGROUND_SESSIONS} clients, "
-    f"{CALLS_AT_ONCE} calls at a time each, their sessions closed at once, then followed with `get_run`",
+    "background": f"runs started with `start_run`, {CALLS_AT_ONCE} calls at a time per session, the sessions closed "
+    "at once, then followed with `get_run`",
+    "tasks": f"runs started as MCP tasks (`run_team` with `task`, 2025-11-25), {CALLS_AT_ONCE} calls at a time per "
+    "session, the sessions closed at once, then followed with `get_run`",
 }
 
 
@@ -343,8 +343,8 @@ def main() -> int:
     parser.add_argument(
         "--sessions",
         type=int,
-        help="held: MCP sessions the calls are spread over (default: one per run, as that many clients would "
-        "open); fewer sessions leave out a session's own cost",
+        help="MCP sessions the runs are started over (held: default one per run, as that many clients would "
+        f"open; fewer leave out a session's own cost. background, tasks: default {BACKGROUND_SESSIONS})",
     )
     parser.add_argument("--latency", type=float, default=10.0, help="seconds per offline model call")
     parser.add_argument(
@@ -355,14 +355,13 @@ def main() -> int:
         "and after the load (snapshots in DIR/SHAPE)",
     )
     args = parser.parse_args()
-    sessions = args.sessions or args.runs
-    if not 1 <= sessions <= args.runs:
-        parser.error(f"--sessions must be between 1 and --runs ({args.runs}), not {sessions}")
+    if args.sessions is not None and not 1 <= args.sessions <= args.runs:
+        parser.error(f"--sessions must be between 1 and --runs ({args.runs}), not {args.sessions}")
     shapes = list(SHAPES) if args.shape == "all" else [args.shape]
     failed = False
     for shape in shapes:
         snapshots = args.tracemalloc / shape if args.tracemalloc else None
-        n_sessions = sessions if shape == "held" else min(BACKGROUND_SESSIONS, args.runs)
+        n_sessions = args.sessions or (args.runs if shape == "held" else min(BACKGROUND_SESSIONS, args.runs))
         out = serve_and_load(args.runs, n_sessions, args.latency, shape, snapshots)
         failed |= report(out, args.runs, n_sessions, args.latency, shape)
         if snapshots:
