@@ -13,6 +13,7 @@ from conftest import Spans
 from mcp_team import ModelSet, RunResult, Team, use_tracing
 from mcp_team.llm.offline import OfflineModel
 from mcp_team.telemetry import attributes as A
+from support import HANG_GUARD, clean_env
 
 REQUEST = "Research bees and calculate 2+2"
 
@@ -70,3 +71,36 @@ def test_processors_need_an_sdk_provider() -> None:
         use_tracing(trace.NoOpTracerProvider(), processors=[SimpleSpanProcessor(InMemorySpanExporter())]),
     ):
         pass
+
+
+def test_a_global_provider_installed_after_a_run_gets_the_next_runs_spans() -> None:
+    """The global tracer is looked up once (telemetry/spans.py): a run made before any provider is installed
+    costs no-op spans, and a provider installed afterwards still gets every span of the runs after it. In a
+    process of its own: the global provider can be set only once per process."""
+    import subprocess
+    import sys
+
+    code = """
+import anyio
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from mcp_team import ModelSet, Team
+from mcp_team.llm.offline import OfflineModel
+
+team = Team(ModelSet.single(OfflineModel()))
+before = anyio.run(team.run, "Research bees")
+memory = InMemorySpanExporter()
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(memory))
+trace.set_tracer_provider(provider)
+after = anyio.run(team.run, "Research bees")
+ids = {s.attributes.get("gen_ai.conversation.id") for s in memory.get_finished_spans()}
+print(len(memory.get_finished_spans()), ids == {after.run_id}, before.trace_id is None)
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=clean_env(), capture_output=True, text=True, timeout=HANG_GUARD, check=True
+    )
+    count, only_after, untraced_before = done.stdout.split()
+    assert int(count) >= 3 and only_after == "True" and untraced_before == "True", done.stdout
