@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 
 import anyio
@@ -232,9 +232,31 @@ class Runs:
             return live.progress.snapshot() if not live.progress.record.finished else live.progress.record
         return await anyio.to_thread.run_sync(self.store.get, run_id)
 
-    async def list(self, *, limit: int = 50, offset: int = 0, thread: str | None = None) -> list[RunRecord]:
+    async def list(
+        self,
+        *,
+        limit: int = 50,
+        offset: int = 0,
+        thread: str | None = None,
+        keep: Callable[[RunRecord], bool] | None = None,
+        deep: int = 1000,
+    ) -> list[RunRecord]:
+        """The newest runs (of `thread`) after the first `offset`. With `keep` (e.g. one user's runs), only the
+        runs it keeps, read a page at a time and at most `deep` runs deep: one page when the newest are kept."""
         await self.store.flush()  # what this process has queued is listed too
-        return await anyio.to_thread.run_sync(lambda: self.store.list(limit=limit, offset=offset, thread=thread))
+
+        async def read(n: int, at: int) -> list[RunRecord]:
+            return await anyio.to_thread.run_sync(lambda: self.store.list(limit=n, offset=at, thread=thread))
+
+        if keep is None:
+            return await read(limit, offset)
+        kept: list[RunRecord] = []
+        for at in range(0, deep, limit):  # pages of `limit`
+            page = await read(min(limit, deep - at), at)
+            kept += filter(keep, page)
+            if len(kept) >= offset + limit or len(page) < limit:
+                break
+        return kept[offset : offset + limit]
 
     async def wait(self, run_id: str, timeout: float | None = None) -> RunRecord | None:
         """The record once the run has finished, or as it is when `timeout` seconds have passed."""

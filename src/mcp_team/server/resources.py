@@ -16,7 +16,6 @@ from mcp_team.server.tasks import visible
 from mcp_team.telemetry.content import redact_value
 
 if TYPE_CHECKING:
-    from mcp_team.runs.service import Runs
     from mcp_team.runs.store import RunRecord
 
 LISTED = 50  # runs in team://runs, newest first
@@ -54,7 +53,9 @@ def add_resources(server: MCPServer[ServerState], state: ServerState) -> None:
     async def runs_resource() -> dict[str, Any]:
         if state.durability is not None:
             runs = await state.durability.service()
-            return {"runs": [_summary(r.run_id, r.status, r.request, r.started_at) for r in await _visible(runs)]}
+            # The caller's own (with auth on); one page read when the newest are theirs: the run pages poll this.
+            mine = await runs.list(limit=LISTED, keep=lambda r: visible(r.owner), deep=MAX_SCANNED)
+            return {"runs": [_summary(r.run_id, r.status, r.request, r.started_at) for r in mine]}
         recent = state.store.recent(LISTED, visible)
         return {"runs": [_summary(r.run_id, r.status, r.request, r.started_at) for r in recent]}
 
@@ -78,18 +79,6 @@ def add_resources(server: MCPServer[ServerState], state: ServerState) -> None:
                 f"{getattr(state.store, 'max_runs', '')} only; see team://runs)"
             )
         return run.model_dump_json(indent=2)
-
-
-async def _visible(runs: "Runs") -> list["RunRecord"]:
-    """The newest `LISTED` runs the caller may see, read a page at a time (one page, unless other users' runs
-    are among the newest: the pages poll this every 2 s), at most `MAX_SCANNED` deep."""
-    mine: list[RunRecord] = []
-    for offset in range(0, MAX_SCANNED, LISTED):
-        page = await runs.list(limit=LISTED, offset=offset)
-        mine += [r for r in page if visible(r.owner)]
-        if len(mine) >= LISTED or len(page) < LISTED:
-            break
-    return mine[:LISTED]
 
 
 def _summary(run_id: str, status: str, request: str, started_at: "datetime") -> dict[str, Any]:

@@ -158,9 +158,9 @@ class DurableTaskRuns(_Base):
     async def list(self, owner: str | None, offset: int, limit: int) -> list[TaskRun]:
         runs = await self._service()
         if owner is None:  # no auth: one user, whose tasks are all the runs
-            return [_from_record(r) for r in (await runs.list(limit=offset + limit))[offset:]]
-        mine = [r for r in await runs.list(limit=MAX_LISTED) if r.owner == owner]
-        return [_from_record(r) for r in mine[offset : offset + limit]]
+            return [_from_record(r) for r in await runs.list(limit=limit, offset=offset)]
+        mine = await runs.list(limit=limit, offset=offset, keep=lambda r: r.owner == owner, deep=MAX_LISTED)
+        return [_from_record(r) for r in mine]
 
     async def _service(self) -> Runs:
         durability = self.state.durability
