@@ -241,22 +241,12 @@ class Runs:
         keep: Callable[[RunRecord], bool] | None = None,
         deep: int = 1000,
     ) -> list[RunRecord]:
-        """The newest runs (of `thread`) after the first `offset`. With `keep` (e.g. one user's runs), only the
-        runs it keeps, read a page at a time and at most `deep` runs deep: one page when the newest are kept."""
+        """The newest runs (of `thread`) after the first `offset`; with `keep` (e.g. one user's runs), only the
+        runs it keeps, at most `deep` runs deep (`RunStore.kept`)."""
         await self.store.flush()  # what this process has queued is listed too
-
-        async def read(n: int, at: int) -> list[RunRecord]:
-            return await anyio.to_thread.run_sync(lambda: self.store.list(limit=n, offset=at, thread=thread))
-
-        if keep is None:
-            return await read(limit, offset)
-        kept: list[RunRecord] = []
-        for at in range(0, deep, limit):  # pages of `limit`
-            page = await read(min(limit, deep - at), at)
-            kept += filter(keep, page)
-            if len(kept) >= offset + limit or len(page) < limit:
-                break
-        return kept[offset : offset + limit]
+        if keep is not None:
+            return await self.store.kept(keep, limit=limit, offset=offset, thread=thread, deep=deep)
+        return await anyio.to_thread.run_sync(lambda: self.store.list(limit=limit, offset=offset, thread=thread))
 
     async def wait(self, run_id: str, timeout: float | None = None) -> RunRecord | None:
         """The record once the run has finished, or as it is when `timeout` seconds have passed."""

@@ -12,6 +12,7 @@ never loses a handoff that was reported finished).
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -266,6 +267,20 @@ class RunStore:
         with self.engine.connect() as conn:
             row = conn.execute(sa.select(runs_table.c.record).where(runs_table.c.run_id == run_id)).first()
         return RunRecord.model_validate_json(row[0]) if row else None
+
+    async def kept(
+        self, keep: Callable[[RunRecord], bool], *, limit: int, offset: int = 0, thread: str | None, deep: int
+    ) -> list[RunRecord]:
+        """The newest runs `keep` keeps, after the first `offset` of them, read a page of `limit` at a time (one
+        page when the newest are kept) and at most `deep` runs deep. `keep` runs here, not in the thread."""
+        found: list[RunRecord] = []
+        read = functools.partial(self.list, thread=thread)
+        for at in range(0, deep, limit):
+            page = await anyio.to_thread.run_sync(functools.partial(read, limit=min(limit, deep - at), offset=at))
+            found += filter(keep, page)
+            if len(found) >= offset + limit or len(page) < limit:
+                break
+        return found[offset : offset + limit]
 
     def list(
         self,
