@@ -47,7 +47,12 @@ Inbox = Callable[[str, Checkpoint], Awaitable[Decision]]
 
 
 class NotWaiting(LookupError):
-    """The run is not waiting at a checkpoint in this process."""
+    """The run is not waiting at a checkpoint that can be answered from here; `reason`, when there is more to say
+    than the run's record does (it waits on another replica, which did not take the answer)."""
+
+    def __init__(self, run_id: str, reason: str | None = None) -> None:
+        super().__init__(run_id)
+        self.reason = reason
 
 
 @dataclass
@@ -203,11 +208,11 @@ async def answer_elsewhere(db: sa.Engine, record: RunRecord, decision: Decision,
     if record.finished or waiting is None:
         raise NotWaiting(record.run_id)
     if name is not None and name != waiting.name:
-        raise NotWaiting(f"it runs on replica {record.executor_id}, where it shows waiting at '{waiting.name}' "
-                         f"first: answer that one, then '{name}'")  # fmt: skip
+        why = f"it runs on replica {record.executor_id}, where it shows waiting at '{waiting.name}' first: answer "
+        raise NotWaiting(record.run_id, why + f"that one, then '{name}'")
     if not await post_answer(db, record.run_id, waiting, decision):
-        raise NotWaiting(f"replica {record.executor_id}, which runs it, did not take the answer within "
-                         f"{TAKE_WITHIN:g} s, so nothing was answered; try again")  # fmt: skip
+        why = f"replica {record.executor_id}, which runs it, did not take the answer within {TAKE_WITHIN:g} s"
+        raise NotWaiting(record.run_id, why + ", so nothing was answered; try again")
     return waiting
 
 

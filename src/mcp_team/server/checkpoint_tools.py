@@ -50,10 +50,10 @@ async def answer_checkpoint(
     assert record is not None  # it was there a moment ago: runs are never deleted
     try:
         await runs.answer(run_id, Decision(action=decision, feedback=feedback), checkpoint)
-    except LookupError as exc:
+    except LookupError as exc:  # runs.approvals.NotWaiting, not imported here: that would load DBOS at start-up
         where = f"at checkpoint '{checkpoint}'" if checkpoint else "at a checkpoint"
         now = f"it waits at '{record.waiting.name}'" if record.waiting is not None else f"its status: {record.status}"
-        why = exc.args[0] if exc.args and exc.args[0] != run_id else now
+        why = getattr(exc, "reason", None) or now
         raise ToolError(f"run '{run_id}' is not waiting {where} in this server ({why}); see get_run") from None
     updated = await runs.get(run_id)
     return record_view(updated or record)
