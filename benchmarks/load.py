@@ -115,20 +115,30 @@ async def close_session(client: httpx2.AsyncClient, url: str, headers: dict[str,
         await client.delete(url, headers=headers)
 
 
+async def tools_call(
+    client: httpx2.AsyncClient, url: str, headers: dict[str, str], call_id: int, params: dict[str, Any]
+) -> dict[str, Any] | str:
+    """One `tools/call` with `params`: its JSON-RPC result, or what went wrong."""
+    r = await client.post(url, json={"jsonrpc": "2.0", "id": call_id, "method": "tools/call", "params": params},
+                          headers=headers)  # fmt: skip
+    if r.status_code != 200:
+        return f"{params['name']}: HTTP {r.status_code}"
+    reply = next((m for m in _messages(r.text) if m.get("id") == call_id), None)
+    if reply is None or "error" in reply:
+        return f"{params['name']}: {reply and reply.get('error')}"
+    return dict(reply["result"])
+
+
 async def call_tool(
     client: httpx2.AsyncClient, url: str, headers: dict[str, str], call_id: int, name: str, arguments: dict[str, Any]
 ) -> Outcome:
     """One `tools/call`: its structured result, or what went wrong."""
-    call = {"jsonrpc": "2.0", "id": call_id, "method": "tools/call", "params": {"name": name, "arguments": arguments}}
-    r = await client.post(url, json=call, headers=headers)
-    if r.status_code != 200:
-        return f"{name}: HTTP {r.status_code}"
-    reply = next((m for m in _messages(r.text) if m.get("id") == call_id), None)
-    if reply is None or "error" in reply:
-        return f"{name}: {reply and reply.get('error')}"
-    if reply["result"].get("isError"):
-        return f"{name}: {reply['result'].get('content')}"
-    return dict(reply["result"].get("structuredContent") or {})
+    result = await tools_call(client, url, headers, call_id, {"name": name, "arguments": arguments})
+    if isinstance(result, str):
+        return result
+    if result.get("isError"):
+        return f"{name}: {result.get('content')}"
+    return dict(result.get("structuredContent") or {})
 
 
 async def session_runs(
@@ -154,13 +164,10 @@ async def start_task(client: httpx2.AsyncClient, url: str, headers: dict[str, st
     """A `run_team` call made an MCP task (2025-11-25: `task` in its params): `{"run_id": <task id>}` (a task's
     id is its run's), or what went wrong."""
     params = {"name": "run_team", "arguments": {"request": REQUEST}, "task": {"ttl": 600_000}}
-    r = await client.post(url, json={"jsonrpc": "2.0", "id": call_id, "method": "tools/call", "params": params},
-                          headers=headers)  # fmt: skip
-    if r.status_code != 200:
-        return f"run_team as a task: HTTP {r.status_code}"
-    reply = next((m for m in _messages(r.text) if m.get("id") == call_id), None)
-    task = (reply or {}).get("result", {}).get("task")
-    return {"run_id": task["taskId"]} if task else f"run_team as a task: {reply}"
+    result = await tools_call(client, url, headers, call_id, params)
+    if isinstance(result, str) or "task" not in result:
+        return f"run_team as a task: {result}"
+    return {"run_id": result["task"]["taskId"]}
 
 
 async def started_runs(
