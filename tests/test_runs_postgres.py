@@ -7,6 +7,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -39,6 +40,26 @@ async def test_runs_on_postgresql(tmp_path: Path, pg_url: str) -> None:
         db.dispose()
     async with open_runs(config, FakeEngine()) as runs:
         assert [r.status for r in await runs.list(thread="p")] == ["complete"]
+
+
+@pytest.mark.anyio
+async def test_a_closed_server_leaves_its_executor_id_free(tmp_path: Path, pg_url: str) -> None:
+    """A heartbeat under way while the server closes must not take the id again after its release (the
+    next start with that id would be refused). A 40 ms lease keeps a beat under way nearly all the time."""
+    from mcp_team.runs.database import open_engine
+    from mcp_team.runs.executor import is_held
+
+    config = resolve(state_dir=tmp_path, database_url=pg_url, executor_id="pg-close",
+                     environ={"MCP_TEAM_LEASE_SECONDS": "0.04"})  # fmt: skip
+    db = open_engine(config)
+    try:
+        for _ in range(8):
+            async with open_runs(config, FakeEngine()) as runs:
+                assert runs.replicas is not None
+                await anyio.sleep(0.1)
+            assert not is_held(config, db, "pg-close")
+    finally:
+        db.dispose()
 
 
 def test_kill_and_resume_on_postgresql(tmp_path: Path, pg_url: str) -> None:

@@ -75,6 +75,8 @@ class Replicas:
         self.settle = settle
         self.rate = PostgresRate(engine)  # the model-call rate shared by every replica (`Limiters.share`)
         self.taken_over: list[str] = []  # executor ids this replica took runs over from (for tests, logs)
+        self._loop = anyio.CancelScope()
+        self._looping: anyio.Event | None = None  # set while `run` runs; None before it starts
 
     @property
     def executor_id(self) -> str:
@@ -155,16 +157,28 @@ class Replicas:
 
     # --- the loop -------------------------------------------------------------------------------
     async def run(self) -> None:
-        """Heartbeat and look for dead replicas until cancelled; a database away is retried, not fatal."""
+        """Heartbeat and look for dead replicas until `stop`; a database away is retried, not fatal."""
         period = self.config.lease_seconds / 4
-        while True:
-            try:
-                await anyio.to_thread.run_sync(self.beat)
-                for executor_id in await anyio.to_thread.run_sync(self.dead):
-                    await self.take_over(executor_id)
-            except sa.exc.SQLAlchemyError as exc:
-                log.warning("replica %s: heartbeat failed (%s); retrying", self.executor_id, _short(exc))
-            await anyio.sleep(period)
+        self._looping = anyio.Event()
+        try:
+            with self._loop:
+                while True:
+                    try:
+                        await anyio.to_thread.run_sync(self.beat)
+                        for executor_id in await anyio.to_thread.run_sync(self.dead):
+                            await self.take_over(executor_id)
+                    except sa.exc.SQLAlchemyError as exc:
+                        log.warning("replica %s: heartbeat failed (%s); retrying", self.executor_id, _short(exc))
+                    await anyio.sleep(period)
+        finally:
+            self._looping.set()
+
+    async def stop(self) -> None:
+        """End the loop, waiting for a beat under way in a worker thread: a beat after the lease's release
+        would find it dead and take the executor id again, on a connection nobody would close."""
+        self._loop.cancel()
+        if self._looping is not None:
+            await self._looping.wait()
 
     async def take_over(self, executor_id: str) -> bool:
         held = await anyio.to_thread.run_sync(self.claim, executor_id)

@@ -117,6 +117,7 @@ class Runs:
         await workflow.settle(SETTLE_SECONDS)
         await self.store.flush()
         if self.replicas is not None:
+            await self.replicas.stop()
             with contextlib.suppress(sa.exc.SQLAlchemyError):
                 await anyio.to_thread.run_sync(self.replicas.leave)
         await anyio.to_thread.run_sync(launch.destroy)
