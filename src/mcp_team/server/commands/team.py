@@ -31,7 +31,7 @@ def add_parsers(sub: Subparsers) -> None:
 def init_command(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from mcp_team.server.teamfile import PRESETS, preset_text, render_team_file
+    from mcp_team.server.starter import PRESETS, preset_text, render_team_file
 
     if args.list:
         for name in PRESETS:
