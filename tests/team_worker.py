@@ -1,7 +1,7 @@
 """A process that runs one durable run of the REAL engine (a `Team` of K custom specialists on the offline
 model with latency) through the run service; tests kill it with SIGKILL and start it again.
 
-Usage: team_worker.py STATE_DIR MODE(start|resume) RUN_ID K LATENCY LOG [MODE]
+Usage: team_worker.py STATE_DIR MODE(start|resume) RUN_ID K LATENCY LOG [MODE [DEADLINE_SECONDS]]
 Every finished model call appends `{"member", "phase", "pid"}` to LOG. Prints `RESULT <record json>`.
 """
 
@@ -13,7 +13,7 @@ import sys
 
 import anyio
 
-from mcp_team.handoffs import RunSettings, Team
+from mcp_team.handoffs import Budgets, RunSettings, Team
 from mcp_team.llm import ModelRequest, ModelResponse, ModelSet
 from mcp_team.llm.offline import OfflineModel
 from mcp_team.runs import open_runs, resolve
@@ -32,7 +32,7 @@ class LoggedOffline(OfflineModel):
         return response
 
 
-def team(k: int, latency: float, log: str) -> Team:
+def team(k: int, latency: float, log: str, deadline: float = 600.0) -> Team:
     model = LoggedOffline(latency=latency)
     model.log = log
     specialists = [
@@ -46,14 +46,16 @@ def team(k: int, latency: float, log: str) -> Team:
         )
         for i in range(1, k + 1)
     ]
-    return Team(ModelSet.single(model, max_concurrency=64), specialists, RunSettings())
+    settings = RunSettings(budgets=Budgets(deadline_seconds=deadline))
+    return Team(ModelSet.single(model, max_concurrency=64), specialists, settings)
 
 
 async def main() -> None:
     state, mode, run_id, k, latency, log = sys.argv[1:7]
     run_mode = sys.argv[7] if len(sys.argv) > 7 else None
+    deadline = float(sys.argv[8]) if len(sys.argv) > 8 else 600.0
     config = resolve(state_dir=state, executor_id="worker-1", environ={})
-    engine = TeamEngine(team(int(k), float(latency), log))
+    engine = TeamEngine(team(int(k), float(latency), log, deadline))
     async with open_runs(config, engine) as runs:
         if mode == "start":
             await runs.start("Each of you: compute 6*7 and report.", run_id=run_id, mode=run_mode)  # type: ignore[arg-type]

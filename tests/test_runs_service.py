@@ -8,6 +8,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+import anyio
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -66,6 +67,68 @@ async def test_closing_right_after_a_run_finished_leaves_its_workflow_ended_not_
     with sqlite3.connect(config.sqlite_path) as db:
         statuses = [row[0] for row in db.execute("SELECT status FROM workflow_status")]
     assert statuses == ["SUCCESS"] * 3
+
+
+async def test_a_run_whose_end_was_recorded_is_never_run_again(tmp_path: Path) -> None:
+    # DBOS may miss a run's end that the run store has (a full disk, a stop in between): it then runs the
+    # workflow again at the next start. Its caller had the result; running it again (here on a changed team,
+    # which interrupts it) must not overwrite the record.
+    config = _config(tmp_path)
+    async with open_runs(config, FakeEngine(k=2, steps=1)) as runs:
+        done = await runs.wait((await runs.start("a request")).run_id)
+    assert done is not None and done.status == "complete"
+    assert config.sqlite_path is not None
+    with sqlite3.connect(config.sqlite_path) as db:
+        db.execute("UPDATE workflow_status SET status = 'PENDING', output = NULL")
+
+    def statuses() -> list[str]:
+        with sqlite3.connect(config.sqlite_path) as db:  # type: ignore[arg-type]
+            return [row[0] for row in db.execute("SELECT status FROM workflow_status")]
+
+    async with open_runs(config, FakeEngine(k=2, steps=1, team_hash="fake-team-2")) as runs:
+        with anyio.fail_after(30):
+            while statuses() != ["SUCCESS"] or runs.running:  # noqa: ASYNC110 - polls another writer (DBOS)
+                await anyio.sleep(0.05)
+        assert await runs.get(done.run_id) == done
+
+
+_START_ON_A_FULL_DISK = """
+import os, resource, signal, sys, anyio
+sys.path.insert(0, sys.argv[2])
+from durable_engine import FakeEngine
+from mcp_team.errors import McpTeamError
+from mcp_team.runs import open_runs, resolve
+
+async def main(state):
+    async with open_runs(resolve(state_dir=state, environ={}), FakeEngine(k=2, steps=1)) as runs:
+        await runs.wait((await runs.start("one")).run_id, timeout=30)
+        # No file may grow now: the database's next write fails as on a full disk (EFBIG, no signal).
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        biggest = max(os.path.getsize(os.path.join(state, f)) for f in os.listdir(state))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (biggest, resource.RLIM_INFINITY))
+        try:
+            await runs.start("two")
+        except McpTeamError as exc:
+            print("REFUSED", exc)
+        print("RUNNING", runs.running)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+    print("CLOSED")
+
+anyio.run(main, sys.argv[1])
+"""
+
+
+def test_a_run_the_database_refuses_to_start_is_a_clear_error_and_leaves_nothing_running(tmp_path: Path) -> None:
+    # It was left among the running runs: `close` waited for it for ever (the process hung, SIGTERM or not),
+    # and it counted against the server's run limit.
+    import subprocess
+
+    proc = subprocess.run([sys.executable, "-c", _START_ON_A_FULL_DISK, str(tmp_path), str(Path(__file__).parent)],
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    lines = proc.stdout.splitlines()
+    assert proc.returncode == 0 and lines[-1] == "CLOSED", proc.stdout + proc.stderr[-2000:]
+    assert lines[0].startswith("REFUSED the run could not be started: the runs database sqlite:///"), lines
+    assert "Nothing ran" in lines[0] and lines[1] == "RUNNING 0", lines
 
 
 async def test_follow_ups_in_a_thread_see_earlier_requests_and_answers(tmp_path: Path) -> None:

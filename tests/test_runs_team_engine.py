@@ -72,6 +72,27 @@ def test_a_team_fan_out_killed_mid_run_resumes_and_each_handoff_gets_its_own_res
     assert again, "the second process called no model: the run did not resume"
 
 
+def test_a_run_resumed_after_its_deadline_would_have_passed_finishes_its_work(tmp_path: Path) -> None:
+    """The deadline counts from the resume: counted from the first start, a run resumed late ended at once,
+    `failed`, before it replayed (and so recorded) the handoffs it had finished."""
+    db = tmp_path / "runs.sqlite"
+    began = time.monotonic()
+    first = _start(tmp_path, "start", "adaptive", "8")
+    while len(stored_finished(db)) < K // 2:
+        assert first.poll() is None, first.communicate()
+        time.sleep(0.005)
+    os.kill(first.pid, signal.SIGKILL)
+    first.wait()
+    finished = stored_finished(db)
+    time.sleep(max(0.0, began + 8.5 - time.monotonic()))  # the run's 8 s have passed since it started
+    record = _result(_start(tmp_path, "resume", "adaptive", "8"))
+    assert record["status"] == "complete", record.get("reason")
+    result = record["result"]
+    assert isinstance(result, dict) and not result["stopped_by"], result["stopped_by"]
+    done = {h["target"] for h in result["handoffs"] if h["status"] == "completed"}
+    assert done == {f"w{i}" for i in range(1, K + 1)} and finished <= done
+
+
 def test_the_team_hash_follows_prompts_tools_settings_and_models() -> None:
     base = Team(ModelSet.single(OfflineModel()), DEFAULT_TEAM, RunSettings())
     same = Team(ModelSet.single(OfflineModel()), DEFAULT_TEAM, RunSettings())

@@ -72,6 +72,7 @@ class RunContext:
     on_event: EventSink | None = None
     runtime: Runtime = EPHEMERAL
     started_at: datetime = field(default_factory=now)
+    resumed_at: datetime | None = None  # a run resumed after a stop: its deadline counts from then
     budget: Budget = field(init=False)
     breakers: Breakers = field(init=False)
     records: list[HandoffRecord] = field(default_factory=list)
@@ -105,8 +106,9 @@ class RunContext:
 
     @property
     def deadline_at(self) -> datetime:
-        """When the run's wall-clock budget ends: absolute, so a resumed run keeps its original deadline."""
-        return self.started_at + timedelta(seconds=self.settings.budgets.deadline_seconds)
+        """When the run's wall-clock budget ends: `deadline_seconds` after it started, or after it resumed (a
+        deadline counted from the first start would end a run resumed late before it replayed its finished work)."""
+        return (self.resumed_at or self.started_at) + timedelta(seconds=self.settings.budgets.deadline_seconds)
 
     async def emit(self, kind: EventKind, message: str, record: HandoffRecord | None = None) -> None:
         """Tell the progress sink; a sink that fails (e.g. a client gone away) never stops the run."""

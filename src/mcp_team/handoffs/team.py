@@ -66,6 +66,7 @@ class Team:
         run_id: str | None = None,
         runtime: Runtime | None = None,
         started_at: datetime | None = None,
+        resumed_at: datetime | None = None,
         checkpoints: Sequence[str] = (),
         approve: Approver | None = None,
     ) -> RunResult:
@@ -73,8 +74,9 @@ class Team:
 
         On cancellation the run is recorded as cancelled (`on_finish` still gets it) and the
         cancellation propagates; every branch has stopped by the time it does. `runtime` replaces
-        the team's for this run; `started_at` (default: now) is when the run began, so a resumed
-        run keeps its original deadline. `checkpoints` add to the team's (see `handoffs.checkpoints`);
+        the team's for this run; `started_at` (default: now) is when the run began; `resumed_at`, when
+        a stopped run came back: its deadline counts from then (the time it was stopped does not count, and the
+        steps it replays take none). `checkpoints` add to the team's (see `handoffs.checkpoints`);
         `approve` asks a person at each. Raises `ValueError` for a checkpoint that names no member.
         """
         update: dict[str, object] = {}
@@ -95,6 +97,7 @@ class Team:
             on_event=on_event,
             runtime=runtime or self.runtime,
             started_at=started_at or now(),
+            resumed_at=resumed_at,
             approve=approve,
         )
         with (

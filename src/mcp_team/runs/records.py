@@ -43,7 +43,10 @@ class Progress:
                 else h
                 for h in result.handoffs
             ]
-            result = result.model_copy(update={"handoffs": handoffs, "ended_at": now()})
+            update: dict[str, object] = {"handoffs": handoffs, "ended_at": now()}
+            if status in ("failed", "cancelled"):  # not left "running" in the result a client reads
+                update.update(status=status, stopped_by=result.stopped_by or reason)
+            result = result.model_copy(update=update)
         self.record = self.record.model_copy(
             update={"status": status, "result": result, "reason": reason, "updated_at": now(), "waiting": None}
         )

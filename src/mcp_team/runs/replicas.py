@@ -37,6 +37,7 @@ from dbos import DBOS
 
 from mcp_team.runs import _dbos_internals as internals
 from mcp_team.runs.config import DurableConfig
+from mcp_team.runs.database import reason_of
 from mcp_team.runs.executor import ExecutorLease, try_acquire
 from mcp_team.runs.shared_limits import PostgresRate, create_tables
 from mcp_team.runs.workflow import RunInput, run_workflow
@@ -168,7 +169,7 @@ class Replicas:
                         for executor_id in await anyio.to_thread.run_sync(self.dead):
                             await self.take_over(executor_id)
                     except sa.exc.SQLAlchemyError as exc:
-                        log.warning("replica %s: heartbeat failed (%s); retrying", self.executor_id, _short(exc))
+                        log.warning("replica %s: heartbeat failed (%s); retrying", self.executor_id, reason_of(exc))
                     await anyio.sleep(period)
         finally:
             self._looping.set()
@@ -208,10 +209,6 @@ async def enqueue(run: RunInput) -> None:
 
     with SetWorkflowID(run.run_id):
         await DBOS.enqueue_workflow_async(RUN_QUEUE, run_workflow, run)
-
-
-def _short(exc: BaseException) -> str:
-    return " ".join(str(getattr(exc, "orig", None) or exc).split())[:200]
 
 
 async def join(

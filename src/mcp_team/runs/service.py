@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import anyio
@@ -27,6 +28,7 @@ from mcp_team.runs import _dbos_steps as steps
 from mcp_team.runs import approvals, launch, recovery, replicas, workflow
 from mcp_team.runs.approvals import Board
 from mcp_team.runs.config import DurableConfig
+from mcp_team.runs.database import reason_of
 from mcp_team.runs.executor import ExecutorLease
 from mcp_team.runs.records import NOT_RESUMABLE, Progress, final_state
 from mcp_team.runs.replicas import Replicas
@@ -66,6 +68,9 @@ class Runs:
         self.engine = engine
         self._live: dict[str, _Live] = {}
         self._closing = False
+        # The process was asked to stop (a signal): calls cancelled from now on by the stop leave their durable
+        # runs pending, to resume at the next start. Set by the server, read by the calls waiting for runs.
+        self.stopping = False
         self._tg: TaskGroup | None = None
         self.replicas: Replicas | None = None  # PostgreSQL: heartbeat, takeover, the shared run queue
         self.checkpoints = Board()  # the checkpoints this process's durable runs wait at
@@ -121,6 +126,9 @@ class Runs:
             with contextlib.suppress(sa.exc.SQLAlchemyError):
                 await anyio.to_thread.run_sync(self.replicas.leave)
         await anyio.to_thread.run_sync(launch.destroy)
+        # DBOS made its executor the loop's default (asyncio.to_thread) and has shut it down: give the loop a
+        # live one, or the next `to_thread` on it fails, a service opened again on it included.
+        asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor())
         workflow.bind(None)
         self.lease.release()
         self.store.engine.dispose()
@@ -149,8 +157,24 @@ class Runs:
             request, mode, budgets, thread, run_id, on_event, engine, resumable, owner, write=False
         )
         run.checkpoints = list(checkpoints)
-        self._live[record.run_id].approve = approve
-        anywhere = on_event is None and approve is None and run.team_hash == self.engine.team_hash
+        live = self._live[record.run_id]
+        live.approve = approve
+        try:
+            anywhere = on_event is None and approve is None and run.team_hash == self.engine.team_hash
+            await self._launch(record, run, resumable=resumable, anywhere=anywhere)
+        except BaseException as exc:
+            # Never started: nothing will end it, so it must not stay live (`close` waits for live runs).
+            self._live.pop(record.run_id, None)
+            live.done.set()
+            if isinstance(exc, sa.exc.SQLAlchemyError):
+                raise McpTeamError(
+                    f"the run could not be started: the runs database {self.config.redacted_url} refused it "
+                    f"({reason_of(exc)}). Nothing ran; fix the database (disk space, permissions) and start it again"
+                ) from None
+            raise
+        return record
+
+    async def _launch(self, record: RunRecord, run: RunInput, *, resumable: bool, anywhere: bool) -> None:
         if resumable and anywhere and self.replicas is not None:
             await self.store.write(record)  # before another replica can take the run and write its progress
             self._live.pop(record.run_id, None)  # any replica may run it, on its own engine (same team)
@@ -168,7 +192,6 @@ class Runs:
             await self.store.write(record)
             assert self._tg is not None
             self._tg.start_soon(self._execute_quietly, run)
-        return record
 
     async def run_here(
         self,
@@ -305,10 +328,15 @@ class Runs:
         live = self._live.get(run.run_id)
         if live is None:  # resumed after a restart, or forked onto this version
             stored = await anyio.to_thread.run_sync(self.store.get, run.run_id)
+            if stored is not None and stored.finished and stored.result is not None:
+                # Its end was recorded but DBOS's was not (e.g. a full disk, or a stop in between): its caller
+                # had the result, so it is the result; running it again could only overwrite it.
+                return stored.result
             base = stored or RunRecord(run_id=run.run_id, status="running", request=run.request, thread=run.thread,
                                        mode=run.mode, executor_id=self.executor_id, resumable=True,
                                        started_at=run.started_at, updated_at=now())  # fmt: skip
             live = self._live[run.run_id] = _Live(Progress(base), self.engine)
+            run = run.model_copy(update={"resumed_at": now()})
         progress = live.progress
         if durable:
             progress.record = progress.record.model_copy(

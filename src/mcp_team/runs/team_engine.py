@@ -131,6 +131,7 @@ class TeamEngine:
             run_id=run.run_id,
             runtime=runtime,
             started_at=run.started_at,
+            resumed_at=run.resumed_at,
             checkpoints=run.checkpoints,
             approve=runtime.approve if runtime is not None else None,
         )

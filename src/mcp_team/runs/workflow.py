@@ -39,6 +39,8 @@ class RunInput(BaseModel):
     history: ThreadHistory = ThreadHistory()
     started_at: datetime
     team_hash: str
+    # Set (not stored) when a run starts here after a stop, or off the shared queue: its deadline counts from then
+    resumed_at: datetime | None = None
     checkpoints: list[str] = []  # the call's own, added to the team's (issue 13)
 
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from mcp.server.mcpserver.exceptions import ToolError
 
-from mcp_team.errors import ConfigError
+from mcp_team.errors import ConfigError, McpTeamError
 from mcp_team.handoffs import Budgets, RunEvent, RunResult, Team
 from mcp_team.handoffs.checkpoints import Approver
 from mcp_team.handoffs.schema import Mode
@@ -50,6 +50,7 @@ class Durability:
     _ready: anyio.Event | None = None
     _stop: anyio.Event | None = None
     _unkept: list[tuple[RunResult, str | None]] = field(default_factory=list)  # recorded before it opened, owners
+    _stopping: bool = False
 
     def start(self, tg: anyio.abc.TaskGroup, state: ServerState) -> None:
         self._wanted, self._ready, self._stop = anyio.Event(), anyio.Event(), anyio.Event()
@@ -59,6 +60,13 @@ class Durability:
         """Open now (the server has answered a request, or a tool needs the service)."""
         if self._wanted is not None:
             self._wanted.set()
+
+    def stopping(self) -> None:
+        """The process was asked to stop (SIGTERM, Ctrl-C): the calls the stop cancels leave their runs to resume
+        at the next start, as a crash would. Only a client's cancel cancels a run."""
+        self._stopping = True
+        if self.runs is not None:
+            self.runs.stopping = True
 
     def stop(self) -> None:
         if self._stop is not None:
@@ -94,6 +102,7 @@ class Durability:
                 if runs.replicas is not None:  # other replicas' runs reach this one's listen streams too
                     inner.start_soon(follow_other_replicas, state, runs.store)
                 self.runs = runs
+                runs.stopping = self._stopping
                 models = state.configured_models()
                 if runs.replicas is not None and models is not None and models.limits is not None:
                     models.limits.share(runs.replicas.rate)  # requests per minute counted by every replica
@@ -177,19 +186,22 @@ async def start_run(
     owner: str | None = None,
 ) -> RunRecord:
     """Start a run in the background and return its record at once (bound to `owner`, the caller's principal
-    when the server checks tokens)."""
-    return await runs.start(
-        asked.request,
-        mode=asked.mode,
-        budgets=asked.budgets,
-        thread=asked.thread,
-        on_event=on_event,
-        engine=engine.engine_for(team),
-        resumable=resumable,
-        approve=approve,
-        checkpoints=asked.checkpoints,
-        owner=owner,
-    )
+    when the server checks tokens). `ToolError` when it could not be started (the run store refused it)."""
+    try:
+        return await runs.start(
+            asked.request,
+            mode=asked.mode,
+            budgets=asked.budgets,
+            thread=asked.thread,
+            on_event=on_event,
+            engine=engine.engine_for(team),
+            resumable=resumable,
+            approve=approve,
+            checkpoints=asked.checkpoints,
+            owner=owner,
+        )
+    except McpTeamError as exc:
+        raise ToolError(str(exc)) from None
 
 
 async def run_and_wait(
@@ -222,8 +234,9 @@ async def run_and_wait(
         try:
             final = await runs.wait(started.run_id)
         except anyio.get_cancelled_exc_class():
-            with anyio.CancelScope(shield=True):
-                await runs.cancel(started.run_id, "cancelled by the client")
+            if not runs.stopping:  # cancelled by its client, not by the server stopping (the run resumes then)
+                with anyio.CancelScope(shield=True):
+                    await runs.cancel(started.run_id, "cancelled by the client")
             raise
         if final is None:
             raise ToolError(f"run {started.run_id} vanished from the run store")
