@@ -93,15 +93,22 @@ def launch(config: DurableConfig, db: sa.Engine, executor_id: str, loop: asyncio
     steps.speed_up_checkpoints()  # fewer database round trips per step (see _dbos_steps)
 
 
+# What DBOS logs when a run is cancelled (by its client, `cancel_run`, a stop): the run's record says it already.
+_CANCELLATION_LINES = ("outcome was not recorded: the workflow is no longer owned", "Asyncio task cancelled for")
+_RECORDED_ENDS = ("Cancelled", "RunInterrupted")  # exception names whose run's record says what happened
+
+
 def _without_traceback(record: logging.LogRecord) -> bool:
-    """DBOS logs a failed or cancelled workflow with its traceback; the run's record and its caller already
-    say what went wrong, so keep DBOS's line, without the traceback (`MCP_TEAM_LOG=debug` keeps it)."""
-    if (
-        record.exc_info
-        and record.exc_info[1] is not None
-        and not logging.getLogger("mcp_team").isEnabledFor(logging.DEBUG)
-    ):
-        exc = record.exc_info[1]
+    """DBOS logs a failed or cancelled workflow with its traceback, and a cancelled one as an error; the run's
+    record and its caller already say what went wrong, so keep DBOS's line for a failure, without the traceback,
+    and none for a cancellation or an interrupted run (`MCP_TEAM_LOG=debug` keeps everything)."""
+    if logging.getLogger("mcp_team").isEnabledFor(logging.DEBUG):
+        return True
+    if any(line in str(record.msg) for line in _CANCELLATION_LINES):
+        return False
+    if record.exc_info and (exc := record.exc_info[1]) is not None:
+        if any(name in type(exc).__name__ for name in _RECORDED_ENDS):
+            return False
         record.msg, record.args = f"{record.getMessage().rstrip(': ')}: {type(exc).__name__}: {exc}", ()
         record.exc_info, record.exc_text = None, None
     return True
