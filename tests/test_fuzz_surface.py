@@ -108,6 +108,8 @@ def _check_tool(portal: anyio.from_thread.BlockingPortal, client: Client, name: 
             # The SDK's text for an exception the tool did not expect: no reason, the traceback in the log.
             assert message.strip() != f"Error executing tool {name}", f"internal error for {name}({args!r:.300})"
             assert "Traceback" not in message
+            # invalid arguments are named one by one, not with pydantic's whole report and its links
+            assert "errors.pydantic.dev" not in message and "Arguments\n" not in message, message
     assert portal.call(client.list_tools).tools  # still serving (ping is gone on 2026-07-28)
 
 
@@ -117,6 +119,15 @@ def test_tools_answer_any_arguments_clearly(
     portal_client: tuple[anyio.from_thread.BlockingPortal, Client], call: tuple[str, dict[str, Any]]
 ) -> None:
     _check_tool(*portal_client, *call)
+
+
+def test_invalid_arguments_are_named_one_by_one(portal_client: tuple[anyio.from_thread.BlockingPortal, Client]) -> None:
+    portal, client = portal_client
+    result = portal.call(client.call_tool, "run_team", {"mode": "sideways", "max_handoffs": "many"})
+    message = " ".join(c.text for c in result.content if isinstance(c, types.TextContent))
+    assert result.is_error and message.startswith("invalid argument(s) for run_team: "), message
+    for problem in ("request: Field required", "mode: Input should be 'adaptive' or 'planned'", "max_handoffs: "):
+        assert problem in message, message
 
 
 @FUZZ

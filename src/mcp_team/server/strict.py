@@ -7,7 +7,8 @@ revision). Here each is answered as the spec says, with a message that names the
 
 - `tools/call`: an unknown tool is a protocol error (-32602) listing the tools; unknown arguments are a tool
   error naming them and the accepted ones (a tool error, like the SDK's other argument errors, so a model can
-  correct its call), and every tool's input schema says `additionalProperties: false`;
+  correct its call), invalid ones a tool error naming each problem, and every tool's input schema says
+  `additionalProperties: false`;
 - `prompts/get`: an unknown prompt, a missing required argument, an unknown or an invalid argument: -32602;
 - `resources/read`: a resource that does not exist is -32002 on 2025-11-25 and -32602 from 2026-07-28 on
   (SEP-2164), listing the resources and templates when no URI pattern matched.
@@ -65,7 +66,12 @@ def install_strict_requests(server: MCPServer[Any]) -> None:
             # The tool list is checked in a function of its own: as a local here it stayed alive for the
             # whole call (a run: seconds to minutes), a copy per call in flight.
             refused = _unknown_arguments(params, await server.list_tools())
-            return refused if refused is not None else await inner(ctx, params)
+            if refused is not None:
+                return refused
+            result = await inner(ctx, params)
+            if isinstance(result, types.CallToolResult) and result.is_error:
+                return _invalid_arguments(server, params) or result
+            return result
 
         return handler
 
@@ -144,6 +150,22 @@ def _unknown_arguments(params: types.CallToolRequestParams, tools: Iterable[type
         return None
     text = f"unknown argument(s) for {tool.name}: {_names(unknown)}; it accepts: {_names(accepted)}"
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
+
+
+def _invalid_arguments(server: MCPServer[Any], params: types.CallToolRequestParams) -> types.CallToolResult | None:
+    """A failed call's arguments checked again as the SDK checks them: if they are what failed, the tool error
+    names each problem (`mode: Input should be 'adaptive' or 'planned'`), where the SDK's quoted pydantic's
+    whole report (inputs, types, links) and the name of a generated class."""
+    tool = server._tool_manager.get_tool(params.name)
+    if tool is None:
+        return None
+    try:
+        tool.fn_metadata.validate_arguments(params.arguments or {})
+    except ValidationError as exc:
+        problems = "; ".join(f"{_loc(e['loc'])}: {e['msg']}" for e in exc.errors()[:5])
+        text = f"invalid argument(s) for {tool.name}: {problems}"
+        return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
+    return None
 
 
 def _shown(name: str) -> str:
