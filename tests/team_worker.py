@@ -65,4 +65,5 @@ async def main() -> None:
         print("RESULT", record.model_dump_json(), flush=True)
 
 
-anyio.run(main)
+if __name__ == "__main__":
+    anyio.run(main)

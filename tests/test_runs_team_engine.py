@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import anyio
 import pytest
 
 from mcp_team.handoffs import RunSettings, Team
@@ -91,6 +92,34 @@ def test_a_run_resumed_after_its_deadline_would_have_passed_finishes_its_work(tm
     assert isinstance(result, dict) and not result["stopped_by"], result["stopped_by"]
     done = {h["target"] for h in result["handoffs"] if h["status"] == "completed"}
     assert done == {f"w{i}" for i in range(1, K + 1)} and finished <= done
+
+
+@pytest.mark.anyio
+async def test_a_server_takes_over_the_runs_of_a_dead_process_on_the_same_state_dir(tmp_path: Path) -> None:
+    """Two processes on one SQLite state dir: the one killed (executor id worker-1) left its run pending; the live
+    server (server-0) resumes it without waiting for a process with its id (it stayed running for ever)."""
+    import team_worker
+    from mcp_team.runs import open_runs, resolve
+
+    db = tmp_path / "runs.sqlite"
+    first = _start(tmp_path, "start", "adaptive")
+    while len(stored_finished(db)) < K // 2:
+        assert first.poll() is None, first.communicate()
+        await anyio.sleep(0.005)
+    os.kill(first.pid, signal.SIGKILL)
+    first.wait()
+    finished = stored_finished(db)
+    assert len(finished) < K, "every handoff had finished before the kill; nothing was tested"
+    engine = TeamEngine(team_worker.team(K, 1.0, str(tmp_path / "calls.log")))
+    config = resolve(state_dir=tmp_path, executor_id="server-0", environ={})
+    async with open_runs(config, engine, adopt_orphans=True) as runs:
+        record = await runs.wait("run-1", timeout=60)
+    assert record is not None and record.status == "complete", record
+    assert record.result is not None and {h.target for h in record.result.handoffs} == {
+        f"w{i}" for i in range(1, K + 1)
+    }
+    again = {c["member"] for c in _calls(tmp_path) if c["pid"] == os.getpid()}
+    assert again and not again & finished, f"finished handoffs asked their model again: {again & finished}"
 
 
 def test_the_team_hash_follows_prompts_tools_settings_and_models() -> None:

@@ -6,10 +6,11 @@ worker thread, so the server can answer `initialize` first and start durable run
 Modules: `config` (state dir, database URL, executor id, versions), `database` (connections, SQLite
 tuning), `executor` (executor-id leases), `store` (run records, coalesced writes, subscriptions),
 `threads` (follow-up history), `serializer` (JSON for DBOS), `runtime` (the engine seam: branches,
-gather, decide; model and tool steps), `workflow` (the run workflow and its input), `launch` (start-up checks, DBOS
-launch and shutdown), `service` (the `Runs` API and recovery), `replicas` (heartbeat, takeover, the run
-queue), `shared_limits` (rates shared by replicas), `approvals` (durable checkpoint answers), `team_engine`
-(the real `Team` as the engine), `_dbos_internals` (every use of DBOS internals, pinned to dbos 3.4.0).
+gather, decide; model and tool steps), `workflow` (the run workflow and its input), `launch` (start-up checks,
+DBOS launch and shutdown), `service` (the `Runs` API and recovery), `replicas` (heartbeat, takeover, the run
+queue), `orphans` (SQLite: a dead process's runs taken over), `shared_limits` (rates shared by replicas),
+`approvals` (durable checkpoint answers), `team_engine` (the real `Team` as the engine), `_dbos_internals`
+(every use of DBOS internals, pinned to dbos 3.4.0).
 """
 
 from __future__ import annotations
@@ -31,12 +32,13 @@ __all__ = ["APP_VERSION", "DurableConfig", "open_runs", "resolve"]
 
 
 @asynccontextmanager
-async def open_runs(config: DurableConfig, engine: Engine) -> AsyncIterator[Runs]:
-    """The process's run service, open for the block. Raises `ConfigError` when it cannot start."""
+async def open_runs(config: DurableConfig, engine: Engine, *, adopt_orphans: bool = False) -> AsyncIterator[Runs]:
+    """The process's run service, open for the block. Raises `ConfigError` when it cannot start. A server
+    passes `adopt_orphans`: on SQLite it takes over the runs of processes that died (runs/orphans.py)."""
     service = await anyio.to_thread.run_sync(importlib.import_module, "mcp_team.runs.service")
     runs = await service.Runs.open(config, engine)
     async with anyio.create_task_group() as tg:
-        runs.serve(tg)
+        runs.serve(tg, adopt_orphans=adopt_orphans)
         try:
             yield runs
         finally:

@@ -25,7 +25,7 @@ from mcp_team.handoffs.checkpoints import Approver, Checkpoint, Decision
 from mcp_team.handoffs.schema import Mode
 from mcp_team.runs import _dbos_internals as internals
 from mcp_team.runs import _dbos_steps as steps
-from mcp_team.runs import approvals, launch, recovery, replicas, workflow
+from mcp_team.runs import approvals, launch, orphans, recovery, replicas, workflow
 from mcp_team.runs.approvals import Board
 from mcp_team.runs.config import DurableConfig
 from mcp_team.runs.database import reason_of
@@ -73,6 +73,7 @@ class Runs:
         self.stopping = False
         self._tg: TaskGroup | None = None
         self.replicas: Replicas | None = None  # PostgreSQL: heartbeat, takeover, the shared run queue
+        self.adopter: orphans.Adopter | None = None  # SQLite, a server: runs of dead processes taken over
         self.checkpoints = Board()  # the checkpoints this process's durable runs wait at
 
     @property
@@ -104,13 +105,17 @@ class Runs:
             raise
         return runs
 
-    def serve(self, tg: TaskGroup) -> None:
-        """Start the background work (coalesced writes, cancellations from other processes) in `tg`."""
+    def serve(self, tg: TaskGroup, *, adopt_orphans: bool = False) -> None:
+        """Start the background work (coalesced writes, cancellations from other processes; with
+        `adopt_orphans`, taking over the runs of dead processes on SQLite) in `tg`."""
         self._tg = tg
         tg.start_soon(self.store.flush_loop)
         tg.start_soon(self._watch_cancellations)
         if self.replicas is not None:
             tg.start_soon(self.replicas.run)
+        elif adopt_orphans and self.config.is_sqlite:
+            self.adopter = orphans.Adopter(self.config, self.store.engine, self.executor_id, self._recover)
+            tg.start_soon(self.adopter.run)
 
     async def close(self) -> None:
         """Stop running work here: durable runs stay pending and resume at the next start; runs that
@@ -119,6 +124,8 @@ class Runs:
         for live in list(self._live.values()):
             live.scope.cancel()
             await live.done.wait()
+        if self.adopter is not None:
+            await self.adopter.stop()
         await workflow.settle(SETTLE_SECONDS)
         await self.store.flush()
         if self.replicas is not None:

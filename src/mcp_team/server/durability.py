@@ -95,7 +95,10 @@ class Durability:
         from mcp_team.runs import open_runs
 
         try:
-            async with open_runs(self.config, ServerEngine(state)) as runs, anyio.create_task_group() as inner:
+            async with (
+                open_runs(self.config, ServerEngine(state), adopt_orphans=True) as runs,
+                anyio.create_task_group() as inner,
+            ):
                 from mcp_team.server.run_updates import follow_other_replicas, publish_updates
 
                 runs.store.on_write = publish_updates(state, tg)
