@@ -20,7 +20,7 @@ from mcp_team.llm import ModelSet
 from mcp_team.llm.offline import OfflineModel
 from mcp_team.runs.team_engine import TeamEngine, team_hash
 from mcp_team.specialists import DEFAULT_TEAM
-from support import stored_finished
+from support import stored_finished, stored_runs
 
 WORKER = Path(__file__).parent / "team_worker.py"
 K = 8
@@ -57,6 +57,8 @@ def test_a_team_fan_out_killed_mid_run_resumes_and_each_handoff_gets_its_own_res
     first.wait()
     finished = stored_finished(db)
     assert len(finished) < K, "every handoff had finished before the kill; nothing was tested"
+    ran = {h["target"]: (h["started_at"], h["ended_at"]) for r in stored_runs(db) for h in r["result"]["handoffs"]
+           if h["status"] == "completed"}  # fmt: skip
     record = _result(_start(tmp_path, "resume"))
     assert record["status"] == "complete", record.get("reason")
     result = record["result"]
@@ -66,6 +68,9 @@ def test_a_team_fan_out_killed_mid_run_resumes_and_each_handoff_gets_its_own_res
     for target, output in outputs.items():  # its own answer and its own tool result, not another branch's
         assert output.startswith(f"[offline {target}] Notes on:"), (target, output)
         assert ("6*7 = 42" in output) == (int(target[1:]) % 2 == 1), (target, output)
+    # the handoffs replayed from their stored steps keep the times they ran at, not the replay's milliseconds
+    times = {h["target"]: (h["started_at"], h["ended_at"]) for h in result["handoffs"]}
+    assert all(times[target] == ran[target] for target in ran), (times, ran)
     calls = _calls(tmp_path)
     first_pid = calls[0]["pid"]
     again = {c["member"] for c in calls if c["pid"] != first_pid}

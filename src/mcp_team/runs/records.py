@@ -17,10 +17,17 @@ class Progress:
     def __init__(self, record: RunRecord) -> None:
         self.record = record
         self.handoffs: dict[str, HandoffRecord] = {h.id: h for h in (record.result.handoffs if record.result else [])}
+        # A resumed run replays its finished handoffs in milliseconds: they keep the times they really ran at.
+        self._ran = {h.id: {"started_at": h.started_at, "ended_at": h.ended_at} for h in self.handoffs.values()
+                     if h.ended_at is not None}  # fmt: skip
 
     def on_event(self, event: RunEvent) -> None:
         if event.record is not None:
-            self.handoffs[event.record.id] = event.record.model_copy()
+            self.handoffs[event.record.id] = self._timed(event.record.model_copy())
+
+    def _timed(self, handoff: HandoffRecord) -> HandoffRecord:
+        ran = self._ran.get(handoff.id)
+        return handoff if ran is None or handoff.ended_at is None else handoff.model_copy(update=ran)
 
     def snapshot(self) -> RunRecord:
         r = self.record
@@ -47,6 +54,8 @@ class Progress:
             if status in ("failed", "cancelled"):  # not left "running" in the result a client reads
                 update.update(status=status, stopped_by=result.stopped_by or reason)
             result = result.model_copy(update=update)
+        elif self._ran:
+            result = result.model_copy(update={"handoffs": [self._timed(h) for h in result.handoffs]})
         self.record = self.record.model_copy(
             update={"status": status, "result": result, "reason": reason, "updated_at": now(), "waiting": None}
         )
