@@ -224,6 +224,7 @@ async def test_a_run_started_on_one_replica_is_read_followed_and_cancelled_on_th
                 a,
                 b,
             )
+            assert (await call(here, "get_run", run_id=run_id))["reason"] == "cancelled with cancel_run"  # not lost
             after_stop = len(calls(tmp_path))
             await anyio.sleep(2 * 2.5 + 1.0)  # longer than any model call: one still going would be logged
             assert len(calls(tmp_path)) == after_stop, calls(tmp_path)[after_stop:]
