@@ -297,15 +297,18 @@ class Runs:
         record = await self.get(run_id)
         if record is None or record.finished:
             return record
-        if record.resumable and record.workflow_id:
-            await DBOS.cancel_workflow_async(record.workflow_id)
         if (live := self._live.get(run_id)) is not None:
+            if record.resumable and record.workflow_id:
+                await DBOS.cancel_workflow_async(record.workflow_id)
             live.cancel_reason = reason
             live.scope.cancel()
             await live.done.wait()
             return await self.get(run_id)
+        # Running elsewhere: the record first, so the process running it, seeing DBOS's cancel, keeps its reason.
         final = Progress(record).finish("cancelled", reason=reason)
         await self.store.write(final)
+        if record.resumable and record.workflow_id:
+            await DBOS.cancel_workflow_async(record.workflow_id)
         return final
 
     async def answer(self, run_id: str, decision: Decision, name: str | None = None) -> Checkpoint:
@@ -457,7 +460,9 @@ class Runs:
                                                         load_input=False, load_output=False)  # fmt: skip
                 for status in found:
                     if (live := self._live.get(ids[status.workflow_id])) is not None:
-                        live.cancel_reason = live.cancel_reason or "cancelled from another process"
+                        told = await anyio.to_thread.run_sync(self.store.get, ids[status.workflow_id])
+                        given = told.reason if told is not None and told.status == "cancelled" else None
+                        live.cancel_reason = live.cancel_reason or given or "cancelled from another process"
                         live.scope.cancel()
 
 
