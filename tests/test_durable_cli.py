@@ -1,12 +1,14 @@
-"""Durable runs' bad input at start-up, through the CLI: a wrong database URL, an unwritable state directory,
-a database written by a newer mcp-team. Each is a one-line error naming what to fix, exit code 2, no
-traceback, and nothing in the database changed."""
+"""Durable runs' bad input at start-up, through the CLI: a wrong database URL, a state directory that is a file
+or under one, a database written by a newer mcp-team, a file that is no database or a damaged one. Each is a
+one-line error naming what to fix, exit code 2, no traceback, and nothing in the database changed."""
 
 from __future__ import annotations
 
 import json
 import sqlite3
 import subprocess
+from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -45,13 +47,52 @@ def test_a_wrong_database_url_is_a_clear_error(command: list[str]) -> None:
     assert_usage_error(relative, "needs a path")
 
 
-@pytest.mark.parametrize("command", [["run", "hi"], ["serve"], ["serve", "--http", "--port", "1"]])
-def test_an_unwritable_state_directory_is_a_clear_error(tmp_path: Path, command: list[str]) -> None:
+@pytest.mark.parametrize("command", [["run", "hi"], ["serve"], ["serve", "--http", "--port", "1"], ["runs"]])
+def test_a_state_directory_that_is_a_file_or_under_one_is_a_clear_error(tmp_path: Path, command: list[str]) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
-    # serve over stdio opens durable runs once it has answered initialize: the client sees it answer, then exit
-    proc = cli(*command, "--state-dir", str(blocker / "state"), stdin=stdio_lines(initialize(), INITIALIZED))
-    assert_usage_error(proc, f"the state directory {blocker / 'state'} is not writable", "--state-dir")
+    # serve over stdio opens durable runs once it has answered initialize: it says why when the client leaves
+    lines = stdio_lines(initialize(), INITIALIZED)
+    proc = cli(*command, "--state-dir", str(blocker), stdin=lines)
+    assert_usage_error(proc, f"the state directory {blocker} is not a directory", "--state-dir")
+    under = cli(*command, "--state-dir", str(blocker / "state"), stdin=lines)
+    assert_usage_error(under, f"{blocker / 'state'} cannot be created: {blocker} is not a directory", "--state-dir")
+    assert blocker.read_text() == "not a directory"
+
+
+def not_a_database(state: Path) -> None:
+    (state / "runs.sqlite").write_bytes(bytes(range(256)) * 400)  # what a stray copy or a half download leaves
+
+
+def damaged_database(state: Path) -> None:
+    """A database whose schema reads, but whose run store's first table is garbage: SQLite says it only
+    when a query reaches that page ("database disk image is malformed")."""
+    db = state / "runs.sqlite"
+    with closing(sqlite3.connect(db)) as conn:  # closed: the last connection moves the log into the file
+        conn.execute("PRAGMA journal_mode=WAL")  # as every runs database is
+        conn.execute("CREATE TABLE mcp_team_meta (key TEXT PRIMARY KEY, value TEXT)")
+        conn.execute("INSERT INTO mcp_team_meta VALUES ('schema_version', '1')")
+        conn.commit()
+        root = conn.execute("SELECT rootpage FROM sqlite_master").fetchone()[0]
+        size = conn.execute("PRAGMA page_size").fetchone()[0]
+    with db.open("r+b") as file:
+        file.seek((root - 1) * size)
+        file.write(b"\xa5" * size)
+
+
+@pytest.mark.parametrize("make", [not_a_database, damaged_database])
+@pytest.mark.parametrize(
+    "command", [["run", "hi"], ["runs"], ["runs", "show", "x"], ["serve", "--http", "--port", "1"]]
+)
+def test_a_file_that_is_no_database_or_a_damaged_one_is_a_clear_error(
+    tmp_path: Path, command: list[str], make: Callable[[Path], None]
+) -> None:
+    make(tmp_path)
+    before = (tmp_path / "runs.sqlite").read_bytes()
+    proc = cli(*command, state=tmp_path)
+    assert_usage_error(proc, f"{tmp_path / 'runs.sqlite'}", "move it aside", "--state-dir")
+    assert "file is not a database" in proc.stderr or "malformed" in proc.stderr, proc.stderr
+    assert (tmp_path / "runs.sqlite").read_bytes() == before
 
 
 def test_a_database_from_a_newer_version_is_refused_and_left_as_it_is(tmp_path: Path) -> None:
