@@ -1,5 +1,5 @@
 """`mcp-team runs` as a user types it: options before or after the action and the id, a state directory
-this user may only read."""
+this user may only read, and output into a pipe whose reader has gone (`runs show ID | head -1`)."""
 
 from __future__ import annotations
 
@@ -51,6 +51,19 @@ def test_options_go_before_or_after_the_action_and_the_id(kept: tuple[Path, str]
     assert cancel.returncode == 2 and "already finished (complete)" in cancel.stderr, cancel.stderr
     missing = runs("show", "--state-dir", str(state))
     assert missing.returncode == 2 and "the following arguments are required: ID" in missing.stderr
+
+
+def test_a_closed_stdout_ends_the_command_quietly(kept: tuple[Path, str]) -> None:
+    """`mcp-team runs show ID | head -1`: the reader is gone before the command writes."""
+    state, run_id = kept
+    for args in (["show", run_id], ["list"], ["show", "--json", run_id]):
+        proc = subprocess.Popen([MCP_TEAM, "runs", "--state-dir", str(state), *args], env=clean_env(),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+        assert proc.stdout is not None and proc.stderr is not None
+        proc.stdout.close()  # the only reader: every write to the pipe now fails with EPIPE
+        stderr = proc.stderr.read().decode()
+        assert proc.wait(timeout=HANG_GUARD) == 141, (args, stderr)  # 128 + SIGPIPE, as `yes | head -1` ends
+        assert stderr == "", (args, stderr)
 
 
 @pytest.fixture
