@@ -5,11 +5,14 @@ one-line error naming what to fix, exit code 2, no traceback, and nothing in the
 from __future__ import annotations
 
 import json
+import select
 import sqlite3
 import subprocess
+import time
 from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
+from typing import IO, Any
 
 import pytest
 
@@ -109,3 +112,54 @@ def test_a_database_from_a_newer_version_is_refused_and_left_as_it_is(tmp_path: 
     with sqlite3.connect(db) as conn:
         records = [json.loads(r) for (r,) in conn.execute("SELECT record FROM mcp_team_runs")]
     assert [r["status"] for r in records] == ["complete"]
+
+
+@pytest.mark.parametrize("make", [not_a_database, damaged_database])
+def test_a_stdio_server_answers_calls_with_what_is_wrong_with_its_database(
+    tmp_path: Path, make: Callable[[Path], None]
+) -> None:
+    """Started by a client such as Claude Desktop: initialize is answered before durable runs open, so the
+    problem reaches the user as the tool call's error; the log and the exit code say it too."""
+    make(tmp_path)
+    proc = subprocess.Popen([MCP_TEAM, "serve"], env=clean_env(MCP_TEAM_MODEL="offline",
+                            MCP_TEAM_STATE_DIR=str(tmp_path)), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    try:
+        proc.stdin.write(stdio_lines(initialize(), INITIALIZED, call(2, "run_team", request="Write a haiku")))
+        proc.stdin.flush()
+        assert "result" in answer(proc.stdout, 1)
+        first = answer(proc.stdout, 2)["result"]
+        proc.stdin.write(stdio_lines(call(3, "start_run", request="Write a haiku")))  # and every call after it
+        proc.stdin.flush()
+        later = answer(proc.stdout, 3)["result"]
+        proc.stdin.close()  # the client leaves; the server says why it could not keep runs, and exits 2
+        stderr = proc.stderr.read()
+        assert proc.wait(timeout=HANG_GUARD) == 2, stderr
+    finally:
+        proc.kill()
+        proc.wait()
+    for result in (first, later):
+        text = result["content"][0]["text"]
+        assert result["isError"] and "durable runs are unavailable" in text, result
+        assert str(tmp_path / "runs.sqlite") in text and "move it aside" in text and "--state-dir" in text, text
+    assert_usage_error(subprocess.CompletedProcess([], 2, "", stderr), str(tmp_path / "runs.sqlite"), "move it aside")
+
+
+def call(request_id: int, tool: str, **arguments: str) -> dict[str, Any]:
+    params = {"name": tool, "arguments": arguments}
+    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+
+
+def answer(stdout: IO[str], request_id: int) -> dict[str, Any]:
+    """The server's answer to `request_id` (notifications before it are skipped); fails after the hang guard."""
+    deadline = time.monotonic() + HANG_GUARD
+    while (left := deadline - time.monotonic()) > 0:
+        if not select.select([stdout], [], [], left)[0]:
+            break
+        line = stdout.readline()
+        assert line, "the server closed stdout without answering"
+        message: dict[str, Any] = json.loads(line)
+        if message.get("id") == request_id:
+            return message
+    raise AssertionError(f"no answer to request {request_id} within {HANG_GUARD} s")

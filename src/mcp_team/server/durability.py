@@ -105,9 +105,12 @@ class Durability:
                 self.runs = None
                 inner.cancel_scope.cancel()
         except ConfigError as exc:
-            # Bad input at start-up: the server stops, and the CLI says why and exits with a usage error.
+            # Bad input at start-up (an unusable state directory or database). The server goes on: every call
+            # that needs durable runs gets this error (see `service`), which the client shows its user, and
+            # `mcp-team serve` says it again as it exits with a usage error. Stopping the server instead left a
+            # stdio client's pending call unanswered: the stdin reader holds the process until the next line.
             self.error = str(exc)
-            raise
+            log.error("durable runs are unavailable: %s", exc)
         finally:
             self.runs = None
             self._ready.set()

@@ -136,23 +136,27 @@ def serve_command(args: argparse.Namespace) -> int:
         return error(f"invalid settings: {exc}", EXIT_USAGE)
 
     from mcp_team.server.app import build_server
+    from mcp_team.server.durability import OPEN_DELAY, Durability
 
     try:
         if http is None:
-            server = build_server(settings, spec, watch=args.watch, tracing=tracing, limits=limits, durable=durable)
+            opened = Durability(durable) if durable is not None else None
+            server = build_server(settings, spec, watch=args.watch, tracing=tracing, limits=limits, durable=opened)
             anyio.run(_serve_stdio, server, tracing, stdio_limit)
-            return EXIT_OK
-        import uvicorn
+        else:
+            import uvicorn
 
-        from mcp_team.server.durability import OPEN_DELAY, Durability
-        from mcp_team.server.http import auth_for, http_app
+            from mcp_team.server.http import auth_for, http_app
 
-        opened = Durability(durable, open_delay=OPEN_DELAY) if durable is not None else None
-        server = build_server(
-            settings, spec, auth=auth_for(http), watch=args.watch, tracing=tracing, limits=limits, durable=opened
-        )
-        print(f"mcp-team: serving streamable HTTP on http://{http.host}:{http.port}/mcp", file=sys.stderr)
-        uvicorn.run(http_app(server, http), host=http.host, port=http.port, log_level="warning")
+            opened = Durability(durable, open_delay=OPEN_DELAY) if durable is not None else None
+            server = build_server(
+                settings, spec, auth=auth_for(http), watch=args.watch, tracing=tracing, limits=limits, durable=opened
+            )
+            print(f"mcp-team: serving streamable HTTP on http://{http.host}:{http.port}/mcp", file=sys.stderr)
+            uvicorn.run(http_app(server, http), host=http.host, port=http.port, log_level="warning")
+        if opened is not None and opened.error is not None:
+            # Durable runs could not open (calls got the error meanwhile): the client's user fixes the flags.
+            return error(opened.error, EXIT_USAGE)
         return EXIT_OK
     finally:
         # Stdin closed, SIGTERM or Ctrl-C: whatever ended the server, export what is left.
