@@ -8,13 +8,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import errno
 import os
-import socket
 import sys
 from typing import TYPE_CHECKING
 
-from mcp_team.errors import ConfigError
 from mcp_team.server.commands.common import (
     EXIT_OK,
     EXIT_USAGE,
@@ -32,6 +29,8 @@ from mcp_team.server.commands.common import (
 from mcp_team.server.commands.runs import durable_config, durable_flags
 
 if TYPE_CHECKING:
+    import socket
+
     from mcp.server.mcpserver import MCPServer
 
     from mcp_team.server.commands.common import Subparsers
@@ -180,6 +179,11 @@ def listen(host: str, port: int) -> list[socket.socket]:
     """Sockets bound to `host`:`port` for uvicorn to serve on, one per address the name has, as asyncio's
     `create_server` (which uvicorn uses when given none) binds them. Bound here, where a failure is a clear
     `ConfigError` naming the fix; uvicorn logs the OS error, then exits 3."""
+    import errno
+    import socket
+
+    from mcp_team.errors import ConfigError
+
     sockets: list[socket.socket] = []
     try:
         infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
