@@ -1,13 +1,18 @@
-"""Durable runs' bad input at start-up, through the CLI: a wrong database URL, an unwritable state directory,
-a database written by a newer mcp-team. Each is a one-line error naming what to fix, exit code 2, no
-traceback, and nothing in the database changed."""
+"""Durable runs' bad input at start-up, through the CLI: a wrong database URL, a state directory that is a file
+or under one, a database written by a newer mcp-team, a file that is no database or a damaged one. Each is a
+one-line error naming what to fix, exit code 2, no traceback, and nothing in the database changed."""
 
 from __future__ import annotations
 
 import json
+import select
 import sqlite3
 import subprocess
+import time
+from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
+from typing import IO, Any
 
 import pytest
 
@@ -45,13 +50,52 @@ def test_a_wrong_database_url_is_a_clear_error(command: list[str]) -> None:
     assert_usage_error(relative, "needs a path")
 
 
-@pytest.mark.parametrize("command", [["run", "hi"], ["serve"], ["serve", "--http", "--port", "1"]])
-def test_an_unwritable_state_directory_is_a_clear_error(tmp_path: Path, command: list[str]) -> None:
+@pytest.mark.parametrize("command", [["run", "hi"], ["serve"], ["serve", "--http", "--port", "1"], ["runs"]])
+def test_a_state_directory_that_is_a_file_or_under_one_is_a_clear_error(tmp_path: Path, command: list[str]) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
-    # serve over stdio opens durable runs once it has answered initialize: the client sees it answer, then exit
-    proc = cli(*command, "--state-dir", str(blocker / "state"), stdin=stdio_lines(initialize(), INITIALIZED))
-    assert_usage_error(proc, f"the state directory {blocker / 'state'} is not writable", "--state-dir")
+    # serve over stdio opens durable runs once it has answered initialize: it says why when the client leaves
+    lines = stdio_lines(initialize(), INITIALIZED)
+    proc = cli(*command, "--state-dir", str(blocker), stdin=lines)
+    assert_usage_error(proc, f"the state directory {blocker} is not a directory", "--state-dir")
+    under = cli(*command, "--state-dir", str(blocker / "state"), stdin=lines)
+    assert_usage_error(under, f"{blocker / 'state'} cannot be created: {blocker} is not a directory", "--state-dir")
+    assert blocker.read_text() == "not a directory"
+
+
+def not_a_database(state: Path) -> None:
+    (state / "runs.sqlite").write_bytes(bytes(range(256)) * 400)  # what a stray copy or a half download leaves
+
+
+def damaged_database(state: Path) -> None:
+    """A database whose schema reads, but whose run store's first table is garbage: SQLite says it only
+    when a query reaches that page ("database disk image is malformed")."""
+    db = state / "runs.sqlite"
+    with closing(sqlite3.connect(db)) as conn:  # closed: the last connection moves the log into the file
+        conn.execute("PRAGMA journal_mode=WAL")  # as every runs database is
+        conn.execute("CREATE TABLE mcp_team_meta (key TEXT PRIMARY KEY, value TEXT)")
+        conn.execute("INSERT INTO mcp_team_meta VALUES ('schema_version', '1')")
+        conn.commit()
+        root = conn.execute("SELECT rootpage FROM sqlite_master").fetchone()[0]
+        size = conn.execute("PRAGMA page_size").fetchone()[0]
+    with db.open("r+b") as file:
+        file.seek((root - 1) * size)
+        file.write(b"\xa5" * size)
+
+
+@pytest.mark.parametrize("make", [not_a_database, damaged_database])
+@pytest.mark.parametrize(
+    "command", [["run", "hi"], ["runs"], ["runs", "show", "x"], ["serve", "--http", "--port", "1"]]
+)
+def test_a_file_that_is_no_database_or_a_damaged_one_is_a_clear_error(
+    tmp_path: Path, command: list[str], make: Callable[[Path], None]
+) -> None:
+    make(tmp_path)
+    before = (tmp_path / "runs.sqlite").read_bytes()
+    proc = cli(*command, state=tmp_path)
+    assert_usage_error(proc, f"{tmp_path / 'runs.sqlite'}", "move it aside", "--state-dir")
+    assert "file is not a database" in proc.stderr or "malformed" in proc.stderr, proc.stderr
+    assert (tmp_path / "runs.sqlite").read_bytes() == before
 
 
 def test_a_database_from_a_newer_version_is_refused_and_left_as_it_is(tmp_path: Path) -> None:
@@ -68,3 +112,54 @@ def test_a_database_from_a_newer_version_is_refused_and_left_as_it_is(tmp_path: 
     with sqlite3.connect(db) as conn:
         records = [json.loads(r) for (r,) in conn.execute("SELECT record FROM mcp_team_runs")]
     assert [r["status"] for r in records] == ["complete"]
+
+
+@pytest.mark.parametrize("make", [not_a_database, damaged_database])
+def test_a_stdio_server_answers_calls_with_what_is_wrong_with_its_database(
+    tmp_path: Path, make: Callable[[Path], None]
+) -> None:
+    """Started by a client such as Claude Desktop: initialize is answered before durable runs open, so the
+    problem reaches the user as the tool call's error; the log and the exit code say it too."""
+    make(tmp_path)
+    proc = subprocess.Popen([MCP_TEAM, "serve"], env=clean_env(MCP_TEAM_MODEL="offline",
+                            MCP_TEAM_STATE_DIR=str(tmp_path)), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    try:
+        proc.stdin.write(stdio_lines(initialize(), INITIALIZED, call(2, "run_team", request="Write a haiku")))
+        proc.stdin.flush()
+        assert "result" in answer(proc.stdout, 1)
+        first = answer(proc.stdout, 2)["result"]
+        proc.stdin.write(stdio_lines(call(3, "start_run", request="Write a haiku")))  # and every call after it
+        proc.stdin.flush()
+        later = answer(proc.stdout, 3)["result"]
+        proc.stdin.close()  # the client leaves; the server says why it could not keep runs, and exits 2
+        stderr = proc.stderr.read()
+        assert proc.wait(timeout=HANG_GUARD) == 2, stderr
+    finally:
+        proc.kill()
+        proc.wait()
+    for result in (first, later):
+        text = result["content"][0]["text"]
+        assert result["isError"] and "durable runs are unavailable" in text, result
+        assert str(tmp_path / "runs.sqlite") in text and "move it aside" in text and "--state-dir" in text, text
+    assert_usage_error(subprocess.CompletedProcess([], 2, "", stderr), str(tmp_path / "runs.sqlite"), "move it aside")
+
+
+def call(request_id: int, tool: str, **arguments: str) -> dict[str, Any]:
+    params = {"name": tool, "arguments": arguments}
+    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+
+
+def answer(stdout: IO[str], request_id: int) -> dict[str, Any]:
+    """The server's answer to `request_id` (notifications before it are skipped); fails after the hang guard."""
+    deadline = time.monotonic() + HANG_GUARD
+    while (left := deadline - time.monotonic()) > 0:
+        if not select.select([stdout], [], [], left)[0]:
+            break
+        line = stdout.readline()
+        assert line, "the server closed stdout without answering"
+        message: dict[str, Any] = json.loads(line)
+        if message.get("id") == request_id:
+            return message
+    raise AssertionError(f"no answer to request {request_id} within {HANG_GUARD} s")

@@ -222,11 +222,11 @@ async def _open_fails(config: DurableConfig) -> str:
     return str(info.value)
 
 
-async def test_an_unwritable_state_directory_is_a_clear_error(tmp_path: Path) -> None:
+async def test_a_state_directory_under_a_file_is_a_clear_error(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
     message = await _open_fails(_config(blocker / "state"))
-    assert "is not writable" in message and "--state-dir" in message
+    assert f"cannot be created: {blocker} is not a directory" in message and "--state-dir" in message
 
 
 async def test_unreachable_postgresql_is_a_clear_error(tmp_path: Path) -> None:

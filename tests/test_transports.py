@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 from collections.abc import Iterator
 
@@ -130,3 +131,24 @@ def test_non_loopback_bind_without_token_is_refused() -> None:
     assert proc.returncode == 2
     assert "MCP_TEAM_HTTP_TOKEN" in proc.stderr and "MCP_TEAM_ALLOWED_HOSTS" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_a_port_in_use_is_a_clear_error_before_anything_says_it_serves() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = subprocess.run(
+            [MCP_TEAM, "serve", "--http", "--ephemeral", "--port", str(port)],
+            capture_output=True,
+            text=True,
+            timeout=HANG_GUARD,
+            env=clean_env(MCP_TEAM_MODEL="offline"),
+        )
+    assert proc.returncode == 2, proc.stderr
+    assert "serving" not in proc.stderr and "Errno" not in proc.stderr, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("mcp-team: error: ")]
+    assert errors == [
+        f"mcp-team: error: cannot serve on 127.0.0.1:{port}: the port is in use (address already in use), likely "
+        "by another server; choose another with --port (or MCP_TEAM_PORT)"
+    ], proc.stderr

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import os
 import tempfile
+from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import sqlalchemy as sa
 from sqlalchemy import event
@@ -36,45 +38,93 @@ def sqlite_engine(path: str) -> sa.Engine:
     return engine
 
 
+def sqlite_reader(path: Path) -> sa.Engine:
+    """An engine that only reads `path`, for a state directory this user may not write (a backup, a
+    read-only mount, another user's runs). SQLite opens a WAL database read-only only when its `-shm` file
+    exists or may be created; when neither, no process has the database open (SQLite removes `-wal` and
+    `-shm` when the last connection closes), so it is read as immutable: no locks, no shared memory."""
+    live = os.access(path.parent, os.W_OK) or Path(f"{path}-shm").exists()
+    mode = {"mode": "ro"} if live else {"immutable": "1"}
+    url = sa.URL.create("sqlite", database=f"file:{quote(str(path))}", query={**mode, "uri": "true"})
+    engine = sa.create_engine(url, pool_size=1, max_overflow=0, pool_timeout=120)
+
+    @event.listens_for(engine, "connect")
+    def _tune(dbapi_conn: Any, _record: Any) -> None:
+        dbapi_conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+
+    return engine
+
+
 def postgres_engine(url: str, pool_size: int = 2) -> sa.Engine:
     return sa.create_engine(url, pool_size=pool_size, max_overflow=2, pool_pre_ping=True,
                             connect_args={"connect_timeout": 5})  # fmt: skip
 
 
-def open_engine(config: DurableConfig) -> sa.Engine:
-    """The engine for the run store (and DBOS, on SQLite), after checking the place is usable.
+def open_engine(config: DurableConfig, *, read_only: bool = False) -> sa.Engine:
+    """The engine for the run store (and DBOS, on SQLite), after checking the place is usable; with
+    `read_only`, an existing SQLite file opened for reading only (the state directory need not be writable).
 
-    `ConfigError` naming what to fix: an unwritable state directory or SQLite file, an unreachable
-    PostgreSQL server, a refused login."""
-    if config.sqlite_path is not None:
-        _check_dir(config.sqlite_path.parent, config)
-        if config.sqlite_path.exists() and not os.access(config.sqlite_path, os.R_OK | os.W_OK):
-            raise ConfigError(
-                f"the runs database {config.sqlite_path} is not readable and writable by this user; fix its "
-                f"permissions or choose another place with --state-dir / MCP_TEAM_STATE_DIR"
-            )
-        engine = sqlite_engine(str(config.sqlite_path))
+    `ConfigError` naming what to fix: an unwritable state directory or SQLite file, a file that is not an
+    SQLite database (or a damaged one), an unreachable PostgreSQL server, a refused login."""
+    path = config.sqlite_path
+    if path is not None:
+        check_state_dir(path.parent)
+        if read_only:
+            engine = sqlite_reader(path)
+        else:
+            _check_writable(path.parent)
+            if path.exists() and not os.access(path, os.R_OK | os.W_OK):
+                raise ConfigError(
+                    f"the runs database {path} is not readable and writable by this user; fix its "
+                    f"permissions or choose another place with --state-dir / MCP_TEAM_STATE_DIR"
+                )
+            engine = sqlite_engine(str(path))
     else:
         engine = postgres_engine(config.database_url)
     try:
         with engine.connect() as conn:
-            conn.execute(sa.text("SELECT 1"))
-    except sa.exc.OperationalError as exc:
+            # On SQLite, reading the schema finds a damaged file now, not in the middle of a run.
+            conn.execute(sa.text("SELECT count(*) FROM sqlite_master" if path is not None else "SELECT 1"))
+    except sa.exc.DatabaseError as exc:
         engine.dispose()
-        if config.sqlite_path is None and "does not exist" in str(exc.orig):
+        if path is None and isinstance(exc, sa.exc.OperationalError) and "does not exist" in str(exc.orig):
             return _create_postgres_database(config)
+        if path is not None and is_damaged(exc):
+            raise damaged(path, exc) from None
         raise ConfigError(f"cannot open the runs database {config.redacted_url}: {reason_of(exc)}") from None
     return engine
 
 
-def _check_dir(directory: Any, config: DurableConfig) -> None:
-    fix = "choose another with --state-dir / MCP_TEAM_STATE_DIR (or --database-url)"
+def damaged(path: Path, exc: BaseException) -> ConfigError:
+    """The error for an SQLite file that is not a database, or a damaged one ("database disk image is
+    malformed"): nothing mcp-team can repair, so say how to start afresh or keep using another place."""
+    return ConfigError(
+        f"the runs database {path} is not a usable SQLite database ({_said(exc)}); move it aside "
+        f"(with any {path.name}-wal and {path.name}-shm beside it) to start a new one there, or choose another "
+        f"place with --state-dir / MCP_TEAM_STATE_DIR"
+    )
+
+
+FIX_DIR = "choose another with --state-dir / MCP_TEAM_STATE_DIR (or --database-url)"
+
+
+def check_state_dir(directory: Path) -> None:
+    """`ConfigError` if `directory`, or the nearest of its parents that exists, is not a directory."""
+    blocker = next((p for p in (directory, *directory.parents) if p.exists()), None)
+    if blocker is not None and not blocker.is_dir():
+        problem = "is not a directory" if blocker == directory else f"cannot be created: {blocker} is not a directory"
+        raise ConfigError(f"the state directory {directory} {problem}; {FIX_DIR}")
+
+
+def _check_writable(directory: Path) -> None:
     try:
         directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         with tempfile.TemporaryFile(dir=directory):
             pass
     except OSError as exc:
-        raise ConfigError(f"the state directory {directory} is not writable ({exc.strerror or exc}); {fix}") from None
+        raise ConfigError(
+            f"the state directory {directory} is not writable ({exc.strerror or exc}); {FIX_DIR}"
+        ) from None
 
 
 def _create_postgres_database(config: DurableConfig) -> sa.Engine:
@@ -96,6 +146,21 @@ def _create_postgres_database(config: DurableConfig) -> sa.Engine:
 
 
 def reason_of(exc: BaseException) -> str:
-    """An error in one line, as the driver said it (for messages that name what to fix)."""
+    """An error in one line, as the driver said it (for messages that name what to fix); for a damaged
+    SQLite file, with what to do about it (the callers name the file)."""
+    said = _said(exc)
+    if is_damaged(exc):
+        said += " (the file is damaged: move it aside, with any -wal and -shm files beside it, or choose another "
+        said += "--state-dir)"
+    return said
+
+
+def is_damaged(exc: BaseException) -> bool:
+    """Whether SQLite found its file is no database or a damaged one: no retry or permission fixes it."""
+    name = getattr(getattr(exc, "orig", None) or exc, "sqlite_errorname", "")
+    return isinstance(name, str) and name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB"))
+
+
+def _said(exc: BaseException) -> str:
     orig = getattr(exc, "orig", None) or exc
     return " ".join(str(orig).split())[:300]

@@ -16,6 +16,7 @@ from mcp_team.server.commands import eval, run, runs, serve, team, trace
 from mcp_team.server.commands.common import EXIT_CANCELLED, EXIT_FAILED, EXIT_USAGE, error
 
 COMMANDS = (run, runs, serve, team, trace, eval)  # each adds its subcommands, in this order in --help
+EXIT_CLOSED_OUTPUT = 141  # 128 + SIGPIPE: how `yes | head -1` ends, for shells with `set -o pipefail`
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -33,6 +34,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.relaunchable = argv is None  # this process is the command's own: `serve --http` may re-execute it
     try:
         code: int = args.handler(args)
+        sys.stdout.flush()  # output still buffered would fail at exit, past the handling below
         return code
     except KeyboardInterrupt:
         print("mcp-team: cancelled", file=sys.stderr)
@@ -52,6 +54,8 @@ def report(exc: BaseException) -> int:
         leaf = leaf.exceptions[0]  # the server's task groups wrap a start-up failure
     if isinstance(leaf, ConfigError):
         return error(str(leaf), EXIT_USAGE)
+    if isinstance(leaf, BrokenPipeError):
+        return closed_output()
     if isinstance(leaf, OSError):
         where = f" ({leaf.filename})" if leaf.filename else ""
         return error(f"{leaf.strerror or leaf}{where}", EXIT_FAILED)
@@ -61,6 +65,16 @@ def report(exc: BaseException) -> int:
         f"unexpected {type(leaf).__name__}: {leaf} (set MCP_TEAM_DEBUG=1 to see the traceback; please report it)",
         EXIT_FAILED,
     )
+
+
+def closed_output() -> int:
+    """The reader of our output left (`mcp-team runs show ID | head -1`): stop quietly, as command-line tools
+    do. Python ignores SIGPIPE, so the failed write is an exception rather than the usual silent death; what
+    is still buffered goes to the null device, or flushing it at exit would fail again, loudly."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return EXIT_CLOSED_OUTPUT
 
 
 if __name__ == "__main__":  # pragma: no cover

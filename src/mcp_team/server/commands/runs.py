@@ -49,32 +49,51 @@ def durable_config(args: argparse.Namespace) -> DurableConfig | None:
 
 def add_parsers(sub: Subparsers) -> None:
     runs = sub.add_parser("runs", help="list the runs kept in the runs database; show or cancel one")
-    durable_flags(runs, ephemeral=False)
-    runs.add_argument("--json", action="store_true", help="print JSON")
-    runs.add_argument("--limit", type=int, default=20, metavar="N", help="how many runs to list (default 20)")
-    runs.add_argument("action", nargs="?", choices=["list", "show", "cancel"], default="list")
-    runs.add_argument("run_id", nargs="?", metavar="ID", help="the run to show or cancel")
-    runs.set_defaults(handler=runs_command)
+    _runs_flags(runs)
+    # One subcommand per action, each taking the options too: `runs show --json ID` and `runs show ID --json`
+    # both work (two optional positionals would be split by an option between them).
+    actions = runs.add_subparsers(dest="action", metavar="ACTION", title="actions (default: list)")
+    for action, text in (("list", "list the newest runs"), ("show", "a run's handoffs and answer"),
+                         ("cancel", "cancel a run (the process running it stops it within a second)")):  # fmt: skip
+        # SUPPRESS: an option given before the action is not reset to its default by the action's parser.
+        parser = actions.add_parser(action, help=text, argument_default=argparse.SUPPRESS)
+        _runs_flags(parser, listing=action == "list")
+        if action != "list":
+            parser.add_argument("run_id", metavar="ID", help=f"the run to {action}")
+    runs.set_defaults(handler=runs_command, action="list", run_id=None, json=False, limit=20)  # after the actions
+
+
+def _runs_flags(parser: argparse.ArgumentParser, *, listing: bool = True) -> None:
+    durable_flags(parser, ephemeral=False)
+    parser.add_argument("--json", action="store_true", help="print JSON")
+    if listing:
+        parser.add_argument("--limit", type=int, metavar="N", help="how many runs to list (default 20)")
 
 
 def runs_command(args: argparse.Namespace) -> int:
-    if args.action in ("show", "cancel") and not args.run_id:
-        return error(f"'mcp-team runs {args.action}' needs a run id (see 'mcp-team runs')")
     if args.limit < 1:
         return error("--limit must be at least 1")
     config = durable_config(args)
     assert config is not None
-    from mcp_team.runs.database import open_engine
+    import sqlalchemy as sa
+
+    from mcp_team.runs.database import check_state_dir, damaged, is_damaged, open_engine
     from mcp_team.runs.store import RunStore
 
     if config.sqlite_path is not None and not config.sqlite_path.exists():
+        check_state_dir(config.sqlite_path.parent)
         store = None  # nothing was ever kept there: do not create it just to list nothing
     else:
-        store = RunStore(open_engine(config))
+        # Listing and showing only read: they work on a state directory this user may not write.
+        store = RunStore(open_engine(config, read_only=args.action != "cancel"))
     try:
         if store is not None:
             store.check_version()
         return _act(args, config, store)
+    except sa.exc.DatabaseError as exc:  # a damaged page found past the schema that open_engine reads
+        if config.sqlite_path is None or not is_damaged(exc):
+            raise
+        raise damaged(config.sqlite_path, exc) from None
     finally:
         if store is not None:
             store.engine.dispose()

@@ -7,6 +7,7 @@ is what the cold-start benchmark measures.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from typing import TYPE_CHECKING
@@ -28,12 +29,15 @@ from mcp_team.server.commands.common import (
 from mcp_team.server.commands.runs import durable_config, durable_flags
 
 if TYPE_CHECKING:
+    import socket
+
     from mcp.server.mcpserver import MCPServer
 
     from mcp_team.server.commands.common import Subparsers
     from mcp_team.server.state import ServerState
     from mcp_team.telemetry.setup import Tracing
 
+EXIT_STARTUP_FAILED = 3  # uvicorn's code when the app does not start
 GRACE_SECONDS = 1.0  # after SIGTERM, how long running work gets to wind down
 # glibc's malloc for a served HTTP process, without per-thread caches, two arenas: see `relaunch_on_malloc`.
 HTTP_ALLOCATOR = {"PYTHONMALLOC": "malloc", "GLIBC_TUNABLES": "glibc.malloc.tcache_count=0:glibc.malloc.arena_max=2"}
@@ -152,8 +156,15 @@ def serve_command(args: argparse.Namespace) -> int:
             server = build_server(
                 settings, spec, auth=auth_for(http), watch=args.watch, tracing=tracing, limits=limits, durable=opened
             )
-            print(f"mcp-team: serving streamable HTTP on http://{http.host}:{http.port}/mcp", file=sys.stderr)
-            uvicorn.run(http_app(server, http), host=http.host, port=http.port, log_level="warning")
+            sockets = listen(http.host, http.port)  # before saying it serves: a port in use is a usage error
+            port = sockets[0].getsockname()[1]
+            print(f"mcp-team: serving streamable HTTP on http://{http.host}:{port}/mcp", file=sys.stderr)
+            config = uvicorn.Config(http_app(server, http), host=http.host, port=port, log_level="warning")
+            served = uvicorn.Server(config)
+            with contextlib.suppress(KeyboardInterrupt):  # as uvicorn.run: Ctrl-C stops the server, cleanly
+                served.run(sockets=sockets)
+            if not served.started:  # the app's start-up failed (uvicorn said why)
+                return EXIT_STARTUP_FAILED
         if opened is not None and opened.error is not None:
             # Durable runs could not open (calls got the error meanwhile): the client's user fixes the flags.
             return error(opened.error, EXIT_USAGE)
@@ -162,6 +173,38 @@ def serve_command(args: argparse.Namespace) -> int:
         # Stdin closed, SIGTERM or Ctrl-C: whatever ended the server, export what is left.
         if tracing is not None:
             tracing.shutdown()
+
+
+def listen(host: str, port: int) -> list[socket.socket]:
+    """Sockets bound to `host`:`port` for uvicorn to serve on, one per address the name has, as asyncio's
+    `create_server` (which uvicorn uses when given none) binds them. Bound here, where a failure is a clear
+    `ConfigError` naming the fix; uvicorn logs the OS error, then exits 3."""
+    import errno
+    import socket
+
+    from mcp_team.errors import ConfigError
+
+    sockets: list[socket.socket] = []
+    try:
+        infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        for family, kind, proto, _, address in dict.fromkeys(infos):
+            sock = socket.socket(family, kind, proto)
+            sockets.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            sock.bind(address)
+    except OSError as exc:
+        for sock in sockets:
+            sock.close()
+        where = f"{host}:{port}"
+        if exc.errno == errno.EADDRINUSE:
+            raise ConfigError(
+                f"cannot serve on {where}: the port is in use (address already in use), likely by another server; "
+                f"choose another with --port (or MCP_TEAM_PORT)"
+            ) from None
+        raise ConfigError(f"cannot serve on {where}: {exc.strerror or exc}; check --host and --port") from None
+    return sockets
 
 
 async def _serve_stdio(server: MCPServer[ServerState], tracing: Tracing | None, limit: int | None) -> None:
