@@ -4,6 +4,7 @@ a planned DAG (gatherers, then the writer, then the reviewer), and `mcp-team run
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -13,7 +14,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from support import HANG_GUARD, INITIALIZED, MCP_TEAM, clean_env, initialize, stdio_lines, stored_finished, stored_runs
+from support import (
+    HANG_GUARD,
+    INITIALIZED,
+    MCP_TEAM,
+    clean_env,
+    initialize,
+    serve_http_process,
+    stdio_lines,
+    stored_finished,
+    stored_runs,
+)
 
 LAUNCHER = str(Path(__file__).parent / "logged_serve.py")
 # w1 calls its calculator before answering (two model calls), the others answer at once (one): w1 is still
@@ -111,6 +122,61 @@ def test_a_planned_dag_killed_after_its_first_tasks_completes_after_a_restart(tm
     assert record["finished_before_kill"] == {"researcher", "analyst"}
     assert [h["target"] for h in record["result"]["handoffs"]] == ["researcher", "analyst", "writer", "reviewer"]
     assert record["result"]["plan"] is not None
+
+
+def test_a_run_team_call_cut_by_sigterm_leaves_its_run_to_resume(tmp_path: Path) -> None:
+    """SIGTERM (what hosts, systemd and Docker send) stops the server, not the client: the run of a `run_team`
+    call it cuts is not cancelled (it was, "by the client", for good) but resumes at the next start."""
+    db = tmp_path / "runs.sqlite"
+    team = tmp_path / "team.toml"
+    team.write_text(FOUR, encoding="utf-8")
+    first = _serve(tmp_path, "--team", str(team))
+    request = {"request": "Each of you: compute 6*7 and report."}
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "run_team", "arguments": request}}
+    _send(first, initialize(), INITIALIZED, call)
+    _wait(first, "finished handoffs", lambda: len(stored_finished(db)) >= 3)
+    first.send_signal(signal.SIGTERM)
+    first.communicate(timeout=HANG_GUARD)
+    assert [r["status"] for r in stored_runs(db)] == ["running"], [(r["status"], r["reason"]) for r in stored_runs(db)]
+    second = _serve(tmp_path, "--team", str(team))
+    _send(second, initialize(), INITIALIZED)
+    try:
+        record = _wait(second, "the resumed run", lambda: _final(db))
+    finally:
+        second.kill()
+        second.communicate()
+    assert record["status"] == "complete", record.get("reason")
+
+
+def test_over_http_too_a_run_team_call_cut_by_sigterm_leaves_its_run_to_resume(tmp_path: Path) -> None:
+    import threading
+
+    import httpx2
+
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    db = tmp_path / "runs.sqlite"
+    env = clean_env(MCP_TEAM_MODEL="offline", MCP_TEAM_OFFLINE_LATENCY_MS="600", MCP_TEAM_STATE_DIR=str(tmp_path))
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "run_team", "arguments": {"request": DAG_REQUEST}}}  # fmt: skip
+    with serve_http_process(env=env) as (base, proc), httpx2.Client(timeout=HANG_GUARD) as http:
+        init = http.post(f"{base}/mcp", json=initialize(), headers=headers)
+        session = {**headers, "mcp-session-id": init.headers["mcp-session-id"], "mcp-protocol-version": "2025-11-25"}
+        http.post(f"{base}/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session)
+
+        def hold() -> None:  # the client holding the call open; its stream ends with the server
+            with contextlib.suppress(httpx2.HTTPError):
+                http.post(f"{base}/mcp", json=call, headers=session)
+
+        holding = threading.Thread(target=hold)
+        holding.start()
+        _wait(proc, "a finished handoff", lambda: stored_finished(db))  # type: ignore[arg-type]  # a Popen[bytes]
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=HANG_GUARD)
+        holding.join(timeout=HANG_GUARD)
+    assert [r["status"] for r in stored_runs(db)] == ["running"], [(r["status"], r["reason"]) for r in stored_runs(db)]
+    with serve_http_process(env=env) as (_, proc):
+        record = _wait(proc, "the resumed run", lambda: _final(db))  # type: ignore[arg-type]
+    assert record["status"] == "complete", record.get("reason")
 
 
 def test_mcp_team_runs_lists_shows_and_cancels(tmp_path: Path) -> None:

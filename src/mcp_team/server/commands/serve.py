@@ -10,7 +10,7 @@ import argparse
 import contextlib
 import os
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from mcp_team.server.commands.common import (
     EXIT_OK,
@@ -30,10 +30,12 @@ from mcp_team.server.commands.runs import durable_config, durable_flags
 
 if TYPE_CHECKING:
     import socket
+    from collections.abc import Callable
 
     from mcp.server.mcpserver import MCPServer
 
     from mcp_team.server.commands.common import Subparsers
+    from mcp_team.server.durability import Durability
     from mcp_team.server.state import ServerState
     from mcp_team.telemetry.setup import Tracing
 
@@ -146,7 +148,7 @@ def serve_command(args: argparse.Namespace) -> int:
         if http is None:
             opened = Durability(durable) if durable is not None else None
             server = build_server(settings, spec, watch=args.watch, tracing=tracing, limits=limits, durable=opened)
-            anyio.run(_serve_stdio, server, tracing, stdio_limit)
+            anyio.run(_serve_stdio, server, tracing, stdio_limit, opened)
         else:
             import uvicorn
 
@@ -161,6 +163,8 @@ def serve_command(args: argparse.Namespace) -> int:
             print(f"mcp-team: serving streamable HTTP on http://{http.host}:{port}/mcp", file=sys.stderr)
             config = uvicorn.Config(http_app(server, http), host=http.host, port=port, log_level="warning")
             served = uvicorn.Server(config)
+            if opened is not None:
+                served.handle_exit = _telling(opened, served.handle_exit)  # type: ignore[method-assign,assignment]
             with contextlib.suppress(KeyboardInterrupt):  # as uvicorn.run: Ctrl-C stops the server, cleanly
                 served.run(sockets=sockets)
             if not served.started:  # the app's start-up failed (uvicorn said why)
@@ -207,7 +211,20 @@ def listen(host: str, port: int) -> list[socket.socket]:
     return sockets
 
 
-async def _serve_stdio(server: MCPServer[ServerState], tracing: Tracing | None, limit: int | None) -> None:
+def _telling(opened: Durability, handle_exit: Callable[[int, Any], None]) -> Callable[[int, Any], None]:
+    """uvicorn's signal handler, telling the run service first that the calls the stop cancels leave their runs
+    to resume (before the streams are closed and the calls cancelled)."""
+
+    def handle(sig: int, frame: Any) -> None:
+        opened.stopping()
+        handle_exit(sig, frame)
+
+    return handle
+
+
+async def _serve_stdio(
+    server: MCPServer[ServerState], tracing: Tracing | None, limit: int | None, opened: Durability | None
+) -> None:
     """Serve until stdin closes or SIGTERM/SIGINT arrives; either way running work is cancelled and its spans
     exported. MCP clients stop stdio servers with close-stdin, then SIGTERM, then SIGKILL. Every line is checked
     by the stdio gate (server/stdio.py): a bad or oversized one is answered with a JSON-RPC error."""
@@ -222,6 +239,8 @@ async def _serve_stdio(server: MCPServer[ServerState], tracing: Tracing | None, 
     async def stop_on_signal(serving: anyio.CancelScope) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
             async for _ in signals:
+                if opened is not None:  # a stop, not the client: the runs of calls cancelled now resume later
+                    opened.stopping()
                 serving.cancel()
                 with anyio.move_on_after(GRACE_SECONDS):
                     await stopped.wait()
