@@ -62,7 +62,7 @@ def _final(db: Path) -> dict[str, Any] | None:
     return next((r for r in stored_runs(db) if r["status"] != "running"), None)
 
 
-def _wait(proc: subprocess.Popen[str], what: str, done: Any) -> Any:
+def _wait(proc: subprocess.Popen[Any], what: str, done: Any) -> Any:
     deadline = time.monotonic() + HANG_GUARD
     while not (value := done()):
         assert proc.poll() is None, f"serve exited while waiting for {what}: {proc.communicate()[1][-3000:]}"
@@ -169,13 +169,13 @@ def test_over_http_too_a_run_team_call_cut_by_sigterm_leaves_its_run_to_resume(t
 
         holding = threading.Thread(target=hold)
         holding.start()
-        _wait(proc, "a finished handoff", lambda: stored_finished(db))  # type: ignore[arg-type]  # a Popen[bytes]
+        _wait(proc, "a finished handoff", lambda: stored_finished(db))
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=HANG_GUARD)
         holding.join(timeout=HANG_GUARD)
     assert [r["status"] for r in stored_runs(db)] == ["running"], [(r["status"], r["reason"]) for r in stored_runs(db)]
     with serve_http_process(env=env) as (_, proc):
-        record = _wait(proc, "the resumed run", lambda: _final(db))  # type: ignore[arg-type]
+        record = _wait(proc, "the resumed run", lambda: _final(db))
     assert record["status"] == "complete", record.get("reason")
 
 
