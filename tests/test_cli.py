@@ -69,6 +69,15 @@ def test_bad_input_gets_a_clear_error() -> None:
     assert all("Traceback" not in p.stderr for p in (budget, fault))
 
 
+def test_a_bad_environment_variable_is_named_as_it_was_set() -> None:
+    rate = run_cli("run", "--model", "offline", "x", env={"MCP_TEAM_REQUESTS_PER_MINUTE": "abc"})
+    assert rate.returncode == 2 and "invalid settings: MCP_TEAM_REQUESTS_PER_MINUTE: " in rate.stderr, rate.stderr
+    sampling = run_cli("run", "--model", "offline", "x", env={"MCP_TEAM_SUPERVISOR_SAMPLING": '{"temperature": "hot"}'})
+    assert sampling.returncode == 2 and "MCP_TEAM_SUPERVISOR_SAMPLING.temperature: " in sampling.stderr
+    port = run_cli("serve", "--http", "--model", "offline", "--ephemeral", env={"MCP_TEAM_PORT": "99999"})
+    assert port.returncode == 2 and "invalid settings: MCP_TEAM_PORT: " in port.stderr, port.stderr
+
+
 def test_partial_run_exits_3_and_lists_what_is_missing() -> None:
     proc = run_cli("run", "--model", "offline", "--fault", "server_error:researcher", "Research bees, calculate 2+2")
     assert proc.returncode == 3, proc.stderr

@@ -8,6 +8,9 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from pydantic import ValidationError
+    from pydantic_settings import BaseSettings
+
     from mcp_team.llm.settings import ModelSettings
     from mcp_team.server.teamfile import TeamSpec
     from mcp_team.telemetry.setup import Tracing
@@ -89,7 +92,6 @@ def model_settings(args: argparse.Namespace) -> ModelSettings:
     from pydantic import ValidationError
 
     from mcp_team.errors import ConfigError
-    from mcp_team.handoffs import validation_problems
     from mcp_team.llm.settings import ModelSettings
 
     overrides: dict[str, Any] = {}
@@ -102,7 +104,22 @@ def model_settings(args: argparse.Namespace) -> ModelSettings:
     try:
         return ModelSettings(**overrides)
     except ValidationError as exc:
-        raise ConfigError(f"invalid settings: {'; '.join(validation_problems(exc))}") from None
+        raise ConfigError(f"invalid settings: {'; '.join(settings_problems(exc, ModelSettings))}") from None
+
+
+def settings_problems(exc: ValidationError, settings: type[BaseSettings]) -> list[str]:
+    """Each error of settings read from the environment, named by the variable that sets it
+    (`MCP_TEAM_REQUESTS_PER_MINUTE: Input should be a valid integer`), not by the field behind it."""
+    from pydantic import AliasChoices
+    prefix = str(settings.model_config.get("env_prefix") or "")
+    problems = []
+    for e in exc.errors():
+        name, *rest = [str(part) for part in e["loc"]] or ["settings"]
+        if (field := settings.model_fields.get(name)) is not None:
+            alias = field.validation_alias
+            name = str(alias.choices[0]) if isinstance(alias, AliasChoices) else f"{prefix}{name}".upper()
+        problems.append(f"{'.'.join([name, *rest])}: {e['msg']}")
+    return problems
 
 
 def start_tracing(args: argparse.Namespace, trace_dir: str | None = None) -> Tracing | None:

@@ -21,6 +21,7 @@ from mcp_team.server.commands.common import (
     model_flags,
     model_settings,
     register_secrets,
+    settings_problems,
     start_tracing,
     team_flag,
     trace_flags,
@@ -137,7 +138,10 @@ def serve_command(args: argparse.Namespace) -> int:
                 register_secret(http.http_token.get_secret_value())
         tracing = start_tracing(args)
     except ValidationError as exc:  # a ConfigError reaches main(), which says it the same way
-        return error(f"invalid settings: {'; '.join(validation_problems(exc))}", EXIT_USAGE)
+        from mcp_team.server.http import HttpSettings
+
+        problems = settings_problems(exc, HttpSettings) if exc.title == "HttpSettings" else validation_problems(exc)
+        return error(f"invalid settings: {'; '.join(problems)}", EXIT_USAGE)
     except ValueError as exc:  # MCP_TEAM_MAX_MESSAGE_BYTES
         return error(f"invalid settings: {exc}", EXIT_USAGE)
 
