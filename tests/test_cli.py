@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import subprocess
+from pathlib import Path
 
 import anyio
+import pytest
 
 from fake_messages_api import FakeMessagesAPI
 from fake_openai_api import FakeOpenAIAPI
@@ -76,6 +79,28 @@ def test_a_bad_environment_variable_is_named_as_it_was_set() -> None:
     assert sampling.returncode == 2 and "MCP_TEAM_SUPERVISOR_SAMPLING.temperature: " in sampling.stderr
     port = run_cli("serve", "--http", "--model", "offline", "--ephemeral", env={"MCP_TEAM_PORT": "99999"})
     assert port.returncode == 2 and "invalid settings: MCP_TEAM_PORT: " in port.stderr, port.stderr
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_run_stopped_by_a_signal_is_cancelled_and_printed(tmp_path: Path, sig: signal.Signals) -> None:
+    """SIGTERM left the run `running` (and the next command resumed it in silence); Ctrl-C with --json printed
+    nothing. Both now cancel the run, record it cancelled and print what it had done, exit 130."""
+    env = clean_env(MCP_TEAM_STATE_DIR=str(tmp_path), MCP_TEAM_OFFLINE_LATENCY_MS="1000")
+    proc = subprocess.Popen([MCP_TEAM, "run", "--model", "offline", "--json", REQUEST], env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # fmt: skip
+    assert proc.stderr is not None
+    for line in proc.stderr:  # the run is under way once its first handoff starts
+        if "→ h1" in line:
+            break
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    result = RunResult.model_validate_json(out)
+    assert result.status == "cancelled" and result.handoffs, result
+    shown = run_cli("runs", "show", result.run_id, "--json", env={"MCP_TEAM_STATE_DIR": str(tmp_path)})
+    assert json.loads(shown.stdout)["status"] == "cancelled", shown.stdout
+    assert "ERROR" not in err and "Traceback" not in err, err
 
 
 def test_partial_run_exits_3_and_lists_what_is_missing() -> None:

@@ -111,6 +111,7 @@ def settings_problems(exc: ValidationError, settings: type[BaseSettings]) -> lis
     """Each error of settings read from the environment, named by the variable that sets it
     (`MCP_TEAM_REQUESTS_PER_MINUTE: Input should be a valid integer`), not by the field behind it."""
     from pydantic import AliasChoices
+
     prefix = str(settings.model_config.get("env_prefix") or "")
     problems = []
     for e in exc.errors():

@@ -7,9 +7,10 @@ import sys
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from mcp_team.server.commands.common import (
+    EXIT_CANCELLED,
     EXIT_FAILED,
     EXIT_OK,
     EXIT_PARTIAL,
@@ -165,6 +166,10 @@ def _run_traced(
             args.durable,
             args.checkpoint,
         )
+    except Interrupted as stop:  # Ctrl-C or SIGTERM: the run was cancelled; what it had done is printed
+        if stop.result is None:
+            raise KeyboardInterrupt from None
+        result = stop.result
     except Exception:
         if replay is not None and replay.divergence is not None:
             return error(str(replay.divergence), EXIT_FAILED)
@@ -180,10 +185,45 @@ def _run_traced(
     if args.jaeger_json:
         written = _save_jaeger(tracing, result.run_id, args.jaeger_json)
         console.print(f"mcp-team: trace written to {written}" if written else "mcp-team: no trace was recorded")
-    return {"complete": EXIT_OK, "partial": EXIT_PARTIAL}.get(result.status, EXIT_FAILED)
+    return {"complete": EXIT_OK, "partial": EXIT_PARTIAL, "cancelled": EXIT_CANCELLED}.get(result.status, EXIT_FAILED)
 
 
-async def _run_team(
+class Interrupted(Exception):
+    """Ctrl-C or SIGTERM stopped the run: `result` is its cancelled result (what finished), when it has one."""
+
+    def __init__(self, result: RunResult | None) -> None:
+        super().__init__("cancelled")
+        self.result = result
+
+
+async def _run_team(*args: Any) -> RunResult:
+    """`_team_run`, cancelled by Ctrl-C or SIGTERM (`Interrupted`, with the cancelled result): killed by SIGTERM
+    the command left its run running (a durable one for the next process to resume), and Ctrl-C printed nothing
+    of what the run had done. A second Ctrl-C ends the command at once."""
+    import signal
+
+    import anyio
+
+    stopped: list[RunResult] = []  # the run's last result, as the engine or the run service ends it
+    result: RunResult | None = None
+
+    async def cancel_on_signal(scope: anyio.CancelScope) -> None:
+        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async for _ in signals:
+                scope.cancel()
+                return
+
+    async with anyio.create_task_group() as tg:
+        with anyio.CancelScope() as run_scope:
+            tg.start_soon(cancel_on_signal, run_scope)
+            result = await _team_run(*args, on_finish=stopped.append)
+        tg.cancel_scope.cancel()
+    if result is None:
+        raise Interrupted(stopped[-1] if stopped else None)
+    return result
+
+
+async def _team_run(
     spec: TeamSpec,
     models: ModelSet,
     request: str,
@@ -194,6 +234,8 @@ async def _run_team(
     run_id: str | None = None,
     durable: DurableConfig | None = None,
     checkpoints: list[str] | None = None,
+    *,
+    on_finish: Callable[[RunResult], None],
 ) -> RunResult:
     """One run of the team file's team, with its external MCP servers up for the run's duration;
     with `record`, every model exchange and the result are written to that file; with `durable`, the run
@@ -217,11 +259,14 @@ async def _run_team(
             run_id=run_id,
             checkpoints=checkpoints or (),
             approve=terminal_approver(),
+            on_finish=on_finish,
         )
         if record:
             return await record_run(team, record, request, **run.keywords)
         if durable is not None:
-            return await _run_durably(durable, team, request, mode, budgets, on_event, run_id, checkpoints or [])
+            return await _run_durably(
+                durable, team, request, mode, budgets, on_event, run_id, checkpoints or [], on_finish
+            )
         return await run(request)
 
 
@@ -234,9 +279,10 @@ async def _run_durably(
     on_event: EventSink | None,
     run_id: str | None,
     checkpoints: list[str],
+    on_finish: Callable[[RunResult], None],
 ) -> RunResult:
     """The run through the run service: its id is said first, so a user can find it after an interruption
-    (`mcp-team runs show ID`); Ctrl-C cancels it."""
+    (`mcp-team runs show ID`); cancelling the call cancels it (`on_finish` gets its cancelled result)."""
     import anyio
 
     from mcp_team.errors import McpTeamError
@@ -254,7 +300,9 @@ async def _run_durably(
             final = await runs.wait(started.run_id)
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True):
-                await runs.cancel(started.run_id, "cancelled from the command line")
+                final = await runs.cancel(started.run_id, "cancelled from the command line")
+            if final is not None and final.result is not None:
+                on_finish(final.result)
             raise
     if final is None or final.result is None:
         raise McpTeamError(f"run {started.run_id} stopped: {final.reason if final else 'not found'}")
