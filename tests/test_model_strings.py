@@ -169,6 +169,14 @@ def test_one_role_offline(monkeypatch: pytest.MonkeyPatch) -> None:
     assert isinstance(supervisor, AnthropicModel) and isinstance(worker, OfflineModel)
 
 
+def test_both_roles_offline_need_no_default_provider(monkeypatch: pytest.MonkeyPatch) -> None:
+    # each role names its provider: the team runs, where it said "no model is configured"
+    monkeypatch.setenv("MCP_TEAM_SUPERVISOR_MODEL", "offline")
+    monkeypatch.setenv("MCP_TEAM_SPECIALIST_MODEL", "offline")
+    supervisor, worker = roles(ModelSettings())
+    assert isinstance(supervisor, OfflineModel) and isinstance(worker, OfflineModel)
+
+
 def test_model_offline_runs_the_whole_team_offline_whatever_the_roles_say(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MCP_TEAM_SUPERVISOR_MODEL", "openai:gpt-4o")
     models = build_models(ModelSettings(model="offline"), {"scout": MemberModel(model="anthropic:claude-x")})

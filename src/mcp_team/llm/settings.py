@@ -186,6 +186,8 @@ class ModelSettings(BaseSettings):
         for provider in named[1:]:
             if provider not in (None, "offline"):  # one role offline says nothing about the other
                 return provider
+        if named[1] is not None and named[2] is not None:  # both roles offline: so is the team
+            return named[1]
         if self.supervisor_api_key is not None or self.specialist_api_key is not None:
             return "anthropic"
         return None
