@@ -77,6 +77,8 @@ def test_a_bad_environment_variable_is_named_as_it_was_set() -> None:
     assert rate.returncode == 2 and "invalid settings: MCP_TEAM_REQUESTS_PER_MINUTE: " in rate.stderr, rate.stderr
     sampling = run_cli("run", "--model", "offline", "x", env={"MCP_TEAM_SUPERVISOR_SAMPLING": '{"temperature": "hot"}'})
     assert sampling.returncode == 2 and "MCP_TEAM_SUPERVISOR_SAMPLING.temperature: " in sampling.stderr
+    prices = run_cli("run", "--model", "offline", "x", env={"MCP_TEAM_PRICES": "nope"})
+    assert prices.returncode == 2 and "invalid settings: MCP_TEAM_PRICES is not valid JSON" in prices.stderr
     port = run_cli("serve", "--http", "--model", "offline", "--ephemeral", env={"MCP_TEAM_PORT": "99999"})
     assert port.returncode == 2 and "invalid settings: MCP_TEAM_PORT: " in port.stderr, port.stderr
 

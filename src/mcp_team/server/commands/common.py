@@ -89,7 +89,10 @@ def trace_flags(parser: argparse.ArgumentParser) -> None:
 
 def model_settings(args: argparse.Namespace) -> ModelSettings:
     """The model settings: the environment, overridden by `model_flags`. Raises `ConfigError` on bad values."""
+    import re
+
     from pydantic import ValidationError
+    from pydantic_settings import SettingsError
 
     from mcp_team.errors import ConfigError
     from mcp_team.llm.settings import ModelSettings
@@ -105,6 +108,10 @@ def model_settings(args: argparse.Namespace) -> ModelSettings:
         return ModelSettings(**overrides)
     except ValidationError as exc:
         raise ConfigError(f"invalid settings: {'; '.join(settings_problems(exc, ModelSettings))}") from None
+    except SettingsError as exc:  # a variable holding JSON that does not parse
+        field = re.search(r'field "(\w+)"', str(exc))
+        name = f"MCP_TEAM_{field.group(1).upper()}" if field else "an MCP_TEAM_ variable"
+        raise ConfigError(f"invalid settings: {name} is not valid JSON ({exc.__cause__ or exc})") from None
 
 
 def settings_problems(exc: ValidationError, settings: type[BaseSettings]) -> list[str]:
