@@ -72,6 +72,12 @@ def test_wrong_type_names_its_path(tmp_path: Path) -> None:
     assert "specialists[0].max_turns: Input should be a valid integer" in message
 
 
+def test_a_model_string_of_no_provider_is_refused_for_a_role_too(tmp_path: Path) -> None:
+    message = problems(tmp_path, '[models]\nsupervisor = "foo:bar"\nspecialist_fallback = "nope:x"\n' + ONE_SPECIALIST)
+    assert "models.supervisor: unknown provider 'foo'" in message, message
+    assert "models.specialist_fallback: unknown provider 'nope'" in message, message
+
+
 def test_name_that_is_not_a_valid_tool_name(tmp_path: Path) -> None:
     message = problems(tmp_path, ONE_SPECIALIST.replace('"poet"', '"the poet!"'))
     assert "specialists[0].name: must be a valid MCP tool name" in message

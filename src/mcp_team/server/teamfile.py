@@ -336,6 +336,8 @@ def _check(model: TeamFileModel, base: Path) -> tuple[list[str], dict[str, str]]
     problems += [f"supervisor.checkpoints: {p}" for p in checkpoint_problems(model.supervisor.checkpoints, names)]
     if model.supervisor.judge is not None and model.supervisor.judge not in names:
         problems.append(f"supervisor.judge: there is no member '{model.supervisor.judge}' ({', '.join(names)})")
+    for key in ("supervisor", "specialist", "supervisor_fallback", "specialist_fallback"):
+        problems += _model_problems(f"models.{key}", getattr(model.models, key))
     seen: set[str] = set()
     for i, spec in enumerate(model.specialists):
         where = f"specialists[{i}]"
@@ -366,11 +368,7 @@ def _check(model: TeamFileModel, base: Path) -> tuple[list[str], dict[str, str]]
                 f"{where}.fallback: '{spec.fallback}' must be another specialist of this team ({', '.join(names)})"
             )
         for key in ("model", "fallback_model"):
-            if (text := getattr(spec, key)) is not None:
-                try:
-                    parse_model(text)
-                except ValueError as exc:
-                    problems.append(f"{where}.{key}: {exc}")
+            problems += _model_problems(f"{where}.{key}", getattr(spec, key))
         for j, grant in enumerate(spec.tools):
             problems.extend(_check_grant(f"{where}.tools[{j}]", grant, servers))
         if {"read_file", "list_files"} & set(spec.tools) and not model.tools.read_dirs:
@@ -381,6 +379,14 @@ def _check(model: TeamFileModel, base: Path) -> tuple[list[str], dict[str, str]]
         if len(set(spec.tools)) != len(spec.tools):
             problems.append(f"{where}.tools: a tool is listed more than once")
     return problems, prompts
+
+
+def _model_problems(where: str, text: str | None) -> list[str]:
+    try:
+        parse_model(text) if text is not None else None
+    except ValueError as exc:
+        return [f"{where}: {exc}"]
+    return []
 
 
 def _check_grant(where: str, grant: str, servers: dict[str, McpServerConfig]) -> list[str]:
