@@ -128,6 +128,12 @@ def test_repeat_gives_a_pass_rate_per_case(suite: Path, tmp_path: Path) -> None:
     assert report["repeat"] == 3 and all(len(c["runs"]) == 3 and c["pass_rate"] == 1.0 for c in report["cases"])
 
 
+def test_a_report_that_could_not_be_written_is_refused_before_any_run(suite: Path, tmp_path: Path) -> None:
+    proc = eval_cli(str(suite), "--model", "offline", "--json", str(tmp_path / "no" / "r.json"))
+    assert proc.returncode == 2 and "its directory does not exist" in proc.stderr, proc.stderr
+    assert "case(s) from" not in proc.stderr  # no case ran
+
+
 def test_the_builtin_routing_suite_passes_offline_and_says_it_is_not_a_model() -> None:
     suite, _ = load_suite("builtin")
     assert len(suite.cases) >= 30

@@ -69,6 +69,8 @@ def eval_command(args: argparse.Namespace) -> int:
     settings = model_settings(args).model_copy(update=spec.model_overrides)
     register_secrets(settings, spec)
     suite.check_team(spec.names, source)
+    if args.json and not Path(args.json).resolve().parent.is_dir():  # before the runs, not after them
+        return error(f"--json {args.json}: its directory does not exist; create it or write the report elsewhere")
     return _evaluate(args, suite, source, spec, settings)
 
 
