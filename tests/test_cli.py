@@ -100,6 +100,7 @@ def test_a_run_stopped_by_a_signal_is_cancelled_and_printed(tmp_path: Path, sig:
     assert proc.returncode == 130, err
     result = RunResult.model_validate_json(out)
     assert result.status == "cancelled" and result.handoffs, result
+    assert re.search(r"cancelled: \d+ handoffs?, \d+ model calls?, ", err), err
     shown = run_cli("runs", "show", result.run_id, "--json", env={"MCP_TEAM_STATE_DIR": str(tmp_path)})
     assert json.loads(shown.stdout)["status"] == "cancelled", shown.stdout
     assert "ERROR" not in err and "Traceback" not in err, err

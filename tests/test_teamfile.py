@@ -195,6 +195,9 @@ def test_init_presets(tmp_path: Path) -> None:
     assert made.returncode == 0 and load_team_file(tmp_path / "mine.toml").build()
     bad = run_cli("init", "--preset", "astrology", cwd=tmp_path)
     assert bad.returncode == 2 and "unknown preset 'astrology'" in bad.stderr
+    (tmp_path / "team.toml").write_text("", encoding="utf-8")  # over a file: the unknown preset is said first
+    again = run_cli("init", "--preset", "astrology", cwd=tmp_path)
+    assert again.returncode == 2 and "unknown preset 'astrology'" in again.stderr
 
 
 def test_check_rejects_an_invalid_file(tmp_path: Path) -> None:

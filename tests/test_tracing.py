@@ -187,6 +187,9 @@ def test_run_writes_an_otlp_json_trace_file_and_trace_shows_it(tmp_path: Path) -
         env=clean_env(),
     )
     assert missing.returncode == 1 and "no trace for run 'nope'" in missing.stderr and run_id in missing.stderr
+    nowhere = subprocess.run([MCP_TEAM, "trace", "nope", "--dir", str(tmp_path / "nowhere")], capture_output=True,
+                             text=True, timeout=60, env=clean_env())  # fmt: skip
+    assert nowhere.returncode == 1 and "(no such directory)" in nowhere.stderr, nowhere.stderr
 
     # A Jaeger v1 JSON file of an older mcp-team is named as such, with what to do.
     old = tmp_path / "old.json"

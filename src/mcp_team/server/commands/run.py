@@ -339,11 +339,16 @@ def _progress(console: Console) -> EventSink:
     return on_event
 
 
+def _count(n: int, thing: str) -> str:
+    return f"{n} {thing}{'' if n == 1 else 's'}"
+
+
 def _summary(console: Console, result: RunResult) -> None:
     style = {"complete": "green", "partial": "yellow"}.get(result.status, "red")
     u = result.usage
     console.print(
-        f"[{style}]{result.status}[/{style}]: {len(result.handoffs)} handoffs, {u.model_calls} model calls, "
+        f"[{style}]{result.status}[/{style}]: {_count(len(result.handoffs), 'handoff')}, "
+        f"{_count(u.model_calls, 'model call')}, "
         f"{u.total.total_tokens} tokens, {_cost(u.total.cost_usd)}, run {result.run_id}"
         + (f", trace {result.trace_id}" if result.trace_id else "")
     )

@@ -38,9 +38,9 @@ def init_command(args: argparse.Namespace) -> int:
             print(name)
         return EXIT_OK
     path = Path(args.path)
+    text = preset_text(args.preset) if args.preset else render_team_file()  # an unknown preset is said first
     if path.exists() and not args.force:
         return error(f"{path} already exists; pass --force to overwrite it", EXIT_USAGE)
-    text = preset_text(args.preset) if args.preset else render_team_file()
     path.write_text(text, encoding="utf-8")
     print(f"mcp-team: wrote {path}" + (f" (preset {args.preset})" if args.preset else ""), file=sys.stderr)
     return EXIT_OK

@@ -44,7 +44,13 @@ def trace_command(args: argparse.Namespace) -> int:
             known = sorted(p.stem for p in Path(directory).glob("*.json"))[-5:]
             return error(
                 f"no trace for run '{args.run}' in {directory}"
-                + (f" (latest: {', '.join(known)})" if known else " (it is empty)"),
+                + (
+                    f" (latest: {', '.join(known)})"
+                    if known
+                    else " (it is empty)"
+                    if Path(directory).is_dir()
+                    else " (no such directory)"
+                ),
                 EXIT_FAILED,
             )
     try:
