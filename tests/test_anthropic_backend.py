@@ -17,7 +17,7 @@ from fake_messages_api import (
     text_block,
     tool_use_block,
 )
-from mcp_team.llm.anthropic import AnthropicModel, to_message_param, to_tool_params
+from mcp_team.llm.anthropic import AnthropicModel, to_message_param, to_tool_params, tool_input
 from mcp_team.llm.types import (
     Message,
     Model,
@@ -203,6 +203,61 @@ async def test_a_temperature_it_cannot_send_is_said_once(
 async def test_unknown_stop_reason_is_end_turn(api: FakeMessagesAPI) -> None:
     api.reply(200, message([text_block("ok")], stop_reason="something_new"))
     assert (await model_for(api).complete(ask())).stop_reason == "end_turn"
+
+
+@pytest.mark.parametrize(
+    ("body", "headers", "said"),
+    [
+        (b"{not json at all", {}, "not JSON: Expecting property name"),  # labelled JSON, but is not
+        (b"<html><body>It works!</body></html>", {"content-type": "text/html"}, "It works!"),  # a web page
+        (b"[1, 2]", {}, "[1, 2]"),
+        (b'{"type": "message"}', {}, "not a Messages API reply"),  # no content, no usage
+    ],
+)
+async def test_a_reply_that_is_not_the_apis_is_a_server_error_that_names_the_base_url(
+    api: FakeMessagesAPI, body: bytes, headers: dict[str, str], said: str
+) -> None:
+    api.reply(200, body, headers)
+    with pytest.raises(ModelError) as caught:
+        await model_for(api, max_retries=0).complete(ask())
+    err = caught.value
+    assert err.kind == "server_error" and said in err.message
+    assert f"the Anthropic API at {api.base_url} returned a reply to the {MODEL} call that could not be read" in (
+        err.message
+    )
+    assert "check the base URL (ANTHROPIC_BASE_URL)" in err.message
+
+
+async def test_a_tool_use_whose_input_is_not_an_object_gets_an_input_error(api: FakeMessagesAPI) -> None:
+    """The API always sends an object; a proxy or gateway may not."""
+    blocks = [
+        {"type": "tool_use", "id": "t1", "name": "search", "input": "{bad"},
+        {"type": "tool_use", "id": "t2", "name": "read", "input": '{"id": "n7"}'},  # JSON text of an object
+        {"type": "tool_use", "id": "t3", "name": "read", "input": [1]},
+    ]
+    api.reply(200, message(blocks, stop_reason="tool_use"))
+    broken, text, listed = (await model_for(api).complete(ask())).tool_uses
+    assert (broken.input, text.input, text.input_error, listed.input) == ({}, {"id": "n7"}, None, {})
+    assert broken.input_error is not None and "not valid JSON" in broken.input_error and "{bad" in broken.input_error
+    assert listed.input_error is not None and "must be a JSON object, got list" in listed.input_error
+
+
+@pytest.mark.parametrize(
+    ("raw", "parsed", "error"),
+    [
+        ({"q": "bees"}, {"q": "bees"}, None),
+        (None, {}, None),
+        ("", {}, None),
+        ('{"q": "bees"}', {"q": "bees"}, None),
+        ("{bad", {}, "not valid JSON"),
+        ("[1]", {}, "must be a JSON object, got str"),
+        (42, {}, "must be a JSON object, got int"),
+    ],
+)
+def test_tool_input(raw: object, parsed: dict[str, object], error: str | None) -> None:
+    value, problem = tool_input(raw)
+    assert value == parsed
+    assert (problem is None) if error is None else (problem is not None and error in problem)
 
 
 @pytest.mark.parametrize("retry_header", [{"retry-after-ms": "10"}, {"retry-after": "0"}])

@@ -299,6 +299,27 @@ async def test_a_reply_without_choices_is_a_server_error(api: FakeOpenAIAPI) -> 
     assert caught.value.kind == "server_error" and "no choices" in caught.value.message
 
 
+@pytest.mark.parametrize(
+    ("body", "headers", "said"),
+    [
+        (b"{not json at all", {}, "not JSON: Expecting property name"),  # labelled JSON, but is not
+        (b"<html><body>It works!</body></html>", {"content-type": "text/html"}, "It works!"),  # a web page
+        (b'"just a string"', {}, "just a string"),
+        (b'{"object": "list", "data": []}', {}, "not a Chat Completions reply: the reply has no choices"),
+    ],
+)
+async def test_a_reply_that_is_not_the_apis_is_a_server_error_that_names_the_base_url(
+    api: FakeOpenAIAPI, body: bytes, headers: dict[str, str], said: str
+) -> None:
+    api.reply(200, body, headers)
+    with pytest.raises(ModelError) as caught:
+        await model_for(api, max_retries=0).complete(ask())
+    err = caught.value
+    assert err.kind == "server_error" and said in err.message
+    assert f"the server at {api.base_url} returned a reply to the {MODEL} call that could not be read" in err.message
+    assert "check the base URL (OPENAI_BASE_URL)" in err.message
+
+
 # -- tool-call arguments ---------------------------------------------------------------------------
 
 
