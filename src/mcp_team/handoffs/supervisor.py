@@ -3,7 +3,8 @@
 Each turn is one model call whose tool calls are classified before any runs (`turn.classify`);
 the valid handoffs run concurrently, their results go back as tool results, and the supervisor
 re-plans from them until it finalizes. Bad tool calls (unknown specialists, malformed arguments)
-go back to it as error results, never crash the run.
+go back to it as error results, never crash the run. An answer cut off at the output limit, or a
+refusal, is never a complete answer.
 """
 
 from __future__ import annotations
@@ -32,6 +33,12 @@ from mcp_team.llm.text_calls import TEXT_TOOL_CALL_FEEDBACK, text_tool_call
 from mcp_team.specialists import Specialist
 
 _HANDOFF_SCHEMA = {k: v for k, v in HandoffArgs.model_json_schema().items() if k != "title"}
+
+TRUNCATED = (
+    "the supervisor's answer was cut off at its output token limit; raise the limit with "
+    """MCP_TEAM_SUPERVISOR_SAMPLING='{"max_tokens": N}' (or supervisor_sampling = { max_tokens = N } under """
+    "[models] in the team file), or ask for a shorter answer"
+)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -98,14 +105,18 @@ async def supervisor_turn(ctx: RunContext, request: ModelRequest) -> TurnOutcome
             ctx.fail("malformed_tool_call", "supervisor", reason, recovered=True)
             feedback = TEXT_TOOL_CALL_FEEDBACK.format(name=name)
             return Continue(Message(role="assistant", content=response.text), Message(role="user", content=feedback))
+        if response.stop_reason == "refusal":  # e.g. OpenAI's `refusal`: its words are no answer to the request
+            said = f": {_clip(response.text)}" if response.text.strip() else ""
+            ctx.fail("model_refused", "supervisor", f"the supervisor's model declined the request{said}")
+            return Stop()
         if response.text.strip():
-            return Final(response.text)
+            return _answer(ctx, response.text, response.stop_reason)
         ctx.fail("empty_answer", "supervisor", "the supervisor's model returned neither an answer nor a handoff")
         return Stop()
     plan = classify(uses, ctx.team, ctx.run_id, ctx.last_seq + 1)
     if plan.answer is not None:
         note_conflicts(ctx, response)
-        return Final(plan.answer)
+        return _answer(ctx, plan.answer, response.stop_reason)
     if (decision := await approve_turn(ctx, list(plan.handoffs))) is None:  # the `plan` checkpoint stopped the run
         return Stop()
     if decision.action == "revise":
@@ -116,6 +127,18 @@ async def supervisor_turn(ctx: RunContext, request: ModelRequest) -> TurnOutcome
     ctx.last_seq += len(plan.handoffs)
     results = await run_turn(ctx, plan)
     return Continue(Message(role="assistant", content=list(response.content)), Message(role="user", content=results))
+
+
+def _answer(ctx: RunContext, answer: str, stop_reason: str) -> Final:
+    """The supervisor's answer; one cut off at the output limit is kept, but recorded as a failure, so the run
+    says what is missing instead of passing it off as complete."""
+    if stop_reason == "max_tokens":
+        ctx.fail("truncated", "supervisor", TRUNCATED)
+    return Final(answer)
+
+
+def _clip(text: str, width: int = 300) -> str:
+    return text if len(text) <= width else text[:width] + "…"
 
 
 async def run_turn(ctx: RunContext, plan: TurnPlan) -> list[ContentBlock]:
