@@ -17,6 +17,8 @@ from fake_messages_api import (
     text_block,
     tool_use_block,
 )
+from mcp_team.handoffs import Team
+from mcp_team.llm import ModelSet
 from mcp_team.llm.anthropic import AnthropicModel, to_message_param, to_tool_params, tool_input
 from mcp_team.llm.types import (
     Message,
@@ -258,6 +260,26 @@ def test_tool_input(raw: object, parsed: dict[str, object], error: str | None) -
     value, problem = tool_input(raw)
     assert value == parsed
     assert (problem is None) if error is None else (problem is not None and error in problem)
+
+
+async def test_a_supervisor_that_keeps_sending_unreadable_handoffs_is_stopped(api: FakeMessagesAPI) -> None:
+    """Run end to end: each unreadable handoff goes back as `malformed_handoff`; the third in a row stops the run."""
+    for _ in range(3):
+        bad = {"type": "tool_use", "id": "t1", "name": "handoff_to_researcher", "input": "{bad"}
+        api.reply(200, message([bad], stop_reason="tool_use"))
+    model = model_for(api)
+    result = await Team(ModelSet.single(model)).run("Research bees")
+    await model.aclose()
+    assert (result.status, len(api.requests), result.handoffs) == ("failed", 3, [])
+    assert [f.kind for f in result.failures] == ["malformed_handoff"] * 3
+    assert result.stopped_by is not None
+    assert result.stopped_by.startswith(
+        "the supervisor called handoff_to_researcher with arguments that could not be read 3 times in a row"
+    )
+    assert "not valid JSON" in result.stopped_by and result.stopped_by in result.answer
+    first_feedback = api.requests[1]["messages"][-1]["content"][0]
+    assert first_feedback["type"] == "tool_result" and first_feedback["is_error"] is True
+    assert "malformed handoff to researcher" in first_feedback["content"]
 
 
 @pytest.mark.parametrize("retry_header", [{"retry-after-ms": "10"}, {"retry-after": "0"}])

@@ -1,5 +1,6 @@
 """What the adaptive supervisor's turns come to when its model misbehaves, through `Team.run` on scripted
-models: an answer cut off at the output limit or refused is never a complete one."""
+models: an answer cut off at the output limit or refused is never a complete one, and a model that keeps
+making the same tool-call mistake is stopped, with the mistake named."""
 
 from __future__ import annotations
 
@@ -73,3 +74,65 @@ async def test_a_refusal_after_finished_work_still_gets_a_synthesis() -> None:
     assert result.status == "partial" and result.answer.startswith("Bees pollinate.")
     assert [f.kind for f in result.failures] == ["model_refused"]
     assert supervisor.requests[-1].phase == "synthesize"
+
+
+# -- the same mistake, again and again -------------------------------------------------------------
+
+
+def wizard(turn: int) -> ModelResponse:
+    return tool_calls(("handoff_to_wizard", {"task": "x"}), prefix=f"w{turn}")
+
+
+async def test_the_same_unknown_tool_three_times_in_a_row_stops_the_run_naming_it() -> None:
+    result, supervisor = await run([wizard(i) for i in range(3)])  # max_repeats 2: made once, repeated twice
+    assert len(supervisor.requests) == 3
+    assert result.status == "failed"
+    assert result.stopped_by is not None
+    assert result.stopped_by.startswith("the supervisor called unknown tool handoff_to_wizard 3 times in a row")
+    assert "use a supervisor model" in result.stopped_by
+    assert result.stopped_by.endswith(
+        "The last error: there is no specialist 'wizard' (tool handoff_to_wizard). "
+        "Available: researcher, analyst, writer, coder, reviewer"
+    )
+    assert result.stopped_by in result.answer
+    assert [f.kind for f in result.failures] == ["unknown_specialist"] * 3
+
+
+async def test_the_limit_is_max_repeats() -> None:
+    result, supervisor = await run([wizard(i) for i in range(5)], max_repeats=4)
+    assert len(supervisor.requests) == 5
+    assert result.stopped_by is not None and "handoff_to_wizard 5 times in a row" in result.stopped_by
+
+
+async def test_a_turn_that_hands_work_off_starts_the_count_again() -> None:
+    steps: list[Step] = [wizard(0), wizard(1), tool_calls(HANDOFF), wizard(2), wizard(3)]
+    result, supervisor = await run([*steps, tool_calls(("finalize", {"answer": "Bees."}))])
+    assert len(supervisor.requests) == 6  # never three in a row
+    assert (result.status, result.answer, result.stopped_by) == ("complete", "Bees.", None)
+
+
+async def test_different_mistakes_are_not_one_repeated() -> None:
+    malformed = tool_calls(("handoff_to_researcher", {"tusk": "typo"}), prefix="m")
+    result, supervisor = await run([wizard(0), wizard(1), malformed, wizard(2), text("Bees.")])
+    assert len(supervisor.requests) == 5
+    assert result.status == "complete"
+
+
+async def test_a_call_written_as_text_again_and_again_stops_the_run() -> None:
+    written = text('{"name": "handoff_to_researcher", "arguments": {"task": "Research bees"}}')
+    result, supervisor = await run([written, written, written])
+    assert len(supervisor.requests) == 3
+    assert result.stopped_by is not None
+    assert result.stopped_by == (
+        "the supervisor wrote a call of handoff_to_researcher as text instead of calling it 3 times in a row; "
+        "use a supervisor model that follows the tool schemas it is given"
+    )
+
+
+async def test_turns_used_up_on_mistakes_say_which() -> None:
+    result, _ = await run([wizard(0), wizard(1)], max_supervisor_turns=2, max_repeats=5)
+    assert result.stopped_by is not None
+    assert result.stopped_by.startswith(
+        "the supervisor used all 2 of its turns without finalizing; it called unknown tool handoff_to_wizard "
+        "on its last 2 turn(s). The last error: there is no specialist 'wizard'"
+    )
