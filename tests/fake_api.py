@@ -23,10 +23,11 @@ _ids = itertools.count(1)
 
 @dataclass
 class Reply:
-    """One reply; `delay` seconds pass before it is sent (for timeout tests)."""
+    """One reply; `delay` seconds pass before it is sent (for timeout tests). A `bytes` body is sent as it is,
+    labelled JSON unless `headers` say otherwise (for servers that answer 200 with something that is not)."""
 
     status: int
-    body: dict[str, Any]
+    body: dict[str, Any] | bytes
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
 
@@ -61,7 +62,7 @@ class FakeJSONAPI:
     # -- scripting --
 
     def reply(
-        self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None, *, delay: float = 0.0
+        self, status: int, body: dict[str, Any] | bytes, headers: dict[str, str] | None = None, *, delay: float = 0.0
     ) -> None:
         """Queue one reply."""
         with self._lock:
@@ -115,10 +116,12 @@ class _Handler(BaseHTTPRequestHandler):
         reply = self.api._serve(self.path, raw, {k.lower(): v for k, v in self.headers.items()})
         if reply.delay:
             time.sleep(reply.delay)
-        data = json.dumps(reply.body).encode()
+        data = reply.body if isinstance(reply.body, bytes) else json.dumps(reply.body).encode()
         try:
             self.send_response(reply.status)
-            self.send_header("content-type", "application/json")
+            # A reply's own content-type (e.g. text/html, as a web server at the wrong URL) replaces JSON's.
+            if "content-type" not in {name.lower() for name in reply.headers}:
+                self.send_header("content-type", "application/json")
             self.send_header("content-length", str(len(data)))
             self.send_header(self.api.request_id_header, f"req_fake_{next(_ids)}")
             for name, value in reply.headers.items():

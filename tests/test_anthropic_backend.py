@@ -17,7 +17,9 @@ from fake_messages_api import (
     text_block,
     tool_use_block,
 )
-from mcp_team.llm.anthropic import AnthropicModel, to_message_param, to_tool_params
+from mcp_team.handoffs import Team
+from mcp_team.llm import ModelSet
+from mcp_team.llm.anthropic import AnthropicModel, to_message_param, to_tool_params, tool_input
 from mcp_team.llm.types import (
     Message,
     Model,
@@ -203,6 +205,81 @@ async def test_a_temperature_it_cannot_send_is_said_once(
 async def test_unknown_stop_reason_is_end_turn(api: FakeMessagesAPI) -> None:
     api.reply(200, message([text_block("ok")], stop_reason="something_new"))
     assert (await model_for(api).complete(ask())).stop_reason == "end_turn"
+
+
+@pytest.mark.parametrize(
+    ("body", "headers", "said"),
+    [
+        (b"{not json at all", {}, "not JSON: Expecting property name"),  # labelled JSON, but is not
+        (b"<html><body>It works!</body></html>", {"content-type": "text/html"}, "It works!"),  # a web page
+        (b"[1, 2]", {}, "[1, 2]"),
+        (b'{"type": "message"}', {}, "not a Messages API reply"),  # no content, no usage
+    ],
+)
+async def test_a_reply_that_is_not_the_apis_is_a_server_error_that_names_the_base_url(
+    api: FakeMessagesAPI, body: bytes, headers: dict[str, str], said: str
+) -> None:
+    api.reply(200, body, headers)
+    with pytest.raises(ModelError) as caught:
+        await model_for(api, max_retries=0).complete(ask())
+    err = caught.value
+    assert err.kind == "server_error" and said in err.message
+    assert f"the Anthropic API at {api.base_url} returned a reply to the {MODEL} call that could not be read" in (
+        err.message
+    )
+    assert "check the base URL (ANTHROPIC_BASE_URL)" in err.message
+
+
+async def test_a_tool_use_whose_input_is_not_an_object_gets_an_input_error(api: FakeMessagesAPI) -> None:
+    """The API always sends an object; a proxy or gateway may not."""
+    blocks = [
+        {"type": "tool_use", "id": "t1", "name": "search", "input": "{bad"},
+        {"type": "tool_use", "id": "t2", "name": "read", "input": '{"id": "n7"}'},  # JSON text of an object
+        {"type": "tool_use", "id": "t3", "name": "read", "input": [1]},
+    ]
+    api.reply(200, message(blocks, stop_reason="tool_use"))
+    broken, text, listed = (await model_for(api).complete(ask())).tool_uses
+    assert (broken.input, text.input, text.input_error, listed.input) == ({}, {"id": "n7"}, None, {})
+    assert broken.input_error is not None and "not valid JSON" in broken.input_error and "{bad" in broken.input_error
+    assert listed.input_error is not None and "must be a JSON object, got list" in listed.input_error
+
+
+@pytest.mark.parametrize(
+    ("raw", "parsed", "error"),
+    [
+        ({"q": "bees"}, {"q": "bees"}, None),
+        (None, {}, None),
+        ("", {}, None),
+        ('{"q": "bees"}', {"q": "bees"}, None),
+        ("{bad", {}, "not valid JSON"),
+        ("[1]", {}, "must be a JSON object, got str"),
+        (42, {}, "must be a JSON object, got int"),
+    ],
+)
+def test_tool_input(raw: object, parsed: dict[str, object], error: str | None) -> None:
+    value, problem = tool_input(raw)
+    assert value == parsed
+    assert (problem is None) if error is None else (problem is not None and error in problem)
+
+
+async def test_a_supervisor_that_keeps_sending_unreadable_handoffs_is_stopped(api: FakeMessagesAPI) -> None:
+    """Run end to end: each unreadable handoff goes back as `malformed_handoff`; the third in a row stops the run."""
+    for _ in range(3):
+        bad = {"type": "tool_use", "id": "t1", "name": "handoff_to_researcher", "input": "{bad"}
+        api.reply(200, message([bad], stop_reason="tool_use"))
+    model = model_for(api)
+    result = await Team(ModelSet.single(model)).run("Research bees")
+    await model.aclose()
+    assert (result.status, len(api.requests), result.handoffs) == ("failed", 3, [])
+    assert [f.kind for f in result.failures] == ["malformed_handoff"] * 3
+    assert result.stopped_by is not None
+    assert result.stopped_by.startswith(
+        "the supervisor called handoff_to_researcher with arguments that could not be read 3 times in a row"
+    )
+    assert "not valid JSON" in result.stopped_by and result.stopped_by in result.answer
+    first_feedback = api.requests[1]["messages"][-1]["content"][0]
+    assert first_feedback["type"] == "tool_result" and first_feedback["is_error"] is True
+    assert "malformed handoff to researcher" in first_feedback["content"]
 
 
 @pytest.mark.parametrize("retry_header", [{"retry-after-ms": "10"}, {"retry-after": "0"}])

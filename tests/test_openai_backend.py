@@ -299,6 +299,27 @@ async def test_a_reply_without_choices_is_a_server_error(api: FakeOpenAIAPI) -> 
     assert caught.value.kind == "server_error" and "no choices" in caught.value.message
 
 
+@pytest.mark.parametrize(
+    ("body", "headers", "said"),
+    [
+        (b"{not json at all", {}, "not JSON: Expecting property name"),  # labelled JSON, but is not
+        (b"<html><body>It works!</body></html>", {"content-type": "text/html"}, "It works!"),  # a web page
+        (b'"just a string"', {}, "just a string"),
+        (b'{"object": "list", "data": []}', {}, "not a Chat Completions reply: the reply has no choices"),
+    ],
+)
+async def test_a_reply_that_is_not_the_apis_is_a_server_error_that_names_the_base_url(
+    api: FakeOpenAIAPI, body: bytes, headers: dict[str, str], said: str
+) -> None:
+    api.reply(200, body, headers)
+    with pytest.raises(ModelError) as caught:
+        await model_for(api, max_retries=0).complete(ask())
+    err = caught.value
+    assert err.kind == "server_error" and said in err.message
+    assert f"the server at {api.base_url} returned a reply to the {MODEL} call that could not be read" in err.message
+    assert "check the base URL (OPENAI_BASE_URL)" in err.message
+
+
 # -- tool-call arguments ---------------------------------------------------------------------------
 
 
@@ -626,6 +647,44 @@ async def test_full_run_without_usage_counts_zero_tokens() -> None:
         result, _ = await run_team(api)
     assert result.status == "complete"
     assert result.usage.total.total_tokens == 0
+
+
+async def test_a_run_on_a_server_that_answers_no_json_fails_saying_so(
+    api: FakeOpenAIAPI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("mcp_team.handoffs.context.RETRY_BACKOFF", 0.0)  # the supervisor's retries: no waiting
+    for _ in range(3):  # the supervisor's call and its two retries
+        api.reply(200, b"{not json at all")
+    result, bodies = await run_team(api)
+    assert result.status == "failed" and len(bodies) == 3
+    (failure,) = result.failures
+    assert failure.kind == "server_error" and not failure.recovered
+    assert f"{api.base_url} returned a reply" in failure.reason and "not JSON" in failure.reason
+    assert "OPENAI_BASE_URL" in result.answer  # the answer's missing list says what to check
+
+
+async def test_a_supervisor_answer_cut_off_at_the_token_limit_is_partial_not_complete(api: FakeOpenAIAPI) -> None:
+    api.reply(200, completion(None, [tool_call("c1", "handoff_to_researcher", {"task": "Research bees"})]))
+    api.reply(200, completion("Bees pollinate flowers."))  # the researcher
+    api.reply(200, completion("The answer is trunc", finish_reason="length"))
+    result, bodies = await run_team(api)
+    assert len(bodies) == 3 and api.pending == 0
+    assert result.status == "partial"
+    assert result.answer.startswith("The answer is trunc")
+    (failure,) = result.failures
+    assert failure.kind == "truncated" and not failure.recovered
+    assert "cut off at its output token limit" in result.answer and "MCP_TEAM_SUPERVISOR_SAMPLING" in result.answer
+
+
+async def test_a_supervisor_refusal_is_no_answer(api: FakeOpenAIAPI) -> None:
+    body = completion(None)
+    body["choices"][0]["message"]["refusal"] = "I can't help with that."
+    api.reply(200, body)
+    result, _ = await run_team(api)
+    assert result.status == "failed"
+    (failure,) = result.failures
+    assert failure.kind == "model_refused" and "I can't help with that." in failure.reason
+    assert not result.answer.startswith("I can't help with that.")
 
 
 async def test_full_run_on_a_model_without_tools_fails_clearly() -> None:

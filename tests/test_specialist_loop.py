@@ -416,7 +416,8 @@ async def test_call_timeout_fails_with_timeout() -> None:
     with anyio.fail_after(HANG_GUARD):
         result = await run_specialist(specialist(), TASK, ModelSet.single(HangingModel()), call_timeout=0.05)
     assert (result.status, result.error_type, result.turns) == ("failed", "timeout", 1)
-    assert result.error == "the hanging call took longer than 0.05 s"
+    assert result.error is not None and result.error.startswith("the hanging call took longer than 0.05 s; ")
+    assert "MCP_TEAM_CALL_TIMEOUT" in result.error and "--call-timeout" in result.error
 
 
 @pytest.mark.parametrize(

@@ -3,12 +3,14 @@
 Each turn is one model call whose tool calls are classified before any runs (`turn.classify`);
 the valid handoffs run concurrently, their results go back as tool results, and the supervisor
 re-plans from them until it finalizes. Bad tool calls (unknown specialists, malformed arguments)
-go back to it as error results, never crash the run.
+go back to it as error results, never crash the run; a model that keeps making the same mistake is
+stopped (`Mistakes`). An answer cut off at the output limit, or a refusal, is never a complete answer.
 """
 
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 
 from mcp_team.errors import BudgetExhausted
 from mcp_team.handoffs.approval import REVISE_PREFIX, approve_turn
@@ -32,6 +34,19 @@ from mcp_team.llm.text_calls import TEXT_TOOL_CALL_FEEDBACK, text_tool_call
 from mcp_team.specialists import Specialist
 
 _HANDOFF_SCHEMA = {k: v for k, v in HandoffArgs.model_json_schema().items() if k != "title"}
+
+TRUNCATED = (
+    "the supervisor's answer was cut off at its output token limit; raise the limit with "
+    """MCP_TEAM_SUPERVISOR_SAMPLING='{"max_tokens": N}' (or supervisor_sampling = { max_tokens = N } under """
+    "[models] in the team file), or ask for a shorter answer"
+)
+
+# What each kind of rejected call says about the supervisor, for the message that stops a run it keeps repeating.
+_MISTAKES = {
+    "unknown_specialist": "called unknown tool {name}",
+    "malformed_handoff": "called {name} with arguments that could not be read",
+    "finalize": "called finalize and had it refused",
+}
 
 
 @functools.lru_cache(maxsize=1024)
@@ -57,15 +72,50 @@ async def run_adaptive(ctx: RunContext) -> Final | Stop:
         instructions, finalize = instructions + CONFLICTS_INSTRUCTIONS, with_conflicts(FINALIZE_TOOL)
     tools = [*(handoff_tool(s) for s in ctx.workers), finalize]
     messages = [Message(role="user", content=ctx.request)]
+    mistakes = Mistakes()
     for _turn in range(ctx.settings.max_supervisor_turns):
         system = instructions + _run_notes(ctx)
         outcome = await supervisor_turn(
-            ctx, ModelRequest(system=system, messages=messages, tools=tools, phase="act", member=SUPERVISOR)
+            ctx, ModelRequest(system=system, messages=messages, tools=tools, phase="act", member=SUPERVISOR), mistakes
         )
         if not isinstance(outcome, Continue):
             return outcome
         messages += (outcome.reply, outcome.results)
-    return Stop(f"the supervisor used all {ctx.settings.max_supervisor_turns} of its turns without finalizing")
+    used = f"the supervisor used all {ctx.settings.max_supervisor_turns} of its turns without finalizing"
+    if mistakes.times:  # the turns ended on mistakes: the cause, not only the count
+        used += f"; it {mistakes.what} on its last {mistakes.times} turn(s){mistakes.last_error}"
+    return Stop(used)
+
+
+@dataclass
+class Mistakes:
+    """The supervisor's latest mistake (a turn whose every call was rejected, or a call written as text) and
+    how many turns in a row it made it. A model that cannot follow the tool schemas makes the same one again
+    and again, which would use up every turn and hide the cause; so, as for identical handoffs (see
+    `execution._refuse_duplicate`), the run stops once it is repeated `max_repeats` times."""
+
+    what: str = ""  # e.g. `called unknown tool handoff_to_wizard`
+    detail: str = ""  # the latest rejection's reason, if it says more than `what`
+    times: int = 0
+
+    @property
+    def last_error(self) -> str:
+        return f". The last error: {self.detail}" if self.detail else ""
+
+    def made(self, ctx: RunContext, what: str, detail: str) -> Stop | None:
+        """Count a turn that made the mistake `what`; the `Stop` when it has been repeated too often."""
+        self.times = self.times + 1 if what == self.what else 1
+        self.what, self.detail = what, detail.rstrip(".")
+        if self.times <= ctx.settings.max_repeats:
+            return None
+        return Stop(
+            f"the supervisor {what} {self.times} times in a row; use a supervisor model that follows the tool "
+            f"schemas it is given{self.last_error}"
+        )
+
+    def clear(self) -> None:
+        """The turn made progress (it handed work off)."""
+        self.what, self.detail, self.times = "", "", 0
 
 
 def _run_notes(ctx: RunContext) -> str:
@@ -77,8 +127,9 @@ def _run_notes(ctx: RunContext) -> str:
     return f"\n\nReviewers asked for {ctx.revisions} revision(s) so far; {left} revision(s) left in this run."
 
 
-async def supervisor_turn(ctx: RunContext, request: ModelRequest) -> TurnOutcome:
-    """One supervisor turn: ask the model, classify its tool calls, run the handoffs among them."""
+async def supervisor_turn(ctx: RunContext, request: ModelRequest, mistakes: Mistakes) -> TurnOutcome:
+    """One supervisor turn: ask the model, classify its tool calls, run the handoffs among them.
+    `mistakes` counts the turns in a row that only made the same mistake."""
     if ctx.stopped_by or ctx.budget.exhausted:
         return Stop(ctx.stopped_by or ctx.budget.exhausted)
     try:
@@ -96,26 +147,52 @@ async def supervisor_turn(ctx: RunContext, request: ModelRequest) -> TurnOutcome
             # Not an answer: a call the model wrote as text. Back to it, as a malformed handoff would go.
             reason = f"the supervisor wrote a call of {name} as text instead of calling the tool"
             ctx.fail("malformed_tool_call", "supervisor", reason, recovered=True)
+            if (stop := mistakes.made(ctx, f"wrote a call of {name} as text instead of calling it", "")) is not None:
+                return stop
             feedback = TEXT_TOOL_CALL_FEEDBACK.format(name=name)
             return Continue(Message(role="assistant", content=response.text), Message(role="user", content=feedback))
+        if response.stop_reason == "refusal":  # e.g. OpenAI's `refusal`: its words are no answer to the request
+            said = f": {_clip(response.text)}" if response.text.strip() else ""
+            ctx.fail("model_refused", "supervisor", f"the supervisor's model declined the request{said}")
+            return Stop()
         if response.text.strip():
-            return Final(response.text)
+            return _answer(ctx, response.text, response.stop_reason)
         ctx.fail("empty_answer", "supervisor", "the supervisor's model returned neither an answer nor a handoff")
         return Stop()
     plan = classify(uses, ctx.team, ctx.run_id, ctx.last_seq + 1)
     if plan.answer is not None:
         note_conflicts(ctx, response)
-        return Final(plan.answer)
+        return _answer(ctx, plan.answer, response.stop_reason)
+    reply = Message(role="assistant", content=list(response.content))
+    if not plan.handoffs:  # every call was rejected: each goes back as an error, unless this keeps happening
+        results = await run_turn(ctx, plan)
+        names = {u.id: u.name for u in uses}
+        what = " and ".join(dict.fromkeys(_MISTAKES[r.kind].format(name=names[r.call_id]) for r in plan.rejected))
+        if (stop := mistakes.made(ctx, what, plan.rejected[-1].reason)) is not None:
+            return stop
+        return Continue(reply, Message(role="user", content=results))
+    mistakes.clear()
     if (decision := await approve_turn(ctx, list(plan.handoffs))) is None:  # the `plan` checkpoint stopped the run
         return Stop()
     if decision.action == "revise":
         feedback = f"{REVISE_PREFIX}: {decision.feedback}. Hand off again with the changes."
         answers: list[ContentBlock] = [ToolResultBlock(tool_use_id=u.id, content=feedback, is_error=True) for u in uses]
-        reply = Message(role="assistant", content=list(response.content))
         return Continue(reply, Message(role="user", content=answers))
     ctx.last_seq += len(plan.handoffs)
     results = await run_turn(ctx, plan)
-    return Continue(Message(role="assistant", content=list(response.content)), Message(role="user", content=results))
+    return Continue(reply, Message(role="user", content=results))
+
+
+def _answer(ctx: RunContext, answer: str, stop_reason: str) -> Final:
+    """The supervisor's answer; one cut off at the output limit is kept, but recorded as a failure, so the run
+    says what is missing instead of passing it off as complete."""
+    if stop_reason == "max_tokens":
+        ctx.fail("truncated", "supervisor", TRUNCATED)
+    return Final(answer)
+
+
+def _clip(text: str, width: int = 300) -> str:
+    return text if len(text) <= width else text[:width] + "…"
 
 
 async def run_turn(ctx: RunContext, plan: TurnPlan) -> list[ContentBlock]:

@@ -12,8 +12,10 @@ itself imported only when the Anthropic backend is selected.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+from typing import Any
 
 import anthropic
 from anthropic.types import (
@@ -137,9 +139,34 @@ class AnthropicModel:
             )
         except anthropic.AnthropicError as err:
             raise self._model_error(err) from None
-        return from_api_message(message)
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            # The SDK decodes a JSON-labelled body without catching this: a 200 that is not JSON at all.
+            raise self._unreadable(f"not JSON: {err}") from None
+        if not isinstance(message, anthropic.types.Message):
+            # The SDK hands back a body that is not JSON-labelled as text, and JSON that is no object as it is.
+            raise self._unreadable(f"not a Messages API reply: {_clip(repr(message), 200)}")
+        try:
+            return from_api_message(message)
+        except (AttributeError, TypeError, ValueError, KeyError) as err:  # the SDK does not validate replies
+            raise self._unreadable(f"not a Messages API reply: {err}") from None
 
     # -- errors ------------------------------------------------------------------------------------
+
+    @property
+    def _where(self) -> str:
+        return "the Anthropic API" if self.base_url is None else f"the Anthropic API at {self.base_url}"
+
+    def _unreadable(self, why: str) -> ModelError:
+        """A 200 reply that is not a Messages API one: most often a base URL that points at some other server
+        or page. A `server_error`, so it is retried and a fallback model may answer instead."""
+        hint = (
+            ""
+            if self.base_url is None
+            else "; check the base URL (ANTHROPIC_BASE_URL): it should be the server's Anthropic Messages API, "
+            "without /v1 (the SDK adds /v1/messages)"
+        )
+        message = f"{self._where} returned a reply to the {self.name} call that could not be read ({why}){hint}"
+        return ModelError("server_error", self._scrub(message))
 
     def _model_error(self, err: anthropic.AnthropicError) -> ModelError:
         """The `ModelError` for an SDK exception raised after the SDK's own retries."""
@@ -149,7 +176,7 @@ class AnthropicModel:
     def _describe(self, err: anthropic.AnthropicError) -> tuple[ErrorKind, int | None, str]:
         if isinstance(err, anthropic.CredentialsError):
             return ("auth", None, f"the Anthropic credentials could not be loaded: {err}; check ANTHROPIC_API_KEY")
-        where = "the Anthropic API" if self.base_url is None else f"the Anthropic API at {self.base_url}"
+        where = self._where
         detail = hint = ""
         if isinstance(err, anthropic.APIStatusError):
             detail = _api_detail(err)
@@ -223,21 +250,51 @@ def to_tool_params(tools: list[ToolDefinition]) -> list[ToolParam]:
 
 
 def from_api_message(message: anthropic.types.Message) -> ModelResponse:
-    """The API's reply as our `ModelResponse`; block types we do not model (thinking, ...) are skipped."""
+    """The API's reply as our `ModelResponse`; block types we do not model (thinking, ...) are skipped.
+
+    The SDK does not validate replies, so a gateway's odd one is read as far as it makes sense: a tool
+    call whose input is no object gets an `input_error` (sent back to the model to fix, never run), a
+    reply without usage counts zero tokens. Raises `AttributeError`/`TypeError` for one that is no reply.
+    """
     content: list[TextBlock | ToolUseBlock] = []
     for block in message.content:
         if block.type == "text":
             content.append(TextBlock(text=block.text))
         elif block.type == "tool_use":
-            content.append(ToolUseBlock(id=block.id, name=block.name, input=dict(block.input)))
+            arguments, error = tool_input(block.input)
+            content.append(ToolUseBlock(id=block.id, name=block.name, input=arguments, input_error=error))
     u = message.usage
-    cache_read = u.cache_read_input_tokens or 0
-    cache_creation = u.cache_creation_input_tokens or 0
+    cache_read = (u and u.cache_read_input_tokens) or 0
+    cache_creation = (u and u.cache_creation_input_tokens) or 0
     usage = Usage(
-        input_tokens=u.input_tokens + cache_read + cache_creation,
-        output_tokens=u.output_tokens,
+        input_tokens=((u and u.input_tokens) or 0) + cache_read + cache_creation,
+        output_tokens=(u and u.output_tokens) or 0,
         cache_read_input_tokens=cache_read,
         cache_creation_input_tokens=cache_creation,
     )
     stop_reason = _STOP_REASONS.get(message.stop_reason or "end_turn", "end_turn")
     return ModelResponse(content=content, stop_reason=stop_reason, usage=usage, model=message.model, id=message.id)
+
+
+def tool_input(raw: object) -> tuple[dict[str, Any], str | None]:
+    """A `tool_use` block's input as `(input, None)`, or `({}, why it cannot be read)`.
+
+    The API always sends an object. A proxy or gateway in between may not: JSON text holding an object
+    is taken (as the OpenAI backend takes arguments); anything else is an error for the model to fix.
+    """
+    if isinstance(raw, dict):
+        return dict(raw), None
+    if raw is None:
+        return {}, None
+    if isinstance(raw, str):
+        try:
+            value = json.loads(raw) if raw.strip() else {}
+        except ValueError as err:
+            return {}, f"the input is not a JSON object but text that is not valid JSON ({err}): {_clip(raw)}"
+        if isinstance(value, dict):
+            return value, None
+    return {}, f"the input must be a JSON object, got {type(raw).__name__}: {_clip(repr(raw))}"
+
+
+def _clip(text: str, width: int = 300) -> str:
+    return text if len(text) <= width else text[:width] + "…"

@@ -165,7 +165,8 @@ async def _call(
             with anyio.move_on_after(timeout) as limit:
                 response = await model.complete(request)
             if limit.cancelled_caught:
-                raise ModelError("timeout", f"the {model.name} call took longer than {timeout:g} s")
+                assert timeout is not None  # no limit, nothing to cut it off
+                raise timed_out(model.name, timeout)
         cost = call_cost(model, response)
         # Not `model_copy` (twice): this is on every model call, and the values are the response's own.
         u = replaced(response.usage, cost_usd=cost)
@@ -186,6 +187,16 @@ async def _call(
                     lambda: [{**_semconv("assistant", response.content), "finish_reason": response.stop_reason}],
                 )
     return response
+
+
+def timed_out(model: str, seconds: float) -> ModelError:
+    """The `timeout` error of a call of `model` cut off after `seconds`, the run's call timeout: with the
+    settings that raise it, since a slow local model may need far more than the default."""
+    return ModelError(
+        "timeout",
+        f"the {model} call took longer than {seconds:g} s; raise the call timeout (MCP_TEAM_CALL_TIMEOUT or "
+        "--call-timeout, or call_timeout under [supervisor] in the team file) if the model needs longer",
+    )
 
 
 def _semconv(role: str, blocks: Sequence[ContentBlock]) -> dict[str, Any]:

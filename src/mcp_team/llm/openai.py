@@ -187,6 +187,9 @@ class OpenAIModel:
                 raise self._model_error(err) from None
             except openai.OpenAIError as err:
                 raise self._model_error(err) from None
+            except (json.JSONDecodeError, UnicodeDecodeError) as err:
+                # The SDK decodes a JSON-labelled body without catching this: a 200 that is not JSON at all.
+                raise self._unreadable(f"not JSON: {err}") from None
             return self._response(completion)
         raise ModelError("bad_request", f"{self.where} kept rejecting the {self.name} request's parameters")
 
@@ -209,12 +212,13 @@ class OpenAIModel:
 
     def _response(self, completion: ChatCompletion) -> ModelResponse:
         """The reply as a `ModelResponse`, however incomplete a compatible server made it."""
+        if not isinstance(completion, ChatCompletion):
+            # The SDK hands back a body that is not JSON-labelled as text, and JSON that is no object as it is.
+            raise self._unreadable(f"not a Chat Completions reply: {_clip(repr(completion), 200)}")
         try:
             response = from_completion(completion, self.name)
-        except (AttributeError, TypeError, ValueError, IndexError) as err:
-            raise ModelError(
-                "server_error", f"{self.where} returned a reply to the {self.name} call that could not be read: {err}"
-            ) from None
+        except (AttributeError, TypeError, ValueError, IndexError, KeyError) as err:
+            raise self._unreadable(f"not a Chat Completions reply: {err}") from None
         if getattr(completion, "usage", None) is None and not self._warned_no_usage:
             self._warned_no_usage = True
             log.warning(
@@ -225,6 +229,18 @@ class OpenAIModel:
         return response
 
     # -- errors ------------------------------------------------------------------------------------
+
+    def _unreadable(self, why: str) -> ModelError:
+        """A 200 reply that is not a Chat Completions one: most often a base URL that points at some other
+        server or page. A `server_error`, so it is retried and a fallback model may answer instead."""
+        hint = (
+            ""
+            if self.base_url is None
+            else "; check the base URL (OPENAI_BASE_URL): it should be the server's OpenAI-compatible API, "
+            "which usually ends in /v1"
+        )
+        message = f"{self.where} returned a reply to the {self.name} call that could not be read ({why}){hint}"
+        return ModelError("server_error", self._scrub(message))
 
     def _model_error(self, err: openai.OpenAIError) -> ModelError:
         """The `ModelError` for an SDK exception raised after the SDK's own retries."""
