@@ -106,6 +106,14 @@ def test_a_run_stopped_by_a_signal_is_cancelled_and_printed(tmp_path: Path, sig:
     assert "ERROR" not in err and "Traceback" not in err, err
 
 
+def test_a_call_timeout_names_the_timeout_as_set_and_how_to_raise_it(tmp_path: Path) -> None:
+    # a durable run's step is cut a little earlier (0.45 s here): the message said that figure, and no setting
+    proc = run_cli("run", "--model", "offline", "--offline-latency-ms", "1500", "--call-timeout", "0.5", "--json",
+                   "--quiet", "Research bees", env={"MCP_TEAM_STATE_DIR": str(tmp_path)})  # fmt: skip
+    reasons = [f.reason for f in RunResult.model_validate_json(proc.stdout).failures]
+    assert any("took longer than 0.5 s; raise the call timeout (MCP_TEAM_CALL_TIMEOUT" in r for r in reasons), reasons
+
+
 def test_partial_run_exits_3_and_lists_what_is_missing() -> None:
     proc = run_cli("run", "--model", "offline", "--fault", "server_error:researcher", "Research bees, calculate 2+2")
     assert proc.returncode == 3, proc.stderr

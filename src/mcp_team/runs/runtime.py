@@ -24,7 +24,8 @@ import anyio
 from dbos import DBOS
 
 from mcp_team.handoffs.checkpoints import Approver
-from mcp_team.llm import Model, ModelError, ModelRequest, ModelResponse
+from mcp_team.llm import Model, ModelRequest, ModelResponse
+from mcp_team.llm.call import timed_out
 from mcp_team.llm.wrappers import WrapperModel
 from mcp_team.runs import _dbos_internals as internals
 from mcp_team.runs import _dbos_steps as steps
@@ -155,9 +156,10 @@ class DurableModel(WrapperModel):
     call is recorded as `ModelError("timeout")` and a replay sees the same timeout. Endpoint and prices are
     the wrapped model's (`WrapperModel`)."""
 
-    def __init__(self, wrapped: Model, role: str, timeout: float | None = None) -> None:
+    def __init__(self, wrapped: Model, role: str, timeout: float | None = None, said: float | None = None) -> None:
         super().__init__(wrapped)
         self.role, self.timeout = role, timeout
+        self.said = said if said is not None else timeout  # the call timeout as set (`timeout` leaves a margin)
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         if not internals.in_workflow():
@@ -172,7 +174,7 @@ class DurableModel(WrapperModel):
         with anyio.move_on_after(self.timeout) as limit:
             return await self.wrapped.complete(request)
         assert limit.cancelled_caught
-        raise ModelError("timeout", f"the {self.wrapped.name} call took longer than {self.timeout:g} s")
+        raise timed_out(self.wrapped.name, self.said or self.timeout)
 
 
 def durable_tool(tool: Tool) -> Tool:

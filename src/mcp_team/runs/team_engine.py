@@ -73,7 +73,7 @@ def durable_team(team: Team) -> Team:
     """`team` with every model call and every side-effecting tool call a step (in a workflow)."""
     timeout = team.settings.call_timeout
     step_timeout = max(timeout - TIMEOUT_MARGIN, timeout / 2)
-    models = map_models(team.models, lambda m: DurableModel(m, _label(m), step_timeout))
+    models = map_models(team.models, lambda m: DurableModel(m, _label(m), step_timeout, said=timeout))
     specialists = [_durable_specialist(s) for s in team.specialists]
     return Team(models, specialists, team.settings, team.runtime)
 
