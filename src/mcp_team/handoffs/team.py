@@ -211,7 +211,9 @@ async def orchestrate(ctx: RunContext) -> None:
                 ctx.fail("deadline", r.target, "stopped by the run's deadline", r.task, r.id)
     note_unpassed_reviews(ctx)
     missing = missing_section(ctx)
-    ctx.status = "complete" if not missing else "partial" if ctx.completed() else "failed"
+    # A supervisor's own answer cut off at its token limit is part of an answer, even with no handoff finished.
+    cut = answer is not None and any(f.kind == "truncated" and f.specialist == "supervisor" for f in ctx.failures)
+    ctx.status = "complete" if not missing else "partial" if ctx.completed() or cut else "failed"
     answer = answer or fallback_answer(ctx)
     ctx.answer = f"{answer}\n\n---\n{missing}" if missing else answer
 
