@@ -59,6 +59,14 @@ async def test_a_finalize_answer_cut_off_is_not_complete_either() -> None:
     assert result.status == "partial" and [f.kind for f in result.failures] == ["truncated"]
 
 
+async def test_a_closing_synthesis_cut_off_is_not_complete_either() -> None:
+    # one supervisor turn: it hands off, then the run closes with the synthesis, which hits the limit
+    result, supervisor = await run([tool_calls(HANDOFF), cut_off("Bees are")], max_supervisor_turns=1)
+    assert [r.phase for r in supervisor.requests][-1] == "synthesize", "the synthesis was not the cut-off call"
+    assert result.status == "partial" and result.answer.startswith("Bees are")
+    assert any(f.kind == "truncated" and f.reason.startswith("the closing synthesis: ") for f in result.failures)
+
+
 async def test_a_refusal_is_no_answer() -> None:
     refusal = ModelResponse(content=[TextBlock(text="I can't help with that.")], stop_reason="refusal", model="m")
     result, _ = await run([refusal])

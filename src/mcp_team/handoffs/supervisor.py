@@ -19,7 +19,7 @@ from mcp_team.handoffs.execution import dispatch
 from mcp_team.handoffs.judge import CONFLICTS_INSTRUCTIONS, has_judge, note_conflicts, with_conflicts
 from mcp_team.handoffs.prompts import SUPERVISOR_INSTRUCTIONS, describe_team
 from mcp_team.handoffs.schema import HandoffArgs, HandoffRecord
-from mcp_team.handoffs.synthesis import FINALIZE_TOOL
+from mcp_team.handoffs.synthesis import FINALIZE_TOOL, TRUNCATED
 from mcp_team.handoffs.turn import HANDOFF_PREFIX, Continue, Final, Stop, TurnOutcome, TurnPlan, classify
 from mcp_team.llm import (
     SUPERVISOR,
@@ -34,12 +34,6 @@ from mcp_team.llm.text_calls import TEXT_TOOL_CALL_FEEDBACK, text_tool_call
 from mcp_team.specialists import Specialist
 
 _HANDOFF_SCHEMA = {k: v for k, v in HandoffArgs.model_json_schema().items() if k != "title"}
-
-TRUNCATED = (
-    "the supervisor's answer was cut off at its output token limit; raise the limit with "
-    """MCP_TEAM_SUPERVISOR_SAMPLING='{"max_tokens": N}' (or supervisor_sampling = { max_tokens = N } under """
-    "[models] in the team file), or ask for a shorter answer"
-)
 
 # What each kind of rejected call says about the supervisor, for the message that stops a run it keeps repeating.
 _MISTAKES = {

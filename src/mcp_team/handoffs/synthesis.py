@@ -41,6 +41,13 @@ def describe_results(records: Sequence[HandoffRecord]) -> str:
     return "\n\n".join(parts) or "(no results)"
 
 
+TRUNCATED = (
+    "the supervisor's answer was cut off at its output token limit; raise the limit with "
+    """MCP_TEAM_SUPERVISOR_SAMPLING='{"max_tokens": N}' (or supervisor_sampling = { max_tokens = N } under """
+    "[models] in the team file), or ask for a shorter answer"
+)
+
+
 async def synthesize(ctx: RunContext, how: str = "", rulings: str = "") -> str:
     """The closing answer from the results, with the synthesis prompt; a plain merge if no call is possible.
 
@@ -71,6 +78,8 @@ async def synthesize(ctx: RunContext, how: str = "", rulings: str = "") -> str:
         return fallback_answer(ctx)
     if not rulings:
         note_conflicts(ctx, response)
+    if response.stop_reason == "max_tokens":  # kept, but the run says it is incomplete
+        ctx.fail("truncated", "supervisor", f"the closing synthesis: {TRUNCATED}")
     for use in response.tool_uses:
         if use.name == "finalize" and isinstance(use.input.get("answer"), str):
             return str(use.input["answer"])
