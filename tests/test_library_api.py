@@ -23,6 +23,20 @@ async def test_a_team_runs_from_the_top_level_names() -> None:
     assert [h.target for h in result.handoffs] == ["poet"]
 
 
+async def test_a_model_of_ones_own_that_returns_something_else_is_named() -> None:
+    from mcp_team import ModelSet, Team
+    from mcp_team.llm import ModelRequest
+
+    class Sloppy:
+        name, provider = "sloppy", "mine"
+
+        async def complete(self, request: ModelRequest) -> object:
+            return "Bees are great."  # a str, not a ModelResponse
+
+    with pytest.raises(TypeError, match=r"model 'sloppy' returned a str where a ModelResponse was expected"):
+        await Team(ModelSet.single(Sloppy())).run("Research bees")  # type: ignore[arg-type]
+
+
 def test_every_error_is_a_mcp_team_error() -> None:
     from mcp_team import BudgetExhausted, ConfigError, McpTeamError, ModelError, PlanError
 

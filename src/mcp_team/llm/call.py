@@ -167,6 +167,11 @@ async def _call(
             if limit.cancelled_caught:
                 assert timeout is not None  # no limit, nothing to cut it off
                 raise timed_out(model.name, timeout)
+        if not isinstance(response, ModelResponse):  # a model of the user's own: which one, and what it gave
+            raise TypeError(
+                f"model {model.name!r} returned a {type(response).__name__} where a ModelResponse was expected: "
+                f"its complete() must return mcp_team.llm.ModelResponse"
+            )
         cost = call_cost(model, response)
         # Not `model_copy` (twice): this is on every model call, and the values are the response's own.
         u = replaced(response.usage, cost_usd=cost)
