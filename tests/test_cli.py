@@ -114,6 +114,24 @@ def test_a_call_timeout_names_the_timeout_as_set_and_how_to_raise_it(tmp_path: P
     assert any("took longer than 0.5 s; raise the call timeout (MCP_TEAM_CALL_TIMEOUT" in r for r in reasons), reasons
 
 
+def test_a_run_resuming_an_earlier_killed_one_says_so(tmp_path: Path) -> None:
+    env = clean_env(MCP_TEAM_STATE_DIR=str(tmp_path), MCP_TEAM_OFFLINE_LATENCY_MS="1000")
+    killed = subprocess.Popen([MCP_TEAM, "run", "--model", "offline", REQUEST], env=env, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    assert killed.stderr is not None
+    run_id = ""
+    for line in killed.stderr:
+        run_id = run_id or (line.split("mcp-team: run ", 1)[1].split()[0] if "mcp-team: run " in line else "")
+        if "→ h1" in line:
+            break
+    killed.kill()
+    killed.communicate()
+    again = run_cli("run", "--model", "offline", "--quiet", "A haiku", env={"MCP_TEAM_STATE_DIR": str(tmp_path)})
+    assert f"mcp-team: also resuming 1 unfinished run(s) an earlier process left: {run_id}" in again.stderr, (
+        again.stderr
+    )
+
+
 def test_partial_run_exits_3_and_lists_what_is_missing() -> None:
     proc = run_cli("run", "--model", "offline", "--fault", "server_error:researcher", "Research bees, calculate 2+2")
     assert proc.returncode == 3, proc.stderr

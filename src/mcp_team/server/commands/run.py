@@ -293,6 +293,15 @@ async def _run_durably(
     async with open_runs(config, TeamEngine(team)) as runs:
         if runs.replicas is not None and team.models.limits is not None:  # PostgreSQL: rates of every replica
             team.models.limits.share(runs.replicas.rate)
+        # Runs an earlier process with this executor id left unfinished resume here (as in any process that
+        # takes its id): said, so that their model calls are no surprise.
+        left = await anyio.to_thread.run_sync(
+            lambda: runs.store.list(limit=20, status=["running"], executor_id=runs.executor_id)
+        )
+        if left:
+            ids = ", ".join(r.run_id for r in left)
+            print(f"mcp-team: also resuming {len(left)} unfinished run(s) an earlier process left: {ids} (they go "
+                  f"on while this command runs; see mcp-team runs)", file=sys.stderr, flush=True)  # fmt: skip
         started = await runs.start(request, mode=mode, budgets=budgets, run_id=run_id, on_event=on_event,
                                    approve=terminal_approver(), checkpoints=checkpoints)  # fmt: skip
         print(f"mcp-team: run {started.run_id} (see: mcp-team runs show {started.run_id})", file=sys.stderr, flush=True)
