@@ -69,6 +69,8 @@ def test_bad_input_gets_a_clear_error() -> None:
     )
     fault = run_cli("run", "--model", "offline", "--fault", "meteor", "x")
     assert fault.returncode == 2 and "bad fault 'meteor'" in fault.stderr and "rate_limit" in fault.stderr
+    nobody = run_cli("run", "--model", "offline", "--fault", "rate_limit:nobody:1", "x")  # would never happen
+    assert nobody.returncode == 2 and "rate_limit:nobody names no member of this team" in nobody.stderr
     assert all("Traceback" not in p.stderr for p in (budget, fault))
 
 

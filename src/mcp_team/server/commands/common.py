@@ -154,6 +154,25 @@ def register_secrets(settings: ModelSettings, spec: TeamSpec) -> None:
         register_secret(value)
 
 
+def check_faults(settings: ModelSettings, spec: TeamSpec) -> None:
+    """`ConfigError` for a fault aimed at a member the team does not have: it would never happen, and a test of
+    what a fault does would pass for the wrong reason."""
+    from mcp_team.errors import ConfigError
+    from mcp_team.llm.faults import parse_faults
+
+    try:
+        faults = parse_faults(settings.faults)
+    except ValueError:
+        return  # said by `build_models`, with the same wording for every command
+    known = {"*", "supervisor", "specialist", *spec.names}
+    for fault in faults:
+        if fault.agent not in known:
+            raise ConfigError(
+                f"--fault / MCP_TEAM_FAULTS: {fault.kind}:{fault.agent} names no member of this team; use one of "
+                f"{', '.join(sorted(known - {'*'}))}, or leave AGENT out for any"
+            )
+
+
 def log_to_stderr() -> None:
     """Warnings and errors to stderr (stdout is the answer, or the stdio transport), redacted."""
     import logging

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from mcp_team.server.commands.common import (
     EXIT_FAILED,
     EXIT_OK,
+    check_faults,
     error,
     log_to_stderr,
     model_flags,
@@ -68,6 +69,7 @@ def eval_command(args: argparse.Namespace) -> int:
     spec = load_team(args.team)
     settings = model_settings(args).model_copy(update=spec.model_overrides)
     register_secrets(settings, spec)
+    check_faults(settings, spec)
     suite.check_team(spec.names, source)
     if args.json and not Path(args.json).resolve().parent.is_dir():  # before the runs, not after them
         return error(f"--json {args.json}: its directory does not exist; create it or write the report elsewhere")

@@ -16,6 +16,7 @@ from mcp_team.server.commands.common import (
     EXIT_PARTIAL,
     EXIT_USAGE,
     call_timeout_flag,
+    check_faults,
     error,
     log_to_stderr,
     model_flags,
@@ -97,6 +98,7 @@ def run_command(args: argparse.Namespace) -> int:
         spec = load_team(args.team)
         settings = model_settings(args).model_copy(update=spec.model_overrides)
         register_secrets(settings, spec)
+        check_faults(settings, spec)
         models = build_models(settings, spec.member_models)
         replay = replay_of(models)
         if not args.request.strip() and replay is not None:

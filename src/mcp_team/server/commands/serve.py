@@ -16,6 +16,7 @@ from mcp_team.server.commands.common import (
     EXIT_OK,
     EXIT_USAGE,
     call_timeout_flag,
+    check_faults,
     error,
     log_to_stderr,
     model_flags,
@@ -119,6 +120,7 @@ def serve_command(args: argparse.Namespace) -> int:
         limits = ServerLimits()
         durable = durable_config(args)  # opened in the background once the server answers (see server/durability)
         register_secrets(settings, spec)
+        check_faults(settings, spec)
         http, stdio_limit = None, None
         if not args.http:
             from mcp_team.server.stdio import max_message_bytes
