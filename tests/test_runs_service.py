@@ -15,6 +15,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from durable_engine import FakeEngine
 from mcp_team.errors import ConfigError
+from mcp_team.handoffs import RunResult
 from mcp_team.runs import DurableConfig, open_runs, resolve
 
 pytestmark = pytest.mark.anyio
@@ -129,6 +130,18 @@ def test_a_run_the_database_refuses_to_start_is_a_clear_error_and_leaves_nothing
     assert proc.returncode == 0 and lines[-1] == "CLOSED", proc.stdout + proc.stderr[-2000:]
     assert lines[0].startswith("REFUSED the run could not be started: the runs database sqlite:///"), lines
     assert "Nothing ran" in lines[0] and lines[1] == "RUNNING 0", lines
+
+
+async def test_a_run_that_crashes_is_failed_in_its_record_and_in_its_result(tmp_path: Path) -> None:
+    # an MCP client reads the result: it said `running`, with `isError` false, for a run that had crashed
+    class Crashing(FakeEngine):
+        async def run(self, *args: object) -> RunResult:
+            raise RuntimeError("a bug in an engine")
+
+    async with open_runs(_config(tmp_path), Crashing()) as runs:
+        record = await runs.wait((await runs.start("a request")).run_id, timeout=30)
+    assert record is not None and record.status == "failed" and record.result is not None
+    assert record.result.status == "failed" and "a bug in an engine" in (record.result.stopped_by or ""), record
 
 
 async def test_follow_ups_in_a_thread_see_earlier_requests_and_answers(tmp_path: Path) -> None:
