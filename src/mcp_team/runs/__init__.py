@@ -9,8 +9,8 @@ tuning), `executor` (executor-id leases), `store` (run records, coalesced writes
 gather, decide; model and tool steps), `workflow` (the run workflow and its input), `launch` (start-up checks,
 DBOS launch and shutdown), `service` (the `Runs` API and recovery), `replicas` (heartbeat, takeover, the run
 queue), `orphans` (SQLite: a dead process's runs taken over), `shared_limits` (rates shared by replicas),
-`approvals` (durable checkpoint answers), `team_engine` (the real `Team` as the engine), `_dbos_internals`
-(every use of DBOS internals, pinned to dbos 3.4.0).
+`approvals` (durable checkpoint answers), `team_engine` (the real `Team` as the engine), `live` (the runs
+executing here; cancels made elsewhere), `_dbos_internals` (every use of DBOS internals, pinned to dbos 3.4.0).
 """
 
 from __future__ import annotations

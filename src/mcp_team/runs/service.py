@@ -12,7 +12,6 @@ import contextlib
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 
 import anyio
 import sqlalchemy as sa
@@ -30,6 +29,7 @@ from mcp_team.runs.approvals import Board
 from mcp_team.runs.config import DurableConfig
 from mcp_team.runs.database import reason_of
 from mcp_team.runs.executor import ExecutorLease
+from mcp_team.runs.live import CANCEL_POLL, Live, watch_cancellations
 from mcp_team.runs.records import NOT_RESUMABLE, Progress, final_state
 from mcp_team.runs.replicas import Replicas
 from mcp_team.runs.runtime import DurableRuntime, ReplayDiverged
@@ -37,27 +37,11 @@ from mcp_team.runs.store import RunRecord, RunStore, now
 from mcp_team.runs.threads import ThreadHistory, build_history
 from mcp_team.runs.workflow import Engine, EventSink, RunInput
 
-CANCEL_POLL = 1.0  # seconds between checks for runs cancelled by another process
-CANCEL_CHUNK = 64  # run ids per check (see _fixed_chunks)
 SETTLE_SECONDS = 5.0  # at close, how long finished runs get for DBOS to record their workflows' end
 
 
 class RunInterrupted(McpTeamError):
     """The run cannot go on here (its record says why); its finished handoffs are kept."""
-
-
-@dataclass
-class _Live:
-    """A run executing in this process."""
-
-    progress: Progress
-    engine: Engine
-    on_event: EventSink | None = None
-    approve: Approver | None = None  # the session's, while it is attached (runs/approvals.py)
-    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
-    cancel_reason: str | None = None
-    done: anyio.Event = field(default_factory=anyio.Event)
-    fresh: bool = False  # its workflow id was made here, now: DBOS has recorded nothing for it
 
 
 class Runs:
@@ -66,7 +50,7 @@ class Runs:
         self.store = store
         self.lease = lease
         self.engine = engine
-        self._live: dict[str, _Live] = {}
+        self._live: dict[str, Live] = {}
         self._closing = False
         # The process was asked to stop (a signal): calls cancelled from now on by the stop leave their durable
         # runs pending, to resume at the next start. Set by the server, read by the calls waiting for runs.
@@ -110,7 +94,7 @@ class Runs:
         `adopt_orphans`, taking over the runs of dead processes on SQLite) in `tg`."""
         self._tg = tg
         tg.start_soon(self.store.flush_loop)
-        tg.start_soon(self._watch_cancellations)
+        tg.start_soon(watch_cancellations, self._live, self.store)
         if self.replicas is not None:
             tg.start_soon(self.replicas.run)
         elif adopt_orphans and self.config.is_sqlite:
@@ -253,7 +237,7 @@ class Runs:
                            executor_id=self.executor_id, resumable=resumable,
                            workflow_id=run_id if resumable else None, app_version=self.config.app_version,
                            started_at=started, updated_at=started, owner=owner)  # fmt: skip
-        self._live[run_id] = _Live(Progress(record), engine, on_event, fresh=fresh)
+        self._live[run_id] = Live(Progress(record), engine, on_event, fresh=fresh)
         if write:
             await self.store.write(record)
         return record, run
@@ -345,7 +329,7 @@ class Runs:
             base = stored or RunRecord(run_id=run.run_id, status="running", request=run.request, thread=run.thread,
                                        mode=run.mode, executor_id=self.executor_id, resumable=True,
                                        started_at=run.started_at, updated_at=now())  # fmt: skip
-            live = self._live[run.run_id] = _Live(Progress(base), self.engine)
+            live = self._live[run.run_id] = Live(Progress(base), self.engine)
             run = run.model_copy(update={"resumed_at": now()})
         progress = live.progress
         if durable:
@@ -368,7 +352,7 @@ class Runs:
             self._live.pop(run.run_id, None)
             live.done.set()
 
-    async def _run_engine(self, run: RunInput, live: _Live, durable: bool) -> RunResult:
+    async def _run_engine(self, run: RunInput, live: Live, durable: bool) -> RunResult:
         progress = live.progress
         finished: list[RunResult] = []
 
@@ -436,7 +420,7 @@ class Runs:
         await self.store.write(progress.finish(final_state(result), result))
         return result
 
-    def _approver(self, run_id: str, live: _Live) -> Approver:
+    def _approver(self, run_id: str, live: Live) -> Approver:
         """The run's checkpoint approver (runs/approvals.py); its question shows on the run's record meanwhile."""
 
         async def on_wait(checkpoint: Checkpoint | None) -> None:
@@ -447,23 +431,6 @@ class Runs:
 
     async def _recover(self, executor_id: str | None = None) -> None:
         await recovery.recover(self.store, self.config.app_version, executor_id or self.executor_id, self._live)
-
-    async def _watch_cancellations(self) -> None:
-        while True:
-            await anyio.sleep(CANCEL_POLL)
-            ids = {live.progress.record.workflow_id: rid for rid, live in self._live.items()
-                   if live.progress.record.resumable and live.progress.record.workflow_id}  # fmt: skip
-            if not ids:
-                continue
-            for chunk in _fixed_chunks(list(ids), CANCEL_CHUNK):
-                found = await DBOS.list_workflows_async(workflow_ids=chunk, status="CANCELLED",
-                                                        load_input=False, load_output=False)  # fmt: skip
-                for status in found:
-                    if (live := self._live.get(ids[status.workflow_id])) is not None:
-                        told = await anyio.to_thread.run_sync(self.store.get, ids[status.workflow_id])
-                        given = told.reason if told is not None and told.status == "cancelled" else None
-                        live.cancel_reason = live.cancel_reason or given or "cancelled from another process"
-                        live.scope.cancel()
 
 
 async def _owned_elsewhere(workflow_id: str | None) -> bool:
@@ -481,14 +448,3 @@ def _first(exc: BaseException) -> str:
     if isinstance(exc, BaseExceptionGroup):
         return _first(exc.exceptions[0])
     return " ".join(str(exc).split())[:300]
-
-
-def _fixed_chunks(ids: list[str], size: int) -> list[list[str]]:
-    """`ids` in lists of exactly `size` (the last padded with repeats of its first id). A query `IN (?, ...)`
-    with as many `?` as ids has a new SQL text for every number of runs in flight: SQLite's statement cache
-    (per connection) then kept a statement made during each burst of runs, long after it (and the memory
-    arenas around it, measured 23 MiB pinned by 42 statements after 300 runs). Fixed sizes make one text."""
-    chunks = [ids[i : i + size] for i in range(0, len(ids), size)]
-    if chunks:
-        chunks[-1] += [chunks[-1][0]] * (size - len(chunks[-1]))
-    return chunks
