@@ -26,7 +26,7 @@ from anthropic.types import (
     ToolParam,
 )
 
-from mcp_team.llm.sdk_errors import describe, scrub
+from mcp_team.llm.sdk_errors import describe, scrub, unreadable
 from mcp_team.llm.types import (
     ContentBlock,
     ErrorKind,
@@ -157,16 +157,13 @@ class AnthropicModel:
         return "the Anthropic API" if self.base_url is None else f"the Anthropic API at {self.base_url}"
 
     def _unreadable(self, why: str) -> ModelError:
-        """A 200 reply that is not a Messages API one: most often a base URL that points at some other server
-        or page. A `server_error`, so it is retried and a fallback model may answer instead."""
         hint = (
             ""
             if self.base_url is None
             else "; check the base URL (ANTHROPIC_BASE_URL): it should be the server's Anthropic Messages API, "
             "without /v1 (the SDK adds /v1/messages)"
         )
-        message = f"{self._where} returned a reply to the {self.name} call that could not be read ({why}){hint}"
-        return ModelError("server_error", self._scrub(message))
+        return ModelError("server_error", self._scrub(unreadable(self._where, self.name, why, hint)))
 
     def _model_error(self, err: anthropic.AnthropicError) -> ModelError:
         """The `ModelError` for an SDK exception raised after the SDK's own retries."""

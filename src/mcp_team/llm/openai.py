@@ -32,7 +32,7 @@ from openai.types.chat import (
     ChatCompletionToolParam,
 )
 
-from mcp_team.llm.sdk_errors import describe, scrub
+from mcp_team.llm.sdk_errors import describe, scrub, unreadable
 from mcp_team.llm.types import (
     ErrorKind,
     Message,
@@ -231,16 +231,13 @@ class OpenAIModel:
     # -- errors ------------------------------------------------------------------------------------
 
     def _unreadable(self, why: str) -> ModelError:
-        """A 200 reply that is not a Chat Completions one: most often a base URL that points at some other
-        server or page. A `server_error`, so it is retried and a fallback model may answer instead."""
         hint = (
             ""
             if self.base_url is None
             else "; check the base URL (OPENAI_BASE_URL): it should be the server's OpenAI-compatible API, "
             "which usually ends in /v1"
         )
-        message = f"{self.where} returned a reply to the {self.name} call that could not be read ({why}){hint}"
-        return ModelError("server_error", self._scrub(message))
+        return ModelError("server_error", self._scrub(unreadable(self.where, self.name, why, hint)))
 
     def _model_error(self, err: openai.OpenAIError) -> ModelError:
         """The `ModelError` for an SDK exception raised after the SDK's own retries."""

@@ -81,6 +81,13 @@ def describe(
     return ("unavailable", None, f"the {model} call failed: {type(err).__name__}: {err}")
 
 
+def unreadable(where: str, model: str, why: str, hint: str) -> str:
+    """The message for a 200 reply that is not the API's: most often a base URL that points at some other server
+    or page (the backend gives the `hint` on its base URL). Its kind is `server_error`: retried, and a fallback
+    model may answer instead."""
+    return f"{where} returned a reply to the {model} call that could not be read ({why}){hint}"
+
+
 def attempts(request_headers: Any, max_retries: int) -> str:
     """`3 attempts` / `1 attempt`: how many the SDK made, from the retry count it stamps on each request."""
     try:
