@@ -82,14 +82,14 @@ def read_only_state(kept: tuple[Path, str]) -> Iterator[tuple[Path, list[str]]]:
             return
         setpriv = shutil.which("setpriv")
         if setpriv is None:
-            pytest.skip("running as root without setpriv: no way to run mcp-team as a user who cannot write")
+            pytest.fail("running as root without setpriv (util-linux): cannot run mcp-team as a user who cannot write")
         prefix = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
         for path in (Path(parent), copy):
             os.chmod(path, 0o755)
         os.chmod(copy / "runs.sqlite", 0o644)
         probe = subprocess.run([*prefix, MCP_TEAM, "--help"], capture_output=True, timeout=HANG_GUARD)
         if probe.returncode != 0:
-            pytest.skip(f"the user nobody cannot start {MCP_TEAM}: {probe.stderr.decode()[:200]}")
+            pytest.fail(f"the user nobody cannot start {MCP_TEAM}: {probe.stderr.decode()[:200]}")
         yield copy, prefix
 
 
