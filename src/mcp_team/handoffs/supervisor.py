@@ -19,7 +19,7 @@ from mcp_team.handoffs.execution import dispatch
 from mcp_team.handoffs.judge import CONFLICTS_INSTRUCTIONS, has_judge, note_conflicts, with_conflicts
 from mcp_team.handoffs.prompts import SUPERVISOR_INSTRUCTIONS, describe_team
 from mcp_team.handoffs.schema import HandoffArgs, HandoffRecord
-from mcp_team.handoffs.synthesis import FINALIZE_TOOL, TRUNCATED
+from mcp_team.handoffs.synthesis import FINALIZE_TOOL, TRUNCATED, short
 from mcp_team.handoffs.turn import HANDOFF_PREFIX, Continue, Final, Stop, TurnOutcome, TurnPlan, classify
 from mcp_team.llm import (
     SUPERVISOR,
@@ -146,7 +146,7 @@ async def supervisor_turn(ctx: RunContext, request: ModelRequest, mistakes: Mist
             feedback = TEXT_TOOL_CALL_FEEDBACK.format(name=name)
             return Continue(Message(role="assistant", content=response.text), Message(role="user", content=feedback))
         if response.stop_reason == "refusal":  # e.g. OpenAI's `refusal`: its words are no answer to the request
-            said = f": {_clip(response.text)}" if response.text.strip() else ""
+            said = f": {short(response.text, 300)}" if response.text.strip() else ""
             ctx.fail("model_refused", "supervisor", f"the supervisor's model declined the request{said}")
             return Stop()
         if response.text.strip():
@@ -183,10 +183,6 @@ def _answer(ctx: RunContext, answer: str, stop_reason: str) -> Final:
     if stop_reason == "max_tokens":
         ctx.fail("truncated", "supervisor", TRUNCATED)
     return Final(answer)
-
-
-def _clip(text: str, width: int = 300) -> str:
-    return text if len(text) <= width else text[:width] + "…"
 
 
 async def run_turn(ctx: RunContext, plan: TurnPlan) -> list[ContentBlock]:

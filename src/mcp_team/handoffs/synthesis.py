@@ -107,10 +107,11 @@ def missing_section(ctx: RunContext) -> str:
         if f.recovered or f.handoff_id in superseded or key in seen:
             continue
         seen.add(key)
-        task = _short(f.task.split("\n", 1)[0]) if f.task else ""
+        task = short(f.task.split("\n", 1)[0]) if f.task else ""
         lines.append(f"- {f.specialist}" + (f' on "{task}"' if task else "") + f": {f.kind}: {f.reason}")
     return "Incomplete. This answer is missing:\n" + "\n".join(lines) if lines else ""
 
 
-def _short(text: str, width: int = 160) -> str:
+def short(text: str, width: int = 160) -> str:
+    """`text` cut to `width` characters, an ellipsis last."""
     return text if len(text) <= width else text[: width - 1] + "…"

@@ -26,7 +26,7 @@ from anthropic.types import (
     ToolParam,
 )
 
-from mcp_team.llm.sdk_errors import describe, scrub, unreadable
+from mcp_team.llm.sdk_errors import clip, describe, scrub, unreadable
 from mcp_team.llm.types import (
     ContentBlock,
     ErrorKind,
@@ -144,7 +144,7 @@ class AnthropicModel:
             raise self._unreadable(f"not JSON: {err}") from None
         if not isinstance(message, anthropic.types.Message):
             # The SDK hands back a body that is not JSON-labelled as text, and JSON that is no object as it is.
-            raise self._unreadable(f"not a Messages API reply: {_clip(repr(message), 200)}")
+            raise self._unreadable(f"not a Messages API reply: {clip(repr(message), 200)}")
         try:
             return from_api_message(message)
         except (AttributeError, TypeError, ValueError, KeyError) as err:  # the SDK does not validate replies
@@ -287,11 +287,7 @@ def tool_input(raw: object) -> tuple[dict[str, Any], str | None]:
         try:
             value = json.loads(raw) if raw.strip() else {}
         except ValueError as err:
-            return {}, f"the input is not a JSON object but text that is not valid JSON ({err}): {_clip(raw)}"
+            return {}, f"the input is not a JSON object but text that is not valid JSON ({err}): {clip(raw)}"
         if isinstance(value, dict):
             return value, None
-    return {}, f"the input must be a JSON object, got {type(raw).__name__}: {_clip(repr(raw))}"
-
-
-def _clip(text: str, width: int = 300) -> str:
-    return text if len(text) <= width else text[:width] + "…"
+    return {}, f"the input must be a JSON object, got {type(raw).__name__}: {clip(repr(raw))}"

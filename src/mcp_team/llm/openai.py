@@ -32,7 +32,7 @@ from openai.types.chat import (
     ChatCompletionToolParam,
 )
 
-from mcp_team.llm.sdk_errors import describe, scrub, unreadable
+from mcp_team.llm.sdk_errors import clip, describe, scrub, unreadable
 from mcp_team.llm.types import (
     ErrorKind,
     Message,
@@ -214,7 +214,7 @@ class OpenAIModel:
         """The reply as a `ModelResponse`, however incomplete a compatible server made it."""
         if not isinstance(completion, ChatCompletion):
             # The SDK hands back a body that is not JSON-labelled as text, and JSON that is no object as it is.
-            raise self._unreadable(f"not a Chat Completions reply: {_clip(repr(completion), 200)}")
+            raise self._unreadable(f"not a Chat Completions reply: {clip(repr(completion), 200)}")
         try:
             response = from_completion(completion, self.name)
         except (AttributeError, TypeError, ValueError, IndexError, KeyError) as err:
@@ -387,14 +387,10 @@ def parse_arguments(raw: object) -> tuple[dict[str, Any], str | None]:
         if isinstance(value, str):
             value = json.loads(value)
     except ValueError as err:
-        return {}, f"the arguments are not valid JSON ({err}): {_clip(text)}"
+        return {}, f"the arguments are not valid JSON ({err}): {clip(text)}"
     if not isinstance(value, dict):
-        return {}, f"the arguments must be a JSON object, got {type(value).__name__}: {_clip(text)}"
+        return {}, f"the arguments must be a JSON object, got {type(value).__name__}: {clip(text)}"
     return value, None
-
-
-def _clip(text: str, width: int = 300) -> str:
-    return text if len(text) <= width else text[:width] + "…"
 
 
 def from_completion(completion: ChatCompletion, requested_model: str) -> ModelResponse:

@@ -88,6 +88,11 @@ def unreadable(where: str, model: str, why: str, hint: str) -> str:
     return f"{where} returned a reply to the {model} call that could not be read ({why}){hint}"
 
 
+def clip(text: str, width: int = 300) -> str:
+    """`text` cut to `width` characters, for quoting what a server sent in a message."""
+    return text if len(text) <= width else text[:width] + "…"
+
+
 def attempts(request_headers: Any, max_retries: int) -> str:
     """`3 attempts` / `1 attempt`: how many the SDK made, from the retry count it stamps on each request."""
     try:
