@@ -19,7 +19,7 @@ from mcp_team.handoffs.execution import dispatch
 from mcp_team.handoffs.judge import CONFLICTS_INSTRUCTIONS, has_judge, note_conflicts, with_conflicts
 from mcp_team.handoffs.prompts import SUPERVISOR_INSTRUCTIONS, describe_team
 from mcp_team.handoffs.schema import HandoffArgs, HandoffRecord
-from mcp_team.handoffs.synthesis import FINALIZE_TOOL, TRUNCATED, short
+from mcp_team.handoffs.synthesis import FINALIZE_TOOL, note_cut_off, short
 from mcp_team.handoffs.turn import HANDOFF_PREFIX, Continue, Final, Stop, TurnOutcome, TurnPlan, classify
 from mcp_team.llm import (
     SUPERVISOR,
@@ -178,10 +178,7 @@ async def supervisor_turn(ctx: RunContext, request: ModelRequest, mistakes: Mist
 
 
 def _answer(ctx: RunContext, answer: str, stop_reason: str) -> Final:
-    """The supervisor's answer; one cut off at the output limit is kept, but recorded as a failure, so the run
-    says what is missing instead of passing it off as complete."""
-    if stop_reason == "max_tokens":
-        ctx.fail("truncated", "supervisor", TRUNCATED)
+    note_cut_off(ctx, stop_reason)
     return Final(answer)
 
 

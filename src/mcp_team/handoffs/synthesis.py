@@ -48,6 +48,13 @@ TRUNCATED = (
 )
 
 
+def note_cut_off(ctx: RunContext, stop_reason: str, what: str = "") -> None:
+    """An answer of the supervisor's cut off at its output limit is kept, but recorded as a failure, so the run
+    says what is missing instead of passing it off as complete."""
+    if stop_reason == "max_tokens":
+        ctx.fail("truncated", "supervisor", f"{what}{TRUNCATED}")
+
+
 async def synthesize(ctx: RunContext, how: str = "", rulings: str = "") -> str:
     """The closing answer from the results, with the synthesis prompt; a plain merge if no call is possible.
 
@@ -78,8 +85,7 @@ async def synthesize(ctx: RunContext, how: str = "", rulings: str = "") -> str:
         return fallback_answer(ctx)
     if not rulings:
         note_conflicts(ctx, response)
-    if response.stop_reason == "max_tokens":  # kept, but the run says it is incomplete
-        ctx.fail("truncated", "supervisor", f"the closing synthesis: {TRUNCATED}")
+    note_cut_off(ctx, response.stop_reason, "the closing synthesis: ")
     for use in response.tool_uses:
         if use.name == "finalize" and isinstance(use.input.get("answer"), str):
             return str(use.input["answer"])
