@@ -83,6 +83,8 @@ def test_a_bad_environment_variable_is_named_as_it_was_set() -> None:
     assert prices.returncode == 2 and "invalid settings: MCP_TEAM_PRICES is not valid JSON" in prices.stderr
     port = run_cli("serve", "--http", "--model", "offline", "--ephemeral", env={"MCP_TEAM_PORT": "99999"})
     assert port.returncode == 2 and "invalid settings: MCP_TEAM_PORT: " in port.stderr, port.stderr
+    runs = run_cli("serve", "--http", "--model", "offline", "--ephemeral", env={"MCP_TEAM_MAX_RUNS": "abc"})
+    assert runs.returncode == 2 and "invalid settings: MCP_TEAM_MAX_RUNS: " in runs.stderr, runs.stderr
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])

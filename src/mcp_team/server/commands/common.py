@@ -114,16 +114,18 @@ def model_settings(args: argparse.Namespace) -> ModelSettings:
         raise ConfigError(f"invalid settings: {name} is not valid JSON ({exc.__cause__ or exc})") from None
 
 
-def settings_problems(exc: ValidationError, settings: type[BaseSettings]) -> list[str]:
+def settings_problems(exc: ValidationError, *candidates: type[BaseSettings]) -> list[str]:
     """Each error of settings read from the environment, named by the variable that sets it
-    (`MCP_TEAM_REQUESTS_PER_MINUTE: Input should be a valid integer`), not by the field behind it."""
+    (`MCP_TEAM_REQUESTS_PER_MINUTE: Input should be a valid integer`), not by the field behind it. `exc` is
+    matched to the one of `candidates` that raised it (by name); of any other model, fields are named."""
     from pydantic import AliasChoices
 
-    prefix = str(settings.model_config.get("env_prefix") or "")
+    settings = next((c for c in candidates if c.__name__ == exc.title), None)
+    prefix = str(settings.model_config.get("env_prefix") or "") if settings is not None else ""
     problems = []
     for e in exc.errors():
         name, *rest = [str(part) for part in e["loc"]] or ["settings"]
-        if (field := settings.model_fields.get(name)) is not None:
+        if settings is not None and (field := settings.model_fields.get(name)) is not None:
             alias = field.validation_alias
             name = str(alias.choices[0]) if isinstance(alias, AliasChoices) else f"{prefix}{name}".upper()
         problems.append(f"{'.'.join([name, *rest])}: {e['msg']}")

@@ -99,7 +99,6 @@ def serve_command(args: argparse.Namespace) -> int:
     import anyio
     from pydantic import ValidationError
 
-    from mcp_team.handoffs import validation_problems
     from mcp_team.telemetry.content import register_secret
 
     relaunch_on_malloc(args)
@@ -141,9 +140,9 @@ def serve_command(args: argparse.Namespace) -> int:
         tracing = start_tracing(args)
     except ValidationError as exc:  # a ConfigError reaches main(), which says it the same way
         from mcp_team.server.http import HttpSettings
+        from mcp_team.server.limits import ServerLimits
 
-        problems = settings_problems(exc, HttpSettings) if exc.title == "HttpSettings" else validation_problems(exc)
-        return error(f"invalid settings: {'; '.join(problems)}", EXIT_USAGE)
+        return error(f"invalid settings: {'; '.join(settings_problems(exc, HttpSettings, ServerLimits))}", EXIT_USAGE)
     except ValueError as exc:  # MCP_TEAM_MAX_MESSAGE_BYTES
         return error(f"invalid settings: {exc}", EXIT_USAGE)
 
