@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from mcp_team.server.commands.common import (
     EXIT_CANCELLED,
@@ -155,19 +156,9 @@ def _run_traced(
     on_event = None if args.quiet else _progress(console)
     try:
         record = args.record or (str(Path(settings.record_dir) / f"{run_id}.jsonl") if settings.record_dir else None)
-        result = anyio.run(
-            _run_team,
-            spec,
-            models,
-            args.request,
-            args.mode,
-            budgets,
-            on_event,
-            record,
-            run_id,
-            args.durable,
-            args.checkpoint,
-        )
+        run = functools.partial(_team_run, spec, models, args.request, args.mode, budgets, on_event, record, run_id,
+                                args.durable, args.checkpoint)  # fmt: skip
+        result = anyio.run(_interruptible, run)
     except Interrupted as stop:  # Ctrl-C or SIGTERM: the run was cancelled; what it had done is printed
         if stop.result is None:
             raise KeyboardInterrupt from None
@@ -198,10 +189,10 @@ class Interrupted(Exception):
         self.result = result
 
 
-async def _run_team(*args: Any) -> RunResult:
-    """`_team_run`, cancelled by Ctrl-C or SIGTERM (`Interrupted`, with the cancelled result): killed by SIGTERM
-    the command left its run running (a durable one for the next process to resume), and Ctrl-C printed nothing
-    of what the run had done. A second Ctrl-C ends the command at once."""
+async def _interruptible(run: Callable[..., Awaitable[RunResult]]) -> RunResult:
+    """`run(on_finish=...)`, cancelled by Ctrl-C or SIGTERM (`Interrupted`, with the cancelled result): killed by
+    SIGTERM the command left its run running (a durable one for the next process to resume), and Ctrl-C printed
+    nothing of what the run had done. A second Ctrl-C ends the command at once."""
     import signal
 
     import anyio
@@ -218,7 +209,7 @@ async def _run_team(*args: Any) -> RunResult:
     async with anyio.create_task_group() as tg:
         with anyio.CancelScope() as run_scope:
             tg.start_soon(cancel_on_signal, run_scope)
-            result = await _team_run(*args, on_finish=stopped.append)
+            result = await run(on_finish=stopped.append)
         tg.cancel_scope.cancel()
     if result is None:
         raise Interrupted(stopped[-1] if stopped else None)
@@ -243,7 +234,6 @@ async def _team_run(
     with `record`, every model exchange and the result are written to that file; with `durable`, the run
     is kept in the runs database (and resumes, when a process with this one's executor id starts again).
     A durable run asks its checkpoints on the terminal too, and records the answers (runs/approvals.py)."""
-    import functools
     from contextlib import nullcontext
 
     from mcp_team.evals.recordings import record_run
