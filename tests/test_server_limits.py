@@ -87,7 +87,7 @@ def test_a_bad_limit_is_a_usage_error_at_start_up() -> None:
             env=clean_env(MCP_TEAM_MODEL="offline", **{variable: value}),
         )  # fmt: skip
         assert proc.returncode == 2, proc.stderr
-        assert variable.removeprefix("MCP_TEAM_").lower() in proc.stderr and "Traceback" not in proc.stderr
+        assert variable in proc.stderr and "Traceback" not in proc.stderr  # named as it was set, not by its field
 
 
 async def test_memory_is_given_back_once_the_last_run_in_progress_has_ended(monkeypatch: pytest.MonkeyPatch) -> None:
