@@ -265,30 +265,37 @@ def _install_suite() -> None:
 
 def _run_suite(out: Path) -> dict[str, dict[str, Any]]:
     """Run every server scenario on both revisions against one `mcp-team serve --http`; checks per
-    revision and scenario."""
+    revision and scenario. The suite's runs are independent sessions, so they run at once: most of a run
+    is waiting on the server, and one after another they took most of this file's time."""
     _install_suite()
-    results: dict[str, dict[str, Any]] = {}
+    suite = [str(NODE), str(CONFORMANCE)]
     with serve_http(env=clean_env(MCP_TEAM_MODEL="offline")) as base:
+        runs: dict[str, tuple[list[str], Path]] = {}
         for revision in REVISIONS:
             target = out / revision
-            command = [str(NODE), str(CONFORMANCE), "server", "--url", f"{base}/mcp", "--suite", "all"]
-            command += ["--spec-version", revision, "-o", str(target)]
-            # Exit status 1 means some scenario failed: that is for the tests below to judge.
-            proc = subprocess.run(command, capture_output=True, text=True, timeout=SUITE_TIMEOUT)
-            if proc.returncode not in (0, 1) or not target.is_dir():
-                raise RuntimeError(f"the conformance suite did not run ({proc.returncode}):\n{proc.stderr}")
-            results[revision] = {
-                _scenario(d.name): json.loads((d / "checks.json").read_text()) for d in target.iterdir()
-            }
-        target = out / "tasks"
+            runs[revision] = (
+                [*suite, "server", "--url", f"{base}/mcp", "--suite", "all", "--spec-version", revision],
+                target,
+            )
         for name in TASK_SCENARIOS:
-            command = [str(NODE), str(CONFORMANCE), "server", "--url", f"{base}/mcp", "--scenario", name]
-            proc = subprocess.run([*command, "-o", str(target)], capture_output=True, text=True, timeout=SUITE_TIMEOUT)
-            if proc.returncode not in (0, 1):
-                raise RuntimeError(f"the conformance suite did not run {name} ({proc.returncode}):\n{proc.stderr}")
-        results["tasks"] = {_scenario(d.name): json.loads((d / "checks.json").read_text()) for d in target.iterdir()}
-        listed = subprocess.run([str(NODE), str(CONFORMANCE), "list", "--server"], capture_output=True, text=True)
-        results["tasks-listed"] = {"names": re.findall(r"- (tasks-[\w-]+) \[extension\]", listed.stdout)}
+            runs[name] = ([*suite, "server", "--url", f"{base}/mcp", "--scenario", name], out / "tasks")
+        procs = {
+            key: subprocess.Popen(
+                [*command, "-o", str(target)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            )
+            for key, (command, target) in runs.items()
+        }
+        listed = subprocess.run([*suite, "list", "--server"], capture_output=True, text=True, timeout=SUITE_TIMEOUT)
+        for key, proc in procs.items():
+            _, stderr = proc.communicate(timeout=SUITE_TIMEOUT)
+            # Exit status 1 means some scenario failed: that is for the tests below to judge.
+            if proc.returncode not in (0, 1) or not runs[key][1].is_dir():
+                raise RuntimeError(f"the conformance suite did not run {key} ({proc.returncode}):\n{stderr}")
+    results: dict[str, dict[str, Any]] = {
+        key: {_scenario(d.name): json.loads((d / "checks.json").read_text()) for d in (out / key).iterdir()}
+        for key in (*REVISIONS, "tasks")
+    }
+    results["tasks-listed"] = {"names": re.findall(r"- (tasks-[\w-]+) \[extension\]", listed.stdout)}
     return results
 
 
