@@ -39,7 +39,8 @@ import httpx2
 
 TARGET_KB_PER_RUN = 100
 TARGET_RETURN = 0.10
-PROTOCOL = "2025-11-25"
+LEGACY, MODERN = "2025-11-25", "2026-07-28"
+PROTOCOL = LEGACY  # --protocol: the revision every client of the run speaks
 REQUEST = "Research bees"
 BACKGROUND_SESSIONS = 10
 CALLS_AT_ONCE = 8  # start_run and get_run calls at once on a session (--start-run)
@@ -92,7 +93,10 @@ async def snapshot_in_flight(pid: int, calling: Counter, latency: float) -> None
 
 
 async def open_session(client: httpx2.AsyncClient, url: str) -> dict[str, str] | str:
-    """initialize and initialized: the headers of the new session's requests, or what went wrong."""
+    """initialize and initialized: the headers of the new session's requests, or what went wrong. On 2026-07-28
+    there are no sessions: every request stands alone."""
+    if PROTOCOL == MODERN:
+        return {**HEADERS, "mcp-protocol-version": MODERN}
     init = {
         "jsonrpc": "2.0",
         "id": 1,
@@ -119,6 +123,10 @@ async def tools_call(
     client: httpx2.AsyncClient, url: str, headers: dict[str, str], call_id: int, params: dict[str, Any]
 ) -> dict[str, Any] | str:
     """One `tools/call` with `params`: its JSON-RPC result, or what went wrong."""
+    if PROTOCOL == MODERN:  # what each request carries instead of a session, and its routing headers
+        meta = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}
+        params = {**params, "_meta": meta}
+        headers = {**headers, "mcp-method": "tools/call", "mcp-name": params["name"]}
     r = await client.post(url, json={"jsonrpc": "2.0", "id": call_id, "method": "tools/call", "params": params},
                           headers=headers)  # fmt: skip
     if r.status_code != 200:
@@ -353,6 +361,13 @@ def main() -> int:
         help="MCP sessions the runs are started over (held: default one per run, as that many clients would "
         f"open; fewer leave out a session's own cost. background, tasks: default {BACKGROUND_SESSIONS})",
     )
+    parser.add_argument(
+        "--protocol",
+        choices=[LEGACY, MODERN],
+        default=LEGACY,
+        help=f"the revision the clients speak (default {LEGACY}, with sessions; {MODERN} has none; tasks: "
+        f"{LEGACY} only)",
+    )
     parser.add_argument("--latency", type=float, default=10.0, help="seconds per offline model call")
     parser.add_argument(
         "--tracemalloc",
@@ -365,6 +380,12 @@ def main() -> int:
     if args.sessions is not None and not 1 <= args.sessions <= args.runs:
         parser.error(f"--sessions must be between 1 and --runs ({args.runs}), not {args.sessions}")
     shapes = list(SHAPES) if args.shape == "all" else [args.shape]
+    global PROTOCOL
+    PROTOCOL = args.protocol
+    if PROTOCOL == MODERN and "tasks" in shapes:
+        if args.shape == "tasks":
+            parser.error(f"--shape tasks starts MCP tasks the {LEGACY} way: use --protocol {LEGACY}")
+        shapes.remove("tasks")
     failed = False
     for shape in shapes:
         snapshots = args.tracemalloc / shape if args.tracemalloc else None
@@ -412,7 +433,8 @@ def report(out: dict[str, Any], runs: int, sessions: int, latency: float, shape:
     idle, peak, after, errors = out["idle"], out["peak"], out["after"], out["errors"]
     per_run = (peak - idle) / max(out["at_once"], 1)  # the peak is what the runs in flight together held
     back = (after - idle) / idle
-    print(f"Load, {shape}: {runs} concurrent runs over HTTP on {sessions} MCP sessions (serve --http, offline model, "
+    over = f"{sessions} MCP sessions" if PROTOCOL == LEGACY else f"{sessions} clients, {MODERN} (no sessions)"
+    print(f"Load, {shape}: {runs} concurrent runs over HTTP on {over} (serve --http, offline model, "
           f"{latency:g} s per call): {SHAPES[shape]}")  # fmt: skip
     print(f"   wall {out['wall']:.1f} s for all runs, at most {out['at_once']} of them in flight at once; "
           f"errors {len(errors)} (target 0)")  # fmt: skip
