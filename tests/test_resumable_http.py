@@ -8,12 +8,17 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+import anyio
 import httpx2
 import pytest
+import uvicorn
 from mcp_types import JSONRPCNotification, JSONRPCResponse
 
+from mcp_team.llm.settings import ModelSettings
+from mcp_team.server.app import build_server
 from mcp_team.server.events import MemoryEventStore, SessionEventStore
-from support import HANG_GUARD, clean_env, initialize, serve_http
+from mcp_team.server.http import HttpSettings, http_app
+from support import HANG_GUARD, clean_env, free_port, initialize, serve_http
 
 pytestmark = pytest.mark.anyio
 
@@ -204,3 +209,95 @@ async def test_a_finished_stream_is_dropped_after_a_while() -> None:
     await store.store_event("running", _note(3))
     assert await store.replay_events_after(first, send) is None  # dropped whole, once the time was up
     assert store.stream_count == 1 and store.event_count == 3  # the running stream keeps all it had
+
+
+async def test_a_sessions_streams_are_dropped_with_it_and_only_its_own() -> None:
+    store = MemoryEventStore()
+    mine, theirs = SessionEventStore(store, "a"), SessionEventStore(store, "b")
+    for view in (mine, theirs):
+        await view.store_event("7", _note(1))
+        await view.store_event("_GET_stream", _note(2))
+    kept = await theirs.store_event("7", _note(3))
+    store.forget("a/")
+    assert store.stream_count == 2 and store.event_count == 3
+    assert store.size_bytes == 3 * (await _sized(_note(1)))
+    replayed: list[Any] = []
+
+    async def send(event: Any) -> None:
+        replayed.append(event.message.params["n"])
+
+    assert await theirs.replay_events_after(str(int(kept) - 2), send) == "7" and replayed == [3]
+
+
+async def _sized(message: JSONRPCNotification) -> int:
+    alone = MemoryEventStore()
+    await alone.store_event("s", message)
+    return alone.size_bytes
+
+
+async def test_a_standalone_streams_events_age_out_like_a_finished_stream() -> None:
+    """The GET stream never ends with an answer: its events go `finished_keep_seconds` after they came, oldest
+    first; a request's stream still running keeps all it has."""
+    now = [0.0]
+    store = MemoryEventStore(finished_keep_seconds=60, clock=lambda: now[0])
+    old = await store.store_event("s/_GET_stream", _note(1))
+    await store.store_event("s/7", _note(2))
+    now[0] = 30.0
+    recent = await store.store_event("s/_GET_stream", _note(3))
+    now[0] = 61.0
+    await store.store_event("s/7", _note(4))
+    replayed: list[Any] = []
+
+    async def send(event: Any) -> None:
+        replayed.append(event.message.params["n"])
+
+    assert store.event_count == 3  # the first notification went, the running request's stream kept both
+    assert await store.replay_events_after(old, send) is None
+    assert await store.replay_events_after(recent, send) == "s/_GET_stream" and replayed == []
+    now[0] = 91.0
+    await store.store_event("s/7", _note(5))
+    assert store.stream_count == 1 and store.event_count == 3
+
+
+def _prefixes(store: Any) -> set[str]:
+    return {name.split("/", 1)[0] for name in store._streams}
+
+
+async def test_a_session_ended_by_its_client_leaves_none_of_its_events_on_the_server() -> None:
+    """Through a real server (in this process, so its store can be looked at): a session that ran the team and
+    was closed with DELETE leaves no stream; a session still open keeps its own."""
+    port = free_port()
+    server = build_server(ModelSettings(model="offline"))
+    app = http_app(server, HttpSettings(port=port))
+    store = server.session_manager.event_store
+    web = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    url = f"http://127.0.0.1:{port}/mcp"
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "run_team", "arguments": {"request": "Research bees"}}}  # fmt: skip
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(web.serve)
+        with anyio.fail_after(HANG_GUARD):
+            while not web.started:  # noqa: ASYNC110
+                await anyio.sleep(0.02)
+        try:
+            async with httpx2.AsyncClient(timeout=HANG_GUARD) as http:
+                sessions = []
+                for _ in range(2):
+                    init = await http.post(url, json=initialize(), headers=HEADERS)
+                    session = {**HEADERS, "mcp-session-id": init.headers["mcp-session-id"],
+                               "mcp-protocol-version": "2025-11-25"}  # fmt: skip
+                    await http.post(
+                        url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session
+                    )
+                    answer = await http.post(url, json=call, headers=session)
+                    assert '"status":"complete"' in answer.text.replace(" ", ""), answer.text[-500:]
+                    sessions.append(session)
+                ended, open_ = (s["mcp-session-id"] for s in sessions)
+                assert _prefixes(store) == {ended, open_}  # both have streams: the run's progress and answer
+                assert (await http.delete(url, headers=sessions[0])).status_code == 200
+                with anyio.fail_after(HANG_GUARD):
+                    while ended in _prefixes(store):  # noqa: ASYNC110 (the session ends in the server's task)
+                        await anyio.sleep(0.02)
+                assert _prefixes(store) == {open_}
+        finally:
+            web.should_exit = True

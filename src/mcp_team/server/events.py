@@ -6,9 +6,11 @@ asks an `EventStore` for exactly two things (store an event, replay the events a
 one small class: this one keeps events in memory; a store in the run database can replace it behind the same
 interface when durable runs exist.
 
-Memory is bounded three ways: in bytes over all streams (oldest dropped first), in bytes per stream (a stream's
-oldest dropped first, its newest always kept), and in time for finished streams: once a request's answer is
-stored its stream is kept `finished_keep_seconds` (60 s) for a client to come back for it, then dropped whole.
+Memory is bounded in bytes over all streams (oldest dropped first) and per stream (a stream's oldest dropped
+first, its newest always kept), and in time: once a request's answer is stored its stream is kept
+`finished_keep_seconds` (60 s) for a client to come back for it, then dropped whole; an event of a session's
+standalone (GET) stream, which never ends with an answer, is kept as long; and a session's streams go with the
+session (`scope_per_session`): nobody can resume them.
 
 The SDK names a stream by its request's JSON-RPC id (and every standalone GET stream `_GET_stream`), while one
 store serves all sessions, so two clients' streams share a name. `scope_per_session` gives each session a view
@@ -26,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from mcp.server.streamable_http import EventCallback, EventId, EventMessage, EventStore, StreamId
+from mcp.server.streamable_http import GET_STREAM_KEY, EventCallback, EventId, EventMessage, EventStore, StreamId
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp_types import JSONRPCError, JSONRPCMessage, JSONRPCResponse, jsonrpc_message_adapter
 
@@ -73,6 +75,7 @@ class MemoryEventStore(EventStore):
         self._events: OrderedDict[int, _Event] = OrderedDict()
         self._streams: dict[StreamId, _Stream] = {}
         self._finished: OrderedDict[StreamId, float] = OrderedDict()  # stream -> when its answer was stored
+        self._standalone: deque[tuple[float, int]] = deque()  # (when, event id) of the GET streams' events
         self._bytes = 0
         self._ids = itertools.count(1)
 
@@ -106,6 +109,8 @@ class MemoryEventStore(EventStore):
         if isinstance(message, JSONRPCResponse | JSONRPCError):  # the request is answered: its stream is done
             self._finished.pop(stream_id, None)
             self._finished[stream_id] = now
+        elif stream_id.endswith(GET_STREAM_KEY):  # notifications (list changed, a task's status...), open-ended
+            self._standalone.append((now, event_id))
         while stream.size > self.max_stream_bytes and len(stream.ids) > 1:
             self._drop_oldest(stream_id)
         while self._bytes > self.max_bytes and len(self._events) > 1:
@@ -138,15 +143,27 @@ class MemoryEventStore(EventStore):
             del self._streams[stream_id]
             self._finished.pop(stream_id, None)
 
+    def forget(self, prefix: str) -> None:
+        """Drop every stream whose name starts with `prefix` (a session's, once it has ended)."""
+        for stream_id in [s for s in self._streams if s.startswith(prefix)]:
+            self._drop_stream(stream_id)
+
+    def _drop_stream(self, stream_id: StreamId) -> None:
+        self._finished.pop(stream_id, None)
+        stream = self._streams.pop(stream_id, None)
+        for event_id in stream.ids if stream is not None else ():
+            self._bytes -= _size(self._events.pop(event_id).json)
+
     def _forget_finished(self, now: float) -> None:
+        while self._standalone and now - self._standalone[0][0] >= self.finished_keep_seconds:
+            event = self._events.get(self._standalone.popleft()[1])
+            if event is not None:  # not dropped already: it is the oldest of its stream, events come in order
+                self._drop_oldest(event.stream_id)
         while self._finished:
             stream_id, finished_at = next(iter(self._finished.items()))
             if now - finished_at < self.finished_keep_seconds:
                 return
-            del self._finished[stream_id]
-            stream = self._streams.pop(stream_id, None)
-            for event_id in stream.ids if stream is not None else ():
-                self._bytes -= _size(self._events.pop(event_id).json)
+            self._drop_stream(stream_id)
 
 
 class SessionEventStore(EventStore):
@@ -174,12 +191,14 @@ class SessionEventStore(EventStore):
         return stream_id.removeprefix(self._prefix)
 
 
-def scope_per_session(manager: StreamableHTTPSessionManager, store: EventStore) -> None:
-    """Give every session `manager` opens its own view of `store` (see `SessionEventStore`).
+def scope_per_session(manager: StreamableHTTPSessionManager, store: MemoryEventStore) -> None:
+    """Give every session `manager` opens its own view of `store` (see `SessionEventStore`), and drop its streams
+    from `store` when it ends (a DELETE, the idle timeout): a client cannot resume a session that is gone.
 
     The SDK hands every session's transport the one store it was given and has no hook for a store per
     session, so this wraps the manager's admission of a session (private in SDK 2.3) and swaps the new
-    transport's store (private too) for the session's view. Stateless mode stores no events and is unaffected.
+    transport's store (private too) for the session's view; likewise its discarding of a session, the one
+    place every session ends. Stateless mode stores no events and is unaffected.
     """
     admit = manager._admit_session
 
@@ -190,6 +209,15 @@ def scope_per_session(manager: StreamableHTTPSessionManager, store: EventStore) 
         return transport
 
     manager._admit_session = admit_with_own_store  # type: ignore[method-assign]
+    discard = manager._discard_session
+
+    async def discard_with_streams(session_id: str, transport: Any) -> None:
+        try:
+            await discard(session_id, transport)
+        finally:
+            store.forget(f"{session_id}/")
+
+    manager._discard_session = discard_with_streams  # type: ignore[method-assign]
 
 
 def _size(text: str | None) -> int:
