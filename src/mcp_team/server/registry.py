@@ -10,7 +10,9 @@ from mcp.server.mcpserver.prompts.base import Prompt
 from mcp_team.server.prompts import specialist_prompt
 from mcp_team.server.state import ServerState
 from mcp_team.server.teamfile import TeamSpec
-from mcp_team.server.tools import READ_ONLY, specialist_tool
+from mcp_team.server.tools import specialist_tool, team_effects
+
+RUNS_THE_TEAM = ("run_team", "start_run")  # the tools whose calls may use any tool of the team
 
 
 async def apply_team(server: MCPServer[ServerState], state: ServerState, team: TeamSpec, task_group: TaskGroup) -> None:
@@ -32,9 +34,16 @@ def register_specialists(server: MCPServer[ServerState], state: ServerState) -> 
             name=s.name,
             title=s.name.replace("_", " ").title(),
             description=f"{s.description} Hand it one self-contained task.",
-            annotations=READ_ONLY,
+            annotations=team_effects([s]),
         )
         server.add_prompt(
             Prompt.from_function(specialist_prompt(s), name=s.name, description=f"Play the {s.name}: {s.description}")
         )
         state.registered.append(s.name)
+    effects = team_effects(state.specialists)
+    for name in RUNS_THE_TEAM:
+        # The SDK (2.3) has no public way to change a registered tool's annotations, and adding the tool again
+        # would take its every argument here; its Tool is a plain model.
+        tool = server._tool_manager.get_tool(name)
+        if tool is not None:
+            tool.annotations = effects

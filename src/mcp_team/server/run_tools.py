@@ -19,6 +19,7 @@ from mcp_team.server.resources import record_view
 from mcp_team.server.state import ServerState, state_of
 from mcp_team.server.tasks import principal, visible
 from mcp_team.server.tools import (
+    CAUTIOUS,
     DeadlineSeconds,
     MaxCost,
     MaxHandoffs,
@@ -116,9 +117,7 @@ def add_run_tools(server: MCPServer[ServerState]) -> None:
         start_run,
         name="start_run",
         title="Start a team run",
-        annotations=ToolAnnotations(
-            read_only_hint=True, destructive_hint=False, idempotent_hint=False, open_world_hint=True
-        ),
+        annotations=CAUTIOUS,  # until the team is loaded: then what the team may do (registry)
         meta=RUN_VIEW_META,
     )
     server.add_tool(

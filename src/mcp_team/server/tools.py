@@ -6,7 +6,7 @@ the tools' JSON schemas.
 
 import functools
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -18,6 +18,7 @@ from pydantic import Field
 from mcp_team.evals.recordings import record_run
 from mcp_team.handoffs import Budgets, Plan, PlanError, RunResult, Team
 from mcp_team.handoffs.checkpoints import checkpoint_problems
+from mcp_team.handoffs.subteam import SubTeam
 from mcp_team.server.durability import RunRequest, run_and_wait
 from mcp_team.server.elicitation import elicitation_approver
 from mcp_team.server.limits import client_budgets
@@ -26,7 +27,7 @@ from mcp_team.server.sampling import CtxGetter
 from mcp_team.server.state import ServerState, state_of
 from mcp_team.server.tasks import principal
 from mcp_team.server.views import RUN_VIEW_META, live_record
-from mcp_team.specialists import Specialist, SpecialistResult
+from mcp_team.specialists import Specialist, SpecialistResult, Tool
 
 THREAD_FIELD = Field(
     description="Continue a conversation: runs with the same thread id see its earlier requests and answers.",
@@ -34,7 +35,8 @@ THREAD_FIELD = Field(
     max_length=128,
     pattern=r"^[A-Za-z0-9_.:-]+$",
 )
-READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=False, open_world_hint=True)
+# What `run_team` and `start_run` say until the team is loaded (the server's start), then `team_effects`.
+CAUTIOUS = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=True)
 SpecialistTool = Callable[..., Awaitable[SpecialistResult | InputRequiredResult]]
 
 
@@ -52,6 +54,25 @@ MaxCost = Annotated[
     float | None, Field(gt=0, allow_inf_nan=False, description="Cap on the cost in US dollars (priced calls).")
 ]
 Thread = Annotated[str | None, THREAD_FIELD]
+
+
+def team_effects(specialists: Iterable[Specialist]) -> ToolAnnotations:
+    """What a call that runs `specialists` may do to the world, for MCP clients (which may skip asking their user
+    before a read-only tool): read-only if every tool any of them may call only reads (members of a team inside
+    the team too), destructive if one may delete or overwrite. Open world always: every call asks a model."""
+    tools = [t for s in specialists for t in _tools_of(s)]
+    return ToolAnnotations(
+        read_only_hint=all(t.read_only for t in tools),
+        destructive_hint=any(t.destructive and not t.read_only for t in tools),
+        idempotent_hint=False,
+        open_world_hint=True,
+    )
+
+
+def _tools_of(specialist: Specialist) -> Iterator[Tool]:
+    yield from specialist.tools
+    for member in specialist.members if isinstance(specialist, SubTeam) else ():
+        yield from _tools_of(member)
 
 
 def checked_request(
@@ -187,7 +208,7 @@ def specialist_tool(specialist: Specialist) -> SpecialistTool:
 
 def add_team_tools(server: MCPServer[ServerState]) -> None:
     """`run_team` and `plan_team`; the specialists' tools come and go with the team (see `registry`)."""
-    server.add_tool(run_team, name="run_team", title="Run the team", annotations=READ_ONLY, meta=RUN_VIEW_META)
+    server.add_tool(run_team, name="run_team", title="Run the team", annotations=CAUTIOUS, meta=RUN_VIEW_META)
     server.add_tool(
         plan_team,
         name="plan_team",

@@ -109,4 +109,7 @@ CALCULATE = Tool(
         "required": ["expression"],
     },
     run=_run,
+    read_only=True,
+    destructive=False,
+    open_world=False,
 )

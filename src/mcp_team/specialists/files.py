@@ -64,6 +64,9 @@ def file_tools(roots: Sequence[Path], *, max_bytes: int = 200_000, max_entries: 
                 "required": ["path"],
             },
             run=files.read_file,
+            read_only=True,
+            destructive=False,
+            open_world=False,
         ),
         Tool(
             name="list_files",
@@ -76,6 +79,9 @@ def file_tools(roots: Sequence[Path], *, max_bytes: int = 200_000, max_entries: 
                 "properties": {"path": {"type": "string", "description": "A directory; omit for the top level."}},
             },
             run=files.list_files,
+            read_only=True,
+            destructive=False,
+            open_world=False,
         ),
     ]
 

@@ -293,7 +293,16 @@ class McpToolPool:
             return await self._call(server, remote.name, args)
 
         description = remote.description or remote.title or f"The '{remote.name}' tool of MCP server '{server.name}'."
-        return Tool(name=local_name(server.config, remote.name), description=description, input_schema=schema, run=run)
+        said = remote.annotations or mcp_types.ToolAnnotations()  # the server's word; MCP's defaults where silent
+        return Tool(
+            name=local_name(server.config, remote.name),
+            description=description,
+            input_schema=schema,
+            run=run,
+            read_only=said.read_only_hint is True,
+            destructive=said.destructive_hint is not False,
+            open_world=said.open_world_hint is not False,
+        )
 
     def _stub(self, server: _Server, remote_name: str) -> Tool:
         async def run(args: dict[str, Any]) -> str:

@@ -73,6 +73,8 @@ def fetch_url_tool(
             "required": ["url"],
         },
         run=fetcher.run,
+        read_only=True,
+        destructive=False,
     )
 
 

@@ -1,0 +1,134 @@
+"""The tools' annotations say what the loaded team may do: a client may skip asking its user before a tool
+marked read-only, so `run_team`, `start_run` and each specialist's tool are read-only only when every tool
+behind them only reads, and destructive when one may delete or overwrite (MCP's defaults for a tool of another
+server that does not say). Through an MCP client, on both protocol revisions."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+
+from mcp_team.llm.settings import ModelSettings
+from mcp_team.server.app import build_server
+from mcp_team.server.teamfile import load_team_file
+from support import HANG_GUARD
+
+pytestmark = [pytest.mark.anyio, pytest.mark.parametrize("mode", ["legacy", "auto"], ids=["2025-11-25", "2026-07-28"])]
+
+ECHO_SERVER = str(Path(__file__).parent / "fixtures" / "echo_mcp_server.py")
+READER = """
+[[specialists]]
+name = "reader"
+description = "Reads the team's notes."
+prompt = "Read the notes."
+tools = ["read_notes", "calculate"]
+"""
+NOTE_TAKER = """
+[[specialists]]
+name = "scribe"
+description = "Keeps notes."
+prompt = "Write a note."
+tools = ["write_note"]
+"""
+ECHO = f"""
+[[mcp_servers]]
+name = "echo"
+command = {sys.executable!r}
+args = [{ECHO_SERVER!r}]
+allowed_tools = ["add", "echo"]
+
+[[specialists]]
+name = "adder"
+description = "Adds with the echo server's add (annotated read-only by its server)."
+prompt = "Add."
+tools = ["echo/add"]
+"""
+ECHOER = """
+[[specialists]]
+name = "echoer"
+description = "Calls the echo server's echo, which says nothing of what it does."
+prompt = "Echo."
+tools = ["echo/echo"]
+"""
+READ_ONLY = (True, False)  # (readOnlyHint, destructiveHint)
+WRITES = (False, False)
+MAY_DESTROY = (False, True)
+
+
+async def effects(client: Client) -> dict[str, tuple[bool | None, bool | None]]:
+    tools = (await client.list_tools()).tools
+    return {
+        t.name: (t.annotations.read_only_hint, t.annotations.destructive_hint)
+        for t in tools
+        if t.annotations is not None and t.name not in ("plan_team", "get_run", "cancel_run")
+    }
+
+
+def team_server(tmp_path: Path, body: str, **kwargs: Any) -> Any:
+    path = tmp_path / "team.toml"
+    path.write_text(f'[tools]\nnotes_file = "{tmp_path / "notes.jsonl"}"\n' + body, encoding="utf-8")
+    return build_server(ModelSettings(model="offline"), load_team_file(path), **kwargs), path
+
+
+async def test_the_default_team_only_reads(mode: str) -> None:
+    async with Client(build_server(ModelSettings(model="offline")), mode=mode) as client:
+        seen = await effects(client)
+    assert seen["run_team"] == READ_ONLY
+    assert {seen[s] for s in ("researcher", "analyst", "writer", "coder", "reviewer")} == {READ_ONLY}
+
+
+async def test_a_specialist_that_writes_notes_makes_the_team_write(mode: str, tmp_path: Path) -> None:
+    server, _ = team_server(tmp_path, READER + NOTE_TAKER)
+    async with Client(server, mode=mode) as client:
+        seen = await effects(client)
+    assert seen == {"reader": READ_ONLY, "scribe": WRITES, "run_team": WRITES}
+
+
+async def test_another_servers_tools_are_taken_at_their_word_and_its_silence_as_mcps_defaults(
+    mode: str, tmp_path: Path
+) -> None:
+    server, _ = team_server(tmp_path, ECHO)
+    async with Client(server, mode=mode) as client:
+        only_add = await effects(client)
+    server, _ = team_server(tmp_path, ECHO + ECHOER)
+    async with Client(server, mode=mode) as client:
+        with_echo = await effects(client)
+    assert only_add == {"adder": READ_ONLY, "run_team": READ_ONLY}
+    assert with_echo == {"adder": READ_ONLY, "echoer": MAY_DESTROY, "run_team": MAY_DESTROY}
+
+
+async def test_a_reloaded_team_changes_what_run_team_and_start_run_say(mode: str, tmp_path: Path) -> None:
+    server, path = team_server(tmp_path, READER, watch=True)
+    async with Client(server, mode=mode, cache=None) as client:
+        before = await effects(client)
+        path.write_text(path.read_text(encoding="utf-8") + NOTE_TAKER, encoding="utf-8")
+        with anyio.fail_after(HANG_GUARD):
+            while "scribe" not in (after := await effects(client)):  # noqa: ASYNC110 (polls the listing)
+                await anyio.sleep(0.05)
+    assert before == {"reader": READ_ONLY, "run_team": READ_ONLY}
+    assert after == {"reader": READ_ONLY, "scribe": WRITES, "run_team": WRITES}
+
+
+async def test_a_team_inside_the_team_counts_with_what_its_members_may_do(mode: str, tmp_path: Path) -> None:
+    inner = NOTE_TAKER.replace("[[specialists]]", "[[specialists.team.specialists]]")
+    desk = '[[specialists]]\nname = "desk"\ndescription = "A team that keeps notes."\n' + inner
+    server, _ = team_server(tmp_path, READER + desk)
+    async with Client(server, mode=mode) as client:
+        seen = await effects(client)
+    assert seen == {"reader": READ_ONLY, "desk": WRITES, "run_team": WRITES}
+
+
+async def test_start_run_follows_the_team_on_a_durable_server(mode: str, tmp_path: Path) -> None:
+    from mcp_team.runs.config import resolve
+
+    server, _ = team_server(tmp_path, READER + NOTE_TAKER, durable=resolve(state_dir=tmp_path / "state"))
+    async with Client(server, mode=mode) as client:
+        seen = await effects(client)
+        listed = {t.name for t in (await client.list_tools()).tools}
+    assert "start_run" in listed, listed
+    assert seen["start_run"] == seen["run_team"] == WRITES
