@@ -159,3 +159,6 @@ async def test_the_pages_have_the_same_checks_as_mcp_and_serve_the_same_record()
             assert f'"runId": "{run["run_id"]}"' in page.text
             missing = await http.get("/runs/nope.json", headers=bearer)
             assert missing.status_code == 404 and "no run 'nope'" in missing.text
+            missing = await http.get("/runs/nope", headers=bearer)  # the view, which says so, with a 404
+            assert missing.status_code == 404 and missing.headers["content-type"].startswith("text/html")
+            assert '"runId": "nope"' in missing.text

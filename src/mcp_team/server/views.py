@@ -137,8 +137,14 @@ def add_run_pages(
         return HTMLResponse(ui.page({"mode": "http", "runId": None, "traceUrl": trace_link}), headers=_PAGE_HEADERS)
 
     async def run_page(request: Request) -> Response:
-        config = {"mode": "http", "runId": request.path_params["run_id"], "traceUrl": trace_link}
-        return HTMLResponse(ui.page(config), headers=_PAGE_HEADERS)
+        run_id = request.path_params["run_id"]
+        try:
+            await server.read_resource(f"team://runs/{run_id}")
+            status = 200
+        except ResourceNotFoundError:  # the view says so and offers the others; the status tells a script
+            status = 404
+        config = {"mode": "http", "runId": run_id, "traceUrl": trace_link}
+        return HTMLResponse(ui.page(config), status_code=status, headers=_PAGE_HEADERS)
 
     # The JSON routes first: "/runs/{run_id}" would also match "/runs/x.json".
     for path, endpoint in (
