@@ -14,11 +14,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx2
 
 MCP_TEAM = str(Path(sys.executable).parent / "mcp-team")
@@ -144,3 +145,20 @@ def stored_finished(db: Path, key: str = "target") -> set[str]:
     """`key` (target or id) of every handoff the run store shows completed."""
     return {h[key] for r in stored_runs(db) for h in (r.get("result") or {}).get("handoffs", [])
             if h["status"] == "completed"}  # fmt: skip
+
+
+@asynccontextmanager
+async def serving_here(app: Any, port: int) -> AsyncIterator[None]:
+    """`app` served by uvicorn on 127.0.0.1:`port` in this process, so a test can look at the server's objects."""
+    import uvicorn
+
+    web = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(web.serve)
+        with anyio.fail_after(HANG_GUARD):
+            while not web.started:  # noqa: ASYNC110 (uvicorn has no event for it)
+                await anyio.sleep(0.02)
+        try:
+            yield
+        finally:
+            web.should_exit = True

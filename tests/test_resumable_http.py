@@ -11,14 +11,13 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
-import uvicorn
 from mcp_types import JSONRPCNotification, JSONRPCResponse
 
 from mcp_team.llm.settings import ModelSettings
 from mcp_team.server.app import build_server
 from mcp_team.server.events import MemoryEventStore, SessionEventStore
 from mcp_team.server.http import HttpSettings, http_app
-from support import HANG_GUARD, clean_env, free_port, initialize, serve_http
+from support import HANG_GUARD, clean_env, free_port, initialize, serve_http, serving_here
 
 pytestmark = pytest.mark.anyio
 
@@ -270,34 +269,23 @@ async def test_a_session_ended_by_its_client_leaves_none_of_its_events_on_the_se
     server = build_server(ModelSettings(model="offline"))
     app = http_app(server, HttpSettings(port=port))
     store = server.session_manager.event_store
-    web = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     url = f"http://127.0.0.1:{port}/mcp"
     call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
             "params": {"name": "run_team", "arguments": {"request": "Research bees"}}}  # fmt: skip
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(web.serve)
+    async with serving_here(app, port), httpx2.AsyncClient(timeout=HANG_GUARD) as http:
+        sessions = []
+        for _ in range(2):
+            init = await http.post(url, json=initialize(), headers=HEADERS)
+            session = {**HEADERS, "mcp-session-id": init.headers["mcp-session-id"],
+                       "mcp-protocol-version": "2025-11-25"}  # fmt: skip
+            await http.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session)
+            answer = await http.post(url, json=call, headers=session)
+            assert '"status":"complete"' in answer.text.replace(" ", ""), answer.text[-500:]
+            sessions.append(session)
+        ended, open_ = (s["mcp-session-id"] for s in sessions)
+        assert _prefixes(store) == {ended, open_}  # both have streams: the run's progress and answer
+        assert (await http.delete(url, headers=sessions[0])).status_code == 200
         with anyio.fail_after(HANG_GUARD):
-            while not web.started:  # noqa: ASYNC110
+            while ended in _prefixes(store):  # noqa: ASYNC110 (the session ends in the server's task)
                 await anyio.sleep(0.02)
-        try:
-            async with httpx2.AsyncClient(timeout=HANG_GUARD) as http:
-                sessions = []
-                for _ in range(2):
-                    init = await http.post(url, json=initialize(), headers=HEADERS)
-                    session = {**HEADERS, "mcp-session-id": init.headers["mcp-session-id"],
-                               "mcp-protocol-version": "2025-11-25"}  # fmt: skip
-                    await http.post(
-                        url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session
-                    )
-                    answer = await http.post(url, json=call, headers=session)
-                    assert '"status":"complete"' in answer.text.replace(" ", ""), answer.text[-500:]
-                    sessions.append(session)
-                ended, open_ = (s["mcp-session-id"] for s in sessions)
-                assert _prefixes(store) == {ended, open_}  # both have streams: the run's progress and answer
-                assert (await http.delete(url, headers=sessions[0])).status_code == 200
-                with anyio.fail_after(HANG_GUARD):
-                    while ended in _prefixes(store):  # noqa: ASYNC110 (the session ends in the server's task)
-                        await anyio.sleep(0.02)
-                assert _prefixes(store) == {open_}
-        finally:
-            web.should_exit = True
+        assert _prefixes(store) == {open_}

@@ -12,11 +12,9 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import anyio
 import httpx2
 import mcp_types as types
 import pytest
-import uvicorn
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.auth.provider import AccessToken, TokenVerifier
@@ -28,7 +26,7 @@ from mcp_team.runs import resolve
 from mcp_team.server import resources
 from mcp_team.server.app import build_server
 from mcp_team.server.http import HttpSettings, http_app
-from support import HANG_GUARD, clean_env, free_port, serve_http
+from support import HANG_GUARD, clean_env, free_port, serve_http, serving_here
 from task_client import TaskClient, Tasks
 from test_conformance import NODE, ROOT, SUITE, _install_suite
 
@@ -197,16 +195,8 @@ async def two_user_server(state_dir: Path | None) -> AsyncIterator[str]:
     with pytest.raises(ConfigError, match="pass the same `auth` to http_app"):  # pages unguarded: refused
         http_app(server, HttpSettings(port=port))
     app = http_app(server, HttpSettings(port=port), auth=(TwoUsers(), auth))
-    web = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(web.serve)
-        with anyio.fail_after(HANG_GUARD):
-            while not web.started:  # noqa: ASYNC110
-                await anyio.sleep(0.02)
-        try:
-            yield url
-        finally:
-            web.should_exit = True
+    async with serving_here(app, port):
+        yield url
 
 
 @asynccontextmanager
