@@ -110,6 +110,4 @@ CALCULATE = Tool(
     },
     run=_run,
     read_only=True,
-    destructive=False,
-    open_world=False,
 )

@@ -65,8 +65,6 @@ def file_tools(roots: Sequence[Path], *, max_bytes: int = 200_000, max_entries: 
             },
             run=files.read_file,
             read_only=True,
-            destructive=False,
-            open_world=False,
         ),
         Tool(
             name="list_files",
@@ -80,8 +78,6 @@ def file_tools(roots: Sequence[Path], *, max_bytes: int = 200_000, max_entries: 
             },
             run=files.list_files,
             read_only=True,
-            destructive=False,
-            open_world=False,
         ),
     ]
 

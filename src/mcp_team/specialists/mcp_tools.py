@@ -301,7 +301,6 @@ class McpToolPool:
             run=run,
             read_only=said.read_only_hint is True,
             destructive=said.destructive_hint is not False,
-            open_world=said.open_world_hint is not False,
         )
 
     def _stub(self, server: _Server, remote_name: str) -> Tool:

@@ -48,7 +48,6 @@ def notes_tools(path: Path, *, max_note_chars: int = 4000, default_limit: int = 
             },
             run=notes.write,
             destructive=False,  # it adds a note, never changes or removes one
-            open_world=False,
         ),
         Tool(
             name="read_notes",
@@ -67,8 +66,6 @@ def notes_tools(path: Path, *, max_note_chars: int = 4000, default_limit: int = 
             },
             run=notes.read,
             read_only=True,
-            destructive=False,
-            open_world=False,
         ),
     ]
 

@@ -17,9 +17,9 @@ class ToolFailed(McpTeamError):
 @dataclass(frozen=True)
 class Tool:
     """A tool a specialist may call. What it does to the world is what MCP clients are told of the specialist's
-    tool and of `run_team` (their readOnlyHint, destructiveHint, openWorldHint), and a client may skip asking
-    its user before a read-only one: the defaults are MCP's, the cautious ones (it may change and delete
-    things, outside the team). Say `read_only=True` of a tool that only reads."""
+    tool and of `run_team` (their readOnlyHint and destructiveHint), and a client may skip asking its user
+    before a read-only one: the defaults are MCP's, the cautious ones (it may change and delete things). Say
+    `read_only=True` of a tool that only reads."""
 
     name: str
     description: str
@@ -27,7 +27,6 @@ class Tool:
     run: Callable[[dict[str, Any]], Awaitable[str]]
     read_only: bool = False
     destructive: bool = True  # when not read-only: it may delete or overwrite, not only add
-    open_world: bool = True  # it reaches outside the team (the web, another server), not only its own files
 
     @property
     def definition(self) -> ToolDefinition:

@@ -74,7 +74,6 @@ def fetch_url_tool(
         },
         run=fetcher.run,
         read_only=True,
-        destructive=False,
     )
 
 
