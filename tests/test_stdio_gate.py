@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 from mcp import Client, StdioServerParameters
 
-from mcp_team.server.stdio import DEFAULT_MAX_MESSAGE_BYTES, INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, check_line
+from mcp_team.server.messages import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, check_message
+from mcp_team.server.stdio import DEFAULT_MAX_MESSAGE_BYTES
 from support import HANG_GUARD, INITIALIZED, clean_env, initialize, stdio_lines
 
 LAUNCHER = (
@@ -34,18 +35,18 @@ BAD_LINES = {
 
 
 @pytest.mark.parametrize("name", list(BAD_LINES))
-def test_check_line_answers_each_bad_line(name: str) -> None:
+def test_check_message_answers_each_bad_line(name: str) -> None:
     line, request_id, code = BAD_LINES[name]
-    answer = check_line(line, DEFAULT_MAX_MESSAGE_BYTES)
+    answer = check_message(line, DEFAULT_MAX_MESSAGE_BYTES)
     assert answer is not None and answer[:2] == (request_id, code)
     assert "Traceback" not in answer[2]
 
 
-def test_check_line_lets_good_messages_through() -> None:
+def test_check_message_lets_good_messages_through() -> None:
     for message in (initialize(), INITIALIZED, PING, {"jsonrpc": "2.0", "id": 1, "result": {}}):
-        assert check_line(json.dumps(message), DEFAULT_MAX_MESSAGE_BYTES) is None
+        assert check_message(json.dumps(message), DEFAULT_MAX_MESSAGE_BYTES) is None
     nested_text = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "x", "params": {"t": "[[[[" * 100}})
-    assert check_line(nested_text, DEFAULT_MAX_MESSAGE_BYTES) is None  # brackets inside strings are text
+    assert check_message(nested_text, DEFAULT_MAX_MESSAGE_BYTES) is None  # brackets inside strings are text
 
 
 def _exchange(*lines: str, env: dict[str, str] | None = None) -> tuple[list[dict[str, Any]], str]:

@@ -24,6 +24,7 @@ from starlette.responses import JSONResponse
 
 from mcp_team.errors import ConfigError
 from mcp_team.server.events import DEFAULT_MAX_BYTES, RETRY_MS, MemoryEventStore, scope_per_session
+from mcp_team.server.messages import check_http_bodies
 from mcp_team.server.views import add_run_pages
 
 _LOCAL_HOSTS = ["127.0.0.1:*", "localhost:*", "[::1]:*"]
@@ -140,4 +141,5 @@ def http_app(
         max_request_body_size=settings.max_message_bytes,
     )
     scope_per_session(server.session_manager, events)
+    check_http_bodies(server.session_manager, security, settings.max_message_bytes)
     return app

@@ -4,10 +4,7 @@ The SDK's stdio reader turns a line that is not a JSON-RPC message into an excep
 client that sent garbage, invalid JSON, `"params": "x"` or JSON nested thousands deep waits forever for an
 answer. Here each line is checked before the SDK sees it, and a bad one is answered at once, as JSON-RPC says:
 
-- larger than the message limit: -32600, naming the size and the limit (`MCP_TEAM_MAX_MESSAGE_BYTES`);
-- not JSON, or nested deeper than `MAX_DEPTH`: -32700 (parse error);
-- JSON but not a JSON-RPC message (a batch, a non-object, a request whose `params` is not an object, a bad
-  `id` or `method`): -32600 or -32602 with the request's id when it has a usable one.
+`messages.check_message` says what is wrong with a bad one (too large, not JSON, no JSON-RPC message).
 
 Good lines go on to the SDK unchanged. Hand-written because the SDK has no hook between reading a line and
 parsing it; it reuses the SDK's `stdio_server` for everything else.
@@ -26,13 +23,10 @@ from typing import Any, BinaryIO
 import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.stdio import stdio_server
-from mcp_types import jsonrpc_message_adapter
-from pydantic import ValidationError
+
+from mcp_team.server.messages import check_message
 
 DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024  # the SDK's limit for an HTTP body, so both transports agree
-MAX_DEPTH = 64  # deeper JSON is no MCP message, and parsing it recursively could exhaust the stack
-
-PARSE_ERROR, INVALID_REQUEST, INVALID_PARAMS = -32700, -32600, -32602
 
 
 def max_message_bytes() -> int:
@@ -84,75 +78,11 @@ async def _checked_lines(stdin: anyio.AsyncFile[str], out: _LineWriter, limit: i
     async for line in stdin:
         if not line.strip():
             continue
-        problem = check_line(line, limit)
+        problem = check_message(line, limit)
         if problem is None:
             yield line
         else:
             await out.error(*problem)
-
-
-def check_line(line: str, limit: int) -> tuple[Any, int, str] | None:
-    """None for a line the SDK can take, else the answer to it: (id, code, message)."""
-    size = len(line.encode("utf-8", errors="replace"))
-    if size > limit:
-        return (
-            None,
-            INVALID_REQUEST,
-            (
-                f"message too large: {size} bytes, the limit is {limit} (MCP_TEAM_MAX_MESSAGE_BYTES); send less "
-                "text, e.g. a shorter request or context"
-            ),
-        )
-    if line.count("[") + line.count("{") > MAX_DEPTH and _depth(line) > MAX_DEPTH:
-        return None, PARSE_ERROR, f"parse error: JSON nested deeper than {MAX_DEPTH} levels"
-    try:
-        message = json.loads(line)
-    except (ValueError, RecursionError) as exc:
-        return None, PARSE_ERROR, f"parse error: not JSON ({exc})"
-    if isinstance(message, list):
-        return None, INVALID_REQUEST, "invalid request: JSON-RPC batches are not supported by MCP; send one message"
-    if not isinstance(message, dict):
-        return None, INVALID_REQUEST, "invalid request: a JSON-RPC message is a JSON object"
-    request_id = message.get("id")
-    usable_id = request_id if isinstance(request_id, str | int) and not isinstance(request_id, bool) else None
-    if "method" in message and "params" in message and not isinstance(message["params"], dict):
-        if usable_id is None:
-            return None, INVALID_REQUEST, "invalid request: `params` must be an object"
-        return usable_id, INVALID_PARAMS, f"invalid params: `params` must be an object, got {_kind(message['params'])}"
-    try:
-        jsonrpc_message_adapter.validate_python(message, by_name=False)
-    except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'][1:])) or 'message'}: {e['msg']}" for e in exc.errors()[:3])
-        return usable_id, INVALID_REQUEST, f"invalid request: not a JSON-RPC 2.0 message ({problems})"
-    return None
-
-
-def _depth(text: str) -> int:
-    """How deep brackets nest, outside strings; a linear scan, so hostile input costs no recursion."""
-    depth = deepest = 0
-    in_string = escaped = False
-    for ch in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
-        elif ch in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-            if deepest > MAX_DEPTH:
-                return deepest
-        elif ch in "]}":
-            depth -= 1
-    return deepest
-
-
-def _kind(value: Any) -> str:
-    return {str: "a string", list: "an array", bool: "a boolean", type(None): "null"}.get(type(value), "a number")
 
 
 @contextmanager

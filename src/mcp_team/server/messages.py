@@ -1,0 +1,135 @@
+"""One JSON-RPC message, checked before the SDK parses it: each stdio line (`stdio`), and each POST body of a
+2025-era HTTP client (`check_http_bodies`).
+
+A bad one is answered at once, as JSON-RPC says:
+- larger than the message limit: -32600, naming the size and the limit (`MCP_TEAM_MAX_MESSAGE_BYTES`);
+- not JSON, or nested deeper than `MAX_DEPTH`: -32700 (parse error);
+- JSON but not a JSON-RPC message (a batch, a non-object, a request whose `params` is not an object, a bad
+  `id` or `method`): -32600 or -32602 with the request's id when it has a usable one.
+
+Over HTTP the SDK's 2025 path answered a batch, or JSON that is no JSON-RPC message, with -32602 and pydantic's
+whole report, after opening a session for it whose id the error carried (the session was then dropped); its
+2026 path already answers -32600 in a line, and gets the body as it is. Hand-written: the SDK has no hook
+between reading a message and parsing it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
+from mcp_types import jsonrpc_message_adapter
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from pydantic import ValidationError
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.types import Message, Receive, Scope, Send
+
+MAX_DEPTH = 64  # deeper JSON is no MCP message, and parsing it recursively could exhaust the stack
+
+PARSE_ERROR, INVALID_REQUEST, INVALID_PARAMS = -32700, -32600, -32602
+
+
+def check_http_bodies(manager: StreamableHTTPSessionManager, security: TransportSecuritySettings, limit: int) -> None:
+    """Check each POST body of a 2025-era client (`check_message`) before `manager` sees it, after the Host,
+    Origin and Content-Type checks the SDK would make; a body over `limit` goes on, for the SDK's 413."""
+    inner = manager.asgi_app  # the manager's entry, behind the route's auth; private in SDK 2.3
+    guard = TransportSecurityMiddleware(security)
+
+    async def checked(scope: Scope, receive: Receive, send: Send) -> None:
+        version = dict(scope.get("headers", ())).get(b"mcp-protocol-version")
+        modern = version is not None and version.decode("latin-1") not in HANDSHAKE_PROTOCOL_VERSIONS
+        if scope["type"] != "http" or scope["method"] != "POST" or modern:
+            await inner(scope, receive, send)
+            return
+        read: list[Message] = []
+        size, more = 0, True
+        while more and size <= limit:
+            message = await receive()
+            read.append(message)
+            if message["type"] != "http.request":
+                break
+            size += len(message.get("body", b""))
+            more = message.get("more_body", False)
+
+        async def replay() -> Message:
+            return read.pop(0) if read else await receive()
+
+        if not more and size <= limit and read[-1]["type"] == "http.request":
+            problem = check_message(b"".join(m.get("body", b"") for m in read), limit)
+            if problem is not None:
+                request_id, code, text = problem
+                refused = await guard.validate_request(Request(scope), is_post=True)
+                error = {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": text}}
+                await (refused or JSONResponse(error, status_code=400))(scope, replay, send)
+                return
+        await inner(scope, replay, send)
+
+    manager.asgi_app = checked  # type: ignore[assignment]
+
+
+def check_message(text: str | bytes, limit: int) -> tuple[Any, int, str] | None:
+    """None for a message the SDK can take, else the answer to it: (id, code, message)."""
+    size = len(text) if isinstance(text, bytes) else len(text.encode("utf-8", errors="replace"))
+    if size > limit:
+        return (
+            None,
+            INVALID_REQUEST,
+            (
+                f"message too large: {size} bytes, the limit is {limit} (MCP_TEAM_MAX_MESSAGE_BYTES); send less "
+                "text, e.g. a shorter request or context"
+            ),
+        )
+    line = text.decode("utf-8", errors="replace") if isinstance(text, bytes) else text
+    if line.count("[") + line.count("{") > MAX_DEPTH and _depth(line) > MAX_DEPTH:
+        return None, PARSE_ERROR, f"parse error: JSON nested deeper than {MAX_DEPTH} levels"
+    try:
+        message = json.loads(line)
+    except (ValueError, RecursionError) as exc:
+        return None, PARSE_ERROR, f"parse error: not JSON ({exc})"
+    if isinstance(message, list):
+        return None, INVALID_REQUEST, "invalid request: JSON-RPC batches are not supported by MCP; send one message"
+    if not isinstance(message, dict):
+        return None, INVALID_REQUEST, "invalid request: a JSON-RPC message is a JSON object"
+    request_id = message.get("id")
+    usable_id = request_id if isinstance(request_id, str | int) and not isinstance(request_id, bool) else None
+    if "method" in message and "params" in message and not isinstance(message["params"], dict):
+        if usable_id is None:
+            return None, INVALID_REQUEST, "invalid request: `params` must be an object"
+        return usable_id, INVALID_PARAMS, f"invalid params: `params` must be an object, got {_kind(message['params'])}"
+    try:
+        jsonrpc_message_adapter.validate_python(message, by_name=False)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'][1:])) or 'message'}: {e['msg']}" for e in exc.errors()[:3])
+        return usable_id, INVALID_REQUEST, f"invalid request: not a JSON-RPC 2.0 message ({problems})"
+    return None
+
+
+def _depth(text: str) -> int:
+    """How deep brackets nest, outside strings; a linear scan, so hostile input costs no recursion."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+            if deepest > MAX_DEPTH:
+                return deepest
+        elif ch in "]}":
+            depth -= 1
+    return deepest
+
+
+def _kind(value: Any) -> str:
+    return {str: "a string", list: "an array", bool: "a boolean", type(None): "null"}.get(type(value), "a number")

@@ -1,0 +1,83 @@
+"""Each POST body of a 2025-era HTTP client is one JSON-RPC message, or a short JSON-RPC error says what is
+wrong with it (as on stdio, tests/test_stdio_gate.py), after the Host, Origin and Content-Type checks, and
+without a session opened for it. Raw HTTP against `mcp-team serve --http`, so the bytes are what any client
+sees."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import httpx2
+import pytest
+
+from support import HANG_GUARD, clean_env, initialize, serve_http
+
+HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+LIMIT = 4096
+
+
+@pytest.fixture(scope="module")
+def url() -> Iterator[str]:
+    with serve_http(env=clean_env(MCP_TEAM_MODEL="offline", MCP_TEAM_MAX_MESSAGE_BYTES=str(LIMIT))) as base:
+        yield f"{base}/mcp"
+
+
+BAD_BODIES = {
+    "batch": ('[{"jsonrpc":"2.0","id":1,"method":"ping"}]', None, -32600, "batches are not supported"),
+    "not JSON-RPC": ('{"hello": 1}', None, -32600, "not a JSON-RPC 2.0 message (jsonrpc: Field required"),
+    "not an object": ('"ping"', None, -32600, "a JSON-RPC message is a JSON object"),
+    "not JSON": ("ping, please", None, -32700, "parse error: not JSON"),
+    "params not an object": (
+        '{"jsonrpc":"2.0","id":1,"method":"initialize","params":5}', 1, -32602, "`params` must be an object, got a"
+    ),
+}  # fmt: skip
+
+
+def post(url: str, body: str, **headers: str) -> httpx2.Response:
+    return httpx2.post(url, content=body, headers={**HEADERS, **headers}, timeout=HANG_GUARD)
+
+
+def error_of(response: httpx2.Response) -> dict[str, Any]:
+    answer: dict[str, Any] = response.json()
+    return {"id": answer["id"], **answer["error"]}
+
+
+@pytest.mark.parametrize("name", list(BAD_BODIES))
+def test_a_bad_body_gets_a_short_json_rpc_error_and_no_session(url: str, name: str) -> None:
+    body, request_id, code, says = BAD_BODIES[name]
+    answer = post(url, body)
+    assert answer.status_code == 400
+    assert "mcp-session-id" not in answer.headers  # no session was opened for it
+    error = error_of(answer)
+    assert (error["id"], error["code"]) == (request_id, code) and says in error["message"], error
+    assert "pydantic" not in error["message"] and len(error["message"]) < 300
+
+
+def test_inside_a_session_too(url: str) -> None:
+    opened = httpx2.post(url, json=initialize(), headers=HEADERS, timeout=HANG_GUARD)
+    session = {"mcp-session-id": opened.headers["mcp-session-id"], "mcp-protocol-version": "2025-11-25"}
+    answer = post(url, BAD_BODIES["batch"][0], **session)
+    assert answer.status_code == 400 and error_of(answer)["code"] == -32600
+    ping = post(url, '{"jsonrpc":"2.0","id":2,"method":"ping"}', **session)  # the session goes on
+    assert ping.status_code == 200 and '"id":2' in ping.text.replace(" ", "")
+
+
+def test_the_hosts_origins_and_content_type_are_checked_first(url: str) -> None:
+    batch = BAD_BODIES["batch"][0]
+    assert post(url, batch, Host="evil.example").status_code == 421
+    assert post(url, batch, Origin="http://evil.example").status_code == 403
+    assert post(url, batch, **{"Content-Type": "text/plain"}).status_code == 400
+    assert "Content-Type" in post(url, batch, **{"Content-Type": "text/plain"}).text
+
+
+def test_good_messages_and_large_bodies_go_on_to_the_sdk(url: str) -> None:
+    opened = httpx2.post(url, json=initialize(), headers=HEADERS, timeout=HANG_GUARD)
+    assert opened.status_code == 200 and opened.headers["mcp-session-id"]
+    large = '{"jsonrpc":"2.0","id":3,"method":"ping","params":{"pad":"' + "x" * LIMIT + '"}}'
+    assert post(url, large).status_code == 413  # the SDK's answer to a body over the limit
+
+
+def test_a_2026_client_gets_the_sdks_own_answer(url: str) -> None:
+    answer = post(url, BAD_BODIES["batch"][0], **{"mcp-protocol-version": "2026-07-28"})
+    assert answer.status_code == 400 and error_of(answer)["code"] == -32600
