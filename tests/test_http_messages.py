@@ -5,6 +5,7 @@ sees."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -81,3 +82,42 @@ def test_good_messages_and_large_bodies_go_on_to_the_sdk(url: str) -> None:
 def test_a_2026_client_gets_the_sdks_own_answer(url: str) -> None:
     answer = post(url, BAD_BODIES["batch"][0], **{"mcp-protocol-version": "2026-07-28"})
     assert answer.status_code == 400 and error_of(answer)["code"] == -32600
+
+
+WRONG_PARAMS = {
+    "a tool name that is not a string": ({"name": 5}, "params.name: Input should be a valid string"),
+    "arguments that are not an object": (
+        {"name": "run_team", "arguments": 5},
+        "params.arguments: Input should be a valid dictionary",
+    ),
+}
+
+
+def _answer(response: httpx2.Response) -> dict[str, Any]:
+    """The JSON-RPC answer of a POST, sent as JSON or as the last SSE event."""
+    text = response.text
+    data = [line[5:] for line in text.splitlines() if line.startswith("data:") and line[5:].strip()]
+    answer: dict[str, Any] = json.loads(data[-1] if data else text)
+    return answer
+
+
+# On 2026-07-28 a tool name that is not a string is refused first by the routing header check (-32020).
+@pytest.mark.parametrize(
+    ("revision", "name"),
+    [("2025-11-25", name) for name in WRONG_PARAMS] + [("2026-07-28", "arguments that are not an object")],
+)
+def test_params_that_do_not_fit_the_method_are_named(url: str, revision: str, name: str) -> None:
+    """Params that are an object but do not fit `tools/call` are -32602 saying which field is wrong and how (the
+    SDK said "Invalid request parameters" with empty data)."""
+    params, says = WRONG_PARAMS[name]
+    headers = {"mcp-protocol-version": revision}
+    if revision == "2025-11-25":
+        opened = httpx2.post(url, json=initialize(), headers=HEADERS, timeout=HANG_GUARD)
+        headers["mcp-session-id"] = opened.headers["mcp-session-id"]
+    else:
+        meta = {"io.modelcontextprotocol/protocolVersion": revision, "io.modelcontextprotocol/clientCapabilities": {}}
+        params = {**params, "_meta": meta}
+        headers |= {"mcp-method": "tools/call", "mcp-name": str(params["name"])}
+    call = {"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": params}
+    error = _answer(post(url, json.dumps(call), **headers))["error"]
+    assert error["code"] == -32602 and error["message"] == f"invalid params for tools/call: {says}", error

@@ -36,7 +36,7 @@ from mcp_team.server.run_tools import add_run_tools
 from mcp_team.server.run_updates import install_run_updates
 from mcp_team.server.state import ListenedBus, ServerState
 from mcp_team.server.store import MemoryRunStore, RunStore
-from mcp_team.server.strict import install_strict_requests
+from mcp_team.server.strict import install_strict_requests, name_invalid_params
 from mcp_team.server.task_runs import ServerTaskRuns
 from mcp_team.server.tasks import TasksExtension, legacy_tasks
 from mcp_team.server.teamfile import TeamSpec, load_team
@@ -127,6 +127,7 @@ def build_server(
         extensions=[run_view_app(), *([tasks] if tasks.runs.serves_tasks() else [])],
     )
     server.middleware.append(legacy_tasks(server, tasks))
+    server.middleware.append(name_invalid_params())  # innermost: it sees the SDK's own validation of params
     advertise_list_changed(server)
     install_set_level(server._lowlevel_server)  # also declares the `logging` capability (2025-11-25)
     install_strict_requests(server)  # exact errors for unknown tools, prompts, resources and arguments

@@ -11,7 +11,10 @@ revision). Here each is answered as the spec says, with a message that names the
   `additionalProperties: false`;
 - `prompts/get`: an unknown prompt, a missing required argument, an unknown or an invalid argument: -32602;
 - `resources/read`: a resource that does not exist is -32002 on 2025-11-25 and -32602 from 2026-07-28 on
-  (SEP-2164), listing the resources and templates when no URI pattern matched.
+  (SEP-2164), listing the resources and templates when no URI pattern matched;
+- any method whose params do not fit it (`tools/call` with `"name": 5`): -32602 naming each problem, where the
+  SDK said "Invalid request parameters" and nothing more (`name_invalid_params`, a middleware: the params are
+  validated before any handler runs).
 
 These wrap the SDK's request handlers (`Server.add_request_handler`, the hook the SDK's own extension
 interceptor uses) rather than being `ServerMiddleware`: a handler's result still goes through the SDK's
@@ -25,7 +28,7 @@ from typing import Any, Final, Protocol, TypeVar
 
 import mcp_types as types
 from mcp import MCPError
-from mcp.server.context import ServerRequestContext
+from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp.server.mcpserver import MCPServer
 from pydantic import ValidationError
@@ -40,6 +43,20 @@ NamedT = TypeVar("NamedT", bound=_Named)
 
 RESOURCE_NOT_FOUND: Final = -32002  # 2025-11-25; retired by 2026-07-28, which uses -32602
 MAX_NAME_SHOWN: Final = 200  # characters of a client-sent name echoed in a message
+
+
+def name_invalid_params() -> ServerMiddleware[Any]:
+    """Middleware: params that do not fit their method are -32602 naming what is wrong (at most five problems, as
+    `where: what`, never the values sent)."""
+
+    async def middleware(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        try:
+            return await call_next(ctx)
+        except ValidationError as exc:
+            problems = "; ".join(f"{_loc(e['loc'])}: {e['msg']}" for e in exc.errors()[:5])
+            raise MCPError(types.INVALID_PARAMS, f"invalid params for {ctx.method}: {problems}") from None
+
+    return middleware
 
 
 def install_strict_requests(server: MCPServer[Any]) -> None:
