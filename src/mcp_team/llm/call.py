@@ -177,7 +177,7 @@ async def _call(
         u = replaced(response.usage, cost_usd=cost)
         response = replaced(response, usage=u)
         if span.is_recording():
-            also: dict[str, Any] = {RESPONSE_MODEL: response.model, RESPONSE_FINISH_REASONS: [response.stop_reason]}
+            also: dict[str, Any] = {RESPONSE_MODEL: response.model, RESPONSE_FINISH_REASONS: (response.stop_reason,)}
             if response.id:
                 also[RESPONSE_ID] = response.id
             if cost is not None:

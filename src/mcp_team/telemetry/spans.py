@@ -39,8 +39,8 @@ def conversation(run_id: str) -> Iterator[None]:
         _conversation_id.reset(token)
 
 
-_global_tracer: trace.Tracer | None = None
-_caller_tracer: ContextVar[trace.Tracer | None] = ContextVar("mcp_team_tracer", default=None)
+Start = Callable[[str, SpanKind, dict[str, Any]], Span]
+_caller_start: ContextVar[Start | None] = ContextVar("mcp_team_span_start", default=None)
 
 
 @contextmanager
@@ -67,23 +67,50 @@ def use_tracing(
         if add is None:
             raise TypeError(f"{type(provider).__name__} takes no span processors; pass an SDK TracerProvider")
         add(processor)
-    token = _caller_tracer.set(provider.get_tracer("mcp_team"))
+    token = _caller_start.set(_starter_for(provider.get_tracer("mcp_team")))
     try:
         yield provider
     finally:
-        _caller_tracer.reset(token)
+        _caller_start.reset(token)
 
 
-def _tracer() -> trace.Tracer:
-    """The caller's tracer (`use_tracing`), else the global one. The global one is asked for once: before a
-    provider is installed it is the API's proxy, which finds the provider itself when one comes (asking the API
-    again for every span cost ~10 us each, an environment lookup and a new proxy, with tracing off)."""
-    global _global_tracer
-    if (caller := _caller_tracer.get()) is not None:
-        return caller
-    if _global_tracer is None:
-        _global_tracer = trace.get_tracer("mcp_team")
-    return _global_tracer
+def _starter_for(tracer: trace.Tracer) -> Start:
+    """How to start a span on `tracer`: the lean path for an SDK tracer set up the default way
+    (`fastspan`), else the tracer's own `start_span`."""
+    if type(tracer).__module__ == "opentelemetry.sdk.trace":  # the SDK is imported already: no start-up cost
+        from mcp_team.telemetry import fastspan
+
+        if (fast := fastspan.starter(tracer)) is not None:  # type: ignore[arg-type]
+            return fast
+
+    def start(name: str, kind: SpanKind, attributes: dict[str, Any]) -> Span:
+        return tracer.start_span(
+            name, kind=kind, attributes=attributes, record_exception=False, set_status_on_exception=False
+        )
+
+    return start
+
+
+_global_proxy: trace.Tracer | None = None
+_global_start: tuple[object, Start] | None = None
+
+
+def _start(name: str, kind: SpanKind, attributes: dict[str, Any]) -> Span:
+    """Start a span on the caller's tracer (`use_tracing`), else on the global provider's.
+
+    The global tracer is asked for once: before a provider is installed it is the API's proxy, which
+    finds the provider itself when one comes (asking the API again for every span cost ~10 us each, an
+    environment lookup and a new proxy, with tracing off). What the proxy resolves to is looked at on
+    every span, as a provider may be installed at any time; the starter is made once per tracer."""
+    global _global_proxy, _global_start
+    if (caller := _caller_start.get()) is not None:
+        return caller(name, kind, attributes)
+    if _global_proxy is None:
+        _global_proxy = trace.get_tracer("mcp_team")
+    tracer = getattr(_global_proxy, "_tracer", _global_proxy)  # the API proxy's real tracer, when it has one
+    if _global_start is None or _global_start[0] is not tracer:
+        _global_start = (tracer, _starter_for(tracer))
+    return _global_start[1](name, kind, attributes)
 
 
 class _SpanScope:
@@ -99,9 +126,7 @@ class _SpanScope:
         run_id = _conversation_id.get()
         if run_id is not None:
             attributes[A.CONVERSATION_ID] = run_id
-        self.span = _tracer().start_span(
-            name, kind=kind, attributes=attributes, record_exception=False, set_status_on_exception=False
-        )
+        self.span = _start(name, kind, attributes)
 
     def __enter__(self) -> Span:
         self.token = context.attach(trace.set_span_in_context(self.span))

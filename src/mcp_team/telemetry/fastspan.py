@@ -1,0 +1,161 @@
+"""Starting mcp_team's own spans on an OpenTelemetry SDK tracer without the SDK's generic start path.
+
+A handoff starts three spans. The SDK's `Tracer.start_span` is generic: it asks the sampler, cleans
+every attribute value through a chain of ABC checks, builds two bounded lists and a lock-guarded
+attribute map, and cleaned them again on each `set_attributes`; together ~25 us a span here, more than
+the rest of the engine spends on a handoff. Our spans' attributes are plain `str`/`int` values, and
+nearly every provider runs the SDK's defaults (the parent-based always-on sampler, no attribute length
+limit, its internal metrics off), so for those `start` builds the SDK's own span class with that work
+skipped: processors, exporters and callers get a real SDK span with the same fields `start_span` gives
+it. Any other set-up (a sampler of one's own, an attribute length limit, a disabled tracer, the SDK's
+metrics on, values that are not plain) goes through `Tracer.start_span` unchanged.
+
+Hand-written on purpose (the SDK has no cheaper way in); it reads a few private fields of the SDK's
+`Tracer`, so tests/test_fastspan.py compares its spans with `start_span`'s field by field: an SDK release
+that changes them fails there, not in users' traces.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from time import time_ns
+from typing import Any, cast
+
+from opentelemetry import trace
+from opentelemetry.attributes import BoundedAttributes
+from opentelemetry.sdk.trace import Tracer, _check_span_ended, _Span
+from opentelemetry.sdk.trace._tracer_metrics import NoOpTracerMetrics
+from opentelemetry.sdk.trace.sampling import ALWAYS_ON, DEFAULT_ON
+from opentelemetry.sdk.util import BoundedList
+from opentelemetry.trace import NonRecordingSpan, Span, SpanContext, SpanKind, Status, StatusCode, TraceFlags
+from opentelemetry.util.types import AnyValue
+
+Start = Callable[[str, SpanKind, dict[str, Any]], Span]
+
+_PLAIN = frozenset({str, int, float, bool})
+_PLAIN_OR_TUPLE = _PLAIN | {tuple}
+_STR = frozenset({str})
+_UNSET = Status(StatusCode.UNSET)
+_SAMPLED = TraceFlags.SAMPLED
+_RANDOM = TraceFlags.RANDOM_TRACE_ID
+
+
+def _plain(attributes: Mapping[str, Any]) -> bool:
+    """Whether the SDK's cleaning would keep `attributes` as they are: non-empty `str` keys, scalar values or
+    tuples of scalars. (Set operations over `map`: this runs for every span, and a generator cost 3x more.)"""
+    if "" in attributes or not _STR.issuperset(map(type, attributes)):
+        return False
+    kinds = set(map(type, attributes.values()))
+    if kinds <= _PLAIN:
+        return True
+    return kinds <= _PLAIN_OR_TUPLE and all(
+        _PLAIN.issuperset(map(type, value)) for value in attributes.values() if type(value) is tuple
+    )
+
+
+def starter(tracer: Tracer) -> Start | None:
+    """A `start(name, kind, attributes)` for `tracer` when its set-up lets spans skip the generic path, else None.
+
+    Decided once per tracer: the sampler, the limits and the metrics hook are fixed when a provider hands
+    out its tracer. Whether the tracer is enabled can change, so `start` looks at that on every span."""
+    try:
+        eligible = (
+            type(tracer) is Tracer
+            and (tracer.sampler is DEFAULT_ON or tracer.sampler is ALWAYS_ON)
+            and tracer._span_limits.max_span_attribute_length is None
+            and isinstance(tracer._tracer_metrics, NoOpTracerMetrics)
+            and isinstance(tracer._tracer_config.is_enabled, bool)
+        )
+    except AttributeError:  # an SDK whose internals moved: its own path is always right
+        return None
+    if not eligible:
+        return None
+    always = tracer.sampler is ALWAYS_ON
+    ids, processors = tracer.id_generator, tracer.span_processor
+    max_attributes = tracer._span_limits.max_span_attributes
+
+    def start(name: str, kind: SpanKind, attributes: dict[str, Any]) -> Span:
+        if (
+            not tracer._tracer_config.is_enabled
+            or (max_attributes is not None and len(attributes) > max_attributes)
+            or not _plain(attributes)
+        ):
+            return tracer.start_span(
+                name, kind=kind, attributes=attributes, record_exception=False, set_status_on_exception=False
+            )
+        parent: SpanContext | None = trace.get_current_span().get_span_context()
+        if parent is not None and parent.is_valid:
+            trace_id, random_id = parent.trace_id, parent.trace_flags.random_trace_id
+            sampled, state = always or parent.trace_flags.sampled, parent.trace_state
+        else:
+            parent = None
+            trace_id, random_id = ids.generate_trace_id(), ids.is_trace_id_random()
+            sampled, state = True, None
+        flags = (_SAMPLED if sampled else 0) | (_RANDOM if random_id else 0)
+        context = SpanContext(
+            trace_id, ids.generate_span_id(), is_remote=False, trace_flags=TraceFlags(flags), trace_state=state
+        )
+        if not sampled:
+            return NonRecordingSpan(context)
+        span = _FastSpan(name, context, parent, tracer, kind, attributes)
+        span._start_time = time_ns()  # `Span.start` without its lock and checks: nothing else holds the span yet
+        processors.on_start(span, parent_context=None)
+        return span
+
+    return start
+
+
+class _FastSpan(_Span):
+    """The SDK's span, built without its constructor's generic work, and with plain attributes set directly."""
+
+    def __init__(  # the SDK constructor is skipped on purpose: these are the fields it sets
+        self,
+        name: str,
+        context: SpanContext,
+        parent: SpanContext | None,
+        tracer: Tracer,
+        kind: SpanKind,
+        attributes: dict[str, Any],
+    ) -> None:
+        limits = tracer._span_limits
+        self._name, self._context, self._parent, self._kind = name, context, parent, kind
+        self._instrumentation_info = tracer.instrumentation_info
+        self._instrumentation_scope = tracer._instrumentation_scope
+        self._resource, self._status = tracer.resource, _UNSET
+        self._start_time = self._end_time = None
+        self._sampler, self._trace_config = tracer.sampler, None
+        self._record_exception = self._set_status_on_exception = False
+        self._span_processor, self._limits = tracer.span_processor, limits
+        self._lock = threading.Lock()
+        self._attributes = BoundedAttributes(limits.max_span_attributes, immutable=False)
+        self._attributes._dict = self._values = attributes  # plain (checked by `start`): what cleaning would keep
+        self._max_attributes = limits.max_span_attributes
+        # Few spans get an event (an exception) and ours never a link: the SDK's bounded lists come with the first.
+        self._events = self._links = ()
+        self._record_end_metrics = None
+
+    @_check_span_ended  # the SDK's own guard: under the span's lock, a warning once it has ended
+    def _add_event(self, event: Any) -> None:
+        if type(self._events) is tuple:
+            self._events = BoundedList(self._limits.max_events)
+        cast(BoundedList, self._events).append(event)
+
+    @_check_span_ended
+    def _add_link(self, link: Any) -> None:
+        if type(self._links) is tuple:
+            self._links = BoundedList(self._limits.max_links)
+        cast(BoundedList, self._links).append(link)
+
+    def set_attributes(self, attributes: Mapping[str, AnyValue]) -> None:
+        values, maxlen = self._values, self._max_attributes
+        fits = maxlen is None or len(values) + len(attributes) <= maxlen
+        if self._end_time is None and fits and _plain(attributes):
+            with self._lock:
+                if self._end_time is None:
+                    values.update(attributes)
+                    return
+        super().set_attributes(attributes)
+
+    def set_attribute(self, key: str, value: AnyValue) -> None:
+        self.set_attributes({key: value})
