@@ -146,7 +146,10 @@ def test_values_the_sdk_would_clean_are_cleaned_the_same_way() -> None:
     for span in (fast, reference):
         span.set_attributes({"later": [1, 2], "plain": "p", "t": (1.5, True)})
         span.set_attribute("one", ["z"])
-    assert dict(fast.attributes) == dict(reference.attributes)  # type: ignore[attr-defined]
+        span.set_attributes({"n": 3})  # a key set again moves to the end
+        span.set_attribute(5, "not a str key")  # type: ignore[arg-type]
+    assert list(fast.attributes.items()) == list(reference.attributes.items())  # type: ignore[attr-defined]
+    assert fast.dropped_attributes == reference.dropped_attributes  # type: ignore[attr-defined]
     link = SpanContext(0xABC, 0xDEF, is_remote=True)
     for span in (fast, reference):
         span.add_event("note", {"k": 1})
@@ -186,3 +189,39 @@ def test_set_ups_it_cannot_match_go_through_the_sdk() -> None:
     assert fastspan.starter(ratio) is None  # type: ignore[arg-type]
     assert fastspan.starter(length_limit) is None  # type: ignore[arg-type]
     assert fastspan.starter(trace.NoOpTracer()) is None  # type: ignore[arg-type]
+
+
+def test_the_span_keeps_its_own_copy_of_the_attributes_it_was_started_with() -> None:
+    start = fastspan.starter(provider()[0].get_tracer("t"))  # type: ignore[arg-type]
+    assert start is not None
+    given: dict[str, Any] = {"a": 1}
+    span = start("op", SpanKind.INTERNAL, given)
+    given["b"] = 2
+    span.set_attribute("c", 3)
+    assert dict(span.attributes) == {"a": 1, "c": 3} and given == {"a": 1, "b": 2}  # type: ignore[attr-defined]
+    assert repr(span).startswith('_Span(name="op"')
+    fast, reference = started(provider()[0].get_tracer("t"), None, {"a": 1, "b": 2})
+    assert type(fast).__name__ == "_FastSpan"
+    for each in (fast, reference):
+        each.set_attribute("a", 5)  # set again: moves to the end, as the SDK keeps them
+    assert list(fast.attributes.items()) == list(reference.attributes.items()) == [("b", 2), ("a", 5)]  # type: ignore[attr-defined]
+
+
+def test_a_disabled_tracer_or_a_field_reassigned_later_is_followed_as_the_sdk_follows_it() -> None:
+    from opentelemetry.sdk.trace import _TracerConfig
+    from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
+
+    made, memory = provider()
+    tracer = made.get_tracer("t")
+    start = fastspan.starter(tracer)
+    assert start is not None
+    tracer._set_tracer_config(_TracerConfig(is_enabled=False))
+    assert not start("off", SpanKind.INTERNAL, {}).is_recording()
+    tracer._set_tracer_config(_TracerConfig(is_enabled=True))
+    tracer.sampler = ALWAYS_OFF
+    assert not start("sampled out", SpanKind.INTERNAL, {}).is_recording()
+    tracer.sampler = DEFAULT_ON
+    other = InMemorySpanExporter()
+    tracer.span_processor = SimpleSpanProcessor(other)  # type: ignore[assignment]
+    start("elsewhere", SpanKind.INTERNAL, {}).end()
+    assert [s.name for s in other.get_finished_spans()] == ["elsewhere"] and memory.get_finished_spans() == ()

@@ -58,7 +58,8 @@ def starter(tracer: Tracer) -> Start | None:
     """A `start(name, kind, attributes)` for `tracer` when its set-up lets spans skip the generic path, else None.
 
     Decided once per tracer: the sampler, the limits and the metrics hook are fixed when a provider hands
-    out its tracer. Whether the tracer is enabled can change, so `start` looks at that on every span."""
+    out its tracer. Whether the tracer is enabled can change, and a caller may reassign its public fields
+    (sampler, span processor, id generator), so `start` looks at those on every span."""
     try:
         eligible = (
             type(tracer) is Tracer
@@ -71,13 +72,18 @@ def starter(tracer: Tracer) -> Start | None:
         return None
     if not eligible:
         return None
-    always = tracer.sampler is ALWAYS_ON
+    sampler = tracer.sampler
+    always = sampler is ALWAYS_ON
     ids, processors = tracer.id_generator, tracer.span_processor
     max_attributes = tracer._span_limits.max_span_attributes
 
     def start(name: str, kind: SpanKind, attributes: dict[str, Any]) -> Span:
         if (
             not tracer._tracer_config.is_enabled
+            # A public field reassigned since the starter was made: the SDK's path reads them per span.
+            or tracer.sampler is not sampler
+            or tracer.span_processor is not processors
+            or tracer.id_generator is not ids
             or (max_attributes is not None and len(attributes) > max_attributes)
             or not _plain(attributes)
         ):
@@ -98,7 +104,7 @@ def starter(tracer: Tracer) -> Start | None:
         )
         if not sampled:
             return NonRecordingSpan(context)
-        span = _FastSpan(name, context, parent, tracer, kind, attributes)
+        span = _FastSpan(name, context, parent, tracer, kind, dict(attributes))  # a copy, as the SDK's
         span._start_time = time_ns()  # `Span.start` without its lock and checks: nothing else holds the span yet
         processors.on_start(span, parent_context=None)
         return span
@@ -148,14 +154,21 @@ class _FastSpan(_Span):
         cast(BoundedList, self._links).append(link)
 
     def set_attributes(self, attributes: Mapping[str, AnyValue]) -> None:
-        values, maxlen = self._values, self._max_attributes
-        fits = maxlen is None or len(values) + len(attributes) <= maxlen
-        if self._end_time is None and fits and _plain(attributes):
-            with self._lock:
-                if self._end_time is None:
+        if _plain(attributes):
+            values, maxlen = self._values, self._max_attributes
+            with self._lock:  # the limit is checked under the lock, as the SDK does
+                if self._end_time is None and (maxlen is None or len(values) + len(attributes) <= maxlen):
+                    for key in values.keys() & attributes.keys():
+                        del values[key]  # the SDK puts a key it had again at the end
                     values.update(attributes)
                     return
         super().set_attributes(attributes)
 
     def set_attribute(self, key: str, value: AnyValue) -> None:
-        self.set_attributes({key: value})
+        if type(key) is str and key:
+            self.set_attributes({key: value})
+        else:  # the SDK drops a key that is not a non-empty str here (where `set_attributes` would str() it)
+            super().set_attribute(key, value)
+
+    def __repr__(self) -> str:  # as the SDK's span says it, in logs
+        return f'_Span(name="{self._name}", context={self._context})'
