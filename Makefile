@@ -33,6 +33,7 @@ test: $(BIN)/mcp-team conformance-suite
 
 bench: $(BIN)/mcp-team
 	$(BIN)/python benchmarks/run.py
+	$(BIN)/python benchmarks/instructions.py
 	$(BIN)/python benchmarks/durable.py
 	$(BIN)/python benchmarks/durable_team.py
 	$(BIN)/python benchmarks/replicas.py

@@ -1,0 +1,96 @@
+"""Instructions per handoff under valgrind: figures that machine noise does not move.
+
+`.venv/bin/python benchmarks/instructions.py` runs the K=32 fan-out of `run.py` (offline model, zero
+latency) under `valgrind --tool=callgrind` twice per set-up, with 2 and 12 measured runs after the same
+warm-up, and prints (instructions of the longer - the shorter) / (10 runs x 32 handoffs): the machine
+instructions one handoff costs, fixed costs of a run spread over its 32 handoffs. CPU time on a shared
+2-core box varies by 30% from one minute to the next; these counts repeat to within 0.1%, so they tell
+whether a change made the engine cheaper. Set-ups:
+- tracing off (no provider);
+- tracing on, mcp-team's span start (`telemetry/fastspan.py`: the SDK's default sampler);
+- tracing on through the SDK's `Tracer.start_span` (a sampler of the same kind but not the SDK's default
+  object, which `fastspan` leaves to the SDK): the same spans, the SDK's generic path.
+Both traced set-ups use the SDK provider, a batch processor and a span-counting exporter, as `run.py`.
+Needs valgrind (Debian package `valgrind`); says so and exits 0 without it. Takes about three minutes.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+K, SHORT, LONG = 32, 2, 12
+SETUPS = {"off": "tracing off", "fast": "tracing on, mcp-team's span start", "sdk": "tracing on, SDK start_span"}
+
+
+def child(setup: str, runs: int) -> None:
+    """In the process valgrind runs: warm up, then `runs` runs of the K-wide fan-out."""
+    import anyio
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    import run as bench
+
+    if setup != "off":
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+        from opentelemetry.sdk.trace.sampling import ALWAYS_ON, ParentBased
+
+        sampler = ParentBased(ALWAYS_ON) if setup == "sdk" else None  # None: the SDK's default object
+        provider = TracerProvider(sampler=sampler)
+        provider.add_span_processor(BatchSpanProcessor(bench.CountingExporter(), max_queue_size=1 << 16))
+        trace.set_tracer_provider(provider)
+    team = bench.fanout_team(K)
+
+    async def go(n: int) -> None:
+        for _ in range(n):
+            result = await team.run(bench.REQUEST)
+            if result.status != "complete" or len(result.handoffs) != K:
+                raise SystemExit(f"run {result.status} with {len(result.handoffs)} handoffs, expected {K}")
+
+    anyio.run(go, 3)
+    anyio.run(go, runs)
+
+
+def instructions(setup: str, runs: int) -> int:
+    out = subprocess.run(
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, __file__, setup, str(runs)],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "PYTHONHASHSEED": "0"},  # the same string hashes, so the same dict and set probes
+    )
+    found = re.search(r"Collected : (\d+)", out.stderr)
+    if out.returncode != 0 or found is None:
+        raise RuntimeError(f"valgrind run of {setup!r} failed: {out.stderr[-800:]}")
+    return int(found.group(1))
+
+
+def main() -> int:
+    if shutil.which("valgrind") is None:
+        print("instructions per handoff: NOT MEASURED, valgrind is not installed (Debian: apt install valgrind)")
+        return 0
+    jobs = [(setup, runs) for setup in SETUPS for runs in (SHORT, LONG)]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        counts = dict(zip(jobs, pool.map(lambda job: instructions(*job), jobs), strict=True))
+    per = {setup: (counts[setup, LONG] - counts[setup, SHORT]) / ((LONG - SHORT) * K) for setup in SETUPS}
+    print(f"instructions per handoff, K={K} fan-out, offline model (valgrind callgrind, {LONG} - {SHORT} runs):")
+    for setup, label in SETUPS.items():
+        print(f"  {label:<36} {per[setup] / 1000:8.0f} k")
+    print(
+        f"  tracing's own cost: {(per['fast'] - per['off']) / 1000:.0f} k with mcp-team's span start, "
+        f"{(per['sdk'] - per['off']) / 1000:.0f} k through start_span"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3:
+        child(sys.argv[1], int(sys.argv[2]))
+    else:
+        sys.exit(main())
