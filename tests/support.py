@@ -29,6 +29,16 @@ MCP_TEAM = str(Path(sys.executable).parent / "mcp-team")
 # whose test expects it off, or send its spans to the developer's collector).
 SCRUBBED_PREFIXES = ("ANTHROPIC_", "OPENAI_", "MCP_TEAM_", "OTEL_")
 
+# The test MCP server with an `add` (annotated read-only) and an `echo` tool, as a team file's server entry.
+ECHO_MCP_SERVER_FILE = str(Path(__file__).parent / "fixtures" / "echo_mcp_server.py")
+ECHO_MCP_SERVER = f"""
+[[mcp_servers]]
+name = "echo"
+command = {json.dumps(sys.executable)}
+args = [{json.dumps(ECHO_MCP_SERVER_FILE)}]
+allowed_tools = ["add", "echo"]
+"""
+
 # A guard against a hang, never a speed claim: waits that must end get this long, far more than a loaded
 # machine needs, and less than pytest-timeout, so a hang fails with a message saying what was awaited.
 HANG_GUARD = 60.0

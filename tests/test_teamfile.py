@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import subprocess
 import sys
@@ -21,11 +22,10 @@ from mcp_team.server.app import build_server
 from mcp_team.server.teamfile import TeamFileError, load_team_file
 from mcp_team.specialists import DEFAULT_TEAM
 from mcp_team.specialists.mcp_tools import McpToolPool
-from support import HANG_GUARD, MCP_TEAM, clean_env
+from support import ECHO_MCP_SERVER, HANG_GUARD, MCP_TEAM, clean_env
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")]
 
-ECHO_SERVER = str(Path(__file__).parent / "fixtures" / "echo_mcp_server.py")
 
 ONE_SPECIALIST = """
 [[specialists]]
@@ -281,13 +281,9 @@ async def test_edit_reloads_the_team_and_clients_hear_of_it(
 
 # --- tools from other MCP servers -------------------------------------------------------------------
 
-ADDER_TEAM = f"""
-[[mcp_servers]]
-name = "echo"
-command = {sys.executable!r}
-args = [{ECHO_SERVER!r}]
-allowed_tools = ["add", "echo"]
-
+ADDER_TEAM = (
+    ECHO_MCP_SERVER
+    + """
 [[specialists]]
 name = "adder"
 description = "Adds numbers with the echo server."
@@ -299,6 +295,7 @@ name = "poet"
 description = "Writes short poems."
 prompt = "Write a short poem."
 """
+)
 
 
 def _adder_run_models() -> tuple[ScriptedModel, ScriptedModel]:
@@ -337,7 +334,9 @@ async def test_a_specialist_calls_a_tool_of_an_external_mcp_server(tmp_path: Pat
 
 
 async def test_a_dead_external_server_fails_only_the_tools_that_need_it(tmp_path: Path) -> None:
-    spec = load_team_file(write(tmp_path, ADDER_TEAM.replace(repr(sys.executable), repr("/nonexistent/python"))))
+    dead = ADDER_TEAM.replace(json.dumps(sys.executable), json.dumps("/nonexistent/python"))
+    assert dead != ADDER_TEAM
+    spec = load_team_file(write(tmp_path, dead))
     supervisor, specialist = _adder_run_models()
     async with McpToolPool(spec.mcp_servers) as pool:
         assert pool.status()["echo"] != "running"

@@ -5,7 +5,6 @@ server that does not say). Through an MCP client, on both protocol revisions."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,11 +15,10 @@ from mcp import Client
 from mcp_team.llm.settings import ModelSettings
 from mcp_team.server.app import build_server
 from mcp_team.server.teamfile import load_team_file
-from support import HANG_GUARD
+from support import ECHO_MCP_SERVER, HANG_GUARD
 
 pytestmark = [pytest.mark.anyio, pytest.mark.parametrize("mode", ["legacy", "auto"], ids=["2025-11-25", "2026-07-28"])]
 
-ECHO_SERVER = str(Path(__file__).parent / "fixtures" / "echo_mcp_server.py")
 READER = """
 [[specialists]]
 name = "reader"
@@ -35,19 +33,16 @@ description = "Keeps notes."
 prompt = "Write a note."
 tools = ["write_note"]
 """
-ECHO = f"""
-[[mcp_servers]]
-name = "echo"
-command = {sys.executable!r}
-args = [{ECHO_SERVER!r}]
-allowed_tools = ["add", "echo"]
-
+ECHO = (
+    ECHO_MCP_SERVER
+    + """
 [[specialists]]
 name = "adder"
 description = "Adds with the echo server's add (annotated read-only by its server)."
 prompt = "Add."
 tools = ["echo/add"]
 """
+)
 ECHOER = """
 [[specialists]]
 name = "echoer"
