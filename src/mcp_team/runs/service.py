@@ -394,8 +394,8 @@ class Runs:
             ):  # another replica took the run over while we could not reach the database: its record now
                 raise
             if _contains(exc, BaseException, names=("DBOSWorkflowCancelledError", "DBOSWorkflowConflictIDError")):
-                await self.store.write(progress.finish("cancelled", finished[-1] if finished else None,
-                                                       live.cancel_reason or "cancelled"))  # fmt: skip
+                reason = await self._cancel_reason(live)
+                await self.store.write(progress.finish("cancelled", finished[-1] if finished else None, reason))
                 raise
             if isinstance(exc, anyio.get_cancelled_exc_class()) and not durable:  # its caller was cancelled
                 reason = live.cancel_reason or "cancelled by the client"
@@ -406,8 +406,8 @@ class Runs:
             elif isinstance(exc, anyio.get_cancelled_exc_class()) and not self._closing:
                 # DBOS cancels a cancelled workflow's task itself: record it, or the run shows running forever
                 with anyio.CancelScope(shield=True):
-                    await self.store.write(progress.finish("cancelled", finished[-1] if finished else None,
-                                                           live.cancel_reason or "cancelled"))  # fmt: skip
+                    reason = await self._cancel_reason(live)
+                    await self.store.write(progress.finish("cancelled", finished[-1] if finished else None, reason))
             raise
         if result is None:  # our scope was cancelled: by `cancel`, or by `close`
             if self._closing:
@@ -419,6 +419,15 @@ class Runs:
             return cancelled or progress.record.result  # type: ignore[return-value]
         await self.store.write(progress.finish(final_state(result), result))
         return result
+
+    async def _cancel_reason(self, live: Live) -> str:
+        """Why `live` was cancelled, for its final record. DBOS may stop a workflow cancelled from another process
+        before `watch_cancellations` has read the reason that process wrote (it writes the record first): then
+        the stored record says it, and the reason is kept, not overwritten with a bare "cancelled"."""
+        if live.cancel_reason:
+            return live.cancel_reason
+        told = await anyio.to_thread.run_sync(self.store.get, live.progress.record.run_id)
+        return told.reason if told is not None and told.status == "cancelled" and told.reason else "cancelled"
 
     def _approver(self, run_id: str, live: Live) -> Approver:
         """The run's checkpoint approver (runs/approvals.py); its question shows on the run's record meanwhile."""
