@@ -48,6 +48,7 @@ async def test_runs_waited_on_or_watched_leave_nothing_behind_in_the_store(tmp_p
     async with open_runs(_config(tmp_path), engine) as runs:
         for _ in range(3):
             await runs.wait((await runs.start("a request")).run_id)
+        engine.latency = 30.0  # still running when the test looks (at 10 ms a loaded machine once saw it end first)
         watch = runs.subscribe((await runs.start("left early")).run_id)
         await anext(watch)
         assert runs.store.watched == 1
