@@ -69,8 +69,8 @@ def shape(spans: tuple[ReadableSpan, ...]) -> list[tuple[Any, ...]]:
 async def test_a_team_run_traces_the_same_spans_on_both_paths() -> None:
     fast, fast_memory = provider()
     sdk, sdk_memory = sdk_path()
-    assert fastspan.starter(fast.get_tracer("mcp_team")) is not None  # type: ignore[arg-type]
-    assert fastspan.starter(sdk.get_tracer("mcp_team")) is None  # type: ignore[arg-type]
+    assert fastspan.starter(fast.get_tracer("mcp_team")) is not None
+    assert fastspan.starter(sdk.get_tracer("mcp_team")) is None
     team = Team(ModelSet.single(OfflineModel()))
     with use_tracing(fast):
         fast_result = await team.run(REQUEST)
@@ -147,7 +147,7 @@ def test_values_the_sdk_would_clean_are_cleaned_the_same_way() -> None:
         span.set_attributes({"later": [1, 2], "plain": "p", "t": (1.5, True)})
         span.set_attribute("one", ["z"])
         span.set_attributes({"n": 3})  # a key set again moves to the end
-        span.set_attribute(5, "not a str key")  # type: ignore[arg-type]
+        span.set_attribute(5, "not a str key")
     assert list(fast.attributes.items()) == list(reference.attributes.items())  # type: ignore[attr-defined]
     assert fast.dropped_attributes == reference.dropped_attributes  # type: ignore[attr-defined]
     link = SpanContext(0xABC, 0xDEF, is_remote=True)
@@ -186,13 +186,13 @@ def test_an_attribute_count_limit_drops_what_the_sdk_drops() -> None:
 def test_set_ups_it_cannot_match_go_through_the_sdk() -> None:
     ratio = provider(TraceIdRatioBased(0.5))[0].get_tracer("t")
     length_limit = provider(limits=SpanLimits(max_span_attribute_length=8))[0].get_tracer("t")
-    assert fastspan.starter(ratio) is None  # type: ignore[arg-type]
-    assert fastspan.starter(length_limit) is None  # type: ignore[arg-type]
-    assert fastspan.starter(trace.NoOpTracer()) is None  # type: ignore[arg-type]
+    assert fastspan.starter(ratio) is None
+    assert fastspan.starter(length_limit) is None
+    assert fastspan.starter(trace.NoOpTracer()) is None
 
 
 def test_the_span_keeps_its_own_copy_of_the_attributes_it_was_started_with() -> None:
-    start = fastspan.starter(provider()[0].get_tracer("t"))  # type: ignore[arg-type]
+    start = fastspan.starter(provider()[0].get_tracer("t"))
     assert start is not None
     given: dict[str, Any] = {"a": 1}
     span = start("op", SpanKind.INTERNAL, given)

@@ -54,16 +54,19 @@ def _plain(attributes: Mapping[str, Any]) -> bool:
     )
 
 
-def starter(tracer: Tracer) -> Start | None:
-    """A `start(name, kind, attributes)` for `tracer` when its set-up lets spans skip the generic path, else None.
+def starter(api_tracer: trace.Tracer) -> Start | None:
+    """A `start(name, kind, attributes)` for `api_tracer` when it is an SDK tracer whose set-up lets spans skip the
+    generic path, else None.
 
     Decided once per tracer: the sampler, the limits and the metrics hook are fixed when a provider hands
     out its tracer. Whether the tracer is enabled can change, and a caller may reassign its public fields
     (sampler, span processor, id generator), so `start` looks at those on every span."""
+    if type(api_tracer) is not Tracer:
+        return None
+    tracer = cast(Tracer, api_tracer)
     try:
         eligible = (
-            type(tracer) is Tracer
-            and (tracer.sampler is DEFAULT_ON or tracer.sampler is ALWAYS_ON)
+            (tracer.sampler is DEFAULT_ON or tracer.sampler is ALWAYS_ON)
             and tracer._span_limits.max_span_attribute_length is None
             and isinstance(tracer._tracer_metrics, NoOpTracerMetrics)
             and isinstance(tracer._tracer_config.is_enabled, bool)

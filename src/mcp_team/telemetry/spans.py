@@ -80,7 +80,7 @@ def _starter_for(tracer: trace.Tracer) -> Start:
     if type(tracer).__module__ == "opentelemetry.sdk.trace":  # the SDK is imported already: no start-up cost
         from mcp_team.telemetry import fastspan
 
-        if (fast := fastspan.starter(tracer)) is not None:  # type: ignore[arg-type]
+        if (fast := fastspan.starter(tracer)) is not None:
             return fast
 
     def start(name: str, kind: SpanKind, attributes: dict[str, Any]) -> Span:
