@@ -49,10 +49,16 @@ async def watch_cancellations(lives: Mapping[str, Live], store: RunStore) -> Non
                                                     load_input=False, load_output=False)  # fmt: skip
             for status in found:
                 if (live := lives.get(ids[status.workflow_id])) is not None:
-                    told = await anyio.to_thread.run_sync(store.get, ids[status.workflow_id])
-                    given = told.reason if told is not None and told.status == "cancelled" else None
+                    given = await stored_cancel_reason(store, ids[status.workflow_id])
                     live.cancel_reason = live.cancel_reason or given or "cancelled from another process"
                     live.scope.cancel()
+
+
+async def stored_cancel_reason(store: RunStore, run_id: str) -> str | None:
+    """The reason another process gave when it cancelled `run_id`: it writes the run's record (with the reason)
+    before it cancels the workflow, so the process running it keeps that reason, whoever stops the run first."""
+    told = await anyio.to_thread.run_sync(store.get, run_id)
+    return told.reason if told is not None and told.status == "cancelled" and told.reason else None
 
 
 def fixed_chunks(ids: list[str], size: int) -> list[list[str]]:

@@ -29,7 +29,7 @@ from mcp_team.runs.approvals import Board
 from mcp_team.runs.config import DurableConfig
 from mcp_team.runs.database import reason_of
 from mcp_team.runs.executor import ExecutorLease
-from mcp_team.runs.live import CANCEL_POLL, Live, watch_cancellations
+from mcp_team.runs.live import CANCEL_POLL, Live, stored_cancel_reason, watch_cancellations
 from mcp_team.runs.records import NOT_RESUMABLE, Progress, final_state
 from mcp_team.runs.replicas import Replicas
 from mcp_team.runs.runtime import DurableRuntime, ReplayDiverged
@@ -422,12 +422,8 @@ class Runs:
 
     async def _cancel_reason(self, live: Live) -> str:
         """Why `live` was cancelled, for its final record. DBOS may stop a workflow cancelled from another process
-        before `watch_cancellations` has read the reason that process wrote (it writes the record first): then
-        the stored record says it, and the reason is kept, not overwritten with a bare "cancelled"."""
-        if live.cancel_reason:
-            return live.cancel_reason
-        told = await anyio.to_thread.run_sync(self.store.get, live.progress.record.run_id)
-        return told.reason if told is not None and told.status == "cancelled" and told.reason else "cancelled"
+        before `watch_cancellations` has read the reason that process stored: it is read here then, not lost."""
+        return live.cancel_reason or await stored_cancel_reason(self.store, live.progress.record.run_id) or "cancelled"
 
     def _approver(self, run_id: str, live: Live) -> Approver:
         """The run's checkpoint approver (runs/approvals.py); its question shows on the run's record meanwhile."""

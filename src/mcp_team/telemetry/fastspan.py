@@ -1,14 +1,15 @@
 """Starting mcp_team's own spans on an OpenTelemetry SDK tracer without the SDK's generic start path.
 
 A handoff starts three spans. The SDK's `Tracer.start_span` is generic: it asks the sampler, cleans
-every attribute value through a chain of ABC checks, builds two bounded lists and a lock-guarded
-attribute map, and cleaned them again on each `set_attributes`; together ~25 us a span here, more than
-the rest of the engine spends on a handoff. Our spans' attributes are plain `str`/`int` values, and
-nearly every provider runs the SDK's defaults (the parent-based always-on sampler, no attribute length
-limit, its internal metrics off), so for those `start` builds the SDK's own span class with that work
-skipped: processors, exporters and callers get a real SDK span with the same fields `start_span` gives
-it. Any other set-up (a sampler of one's own, an attribute length limit, a disabled tracer, the SDK's
-metrics on, values that are not plain) goes through `Tracer.start_span` unchanged.
+every attribute value through a chain of ABC checks (and again on each `set_attributes`), and builds
+two bounded lists and a lock-guarded attribute map: with tracing on, spans cost a handoff nearly as
+much as the rest of the engine did (`benchmarks/instructions.py` counts both). Our spans' attributes
+are plain `str`/`int` values, and nearly every provider runs the SDK's defaults (the parent-based
+always-on sampler, no attribute length limit, its internal metrics off), so for those `start` builds
+the SDK's own span class with that work skipped: processors, exporters and callers get a real SDK span
+with the same fields `start_span` gives it. Any other set-up (a sampler of one's own, an attribute
+length limit, a disabled tracer, the SDK's metrics on, values that are not plain) goes through
+`Tracer.start_span` unchanged.
 
 Hand-written on purpose (the SDK has no cheaper way in); it reads a few private fields of the SDK's
 `Tracer`, so tests/test_fastspan.py compares its spans with `start_span`'s field by field: an SDK release
@@ -18,7 +19,7 @@ that changes them fails there, not in users' traces.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from time import time_ns
 from typing import Any, cast
 
@@ -31,7 +32,7 @@ from opentelemetry.sdk.util import BoundedList
 from opentelemetry.trace import NonRecordingSpan, Span, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 from opentelemetry.util.types import AnyValue
 
-Start = Callable[[str, SpanKind, dict[str, Any]], Span]
+from mcp_team.telemetry.spans import Start  # spans imports this module only when a span starts: no cycle
 
 _PLAIN = frozenset({str, int, float, bool})
 _PLAIN_OR_TUPLE = _PLAIN | {tuple}
@@ -138,8 +139,7 @@ class _FastSpan(_Span):
         self._span_processor, self._limits = tracer.span_processor, limits
         self._lock = threading.Lock()
         self._attributes = BoundedAttributes(limits.max_span_attributes, immutable=False)
-        self._attributes._dict = self._values = attributes  # plain (checked by `start`): what cleaning would keep
-        self._max_attributes = limits.max_span_attributes
+        self._attributes._dict = attributes  # plain (checked by `start`): what cleaning would keep
         # Few spans get an event (an exception) and ours never a link: the SDK's bounded lists come with the first.
         self._events = self._links = ()
         self._record_end_metrics = None
@@ -158,7 +158,7 @@ class _FastSpan(_Span):
 
     def set_attributes(self, attributes: Mapping[str, AnyValue]) -> None:
         if _plain(attributes):
-            values, maxlen = self._values, self._max_attributes
+            values, maxlen = cast(BoundedAttributes, self._attributes)._dict, self._limits.max_span_attributes
             with self._lock:  # the limit is checked under the lock, as the SDK does
                 if self._end_time is None and (maxlen is None or len(values) + len(attributes) <= maxlen):
                     if not values.keys().isdisjoint(attributes):
