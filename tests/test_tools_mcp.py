@@ -18,7 +18,8 @@ from pydantic import ValidationError
 from mcp_team.llm import ModelSet, ToolResultBlock
 from mcp_team.llm.scripted import ScriptedModel, text, tool_calls
 from mcp_team.specialists import Specialist, Tool, ToolFailed, run_specialist
-from mcp_team.specialists.mcp_tools import McpServerConfig, McpToolPool, local_name
+from mcp_team.specialists.mcp_config import McpServerConfig, local_name
+from mcp_team.specialists.mcp_tools import McpToolPool
 from support import HANG_GUARD, free_port
 
 FIXTURE = str(Path(__file__).parent / "fixtures" / "echo_mcp_server.py")

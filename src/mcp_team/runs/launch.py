@@ -79,6 +79,10 @@ def launch(config: DurableConfig, db: sa.Engine, executor_id: str, loop: asyncio
     }
     if config.sqlite_path is not None:
         dbos_config["system_database_engine"] = db
+        # On SQLite, DBOS's notification listener polls, sleeping this long between polls (1 s by default), and
+        # `DBOS.destroy` joins it: every close (each `mcp-team run`) waited up to a second for that sleep. A poll
+        # with nothing awaited reads no database, so waking ten times a second costs next to nothing.
+        dbos_config["notification_listener_polling_interval_sec"] = 0.1
     DBOS(config=dbos_config)  # type: ignore[arg-type]
     logging.getLogger("dbos").addFilter(_without_traceback)
     internals.adopt_event_loop(loop)

@@ -31,7 +31,8 @@ from mcp_team.server.store import MemoryRunStore, RunStore
 from mcp_team.server.tasks import principal
 from mcp_team.server.teamfile import TeamSpec
 from mcp_team.specialists import Specialist
-from mcp_team.specialists.mcp_tools import McpServerConfig, McpToolPool
+from mcp_team.specialists.mcp_config import McpServerConfig
+from mcp_team.specialists.mcp_tools import McpToolPool
 from mcp_team.telemetry.content import redact_value
 
 T = TypeVar("T")

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import os
 import tomllib
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -28,7 +29,10 @@ from mcp_team.server.subteams import load_subteams
 from mcp_team.specialists import DEFAULT_TEAM, Specialist, Tool
 from mcp_team.specialists.calculator import CALCULATE
 from mcp_team.specialists.definition import NAME_PATTERN
-from mcp_team.specialists.mcp_tools import McpServerConfig, McpToolPool
+from mcp_team.specialists.mcp_config import McpServerConfig
+
+if TYPE_CHECKING:  # the pool imports the MCP SDK, which a team without MCP servers never needs
+    from mcp_team.specialists.mcp_tools import McpToolPool
 
 BUILTIN_TOOLS = ("calculate", "fetch_url", "read_file", "list_files", "write_note", "read_notes")
 RESERVED_NAMES = ("run_team", "plan_team", "supervisor")
@@ -188,6 +192,17 @@ class TeamSpec:
         for sub in self.subteams.values():
             own += [s for s in sub.mcp_servers if s.name not in {o.name for o in own}]
         return own
+
+    @asynccontextmanager
+    async def mcp_pool(self) -> AsyncIterator[McpToolPool | None]:
+        """The team's external MCP servers, up until the block ends; None (and no MCP SDK import) without any."""
+        if not (servers := self.mcp_servers):
+            yield None
+            return
+        from mcp_team.specialists.mcp_tools import McpToolPool
+
+        async with McpToolPool(servers) as pool:
+            yield pool
 
     def build(self, pool: McpToolPool | None = None, *, lenient: bool = False) -> tuple[Specialist, ...]:
         """The specialists, each with only the tools granted to it.

@@ -29,7 +29,6 @@ import json
 import logging
 import math
 import os
-import re
 import tempfile
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
@@ -45,58 +44,16 @@ from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CONNECTION_CLOSED
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import ValidationError
 
+from mcp_team.specialists.mcp_config import McpServerConfig, local_name
 from mcp_team.specialists.tools import Tool, ToolFailed
 
 logger = logging.getLogger(__name__)
 
-SERVER_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 MAX_OUTPUT_CHARS = 100_000
-_TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _STDERR_TAIL = 600
 _MAX_LIST_PAGES = 50
-
-
-class McpServerConfig(BaseModel):
-    """One external MCP server: a stdio `command` (with `args`, `env`) or a streamable HTTP `url` (with `headers`)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    name: str = Field(pattern=SERVER_NAME_PATTERN, description="How the team file refers to this server.")
-    command: str | None = Field(default=None, description="Executable of a stdio server.")
-    args: list[str] = Field(default_factory=list)
-    env: dict[str, str] = Field(default_factory=dict, description="Added to a minimal inherited environment.")
-    url: str | None = Field(default=None, description="Endpoint of a streamable HTTP server, e.g. http://host/mcp.")
-    headers: dict[str, str] = Field(default_factory=dict, description="HTTP headers, e.g. Authorization.")
-    allowed_tools: list[str] | None = Field(default=None, description="Remote tool names to offer; None: all.")
-    tool_prefix: str = Field(default="", pattern=r"^[A-Za-z0-9_-]{0,32}$", description="Prefix of the local names.")
-
-    @model_validator(mode="after")
-    def _one_transport(self) -> Self:
-        where = f"MCP server '{self.name}'"
-        if self.command is not None and self.url is not None:
-            raise ValueError(f"{where}: give either `command` (a stdio server) or `url` (an HTTP server), not both")
-        if self.command is None and self.url is None:
-            raise ValueError(f"{where}: give `command` (a stdio server) or `url` (a streamable HTTP server)")
-        if self.command is not None:
-            if not self.command.strip():
-                raise ValueError(f"{where}: `command` is empty")
-            if self.headers:
-                raise ValueError(f"{where}: `headers` apply only to a `url` server")
-        if self.url is not None:
-            if not re.match(r"^https?://[^/?#\s]+", self.url):
-                raise ValueError(f"{where}: `url` must be an http:// or https:// URL, got {self.url!r}")
-            if self.args or self.env:
-                raise ValueError(f"{where}: `args` and `env` apply only to a `command` server")
-        return self
-
-    @property
-    def target(self) -> str:
-        """The command line or URL, for messages."""
-        if self.url is not None:
-            return self.url
-        return " ".join([self.command or "", *self.args])
 
 
 @dataclass(eq=False)
@@ -343,14 +300,6 @@ class McpToolPool:
         if len(text) > self.max_output_chars:
             text = text[: self.max_output_chars] + f"\n\n[truncated: the result is {len(text)} characters]"
         return text
-
-
-def local_name(config: McpServerConfig, remote_name: str) -> str:
-    """The name specialists see: prefix + remote name, made valid for model APIs (`[A-Za-z0-9_-]{1,64}`)."""
-    name = config.tool_prefix + remote_name
-    if _TOOL_NAME.match(name):
-        return name
-    return (re.sub(r"[^A-Za-z0-9_-]", "_", name) or "tool")[:64]
 
 
 def result_text(result: mcp_types.CallToolResult) -> str:

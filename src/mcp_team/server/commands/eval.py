@@ -99,11 +99,7 @@ def _evaluate(args: argparse.Namespace, suite: Suite, source: str, spec: TeamSpe
     err.print(f"mcp-team: {len(suite.cases)} case(s) from {source}, {runs} run(s), on {backend}")
 
     async def run_suite() -> tuple[list[CaseRun], list[CaseRun] | None]:
-        from contextlib import nullcontext
-
-        from mcp_team.specialists.mcp_tools import McpToolPool
-
-        async with McpToolPool(spec.mcp_servers) if spec.mcp_servers else nullcontext() as pool:
+        async with spec.mcp_pool() as pool:
             plan = EvalPlan(
                 suite,
                 spec.build(pool),

@@ -234,14 +234,11 @@ async def _team_run(
     with `record`, every model exchange and the result are written to that file; with `durable`, the run
     is kept in the runs database (and resumes, when a process with this one's executor id starts again).
     A durable run asks its checkpoints on the terminal too, and records the answers (runs/approvals.py)."""
-    from contextlib import nullcontext
-
     from mcp_team.evals.recordings import record_run
     from mcp_team.handoffs import Team
     from mcp_team.server.commands.ask import terminal_approver
-    from mcp_team.specialists.mcp_tools import McpToolPool
 
-    async with McpToolPool(spec.mcp_servers) if spec.mcp_servers else nullcontext() as pool:
+    async with spec.mcp_pool() as pool:
         team = Team(models, spec.build(pool), spec.run_settings)
         run = functools.partial(
             team.run,
