@@ -17,7 +17,7 @@ import logging
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Any, Literal
 
 import anyio
 import sqlalchemy as sa
@@ -27,6 +27,7 @@ from mcp_team import __version__
 from mcp_team.errors import ConfigError
 from mcp_team.handoffs import RunResult
 from mcp_team.handoffs.checkpoints import Checkpoint
+from mcp_team.telemetry.content import redact_value
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +105,24 @@ class RunRecord(BaseModel):
     @property
     def finished(self) -> bool:
         return self.status in FINISHED
+
+    def view(self) -> dict[str, Any]:
+        """The run record clients know (the `RunResult` fields), with the store's status (which may be
+        `interrupted`), why it stopped, its thread, and whether it can resume after a restart; secrets redacted."""
+        view: dict[str, Any] = self.result.model_dump(mode="json") if self.result is not None else {}
+        view.update(
+            run_id=self.run_id,
+            request=self.request,
+            status=self.status,
+            reason=self.reason,
+            thread=self.thread,
+            resumable=self.resumable,
+            **self.model_dump(
+                mode="json", include={"started_at", "updated_at", "waiting"}
+            ),  # as the result writes times
+        )
+        view.setdefault("handoffs", [])
+        return redact_value(view)
 
 
 def now() -> datetime:

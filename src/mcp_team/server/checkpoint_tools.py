@@ -17,7 +17,6 @@ from mcp_types import ToolAnnotations
 from pydantic import Field
 
 from mcp_team.handoffs.checkpoints import Decision
-from mcp_team.server.resources import record_view
 from mcp_team.server.run_tools import RUN_ID, _own, _service
 from mcp_team.server.state import ServerState
 
@@ -56,7 +55,7 @@ async def answer_checkpoint(
         why = getattr(exc, "reason", None) or now
         raise ToolError(f"run '{run_id}' is not waiting {where} in this server ({why}); see get_run") from None
     updated = await runs.get(run_id)
-    return record_view(updated or record)
+    return (updated or record).view()
 
 
 def add_checkpoint_tools(server: MCPServer[ServerState]) -> None:

@@ -6,17 +6,13 @@ No `from __future__ import annotations` here: the SDK reads these signatures at 
 
 import json
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError
 
 from mcp_team.server.state import ServerState
 from mcp_team.server.tasks import visible
-from mcp_team.telemetry.content import redact_value
-
-if TYPE_CHECKING:
-    from mcp_team.runs.store import RunRecord
 
 LISTED = 50  # runs in team://runs, newest first
 MAX_SCANNED = 1000  # newest runs looked at for the caller's own, when the server checks tokens
@@ -71,7 +67,7 @@ def add_resources(server: MCPServer[ServerState], state: ServerState) -> None:
             record = await runs.get(run_id)
             if record is None or not visible(record.owner):  # another user's run does not exist for this one
                 raise ResourceNotFoundError(f"no run '{run_id}' in the run store (see team://runs)")
-            return json.dumps(record_view(record), indent=2)
+            return json.dumps(record.view(), indent=2)
         run = state.store.get(run_id, visible)
         if run is None:
             raise ResourceNotFoundError(
@@ -89,20 +85,3 @@ def _summary(run_id: str, status: str, request: str, started_at: "datetime") -> 
         "started_at": started_at.isoformat(),
         "uri": f"team://runs/{run_id}",
     }
-
-
-def record_view(record: "RunRecord") -> dict[str, Any]:
-    """A stored run as the run record clients know (the `RunResult` fields), with the store's status (which
-    may be `interrupted`), why it stopped, its thread, and whether it can resume after a restart."""
-    view: dict[str, Any] = record.result.model_dump(mode="json") if record.result is not None else {}
-    view.update(
-        run_id=record.run_id,
-        request=record.request,
-        status=record.status,
-        reason=record.reason,
-        thread=record.thread,
-        resumable=record.resumable,
-        **record.model_dump(mode="json", include={"started_at", "updated_at", "waiting"}),  # as the result writes times
-    )
-    view.setdefault("handoffs", [])
-    return redact_value(view)

@@ -15,7 +15,6 @@ from pydantic import Field
 
 from mcp_team.handoffs import Team
 from mcp_team.server import durability
-from mcp_team.server.resources import record_view
 from mcp_team.server.state import ServerState, state_of
 from mcp_team.server.tasks import principal, visible
 from mcp_team.server.tools import (
@@ -72,7 +71,7 @@ async def start_run(
     team = Team(models, state.specialists, state.run_settings)
     record = await durability.start_run(runs, state.engine, team, durability.RunRequest(request, mode, budgets, thread),
                              resumable=True, on_event=None, owner=principal())  # fmt: skip
-    return record_view(record)
+    return record.view()
 
 
 async def get_run(
@@ -90,7 +89,7 @@ async def get_run(
     await _own(runs, run_id)
     record = await (runs.wait(run_id, wait_seconds) if wait_seconds > 0 else runs.get(run_id))
     assert record is not None  # it was there a moment ago: runs are never deleted
-    return record_view(record)
+    return record.view()
 
 
 async def cancel_run(run_id: Annotated[str, RUN_ID], ctx: Context[Any, Any]) -> dict[str, Any]:
@@ -100,7 +99,7 @@ async def cancel_run(run_id: Annotated[str, RUN_ID], ctx: Context[Any, Any]) -> 
     await _own(runs, run_id)
     record = await runs.cancel(run_id, "cancelled with cancel_run")
     assert record is not None
-    return record_view(record)
+    return record.view()
 
 
 async def _own(runs: Any, run_id: str) -> None:

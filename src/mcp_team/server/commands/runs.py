@@ -100,8 +100,6 @@ def runs_command(args: argparse.Namespace) -> int:
 
 
 def _act(args: argparse.Namespace, config: DurableConfig, store: RunStore | None) -> int:
-    from mcp_team.server.resources import record_view
-
     if args.action == "list":
         records = store.list(limit=args.limit) if store is not None and store.exists() else []
         if args.json:
@@ -116,7 +114,7 @@ def _act(args: argparse.Namespace, config: DurableConfig, store: RunStore | None
         return error(f"no run {args.run_id!r} in {config.redacted_url} (see 'mcp-team runs')", EXIT_FAILED)
     if args.action == "show":
         if args.json:
-            print(json.dumps(record_view(record), indent=2))
+            print(json.dumps(record.view(), indent=2))
         else:
             _show(record)
         return EXIT_OK
