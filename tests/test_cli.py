@@ -6,6 +6,7 @@ import json
 import re
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import anyio
@@ -16,7 +17,7 @@ from fake_openai_api import FakeOpenAIAPI
 from mcp_team.handoffs import RunResult
 from mcp_team.llm import ModelRequest, ModelResponse
 from mcp_team.llm.offline import OfflineModel
-from support import MCP_TEAM, clean_env
+from support import ECHO_MCP_SERVER, MCP_TEAM, clean_env
 
 REQUEST = "Research the history of the transistor, compute 12*(3+4)/2, write a short report, then review it."
 SECRET = "sk-ant-test-SECRET-0123456789"
@@ -245,3 +246,36 @@ def test_a_model_without_a_provider_is_a_usage_error() -> None:
     assert proc.returncode == 2
     assert "unknown provider 'qwen2.5'" in proc.stderr and "openai:qwen2.5:7b" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+# Run in a child: which of the MCP SDK's modules a command imported (the last line of its stderr).
+_MCP_MODULES_AFTER = """
+import json, sys
+from mcp_team.server.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit:
+    pass
+print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in ("mcp", "mcp_types"))), file=sys.stderr)
+"""
+
+
+def _mcp_modules_after(*args: str, cwd: Path | None = None) -> list[str]:
+    proc = subprocess.run(
+        [sys.executable, "-c", _MCP_MODULES_AFTER, *args], capture_output=True, text=True, timeout=60,
+        env=clean_env(), cwd=cwd,
+    )  # fmt: skip
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return list(json.loads(proc.stderr.splitlines()[-1]))
+
+
+def test_commands_that_talk_to_no_mcp_server_start_without_the_mcp_sdk(tmp_path: Path) -> None:
+    # Importing the SDK is about half a second of every start: `run` of a team without MCP servers and `runs`
+    # (which reads the store) have no use for it.
+    assert _mcp_modules_after("run", "--model", "offline", "Calculate 2+2") == []
+    assert _mcp_modules_after("runs", "list") == []
+    # a team that names an MCP server gets the client for it
+    (tmp_path / "team.toml").write_text(ECHO_MCP_SERVER + '\n[[specialists]]\nname = "adder"\ndescription = "Adds."\n'
+                                        'prompt = "Add."\ntools = ["echo/add"]\n')  # fmt: skip
+    loaded = _mcp_modules_after("run", "--team", "team.toml", "--model", "offline", "add 2 and 2", cwd=tmp_path)
+    assert "mcp.client.stdio" in loaded
