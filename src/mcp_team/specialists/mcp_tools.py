@@ -1,7 +1,7 @@
-"""Tools from other MCP servers: their configuration (`McpServerConfig`) and a pool of live sessions (`McpToolPool`).
+"""Tools from other MCP servers: a pool of live sessions (`McpToolPool`); their configuration is in `mcp_config`.
 
 This module owns the connections to external MCP servers a team file names, and turns their tools into
-specialist `Tool`s.
+specialist `Tool`s. It imports the MCP SDK: `TeamSpec.mcp_pool` imports it only for a team that names a server.
 
 * Lifetime: `async with McpToolPool(configs) as pool:` starts every server concurrently, each under a start
   timeout, and keeps one `mcp.Client` session per server open until the block ends. Each session lives in
