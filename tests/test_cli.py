@@ -248,7 +248,7 @@ def test_a_model_without_a_provider_is_a_usage_error() -> None:
     assert "Traceback" not in proc.stderr
 
 
-# Run in a child: which of the MCP SDK's modules a command imported (the last line of its stderr).
+# Run in a child: which of the MCP SDK's modules a command imported (its stderr's `modules:` line).
 _MCP_MODULES_AFTER = """
 import json, sys
 from mcp_team.server.cli import main
@@ -256,7 +256,8 @@ try:
     main(sys.argv[1:])
 except SystemExit:
     pass
-print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in ("mcp", "mcp_types"))), file=sys.stderr)
+loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("mcp", "mcp_types"))
+print("modules:", json.dumps(loaded), file=sys.stderr)
 """
 
 
@@ -266,7 +267,9 @@ def _mcp_modules_after(*args: str, cwd: Path | None = None) -> list[str]:
         env=clean_env(), cwd=cwd,
     )  # fmt: skip
     assert "Traceback" not in proc.stderr, proc.stderr
-    return list(json.loads(proc.stderr.splitlines()[-1]))
+    listed = [line for line in proc.stderr.splitlines() if line.startswith("modules: ")]
+    assert len(listed) == 1, proc.stderr
+    return list(json.loads(listed[0].removeprefix("modules: ")))
 
 
 def test_commands_that_talk_to_no_mcp_server_start_without_the_mcp_sdk(tmp_path: Path) -> None:
