@@ -38,6 +38,22 @@ command = {json.dumps(sys.executable)}
 args = [{json.dumps(ECHO_MCP_SERVER_FILE)}]
 allowed_tools = ["add", "echo"]
 """
+# A team of two: `adder` with the echo server's `add`, and `poet` with no tools.
+ADDER_TEAM = (
+    ECHO_MCP_SERVER
+    + """
+[[specialists]]
+name = "adder"
+description = "Adds numbers with the echo server."
+prompt = "Add the numbers with your add tool."
+tools = ["echo/add"]
+
+[[specialists]]
+name = "poet"
+description = "Writes short poems."
+prompt = "Write a short poem."
+"""
+)
 
 # A guard against a hang, never a speed claim: waits that must end get this long, far more than a loaded
 # machine needs, and less than pytest-timeout, so a hang fails with a message saying what was awaited.

@@ -17,7 +17,7 @@ from fake_openai_api import FakeOpenAIAPI
 from mcp_team.handoffs import RunResult
 from mcp_team.llm import ModelRequest, ModelResponse
 from mcp_team.llm.offline import OfflineModel
-from support import ECHO_MCP_SERVER, MCP_TEAM, clean_env
+from support import ADDER_TEAM, MCP_TEAM, clean_env
 
 REQUEST = "Research the history of the transistor, compute 12*(3+4)/2, write a short report, then review it."
 SECRET = "sk-ant-test-SECRET-0123456789"
@@ -278,7 +278,6 @@ def test_commands_that_talk_to_no_mcp_server_start_without_the_mcp_sdk(tmp_path:
     assert _mcp_modules_after("run", "--model", "offline", "Calculate 2+2") == []
     assert _mcp_modules_after("runs", "list") == []
     # a team that names an MCP server gets the client for it
-    (tmp_path / "team.toml").write_text(ECHO_MCP_SERVER + '\n[[specialists]]\nname = "adder"\ndescription = "Adds."\n'
-                                        'prompt = "Add."\ntools = ["echo/add"]\n')  # fmt: skip
+    (tmp_path / "team.toml").write_text(ADDER_TEAM)
     loaded = _mcp_modules_after("run", "--team", "team.toml", "--model", "offline", "add 2 and 2", cwd=tmp_path)
     assert "mcp.client.stdio" in loaded

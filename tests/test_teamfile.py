@@ -21,8 +21,7 @@ from mcp_team.llm.settings import ModelSettings
 from mcp_team.server.app import build_server
 from mcp_team.server.teamfile import TeamFileError, load_team_file
 from mcp_team.specialists import DEFAULT_TEAM
-from mcp_team.specialists.mcp_tools import McpToolPool
-from support import ECHO_MCP_SERVER, HANG_GUARD, MCP_TEAM, clean_env
+from support import ADDER_TEAM, HANG_GUARD, MCP_TEAM, clean_env
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")]
 
@@ -281,22 +280,6 @@ async def test_edit_reloads_the_team_and_clients_hear_of_it(
 
 # --- tools from other MCP servers -------------------------------------------------------------------
 
-ADDER_TEAM = (
-    ECHO_MCP_SERVER
-    + """
-[[specialists]]
-name = "adder"
-description = "Adds numbers with the echo server."
-prompt = "Add the numbers with your add tool."
-tools = ["echo/add"]
-
-[[specialists]]
-name = "poet"
-description = "Writes short poems."
-prompt = "Write a short poem."
-"""
-)
-
 
 def _adder_run_models() -> tuple[ScriptedModel, ScriptedModel]:
     supervisor = ScriptedModel(
@@ -321,7 +304,8 @@ def _adder_run_models() -> tuple[ScriptedModel, ScriptedModel]:
 async def test_a_specialist_calls_a_tool_of_an_external_mcp_server(tmp_path: Path, spans) -> None:
     spec = load_team_file(write(tmp_path, ADDER_TEAM))
     supervisor, specialist = _adder_run_models()
-    async with McpToolPool(spec.mcp_servers) as pool:
+    async with spec.mcp_pool() as pool:
+        assert pool is not None
         adder, poet = spec.build(pool)
         assert [t.name for t in adder.tools] == ["add"] and poet.tools == ()
         team = Team(ModelSet({SUPERVISOR: supervisor, SPECIALIST: specialist}), spec.build(pool), spec.run_settings)
@@ -338,8 +322,8 @@ async def test_a_dead_external_server_fails_only_the_tools_that_need_it(tmp_path
     assert dead != ADDER_TEAM
     spec = load_team_file(write(tmp_path, dead))
     supervisor, specialist = _adder_run_models()
-    async with McpToolPool(spec.mcp_servers) as pool:
-        assert pool.status()["echo"] != "running"
+    async with spec.mcp_pool() as pool:
+        assert pool is not None and pool.status()["echo"] != "running"
         team = Team(ModelSet({SUPERVISOR: supervisor, SPECIALIST: specialist}), spec.build(pool), spec.run_settings)
         result = await team.run("Add 2 and 3, and write a haiku")
 

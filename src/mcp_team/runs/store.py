@@ -117,9 +117,8 @@ class RunRecord(BaseModel):
             reason=self.reason,
             thread=self.thread,
             resumable=self.resumable,
-            **self.model_dump(
-                mode="json", include={"started_at", "updated_at", "waiting"}
-            ),  # as the result writes times
+            # the times as the result writes them
+            **self.model_dump(mode="json", include={"started_at", "updated_at", "waiting"}),
         )
         view.setdefault("handoffs", [])
         return redact_value(view)
