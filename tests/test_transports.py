@@ -6,6 +6,7 @@ import json
 import socket
 import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import anyio
 import httpx2
@@ -55,6 +56,17 @@ def test_stdio_stdout_carries_only_protocol_messages() -> None:
         assert json.loads(line)["jsonrpc"] == "2.0"
     assert json.loads(lines[0])["result"]["serverInfo"]["name"] == "mcp-team"
     assert "offline backend" in proc.stderr  # notices go to stderr
+
+
+@pytest.mark.parametrize("stdin", ["", "not json\n"], ids=["nothing", "garbage"])
+def test_a_durable_stdio_server_exits_when_its_client_leaves_before_a_request(stdin: str) -> None:
+    # A client that dies at launch closes stdin: the server must not outlive it (its durable runs were never
+    # wanted, so they are not even opened).
+    env = clean_env(MCP_TEAM_MODEL="offline")
+    proc = subprocess.run([MCP_TEAM, "serve"], input=stdin, capture_output=True, text=True, timeout=HANG_GUARD, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not any(Path(env["XDG_STATE_HOME"]).rglob("*.sqlite")), "nothing wanted the runs database"
 
 
 @pytest.fixture(scope="module")

@@ -71,6 +71,7 @@ class Durability:
     def stop(self) -> None:
         if self._stop is not None:
             self._stop.set()
+            self.want()  # wakes a service that never opened (a stdio client gone before its first request)
 
     def keep(self, result: RunResult, owner: str | None = None) -> None:
         """Record a run that ran outside the service in the run store (at once, or once the service opens)."""
@@ -95,6 +96,8 @@ class Durability:
         from mcp_team.runs import open_runs
 
         try:
+            if self._stop.is_set():  # stopped before anything wanted it: nothing to open
+                return
             async with (
                 open_runs(self.config, ServerEngine(state), adopt_orphans=True) as runs,
                 anyio.create_task_group() as inner,
