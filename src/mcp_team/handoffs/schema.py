@@ -18,6 +18,11 @@ Mode = Literal["adaptive", "planned"]
 RunStatus = Literal["running", "complete", "partial", "failed", "cancelled"]
 HandoffStatus = Literal["running", "completed", "failed", "skipped", "refused", "cancelled"]
 
+# The longest a run, or a wait for a person, may be given: beyond it a deadline is a mistake (1e12 s would not
+# even fit in a date), so it is refused where it is set, not when the run starts.
+LONGEST_WAIT = 365 * 86_400.0
+LONGEST_CALL = 86_400.0  # one model call
+
 
 class Budgets(BaseModel):
     """Limits shared by the whole run, parallel branches included."""
@@ -33,7 +38,11 @@ class Budgets(BaseModel):
         "prompt, so only a call's output, and parallel calls already in flight, may finish past it.",
     )
     deadline_seconds: float = Field(
-        default=600.0, gt=0, allow_inf_nan=False, description="Wall-clock limit for the run."
+        default=600.0,
+        gt=0,
+        le=LONGEST_WAIT,
+        allow_inf_nan=False,
+        description="Wall-clock limit for the run, in seconds (at most a year).",
     )
     max_cost: float | None = Field(
         default=None,
@@ -55,7 +64,13 @@ class RunSettings(BaseModel):
     max_revisions: int = Field(default=2, ge=0, description="REVISE verdicts honoured before review stops.")
     max_repeats: int = Field(default=2, ge=1, description="Identical handoffs refused before the run is stopped.")
     max_supervisor_turns: int = Field(default=12, ge=1)
-    call_timeout: float = Field(default=180.0, gt=0, description="Seconds one model call may take.")
+    call_timeout: float = Field(
+        default=180.0,
+        gt=0,
+        le=LONGEST_CALL,
+        allow_inf_nan=False,
+        description="Seconds one model call may take (at most a day).",
+    )
     # Depth (issue 13): quality gates, human checkpoints, the judge. See handoffs/gates.py, checkpoints.py, judge.py.
     gates: dict[str, Gates] = Field(default_factory=dict, description="Quality gates by member name.")
     checkpoints: list[str] = Field(
@@ -69,7 +84,13 @@ class RunSettings(BaseModel):
         "fail the run saying so (default), or approve automatically.",
     )
     max_checkpoint_rounds: int = Field(default=2, ge=0, le=10, description="Revise rounds per checkpoint.")
-    checkpoint_timeout: float = Field(default=600.0, gt=0, description="Seconds to wait for a person's answer.")
+    checkpoint_timeout: float = Field(
+        default=600.0,
+        gt=0,
+        le=LONGEST_WAIT,
+        allow_inf_nan=False,
+        description="Seconds to wait for a person's answer (at most a year).",
+    )
     judge: str | None = Field(default=None, description="The member that decides conflicts between results.")
 
 
@@ -154,16 +175,19 @@ class Plan(BaseModel):
 class RunResult(BaseModel):
     """What a run returns, to the library caller, the CLI (`--json`) and MCP clients."""
 
-    answer: str
-    status: RunStatus
-    handoffs: list[HandoffRecord]
-    failures: list[Failure]
-    usage: UsageReport
+    answer: str = Field(description="The synthesized answer; when the run is partial it says what is missing.")
+    status: RunStatus = Field(
+        description="complete: every piece of work succeeded; partial: some failed and the answer says what is "
+        "missing; failed: no answer could be made; cancelled: stopped by its caller."
+    )
+    handoffs: list[HandoffRecord] = Field(description="Every handoff to a specialist, retries included, in order.")
+    failures: list[Failure] = Field(description="What went wrong, and whether a retry or fallback recovered it.")
+    usage: UsageReport = Field(description="Model calls, tokens and cost, in total and by member.")
     run_id: str
     trace_id: str | None = Field(description="32 hex digits; open it in Jaeger. None when tracing is off.")
     request: str
     mode: Mode
-    plan: Plan | None = None
+    plan: Plan | None = Field(default=None, description="The plan a planned run followed; None when adaptive.")
     stopped_by: str | None = Field(default=None, description="Why the run wound down early, if it did.")
     notes: list[str] = Field(
         default_factory=list,

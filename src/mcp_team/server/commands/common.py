@@ -43,7 +43,7 @@ def model_flags(parser: argparse.ArgumentParser) -> None:
         metavar="KIND[:AGENT[:TIMES]]",
         help="inject a fault into the model, whichever it is, e.g. rate_limit:researcher:1 (repeatable; "
         "kinds: rate_limit, server_error, overloaded, timeout, unknown_specialist, malformed_tool_call, "
-        "repeat_handoff, endless_tools, revise)",
+        "repeat_handoff, endless_tools, revise, conflict; AGENT: a specialist, supervisor, planner or specialist)",
     )
 
 
@@ -72,11 +72,15 @@ def with_call_timeout(spec: TeamSpec, seconds: float | None) -> TeamSpec:
     import math
 
     from mcp_team.errors import ConfigError
+    from mcp_team.handoffs.schema import LONGEST_CALL
 
     if seconds is None:
         return spec
-    if not (seconds > 0 and math.isfinite(seconds)):
-        raise ConfigError(f"--call-timeout / MCP_TEAM_CALL_TIMEOUT must be a positive number of seconds, got {seconds}")
+    if not (seconds > 0 and math.isfinite(seconds)) or seconds > LONGEST_CALL:
+        raise ConfigError(
+            "--call-timeout / MCP_TEAM_CALL_TIMEOUT must be a positive number of seconds, at most "
+            f"{LONGEST_CALL:g} (a day), got {seconds:g}"
+        )
     return dataclasses.replace(spec, overrides={**spec.overrides, "call_timeout": float(seconds)})
 
 
@@ -166,7 +170,7 @@ def check_faults(settings: ModelSettings, spec: TeamSpec) -> None:
         faults = parse_faults(settings.faults)
     except ValueError:
         return  # said by `build_models`, with the same wording for every command
-    known = {"*", "supervisor", "specialist", *spec.names}
+    known = {"*", "supervisor", "planner", "specialist", *spec.names}
     for fault in faults:
         if fault.agent not in known:
             raise ConfigError(

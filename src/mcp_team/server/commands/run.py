@@ -107,6 +107,10 @@ def run_command(args: argparse.Namespace) -> int:
             args.mode = args.mode or replay.recording.header.run.get("mode")
         if not args.request.strip():
             return error('the request is empty; say what you want the team to do, e.g. mcp-team run "..."')
+        if not _is_utf8(args.request):
+            return error("the request is not valid UTF-8 text; set the terminal's encoding to UTF-8", EXIT_USAGE)
+        if args.jaeger_json and (problem := _unwritable(args.jaeger_json)):
+            return error(f"--jaeger-json {args.jaeger_json}: {problem}", EXIT_USAGE)
         if wrong := checkpoint_problems(args.checkpoint, spec.names):
             return error("invalid --checkpoint: " + "; ".join(wrong), EXIT_USAGE)
         flags = {
@@ -121,7 +125,7 @@ def run_command(args: argparse.Namespace) -> int:
         # A recorded or replayed run is its own record: it runs in this process only.
         args.durable = None if args.record or settings.record_dir or replay is not None else durable_config(args)
     except ValidationError as exc:  # a ConfigError reaches main(), which says it the same way
-        problems = "; ".join(p.replace("_", "-") for p in validation_problems(exc, prefix="--"))
+        problems = "; ".join(map(_as_flag, validation_problems(exc)))
         return error(f"invalid budget: {problems}", EXIT_USAGE)
     if args.jaeger_json and not args.trace_dir:
         import tempfile
@@ -129,6 +133,12 @@ def run_command(args: argparse.Namespace) -> int:
         with tempfile.TemporaryDirectory(prefix="mcp-team-trace-") as trace_dir:
             return _run_traced(args, spec, settings, models, budgets, trace_dir)
     return _run_traced(args, spec, settings, models, budgets, None)
+
+
+def _as_flag(problem: str) -> str:
+    """`deadline_seconds: ...` as `--deadline: ...`: a problem named by the flag that set the value."""
+    key, _, what = problem.partition(": ")
+    return f"--{ {'deadline_seconds': 'deadline'}.get(key, key).replace('_', '-') }: {what}"
 
 
 def _run_traced(
@@ -305,6 +315,30 @@ async def _run_durably(
     if final is None or final.result is None:
         raise McpTeamError(f"run {started.run_id} stopped: {final.reason if final else 'not found'}")
     return final.result
+
+
+def _is_utf8(text: str) -> bool:
+    """False for a command line that was not UTF-8: Python keeps its bytes as lone surrogates."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _unwritable(target: str) -> str | None:
+    """Why the trace cannot be written to `target` (checked before the run, not after it), or None. Its
+    directory is made, as `--record`'s is."""
+    path = Path(target)
+    if path.is_dir():
+        return "is a directory; give a file name, e.g. trace.json"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        return f"{path.parent} is a file, not a directory"
+    except OSError as exc:
+        return f"cannot make its directory {path.parent} ({exc.strerror})"
+    return None
 
 
 def _save_jaeger(tracing: Tracing | None, run_id: str, target: str) -> str | None:
