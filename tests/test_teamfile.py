@@ -14,6 +14,7 @@ import pytest
 from mcp import Client
 
 from mcp_team.handoffs import Team
+from mcp_team.handoffs.turn import HANDOFF_PREFIX
 from mcp_team.llm import ModelSet, ToolResultBlock
 from mcp_team.llm.call import SPECIALIST, SUPERVISOR
 from mcp_team.llm.scripted import ScriptedModel, text, tool_calls
@@ -79,7 +80,39 @@ def test_a_model_string_of_no_provider_is_refused_for_a_role_too(tmp_path: Path)
 
 def test_name_that_is_not_a_valid_tool_name(tmp_path: Path) -> None:
     message = problems(tmp_path, ONE_SPECIALIST.replace('"poet"', '"the poet!"'))
-    assert "specialists[0].name: must be a valid MCP tool name" in message
+    assert "specialists[0].name: 'the poet!' cannot be a name: use 1 to 53 letters, digits, _ or -" in message
+
+
+def test_a_name_whose_handoff_tool_a_model_api_would_refuse(tmp_path: Path) -> None:
+    # The supervisor calls it as `handoff_to_<name>`: model APIs refuse tool names over 64 characters.
+    message = problems(tmp_path, ONE_SPECIALIST.replace('"poet"', f'"{"p" * 54}"'))
+    assert f"specialists[0].name: '{'p' * 54}' cannot be a name: use 1 to 53" in message
+    spec = load_team_file(write(tmp_path, ONE_SPECIALIST.replace('"poet"', f'"{"p" * 53}"')))
+    assert len(HANDOFF_PREFIX + spec.names[0]) == 64
+
+
+@pytest.mark.parametrize("name", ["get_run", "start_run", "cancel_run", "answer_checkpoint", "planner"])
+def test_names_of_the_servers_own_tools_and_members_are_taken(tmp_path: Path, name: str) -> None:
+    message = problems(tmp_path, ONE_SPECIALIST.replace('"poet"', f'"{name}"'))
+    assert f"specialists[0].name: '{name}' is taken by the server" in message
+
+
+def test_a_deadline_beyond_a_year_is_refused_by_check_not_by_the_run(tmp_path: Path) -> None:
+    message = problems(tmp_path, "[supervisor.budgets]\ndeadline_seconds = 1e12\n" + ONE_SPECIALIST)
+    assert "deadline_seconds: Input should be less than or equal to 31536000" in message
+
+
+def test_a_file_with_a_byte_order_mark_loads(tmp_path: Path) -> None:
+    path = tmp_path / "team.toml"
+    path.write_bytes(b"\xef\xbb\xbf" + ONE_SPECIALIST.encode())
+    assert load_team_file(path).names == ["poet"]
+
+
+def test_a_prompt_file_that_is_not_utf8_is_named(tmp_path: Path) -> None:
+    (tmp_path / "poet.md").write_bytes(b"Write a caf\xe9 poem.")
+    body = ONE_SPECIALIST.replace('prompt = "Write a short poem about the task."', 'prompt_file = "poet.md"')
+    message = problems(tmp_path, body)
+    assert "specialists[0].prompt_file: 'poet.md' is not UTF-8 text (byte 11); save it as UTF-8" in message
 
 
 def test_duplicate_name(tmp_path: Path) -> None:

@@ -38,6 +38,7 @@ from mcp_team.telemetry.attributes import (
 SUPERVISOR = "supervisor"  # a model role, and the member name of the supervisor's requests
 SPECIALIST = "specialist"
 PLANNER = "planner"  # the member name of planning requests (made on the supervisor's model)
+MEMBER_NAMES = (SUPERVISOR, PLANNER)  # the member names of the team's own requests: no specialist may take one
 
 # Failures a fallback model may get around: the primary is overloaded, slow or failing (after the
 # SDK's own retries). Auth, bad requests and the like would fail on any model of the same setup.

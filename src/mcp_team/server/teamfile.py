@@ -23,19 +23,22 @@ from mcp_team.handoffs import RunSettings
 from mcp_team.handoffs.checkpoints import checkpoint_problems
 from mcp_team.handoffs.gates import Gates
 from mcp_team.handoffs.subteam import SubTeam
+from mcp_team.llm.call import MEMBER_NAMES
 from mcp_team.llm.settings import MemberModel, parse_model
 from mcp_team.llm.wrappers import SamplingSettings
 from mcp_team.server.subteams import load_subteams
 from mcp_team.specialists import DEFAULT_TEAM, Specialist, Tool
 from mcp_team.specialists.calculator import CALCULATE
-from mcp_team.specialists.definition import NAME_PATTERN
+from mcp_team.specialists.definition import NAME_PATTERN, NAME_RULE
 from mcp_team.specialists.mcp_config import McpServerConfig
 
 if TYPE_CHECKING:  # the pool imports the MCP SDK, which a team without MCP servers never needs
     from mcp_team.specialists.mcp_tools import McpToolPool
 
 BUILTIN_TOOLS = ("calculate", "fetch_url", "read_file", "list_files", "write_note", "read_notes")
-RESERVED_NAMES = ("run_team", "plan_team", "supervisor")
+# A specialist's name is also its MCP tool's and prompt's: these are the server's own tools (tools.py, run_tools.py,
+# checkpoint_tools.py) and the names of the team's own members (the supervisor's prompt is `supervisor`).
+RESERVED_NAMES = ("run_team", "plan_team", "start_run", "get_run", "cancel_run", "answer_checkpoint", *MEMBER_NAMES)
 
 
 class TeamFileError(ConfigError):
@@ -305,7 +308,7 @@ def load_team_file(path: Path, *, _stack: tuple[Path, ...] = (), _max_depth: int
     """Parse and validate one team file, and the team files it nests. Raises `TeamFileError` listing every
     problem found."""
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(path.read_text(encoding="utf-8-sig"))  # -sig: a byte-order mark some editors write
     except FileNotFoundError:
         raise TeamFileError(path, ["the file does not exist (create one with `mcp-team init`)"]) from None
     except (OSError, UnicodeDecodeError) as exc:
@@ -333,7 +336,7 @@ def _describe(error: Any) -> str:
     if error["type"] == "extra_forbidden":
         message = "unknown key (check the spelling; `mcp-team init` writes a commented example)"
     elif error["type"] == "string_pattern_mismatch":
-        message = "must be a valid MCP tool name: a letter, then letters, digits, _ or - (at most 64)"
+        message = f"'{error['input']}' cannot be a name: use {NAME_RULE} (it is also a tool's name)"
     elif error["type"] == "missing":
         message = "is required"
     return f"{loc or 'the file'}: {message}"
@@ -370,9 +373,13 @@ def _check(model: TeamFileModel, base: Path) -> tuple[list[str], dict[str, str]]
         elif spec.prompt_file is not None:
             prompt_path = base / spec.prompt_file
             try:
-                prompts[spec.name] = prompt_path.read_text(encoding="utf-8").strip()
+                prompts[spec.name] = prompt_path.read_text(encoding="utf-8-sig").strip()
             except OSError:
                 problems.append(f"{where}.prompt_file: cannot read '{spec.prompt_file}' (looked at {prompt_path})")
+            except UnicodeDecodeError as exc:
+                problems.append(
+                    f"{where}.prompt_file: '{spec.prompt_file}' is not UTF-8 text (byte {exc.start}); save it as UTF-8"
+                )
         else:
             prompts[spec.name] = (spec.prompt or "").strip()
         if spec.name in prompts and not prompts[spec.name]:

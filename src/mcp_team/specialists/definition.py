@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from mcp_team.specialists.tools import Tool
 
-NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_-]{0,63}$"
+# At most 53 characters: the supervisor calls a specialist through the tool `handoff_to_<name>`, and model APIs
+# (OpenAI's, Anthropic's) refuse a tool whose name is longer than 64.
+NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_-]{0,52}$"
+NAME_RULE = "1 to 53 letters, digits, _ or -, starting with a letter"
 
 
 class Specialist(BaseModel):
+    """A member of the team: what the supervisor sees of it (`name`, `description`) and how it works (its
+    system prompt, the model of its `model_role` or its own, its tools and its turn and token limits).
+
+    A specialist sees only the task of its handoff, never the rest of the run. `model_role` picks its model from
+    the team's `ModelSet` (`"specialist"` by default; a role the set does not name falls back to the specialist
+    model)."""
+
     model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
 
     name: str = Field(pattern=NAME_PATTERN, description="Also the MCP tool name; letters, digits, _ and -.")
@@ -23,6 +33,13 @@ class Specialist(BaseModel):
     fallback: str | None = Field(
         default=None, description="The specialist that takes its handoffs once its circuit is open (team file)."
     )
+
+    @field_validator("description", "system_prompt")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be blank")
+        return value
 
     @property
     def instructions(self) -> str:
