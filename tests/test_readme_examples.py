@@ -62,3 +62,16 @@ def test_tracing_in_memory(tmp_path: Path) -> None:
     assert ["invoke_agent", "supervisor"] in names
     assert ["execute_tool", "transfer_to_analyst"] in names
     assert ["execute_tool", "calculate"] in names
+
+
+def test_the_examples_type_check_as_a_users_code(tmp_path: Path) -> None:
+    # Outside the repository (none of its mypy settings), as a user's project: the package's py.typed marker
+    # is what lets mypy read mcp_team's annotations at all.
+    for i, code in enumerate(library_examples()):
+        (tmp_path / f"example{i}.py").write_text(code)
+    proc = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--cache-dir", str(tmp_path / ".mypy_cache"), "."],
+        capture_output=True, text=True, timeout=HANG_GUARD * 3, env=clean_env(), cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "no issues found in 4 source files" in proc.stdout

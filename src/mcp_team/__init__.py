@@ -2,7 +2,7 @@
 
 The library API, importable from here:
 
-    from mcp_team import Team, ModelSet, Specialist, Budgets, RunSettings, RunResult, use_tracing
+    from mcp_team import Team, ModelSet, Specialist, Tool, Budgets, RunSettings, RunResult, use_tracing
 
 Names are imported on first use (PEP 562), so `import mcp_team` stays as cheap as it was: the
 CLI imports this package on the server's start-up path.
@@ -16,9 +16,9 @@ __version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from mcp_team.errors import BudgetExhausted, ConfigError, McpTeamError
-    from mcp_team.handoffs import Budgets, PlanError, RunResult, RunSettings, Team
+    from mcp_team.handoffs import Budgets, PlanError, RunEvent, RunResult, RunSettings, Team, UnknownSpecialist
     from mcp_team.llm import ModelError, ModelSet
-    from mcp_team.specialists import Specialist
+    from mcp_team.specialists import DEFAULT_TEAM, Specialist, Tool
     from mcp_team.telemetry.spans import use_tracing
 
 # Where each public name lives.
@@ -28,9 +28,13 @@ _PUBLIC = {
     "Budgets": "mcp_team.handoffs",
     "RunSettings": "mcp_team.handoffs",
     "PlanError": "mcp_team.handoffs",
+    "RunEvent": "mcp_team.handoffs",
+    "UnknownSpecialist": "mcp_team.handoffs",
     "ModelSet": "mcp_team.llm",
     "ModelError": "mcp_team.llm",
     "Specialist": "mcp_team.specialists",
+    "Tool": "mcp_team.specialists",
+    "DEFAULT_TEAM": "mcp_team.specialists",
     "McpTeamError": "mcp_team.errors",
     "ConfigError": "mcp_team.errors",
     "BudgetExhausted": "mcp_team.errors",
@@ -38,6 +42,7 @@ _PUBLIC = {
 }
 
 __all__ = [
+    "DEFAULT_TEAM",
     "BudgetExhausted",
     "Budgets",
     "ConfigError",
@@ -45,10 +50,13 @@ __all__ = [
     "ModelError",
     "ModelSet",
     "PlanError",
+    "RunEvent",
     "RunResult",
     "RunSettings",
     "Specialist",
     "Team",
+    "Tool",
+    "UnknownSpecialist",
     "__version__",
     "use_tracing",
 ]

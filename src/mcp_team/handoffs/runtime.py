@@ -75,5 +75,8 @@ class Ephemeral:
     async def decide(self, name: str, value: Callable[[], T]) -> T:
         return value()
 
+    def __repr__(self) -> str:  # as `Team`'s default, in help(Team)
+        return "EPHEMERAL"
+
 
 EPHEMERAL = Ephemeral()

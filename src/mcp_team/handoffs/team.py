@@ -10,7 +10,7 @@ from datetime import datetime
 
 import anyio
 
-from mcp_team.errors import McpTeamError
+from mcp_team.errors import ConfigError, McpTeamError
 from mcp_team.handoffs.approval import approve_plan
 from mcp_team.handoffs.checkpoints import Approver, checkpoint_problems
 from mcp_team.handoffs.context import EventSink, RunContext, now
@@ -24,6 +24,7 @@ from mcp_team.handoffs.supervisor import run_adaptive
 from mcp_team.handoffs.synthesis import fallback_answer, missing_section, synthesize
 from mcp_team.handoffs.turn import Final
 from mcp_team.llm import ModelSet
+from mcp_team.llm.call import MEMBER_NAMES
 from mcp_team.specialists import DEFAULT_TEAM, Specialist, SpecialistResult
 from mcp_team.telemetry import spans
 from mcp_team.telemetry.attributes import INPUT_MESSAGES, OUTPUT_MESSAGES, RUN_MODE, RUN_STATUS
@@ -38,8 +39,15 @@ class UnknownSpecialist(McpTeamError, LookupError):
 class Team:
     """A supervisor and its specialists on one set of models.
 
-    `runtime` executes its runs (see `handoffs.runtime`): in memory by default; a durable one
-    records them so they survive a restart.
+    - `models`: the models by role and by member (`ModelSet.single(model)` for one model everywhere).
+    - `specialists`: the members the supervisor hands work to (default: `DEFAULT_TEAM`, the researcher,
+      analyst, writer, coder and reviewer); names unique, and neither `supervisor` nor `planner`.
+    - `settings`: mode, budgets, retries, gates, checkpoints and the judge (`RunSettings`).
+    - `runtime` executes its runs (see `handoffs.runtime`): in memory by default; a durable one
+      records them so they survive a restart.
+
+    Raises `TypeError` for an argument of the wrong kind and `ConfigError` for a team that cannot run
+    (a name used twice, a fallback or judge that names nobody). One `Team` may run many requests at once.
     """
 
     models: ModelSet
@@ -48,12 +56,16 @@ class Team:
     runtime: Runtime = EPHEMERAL
 
     def __post_init__(self) -> None:
-        names = [s.name for s in self.specialists]
-        if len(set(names)) != len(names):
-            raise ValueError(f"specialist names must be unique, got {names}")
-        if not names:
-            raise ValueError("a team needs at least one specialist")
+        _expect("models", self.models, ModelSet, "ModelSet.single(model)")
+        if isinstance(self.specialists, (str, Specialist)) or not all(
+            isinstance(s, Specialist) for s in self.specialists
+        ):
+            wrong = type(self.specialists).__name__
+            raise TypeError(f"specialists must be a list of Specialist, not {wrong}: Team(models, [Specialist(...)])")
+        _expect("settings", self.settings, RunSettings, "RunSettings(mode='planned')")
         self.by_name = {s.name: s for s in self.specialists}
+        if problems := team_problems(self.specialists, self.settings):
+            raise ConfigError("this team cannot run: " + "; ".join(problems))
 
     async def run(
         self,
@@ -71,6 +83,8 @@ class Team:
         approve: Approver | None = None,
     ) -> RunResult:
         """Run a request through the supervisor. Never raises for failed work: see `status`/`failures`.
+        An exception that is not failed work (a model of one's own that raises something other than
+        `ModelError`) propagates, after `on_finish` got the run's record, marked failed.
 
         On cancellation the run is recorded as cancelled (`on_finish` still gets it) and the
         cancellation propagates; every branch has stopped by the time it does. `runtime` replaces
@@ -79,6 +93,10 @@ class Team:
         steps it replays take none). `checkpoints` add to the team's (see `handoffs.checkpoints`);
         `approve` asks a person at each. Raises `ValueError` for a checkpoint that names no member.
         """
+        if mode not in (None, "adaptive", "planned"):
+            raise ValueError(f"mode must be 'adaptive' or 'planned', not {mode!r}")
+        if budgets is not None:
+            _expect("budgets", budgets, Budgets, "Budgets(max_handoffs=40)")
         update: dict[str, object] = {}
         if checkpoints:
             if problems := checkpoint_problems(checkpoints, list(self.by_name)):
@@ -111,6 +129,16 @@ class Team:
             except anyio.get_cancelled_exc_class():
                 ctx.status, ctx.ended_at = "cancelled", now()
                 ctx.answer = ctx.answer or "The run was cancelled. " + fallback_answer(ctx)
+                if on_finish is not None:
+                    on_finish(ctx.result())
+                raise
+            except Exception as exc:  # a bug (in a model or tool of the caller's, or ours): the record is kept
+                what = f"an unexpected {type(exc).__name__}: {str(exc)[:200]}"
+                ctx.status, ctx.ended_at, ctx.stopped_by = "failed", now(), ctx.stopped_by or what
+                for record in ctx.records:
+                    if record.status == "running":
+                        record.status, record.ended_at, record.error = "failed", ctx.ended_at, what
+                ctx.answer = ctx.answer or f"The run stopped on {what}. " + fallback_answer(ctx)
                 if on_finish is not None:
                     on_finish(ctx.result())
                 raise
@@ -162,6 +190,33 @@ class Team:
         if name not in self.by_name:
             raise UnknownSpecialist(name, list(self.by_name))
         return await ask(self, name, task, context, on_finish=on_finish)
+
+
+def team_problems(specialists: Sequence[Specialist], settings: RunSettings) -> list[str]:
+    """What keeps these specialists and settings from being a team: names taken twice or by the team's own
+    members, fallbacks and a judge that name nobody. Empty when they can run."""
+    names = [s.name for s in specialists]
+    if not names:
+        return ["it needs at least one specialist"]
+    problems = [
+        f"'{n}' names two specialists; names must be unique" for n in sorted({n for n in names if names.count(n) > 1})
+    ]
+    problems += [
+        f"'{n}' is the name of the team's own {n}; give the specialist another" for n in names if n in MEMBER_NAMES
+    ]
+    for s in specialists:
+        if s.fallback is not None and (s.fallback == s.name or s.fallback not in names):
+            problems.append(
+                f"{s.name}'s fallback '{s.fallback}' must be another specialist of the team ({', '.join(names)})"
+            )
+    if settings.judge is not None and settings.judge not in names:
+        problems.append(f"the judge '{settings.judge}' is not a specialist of the team ({', '.join(names)})")
+    return problems
+
+
+def _expect(what: str, value: object, kind: type, example: str) -> None:
+    if not isinstance(value, kind):
+        raise TypeError(f"{what} must be a {kind.__name__}, not {type(value).__name__}: e.g. {example}")
 
 
 async def orchestrate(ctx: RunContext) -> None:

@@ -12,52 +12,65 @@ _COMMON = (
     "Answer with the result itself, no preamble."
 )
 
-DEFAULT_TEAM: tuple[Specialist, ...] = (
-    Specialist(
-        name="researcher",
-        description="Finds and summarizes facts, background and sources on a topic.",
-        system_prompt=(
-            "Gather the facts the task needs. Separate what is well established from what is uncertain, "
-            "and name sources where you know them. Be concise: bullet points over prose.\n\n" + _COMMON
+
+class _DefaultTeam(tuple[Specialist, ...]):
+    """The default team's tuple, shown by its name: as the default of `Team`'s `specialists`, `help(Team)` would
+    otherwise print five full prompts in the signature."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "DEFAULT_TEAM"
+
+
+DEFAULT_TEAM: tuple[Specialist, ...] = _DefaultTeam(
+    (
+        Specialist(
+            name="researcher",
+            description="Finds and summarizes facts, background and sources on a topic.",
+            system_prompt=(
+                "Gather the facts the task needs. Separate what is well established from what is uncertain, "
+                "and name sources where you know them. Be concise: bullet points over prose.\n\n" + _COMMON
+            ),
         ),
-    ),
-    Specialist(
-        name="analyst",
-        description="Works with numbers: calculations, estimates, comparisons and trends.",
-        system_prompt=(
-            "Do the quantitative work. Use the calculate tool for every computation rather than doing "
-            "arithmetic in your head, show the formula you used, and state assumptions explicitly.\n\n" + _COMMON
+        Specialist(
+            name="analyst",
+            description="Works with numbers: calculations, estimates, comparisons and trends.",
+            system_prompt=(
+                "Do the quantitative work. Use the calculate tool for every computation rather than doing "
+                "arithmetic in your head, show the formula you used, and state assumptions explicitly.\n\n" + _COMMON
+            ),
+            tools=(CALCULATE,),
         ),
-        tools=(CALCULATE,),
-    ),
-    Specialist(
-        name="writer",
-        description="Turns findings into clear prose: reports, summaries, emails, explanations.",
-        system_prompt=(
-            "Write for the reader named in the task (or an informed generalist). Use only the facts in "
-            "the context; do not invent figures. Structure with short headings when longer than three "
-            "paragraphs. If reviewer feedback is in the context, address every point.\n\n" + _COMMON
+        Specialist(
+            name="writer",
+            description="Turns findings into clear prose: reports, summaries, emails, explanations.",
+            system_prompt=(
+                "Write for the reader named in the task (or an informed generalist). Use only the facts in "
+                "the context; do not invent figures. Structure with short headings when longer than three "
+                "paragraphs. If reviewer feedback is in the context, address every point.\n\n" + _COMMON
+            ),
         ),
-    ),
-    Specialist(
-        name="coder",
-        description="Writes, explains and fixes code.",
-        system_prompt=(
-            "Write correct, idiomatic, minimal code for the task, in the language asked for (Python if "
-            "none). Include a short usage example and note edge cases you handled.\n\n" + _COMMON
+        Specialist(
+            name="coder",
+            description="Writes, explains and fixes code.",
+            system_prompt=(
+                "Write correct, idiomatic, minimal code for the task, in the language asked for (Python if "
+                "none). Include a short usage example and note edge cases you handled.\n\n" + _COMMON
+            ),
         ),
-    ),
-    Specialist(
-        name="reviewer",
-        description="Checks a draft or code against the request and returns PASS or REVISE with reasons.",
-        system_prompt=(
-            "Review the work in the context against the task. Check correctness, completeness and "
-            "clarity; flag unsupported claims. Ask for a revision only for problems that matter.\n\n"
-            + FORMAT_INSTRUCTIONS
-            + "\n\n"
-            + _COMMON
+        Specialist(
+            name="reviewer",
+            description="Checks a draft or code against the request and returns PASS or REVISE with reasons.",
+            system_prompt=(
+                "Review the work in the context against the task. Check correctness, completeness and "
+                "clarity; flag unsupported claims. Ask for a revision only for problems that matter.\n\n"
+                + FORMAT_INSTRUCTIONS
+                + "\n\n"
+                + _COMMON
+            ),
+            max_turns=2,
+            returns_verdict=True,
         ),
-        max_turns=2,
-        returns_verdict=True,
-    ),
+    )
 )
