@@ -75,6 +75,33 @@ def test_bad_input_gets_a_clear_error() -> None:
     assert all("Traceback" not in p.stderr for p in (budget, fault))
 
 
+def test_what_would_fail_after_the_run_is_refused_before_it(tmp_path: Path) -> None:
+    # Each a usage error before any model call: a request that is not UTF-8 (a terminal in Latin-1), a trace
+    # file that cannot be written, a deadline past what a date can hold, a flag named by its name.
+    cases = [
+        (["Research \udcff bees"], "the request is not valid UTF-8 text"),
+        (["--jaeger-json", str(tmp_path), "x"], f"--jaeger-json {tmp_path}: is a directory; give a file name"),
+        (["--jaeger-json", str(Path(__file__) / "t.json"), "x"], f"{Path(__file__)} is a file, not a directory"),
+        (["--deadline", "1e12", "x"], "--deadline: Input should be less than or equal to 31536000"),
+        (["--deadline", "-1", "x"], "--deadline: Input should be greater than 0"),
+        (["--call-timeout", "1e9", "x"], "must be a positive number of seconds, at most 86400 (a day)"),
+    ]
+    for args, message in cases:
+        proc = run_cli("run", "--model", "offline", *args)
+        assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+        assert "Traceback" not in proc.stderr and proc.stdout == ""
+    nested = tmp_path / "new" / "dir" / "trace.json"  # a directory that is not there yet is made, as --record's
+    proc = run_cli("run", "--model", "offline", "--quiet", "--jaeger-json", str(nested), "Research bees")
+    assert proc.returncode == 0 and json.loads(nested.read_text())["resourceSpans"], proc.stderr
+
+
+def test_a_fault_may_target_the_planner() -> None:
+    proc = run_cli("run", "--model", "offline", "--mode", "planned", "--fault", "rate_limit:planner:1", "Research bees")
+    assert proc.returncode == 0, proc.stderr
+    assert "the planner's model call failed (rate_limited); retrying" in proc.stderr
+    assert "conflict" in run_cli("run", "--help").stdout  # every fault kind is in the help
+
+
 def test_a_bad_environment_variable_is_named_as_it_was_set() -> None:
     rate = run_cli("run", "--model", "offline", "x", env={"MCP_TEAM_REQUESTS_PER_MINUTE": "abc"})
     assert rate.returncode == 2 and "invalid settings: MCP_TEAM_REQUESTS_PER_MINUTE: " in rate.stderr, rate.stderr

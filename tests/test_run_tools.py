@@ -133,3 +133,14 @@ async def test_subscribing_to_a_run_tells_of_its_changes_until_it_finishes(tmp_p
             with pytest.raises(MCPError) as refused:
                 await client.subscribe_resource("team://runs/no-such-run")
             assert refused.value.error.code == types.INVALID_PARAMS and "no-such-run" in refused.value.error.message
+
+
+async def test_no_specialist_may_take_a_name_of_the_servers_own_tools_or_prompts(tmp_path: Path, mode: str) -> None:
+    from mcp_team.server.teamfile import RESERVED_NAMES
+    from mcp_team.specialists import DEFAULT_TEAM
+
+    async with Client(durable_server(tmp_path), mode=mode) as client:
+        tools = {t.name for t in (await client.list_tools()).tools}
+        prompts = {p.name for p in (await client.list_prompts()).prompts}
+    own = (tools | prompts) - {s.name for s in DEFAULT_TEAM}
+    assert {"run_team", "start_run", "get_run", "cancel_run", "supervisor"} <= own <= set(RESERVED_NAMES)
