@@ -84,6 +84,17 @@ def test_a_2026_client_gets_the_sdks_own_answer(url: str) -> None:
     assert answer.status_code == 400 and error_of(answer)["code"] == -32600
 
 
+@pytest.mark.parametrize("version", ["banana", "2027-01-01"])
+def test_a_protocol_version_the_server_does_not_speak_is_named(url: str, version: str) -> None:
+    # The SDK took any unknown version for 2026-07-28 and answered that the request's _meta envelope was missing.
+    answer = post(url, '{"jsonrpc":"2.0","id":6,"method":"ping"}', **{"mcp-protocol-version": version})
+    assert answer.status_code == 400 and "mcp-session-id" not in answer.headers
+    error = error_of(answer)
+    assert (error["id"], error["code"]) == (6, -32022), error
+    assert f"unsupported MCP-Protocol-Version '{version}': this server speaks 2024-11-05" in error["message"]
+    assert "2026-07-28" in error["message"]
+
+
 WRONG_PARAMS = {
     "a tool name that is not a string": ({"name": 5}, "params.name: Input should be a valid string"),
     "arguments that are not an object": (

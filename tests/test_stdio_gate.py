@@ -29,8 +29,17 @@ BAD_LINES = {
     "deep nesting": ("[" * 100_000 + "]" * 100_000, None, PARSE_ERROR),
     "batch": ('[{"jsonrpc":"2.0","id":1,"method":"ping"}]', None, INVALID_REQUEST),
     "not JSON-RPC": ('{"id": 7, "method": "ping"}', 7, INVALID_REQUEST),
-    "too large": (json.dumps({"jsonrpc": "2.0", "id": 8, "method": "x", "params": {"t": "x" * 5_000_000}}), None,
+    # Too large to parse: the id is read from either end, as the Python (first) and TypeScript (last) SDKs write it.
+    "too large": (json.dumps({"jsonrpc": "2.0", "id": 8, "method": "x", "params": {"t": "x" * 5_000_000}}), 8,
                   INVALID_REQUEST),
+    "too large, id last": (json.dumps({"jsonrpc": "2.0", "method": "x", "params": {"t": "x" * 5_000_000}, "id": "r9"}),
+                           "r9", INVALID_REQUEST),
+    "too large, id inside": (json.dumps({"method": "x", "params": {"id": 3, "t": "x" * 5_000_000}, "jsonrpc": "2.0"}),
+                             None, INVALID_REQUEST),
+    # An id JSON-RPC allows but MCP does not: the SDK would take the request for a notification and never answer.
+    "null id": ('{"jsonrpc":"2.0","id":null,"method":"ping"}', None, INVALID_REQUEST),
+    "object id": ('{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}', None, INVALID_REQUEST),
+    "fraction id": ('{"jsonrpc":"2.0","id":1.5,"method":"ping"}', None, INVALID_REQUEST),
 }  # fmt: skip
 
 
@@ -43,7 +52,8 @@ def test_check_message_answers_each_bad_line(name: str) -> None:
 
 
 def test_check_message_lets_good_messages_through() -> None:
-    for message in (initialize(), INITIALIZED, PING, {"jsonrpc": "2.0", "id": 1, "result": {}}):
+    client_error = {"jsonrpc": "2.0", "id": None, "error": {"code": PARSE_ERROR, "message": "bad"}}  # may be null
+    for message in (initialize(), INITIALIZED, PING, {"jsonrpc": "2.0", "id": 1, "result": {}}, client_error):
         assert check_message(json.dumps(message), DEFAULT_MAX_MESSAGE_BYTES) is None
     nested_text = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "x", "params": {"t": "[[[[" * 100}})
     assert check_message(nested_text, DEFAULT_MAX_MESSAGE_BYTES) is None  # brackets inside strings are text

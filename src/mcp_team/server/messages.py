@@ -16,12 +16,13 @@ between reading a message and parsing it.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
-from mcp_types import jsonrpc_message_adapter
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from mcp_types import UNSUPPORTED_PROTOCOL_VERSION, jsonrpc_message_adapter
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, SUPPORTED_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -39,8 +40,10 @@ def check_http_bodies(manager: StreamableHTTPSessionManager, security: Transport
     guard = TransportSecurityMiddleware(security)
 
     async def checked(scope: Scope, receive: Receive, send: Send) -> None:
-        version = dict(scope.get("headers", ())).get(b"mcp-protocol-version")
-        modern = version is not None and version.decode("latin-1") not in HANDSHAKE_PROTOCOL_VERSIONS
+        header = dict(scope.get("headers", ())).get(b"mcp-protocol-version")
+        version = header.decode("latin-1") if header is not None else None
+        unknown = version is not None and version not in SUPPORTED_PROTOCOL_VERSIONS
+        modern = version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS and not unknown
         if scope["type"] != "http" or scope["method"] != "POST" or modern:
             await inner(scope, receive, send)
             return
@@ -58,7 +61,13 @@ def check_http_bodies(manager: StreamableHTTPSessionManager, security: Transport
             return read.pop(0) if read else await receive()
 
         if not more and size <= limit and read[-1]["type"] == "http.request":
-            problem = check_message(b"".join(m.get("body", b"") for m in read), limit)
+            body = b"".join(m.get("body", b"") for m in read)
+            problem = check_message(body, limit)
+            if problem is None and unknown:
+                # The SDK took any version it does not know for the 2026 revision, and said its envelope was missing.
+                supported = ", ".join(SUPPORTED_PROTOCOL_VERSIONS)
+                text = f"unsupported MCP-Protocol-Version '{version}': this server speaks {supported}"
+                problem = (json.loads(body).get("id"), UNSUPPORTED_PROTOCOL_VERSION, text)  # checked: an object
             if problem is not None:
                 request_id, code, text = problem
                 refused = await guard.validate_request(Request(scope), is_post=True)
@@ -75,7 +84,7 @@ def check_message(text: str | bytes, limit: int) -> tuple[Any, int, str] | None:
     size = len(text) if isinstance(text, bytes) else len(text.encode("utf-8", errors="replace"))
     if size > limit:
         return (
-            None,
+            _outer_id(text),
             INVALID_REQUEST,
             (
                 f"message too large: {size} bytes, the limit is {limit} (MCP_TEAM_MAX_MESSAGE_BYTES); send less "
@@ -95,6 +104,9 @@ def check_message(text: str | bytes, limit: int) -> tuple[Any, int, str] | None:
         return None, INVALID_REQUEST, "invalid request: a JSON-RPC message is a JSON object"
     request_id = message.get("id")
     usable_id = request_id if isinstance(request_id, str | int) and not isinstance(request_id, bool) else None
+    if "method" in message and "id" in message and usable_id is None:
+        # The SDK would take it for a notification and never answer: a client waiting on it would wait forever.
+        return None, INVALID_REQUEST, f"invalid request: `id` must be a string or an integer, got {_kind(request_id)}"
     if "method" in message and "params" in message and not isinstance(message["params"], dict):
         if usable_id is None:
             return None, INVALID_REQUEST, "invalid request: `params` must be an object"
@@ -105,6 +117,28 @@ def check_message(text: str | bytes, limit: int) -> tuple[Any, int, str] | None:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'][1:])) or 'message'}: {e['msg']}" for e in exc.errors()[:3])
         return usable_id, INVALID_REQUEST, f"invalid request: not a JSON-RPC 2.0 message ({problems})"
     return None
+
+
+# A top-level `id` found without parsing an oversized message: first after simple members (the Python SDK writes
+# `{"jsonrpc":"2.0","id":...`), or last (the TypeScript SDK writes `...,"id":7}`). Anchored at either end of the
+# object, so an `id` inside `params` never matches; any other place gets a null id.
+_ID = r'"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.){0,200}")'
+_ID_FIRST = re.compile(r'\s*\{(?:\s*"(?:jsonrpc|method)"\s*:\s*"[^"\\]{0,200}"\s*,)*\s*' + _ID)
+_ID_LAST = re.compile(_ID + r"\s*\}\s*\Z")
+
+
+def _outer_id(text: str | bytes) -> Any:
+    """The id of an oversized message, read from its first and last bytes only, or None."""
+    head, tail = text[:512], text[-512:]
+    if isinstance(text, bytes):
+        head, tail = head.decode("utf-8", "replace"), tail.decode("utf-8", "replace")  # type: ignore[union-attr]
+    match = _ID_FIRST.match(head) or _ID_LAST.search(tail)  # type: ignore[arg-type]
+    if match is None:
+        return None
+    try:
+        return json.loads(match.group(1))
+    except ValueError:
+        return None
 
 
 def _depth(text: str) -> int:
@@ -132,4 +166,5 @@ def _depth(text: str) -> int:
 
 
 def _kind(value: Any) -> str:
-    return {str: "a string", list: "an array", bool: "a boolean", type(None): "null"}.get(type(value), "a number")
+    kinds = {str: "a string", list: "an array", dict: "an object", bool: "a boolean", type(None): "null"}
+    return kinds.get(type(value), "a number")
