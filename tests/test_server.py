@@ -137,6 +137,16 @@ async def test_budget_overrides_give_a_partial_answer(mode: str) -> None:
     assert bad.is_error and "max_handoffs" in bad.content[0].text
 
 
+async def test_a_blank_task_or_request_is_refused_before_any_model_call(mode: str) -> None:
+    async with Client(build_server(offline()), mode=mode) as client:
+        blank_task = await client.call_tool("researcher", {"task": " \n\t"})
+        blank_plan = await client.call_tool("plan_team", {"request": "   "})
+        blank_run = await client.call_tool("run_team", {"request": " "})
+    assert blank_task.is_error and "'task' is empty: say what the specialist should do" in blank_task.content[0].text  # type: ignore[union-attr]
+    for result in (blank_plan, blank_run):
+        assert result.is_error and "'request' is empty: say what the team should do" in result.content[0].text  # type: ignore[union-attr]
+
+
 async def test_prompts_let_the_client_model_play_each_role(mode: str) -> None:
     async with Client(build_server(offline()), mode=mode) as client:
         names = {p.name for p in (await client.list_prompts()).prompts}
@@ -144,7 +154,8 @@ async def test_prompts_let_the_client_model_play_each_role(mode: str) -> None:
         writer = await client.get_prompt("writer", {"task": "Write a haiku", "context": "about bees"})
     assert names == {"supervisor", "researcher", "analyst", "writer", "coder", "reviewer"}
     text = supervisor.messages[0].content.text
-    assert "Plan a trip" in text and "- researcher:" in text and "handoff_to_<name>" in text
+    assert "Plan a trip" in text and "- researcher:" in text and "with this server's tool named after it" in text
+    assert "handoff_to_" not in text and "finalize" not in text  # the engine's own tools, which a client has not
     text = writer.messages[0].content.text
     assert text.startswith("You are the writer specialist") and "Write a haiku" in text and "about bees" in text
 

@@ -50,7 +50,12 @@ class ServerLimits(BaseSettings):
     max_runs: int = Field(default=DEFAULT_MAX_RUNS, ge=1, description="Runs in progress at once.")
 
     def check_request(self, request: str, name: str = "request") -> None:
-        """Refuse a request (or task) longer than `max_request_chars`."""
+        """Refuse a request (or task) that is blank or longer than `max_request_chars`: either would cost a model
+        call for nothing."""
+        if not request.strip():
+            raise ToolError(
+                f"'{name}' is empty: say what the {'team' if name == 'request' else 'specialist'} should do"
+            )
         _check_size(name, request, self.max_request_chars, "MCP_TEAM_MAX_REQUEST_CHARS")
 
     def check_task(self, task: str, context: str) -> None:

@@ -15,18 +15,23 @@ from mcp_team.handoffs.prompts import SUPERVISOR_INSTRUCTIONS, describe_team
 from mcp_team.server.state import ServerState
 from mcp_team.specialists import Specialist, handoff_message
 
+# The engine's instructions name the tools its own supervisor gets (`handoff_to_<name>`, `finalize`); a client's
+# model has this server's tools instead.
+FOR_A_CLIENT = {
+    "with its handoff_to_<name> tool": "with this server's tool named after it",
+    "call finalize with the complete answer": "write the complete answer",
+}
+
 
 def supervisor_prompt(state: ServerState) -> Callable[[str], list[UserMessage]]:
     """The supervisor's instructions for the current team (read at each `prompts/get`, so a reload shows)."""
 
     def supervisor(request: Annotated[str, Field(description="The request to orchestrate.")]) -> list[UserMessage]:
         system = SUPERVISOR_INSTRUCTIONS.format(team=describe_team(state.specialists))
-        return [
-            UserMessage(
-                f"{system}\n\nIf your client exposes this server's tools, each specialist is a tool named after "
-                f"it.\n\nRequest:\n{request}"
-            )
-        ]
+        for engine_words, client_words in FOR_A_CLIENT.items():
+            system = system.replace(engine_words, client_words)
+        hint = "If your client does not show this server's tools, do each task yourself as that specialist would."
+        return [UserMessage(f"{system}\n\n{hint}\n\nRequest:\n{request}")]
 
     return supervisor
 

@@ -93,8 +93,6 @@ class _Base:
         `running` is how many runs count against MCP_TEAM_MAX_RUNS now."""
         state = self.state
         request: str = arguments["request"]
-        if not request.strip():
-            raise ToolError("'request' is empty: say what the team should do")
         state.limits.check_request(request)
         budgets = client_budgets(state.run_settings.budgets, **{k: arguments.get(k) for k in BUDGETS})
         models = state.configured_models()

@@ -86,8 +86,6 @@ def checked_request(
 ) -> Budgets | None:
     """The run's budgets (the client's caps within the team's; None: the team's), once the request passed
     the server's limits."""
-    if not request.strip():
-        raise ToolError("'request' is empty: say what the team should do")
     state.limits.check_request(request)
     return client_budgets(
         state.run_settings.budgets,
