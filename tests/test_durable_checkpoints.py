@@ -139,6 +139,8 @@ async def test_a_run_waiting_at_plan_survives_kill_9_and_is_answered_with_the_to
             await anyio.sleep(0.05)
         assert view["status"] == "running" and view["waiting"]["name"] == "plan", view
         assert view["waiting"]["summary"] == summary
+        shown = answered.structured_content or {}  # the record once the run took the answer, not still waiting
+        assert shown.get("status") != "running" or (shown.get("waiting") or {}).get("name") != "plan", shown
         final = await _until("the run to finish", lambda: _record(tmp_path) if
                              (_record(tmp_path) or {}).get("status") != "running" else None)  # fmt: skip
         view = await _get_run(client, run_id)

@@ -11,6 +11,7 @@ No `from __future__ import annotations` here: the SDK reads these signatures at 
 
 from typing import Annotated, Any, Literal
 
+import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
@@ -48,14 +49,23 @@ async def answer_checkpoint(
     record = await runs.get(run_id)
     assert record is not None  # it was there a moment ago: runs are never deleted
     try:
-        await runs.answer(run_id, Decision(action=decision, feedback=feedback), checkpoint)
+        answered = await runs.answer(run_id, Decision(action=decision, feedback=feedback), checkpoint)
     except LookupError as exc:  # runs.approvals.NotWaiting, not imported here: that would load DBOS at start-up
         where = f"at checkpoint '{checkpoint}'" if checkpoint else "at a checkpoint"
         now = f"it waits at '{record.waiting.name}'" if record.waiting is not None else f"its status: {record.status}"
         why = getattr(exc, "reason", None) or now
         raise ToolError(f"run '{run_id}' is not waiting {where} in this server ({why}); see get_run") from None
-    updated = await runs.get(run_id)
-    return (updated or record).view()
+    # The run takes the answer in its own task: the record returned is the first that shows it taken (the run past
+    # this checkpoint, at the next, or finished), not the one still waiting here.
+    latest = record
+    with anyio.move_on_after(ANSWER_SHOWN_WITHIN):
+        async for latest in runs.subscribe(run_id):
+            if latest.finished or latest.waiting != answered:
+                break
+    return latest.view()
+
+
+ANSWER_SHOWN_WITHIN = 5.0  # seconds answer_checkpoint waits for the run's record to show its answer taken
 
 
 def add_checkpoint_tools(server: MCPServer[ServerState]) -> None:
