@@ -308,3 +308,17 @@ def test_commands_that_talk_to_no_mcp_server_start_without_the_mcp_sdk(tmp_path:
     (tmp_path / "team.toml").write_text(ADDER_TEAM)
     loaded = _mcp_modules_after("run", "--team", "team.toml", "--model", "offline", "add 2 and 2", cwd=tmp_path)
     assert "mcp.client.stdio" in loaded
+
+
+def test_flags_that_would_be_ignored_or_overflow_are_usage_errors(tmp_path: Path) -> None:
+    cases = [
+        (["serve", "--port", "9999"], "--port applies only with --http; add --http to serve over HTTP"),
+        (["serve", "--host", "0.0.0.0", "--port", "1"], "--host and --port apply only with --http"),
+        (["runs", "--limit", "99999999999999999999"], "--limit must be between 1 and 1,000,000"),
+        (["init", str(tmp_path / "no" / "team.toml")], f"the directory {tmp_path / 'no'} does not exist"),
+        (["init", str(tmp_path)], f"{tmp_path} is a directory; give a file name"),
+    ]
+    for args, says in cases:
+        proc = subprocess.run([MCP_TEAM, *args], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+                              env=clean_env(MCP_TEAM_MODEL="offline", MCP_TEAM_STATE_DIR=str(tmp_path)))  # fmt: skip
+        assert proc.returncode == 2 and says in proc.stderr and "Traceback" not in proc.stderr, (args, proc.stderr)

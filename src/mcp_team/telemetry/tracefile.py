@@ -103,8 +103,13 @@ def load_trace_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     try:
         _recode_ids(check, _hex_to_b64)
         ParseDict(check, ExportTraceServiceRequest())
-    except (ParseError, ValueError, AttributeError, TypeError) as exc:
+    except (ParseError, ValueError) as exc:
         raise ValueError(f"{p}: not a valid OTLP JSON trace: {exc}") from None
+    except (AttributeError, TypeError):  # a list or value where the format has an object, or the other way round
+        raise ValueError(
+            f"{p}: not a valid OTLP JSON trace: expected resourceSpans, a list of objects with scopeSpans, each a "
+            "list of objects with spans (the OpenTelemetry file exporter's format)"
+        ) from None
     return doc
 
 

@@ -70,9 +70,12 @@ def _runs_flags(parser: argparse.ArgumentParser, *, listing: bool = True) -> Non
         parser.add_argument("--limit", type=int, metavar="N", help="how many runs to list (default 20)")
 
 
+MAX_LIMIT = 1_000_000  # runs listed at most at once (beyond it SQLite cannot even take the number)
+
+
 def runs_command(args: argparse.Namespace) -> int:
-    if args.limit < 1:
-        return error("--limit must be at least 1")
+    if not 1 <= args.limit <= MAX_LIMIT:
+        return error(f"--limit must be between 1 and {MAX_LIMIT:,}, got {args.limit}")
     config = durable_config(args)
     assert config is not None
     import sqlalchemy as sa

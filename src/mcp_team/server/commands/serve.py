@@ -101,6 +101,9 @@ def serve_command(args: argparse.Namespace) -> int:
 
     from mcp_team.telemetry.content import register_secret
 
+    if not args.http and (given := [f"--{f}" for f in ("host", "port") if getattr(args, f) is not None]):
+        verb = "applies" if len(given) == 1 else "apply"
+        return error(f"{' and '.join(given)} {verb} only with --http; add --http to serve over HTTP", EXIT_USAGE)
     relaunch_on_malloc(args)
     log_to_stderr()
     try:

@@ -39,8 +39,12 @@ def init_command(args: argparse.Namespace) -> int:
         return EXIT_OK
     path = Path(args.path)
     text = preset_text(args.preset) if args.preset else render_team_file()  # an unknown preset is said first
+    if path.is_dir():
+        return error(f"{path} is a directory; give a file name, e.g. {path / 'team.toml'}", EXIT_USAGE)
     if path.exists() and not args.force:
         return error(f"{path} already exists; pass --force to overwrite it", EXIT_USAGE)
+    if not path.parent.is_dir():
+        return error(f"the directory {path.parent} does not exist; create it first, or write elsewhere", EXIT_USAGE)
     path.write_text(text, encoding="utf-8")
     print(f"mcp-team: wrote {path}" + (f" (preset {args.preset})" if args.preset else ""), file=sys.stderr)
     return EXIT_OK

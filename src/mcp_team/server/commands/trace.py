@@ -32,6 +32,10 @@ def trace_command(args: argparse.Namespace) -> int:
     from mcp_team.telemetry.waterfall import render_waterfall
 
     path = Path(args.run)
+    if path.is_dir():
+        return error(f"{path} is a directory; give a trace file, or a run id with --dir {path}")
+    if not path.is_file() and (path.suffix == ".json" or len(path.parts) > 1):  # a path, not a run id
+        return error(f"{path}: no such trace file")
     if not path.is_file():
         directory = args.dir or os.environ.get("MCP_TEAM_TRACE_DIR")
         if not directory:
@@ -55,8 +59,10 @@ def trace_command(args: argparse.Namespace) -> int:
             )
     try:
         doc = load_trace_file(path)
-    except (OSError, ValueError) as exc:
-        return error(f"{path} is not a usable trace file: {exc}", EXIT_FAILED)
+    except OSError as exc:
+        return error(f"{path} is not a usable trace file: {exc.strerror or exc}", EXIT_FAILED)
+    except ValueError as exc:  # its message names the file
+        return error(str(exc), EXIT_FAILED)
     print("\n".join(render_waterfall(doc, width=args.width)))
     if args.jaeger_json:
         shutil.copyfile(path, args.jaeger_json)
