@@ -150,6 +150,7 @@ def test_the_cli_replays_a_recording_without_any_model(fresh: dict[str, Path]) -
         "reviewer",
     ]
     assert "replaying" in proc.stderr and "the replay reproduced the recorded run" in proc.stderr
+    assert "a recorded or replayed run is not kept in the runs database" in proc.stderr  # said, not silent
 
 
 # -- divergence -----------------------------------------------------------------------------------------------

@@ -127,6 +127,9 @@ def run_command(args: argparse.Namespace) -> int:
     except ValidationError as exc:  # a ConfigError reaches main(), which says it the same way
         problems = "; ".join(map(_as_flag, validation_problems(exc)))
         return error(f"invalid budget: {problems}", EXIT_USAGE)
+    if args.durable is None and not args.ephemeral and not args.quiet:
+        print("mcp-team: a recorded or replayed run is not kept in the runs database: the recording is its record",
+              file=sys.stderr)  # fmt: skip
     if args.jaeger_json and not args.trace_dir:
         import tempfile
 
