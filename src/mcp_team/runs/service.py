@@ -288,9 +288,11 @@ class Runs:
             live.scope.cancel()
             await live.done.wait()
             return await self.get(run_id)
-        # Running elsewhere: the record first, so the process running it, seeing DBOS's cancel, keeps its reason.
+        # Running elsewhere: the record first, so the process running it, seeing DBOS's cancel, keeps its reason
+        # (and then writes what had finished). Only while it still runs: one that just finished keeps its answer.
         final = Progress(record).finish("cancelled", reason=reason)
-        await self.store.write(final)
+        if not await self.store.finish_if_running(final):
+            return await self.get(run_id)
         if record.resumable and record.workflow_id:
             await DBOS.cancel_workflow_async(record.workflow_id)
         return final

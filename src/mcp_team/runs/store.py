@@ -124,6 +124,21 @@ class RunRecord(BaseModel):
         return redact_value(view)
 
 
+def _row(r: RunRecord) -> dict[str, Any]:
+    """The runs table's columns for `r`."""
+    return {
+        "workflow_id": r.workflow_id,
+        "status": r.status,
+        "thread_id": r.thread,
+        "executor_id": r.executor_id,
+        "resumable": r.resumable,
+        "app_version": r.app_version,
+        "started_at": r.started_at.timestamp(),
+        "updated_at": r.updated_at.timestamp(),
+        "record": r.model_dump_json(),
+    }
+
+
 def now() -> datetime:
     return datetime.now(UTC)
 
@@ -209,6 +224,23 @@ class RunStore:
                     await anyio.to_thread.run_sync(self._write_batch, list(batch.values()))
             except sa.exc.OperationalError:  # the database is away: wait for it, as DBOS's own writes do
                 await self._write_when_back(batch)
+        self._written(batch)
+
+    async def finish_if_running(self, record: RunRecord) -> bool:
+        """Write finished `record` (a cancel's) only while the stored run is still running: a run that finished
+        meanwhile, in another process, keeps its own record (its answer). True when it was written."""
+        done = await anyio.to_thread.run_sync(self._finish_if_running, record)
+        if done:
+            self._written({record.run_id: record})
+        return done
+
+    def _finish_if_running(self, r: RunRecord) -> bool:
+        with self.engine.begin() as conn:
+            running = (runs_table.c.run_id == r.run_id) & runs_table.c.status.not_in(FINISHED)
+            return conn.execute(sa.update(runs_table).where(running).values(**_row(r))).rowcount == 1
+
+    def _written(self, batch: dict[str, RunRecord]) -> None:
+        """Tell the subscribers of each run of `batch` (and `on_write`) that it was written."""
         for run_id, record in batch.items():
             if (event := self._changed.pop(run_id, None)) is not None:
                 if record.finished:  # for the subscribers waiting on it, until they have it (see `subscribe`)
@@ -247,17 +279,7 @@ class RunStore:
     def _write_batch(self, records: Sequence[RunRecord]) -> None:
         with self.engine.begin() as conn:
             for r in records:
-                values = {
-                    "workflow_id": r.workflow_id,
-                    "status": r.status,
-                    "thread_id": r.thread,
-                    "executor_id": r.executor_id,
-                    "resumable": r.resumable,
-                    "app_version": r.app_version,
-                    "started_at": r.started_at.timestamp(),
-                    "updated_at": r.updated_at.timestamp(),
-                    "record": r.model_dump_json(),
-                }
+                values = _row(r)
                 where = [runs_table.c.run_id == r.run_id]
                 if not r.finished:  # progress never turns a finished run back into a running one: another
                     where.append(runs_table.c.status.not_in(FINISHED))  # replica may have cancelled it meanwhile

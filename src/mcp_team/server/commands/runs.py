@@ -123,17 +123,24 @@ def _act(args: argparse.Namespace, config: DurableConfig, store: RunStore | None
         return EXIT_OK
     if record.finished:
         return error(f"run {args.run_id} has already finished ({record.status})", EXIT_USAGE)
-    _cancel(store, record)
+    final = _cancel(store, record)
+    if final.status != "cancelled":  # it finished in the instant between the read and the cancel
+        return error(f"run {args.run_id} has already finished ({final.status})", EXIT_USAGE)
     print(f"mcp-team: run {record.run_id} cancelled", file=sys.stderr)
     return EXIT_OK
 
 
-def _cancel(store: RunStore, record: RunRecord) -> None:
-    """Cancel in DBOS (nothing resumes it; the process running it stops it within a second) and in the store."""
+def _cancel(store: RunStore, record: RunRecord) -> RunRecord:
+    """Cancel in the store, then in DBOS (nothing resumes it; the process running it stops it within a second,
+    keeping this reason, and writes what had finished), as `RunService.cancel` does for another process's run.
+    A run that finished since `record` was read is left as it is: its record, returned, says how it ended."""
     import anyio
 
     from mcp_team.runs.records import Progress
 
+    final = Progress(record).finish("cancelled", reason="cancelled with mcp-team runs cancel")
+    if not anyio.run(store.finish_if_running, final):
+        return store.get(record.run_id) or record
     if record.resumable and record.workflow_id:
         from dbos import DBOSClient
 
@@ -144,8 +151,7 @@ def _cancel(store: RunStore, record: RunRecord) -> None:
             client.cancel_workflow(record.workflow_id)
         finally:
             client.destroy()
-    final = Progress(record).finish("cancelled", reason="cancelled with mcp-team runs cancel")
-    anyio.run(store.write, final)
+    return final
 
 
 def _line(r: RunRecord) -> dict[str, object]:
