@@ -133,6 +133,54 @@ def test_a_run_the_database_refuses_to_start_is_a_clear_error_and_leaves_nothing
     assert "Nothing ran" in lines[0] and lines[1] == "RUNNING 0", lines
 
 
+_RUN_THROUGH_A_FULL_DISK = """
+import logging, sqlite3, sys, anyio, sqlalchemy as sa
+sys.path.insert(0, sys.argv[2])
+from durable_engine import FakeEngine
+from mcp_team.runs import open_runs, resolve, _dbos_steps
+
+_dbos_steps.FULL_RETRY = 0.1
+logging.basicConfig(level=logging.WARNING, format="%(name)s %(message)s")
+full = False
+
+def disk(conn, cursor, statement, parameters, context, executemany):
+    # The disk, not the code: SQLite's own error for a write that needs a page it cannot get.
+    if full and statement.lstrip().upper().startswith("INSERT"):
+        error = sqlite3.OperationalError("database or disk is full")
+        error.sqlite_errorcode, error.sqlite_errorname = 13, "SQLITE_FULL"
+        raise error
+
+async def main(state):
+    global full
+    engine = FakeEngine(k=2, steps=2, latency=0.3)
+    async with open_runs(resolve(state_dir=state, environ={}), engine) as runs:
+        sa.event.listen(_dbos_steps._sys_db().engine, "before_cursor_execute", disk)
+        run_id = (await runs.start("one")).run_id
+        await anyio.sleep(0.4)  # its first calls are in flight
+        full = True
+        await anyio.sleep(2.0)
+        full = False
+        record = await runs.wait(run_id, timeout=60)
+        print("STATUS", record.status, record.reason)
+        print("CALLS", engine.calls)
+
+anyio.run(main, sys.argv[1])
+"""
+
+
+def test_a_run_whose_database_disk_fills_waits_for_space_and_finishes(tmp_path: Path) -> None:
+    # DBOS does not retry a write that fails on a full disk: the step failed, and the run with it, for good
+    # ("unhandled errors in a TaskGroup"), though every call had finished.
+    import subprocess
+
+    proc = subprocess.run([sys.executable, "-c", _RUN_THROUGH_A_FULL_DISK, str(tmp_path), str(Path(__file__).parent)],
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    out = dict(line.split(" ", 1) for line in proc.stdout.splitlines() if " " in line)
+    assert proc.returncode == 0 and out.get("STATUS") == "complete None", proc.stdout + proc.stderr[-3000:]
+    assert "disk is full" in proc.stderr, proc.stderr[-3000:]  # said, with what to do, while it waited
+    assert "free some space" in proc.stderr
+
+
 async def test_a_run_that_crashes_is_failed_in_its_record_and_in_its_result(tmp_path: Path) -> None:
     # an MCP client reads the result: it said `running`, with `isError` false, for a run that had crashed
     class Crashing(FakeEngine):

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
@@ -33,10 +34,16 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import sqlalchemy as sa
 from dbos import _context as dbos_context
 
+from mcp_team.runs.database import is_full, reason_of
+
 if TYPE_CHECKING:
     from dbos._sys_db import OperationResultInternal
 
 T = TypeVar("T")
+
+FULL_RETRY = 1.0  # seconds between writes of step outputs while the database's disk is full
+FULL_LOG_EVERY = 30.0  # seconds between warnings meanwhile
+log = logging.getLogger("mcp_team.runs")
 
 _known: dict[str, frozenset[int]] = {}
 
@@ -196,16 +203,23 @@ class _GroupCommit:
     def _write(self, batch: list[_Output]) -> None:
         from dbos._error import DBOSBaseException  # DBOS's errors (a lost ownership among them) are not Exceptions
 
-        if batch:  # one output too: fewer statements than DBOS's own write (measured 1.1 ms vs 1.7 ms)
+        waited = 0.0
+        while batch:  # one output too: fewer statements than DBOS's own write (measured 1.1 ms vs 1.7 ms)
             try:
                 self._write_together(batch)
                 self.batches += len(batch) > 1
                 return
-            except (
-                Exception,
-                DBOSBaseException,
-            ):  # rolled back: each output again, on DBOS's path, to give each its own error
-                pass
+            except (Exception, DBOSBaseException) as exc:
+                if not is_full(exc) or self.stopping:
+                    break  # rolled back: each output again, on DBOS's path, to give each its own error
+                # A full disk: the steps wait (their runs pause) until there is space, as for a database that is
+                # away; failing them would fail their runs for good.
+                if waited == 0 or waited >= FULL_LOG_EVERY:
+                    log.warning("the runs database's disk is full (%s); the runs wait until space is freed",
+                                reason_of(exc))  # fmt: skip
+                    waited = 0.0
+                time.sleep(FULL_RETRY)
+                waited += FULL_RETRY
         for out in batch:
             try:
                 self.record_one(out.result, completed_at_epoch_ms=out.completed, owner_xid=out.owner_xid,

@@ -147,12 +147,21 @@ def _create_postgres_database(config: DurableConfig) -> sa.Engine:
 
 def reason_of(exc: BaseException) -> str:
     """An error in one line, as the driver said it (for messages that name what to fix); for a damaged
-    SQLite file, with what to do about it (the callers name the file)."""
+    SQLite file or a full disk, with what to do about it (the callers name the file)."""
     said = _said(exc)
     if is_damaged(exc):
         said += " (the file is damaged: move it aside, with any -wal and -shm files beside it, or choose another "
         said += "--state-dir)"
+    elif is_full(exc):
+        said += " (the disk is full: free some space)"
     return said
+
+
+def is_full(exc: BaseException) -> bool:
+    """Whether the database's disk is full (SQLite's SQLITE_FULL, PostgreSQL's disk_full): a wait fixes it once
+    someone frees space, where DBOS's own retries give up at once."""
+    orig = getattr(exc, "orig", None) or exc
+    return getattr(orig, "sqlite_errorname", "") == "SQLITE_FULL" or getattr(orig, "sqlstate", "") == "53100"
 
 
 def is_damaged(exc: BaseException) -> bool:

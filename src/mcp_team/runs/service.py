@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from anyio.abc import TaskGroup
 from dbos import DBOS, SetWorkflowID
 
-from mcp_team.errors import McpTeamError
+from mcp_team.errors import ConfigError, McpTeamError
 from mcp_team.handoffs import Budgets, RunEvent, RunResult
 from mcp_team.handoffs.checkpoints import Approver, Checkpoint, Decision
 from mcp_team.handoffs.schema import Mode
@@ -27,7 +27,7 @@ from mcp_team.runs import _dbos_steps as steps
 from mcp_team.runs import approvals, launch, orphans, recovery, replicas, workflow
 from mcp_team.runs.approvals import Board
 from mcp_team.runs.config import DurableConfig
-from mcp_team.runs.database import reason_of
+from mcp_team.runs.database import is_damaged, is_full, reason_of
 from mcp_team.runs.executor import ExecutorLease
 from mcp_team.runs.live import CANCEL_POLL, Live, stored_cancel_reason, watch_cancellations
 from mcp_team.runs.records import NOT_RESUMABLE, Progress, final_state
@@ -157,10 +157,11 @@ class Runs:
             # Never started: nothing will end it, so it must not stay live (`close` waits for live runs).
             self._live.pop(record.run_id, None)
             live.done.set()
-            if isinstance(exc, sa.exc.SQLAlchemyError):
-                raise McpTeamError(
+            if isinstance(exc, sa.exc.SQLAlchemyError):  # a database to fix, as at start-up: a ConfigError
+                fix = "" if is_damaged(exc) or is_full(exc) else "fix the database (disk space, permissions) and "
+                raise ConfigError(
                     f"the run could not be started: the runs database {self.config.redacted_url} refused it "
-                    f"({reason_of(exc)}). Nothing ran; fix the database (disk space, permissions) and start it again"
+                    f"({reason_of(exc)}). Nothing ran; {fix}start it again"
                 ) from None
             raise
         return record

@@ -27,6 +27,7 @@ from mcp_team import __version__
 from mcp_team.errors import ConfigError
 from mcp_team.handoffs import RunResult
 from mcp_team.handoffs.checkpoints import Checkpoint
+from mcp_team.runs.database import is_full, reason_of
 from mcp_team.telemetry.content import redact_value
 
 log = logging.getLogger(__name__)
@@ -222,8 +223,8 @@ class RunStore:
             try:
                 with anyio.CancelScope(shield=True):  # a batch taken is a batch written
                     await anyio.to_thread.run_sync(self._write_batch, list(batch.values()))
-            except sa.exc.OperationalError:  # the database is away: wait for it, as DBOS's own writes do
-                await self._write_when_back(batch)
+            except sa.exc.OperationalError as exc:  # the database is away or full: wait, as DBOS's own writes do
+                await self._write_when_back(batch, exc)
         self._written(batch)
 
     async def finish_if_running(self, record: RunRecord) -> bool:
@@ -251,19 +252,21 @@ class RunStore:
         if self.on_write is not None:
             self.on_write(list(batch))
 
-    async def _write_when_back(self, batch: dict[str, RunRecord]) -> None:
-        """Retry a batch until the database answers; cancelled meanwhile, it goes back in the queue."""
+    async def _write_when_back(self, batch: dict[str, RunRecord], exc: sa.exc.OperationalError) -> None:
+        """Retry a batch until the database takes it; cancelled meanwhile, it goes back in the queue."""
         backoff = 0.5
         try:
             while True:
-                log.warning("the runs database is not reachable; retrying in %.1f s", backoff)
+                why = "its disk is full" if is_full(exc) else "it is not reachable"
+                log.warning("the runs database cannot be written (%s: %s); retrying in %.1f s", why,
+                            reason_of(exc), backoff)  # fmt: skip
                 await anyio.sleep(backoff)
                 backoff = min(backoff * 2, 10.0)
                 try:
                     await anyio.to_thread.run_sync(self._write_batch, list(batch.values()))
                     return
-                except sa.exc.OperationalError:
-                    continue
+                except sa.exc.OperationalError as again:
+                    exc = again
         except BaseException:
             self._dirty = {**batch, **self._dirty}
             raise
