@@ -27,8 +27,10 @@ def kept(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     return state, run.stderr.split("mcp-team: run ", 1)[1].split()[0]
 
 
-def runs(*args: str, prefix: list[str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*(prefix or []), MCP_TEAM, "runs", *args], env=clean_env(), capture_output=True,
+def runs(
+    *args: str, prefix: list[str] | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*(prefix or []), MCP_TEAM, "runs", *args], env=env or clean_env(), capture_output=True,
                           text=True, timeout=HANG_GUARD)  # fmt: skip
 
 
@@ -107,3 +109,30 @@ def test_listing_and_showing_work_on_a_state_directory_this_user_cannot_write(
     cancel = runs("cancel", run_id, "--state-dir", str(state), prefix=prefix)
     assert cancel.returncode == 2 and f"the state directory {state} is not writable" in cancel.stderr, cancel
     assert sorted(p.name for p in state.iterdir()) == before
+
+
+def test_a_run_whose_process_died_is_shown_as_waiting_for_a_server(tmp_path: Path) -> None:
+    # After kill -9 its record still says running (a server resumes it): without a word it looked alive.
+    env = clean_env(MCP_TEAM_MODEL="offline", MCP_TEAM_OFFLINE_LATENCY_MS="30000", MCP_TEAM_STATE_DIR=str(tmp_path))
+    proc = subprocess.Popen([MCP_TEAM, "run", "--quiet", "Write a haiku"], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    assert proc.stderr is not None
+    try:
+        line = proc.stderr.readline()  # "mcp-team: run ID (see: ...)": the run is kept and started
+        while "mcp-team: run " not in line:
+            assert line, "the run never started"
+            line = proc.stderr.readline()
+        run_id = line.split("mcp-team: run ", 1)[1].split()[0]
+        alive = json.loads(runs("list", "--json", env=env).stdout)
+        assert [(r["run_id"], r["status"], r["process_gone"]) for r in alive] == [(run_id, "running", False)]
+    finally:
+        proc.kill()
+        proc.wait()
+    listed = runs("list", env=env)
+    assert "running" in listed.stdout and "(no process: resumes when `mcp-team serve` starts here)" in listed.stdout
+    shown = runs("show", run_id, env=env)
+    assert (
+        "no process runs it now" in shown.stdout
+        and "a `mcp-team serve` on this state directory resumes it" in shown.stdout
+    )
+    assert json.loads(runs("show", run_id, "--json", env=env).stdout)["process_gone"] is True

@@ -127,6 +127,22 @@ def is_held(config: DurableConfig, engine: sa.Engine, executor_id: str) -> bool:
     return False
 
 
+def holder_gone(config: DurableConfig, executor_id: str) -> bool:
+    """Whether the process that ran `executor_id`'s runs on this SQLite database is gone (its lock file is there
+    and nobody holds it), read without taking the lease: for `mcp-team runs`, which only reads. False when it
+    cannot tell (PostgreSQL, where replicas take dead ones' runs over by themselves; no lock file)."""
+    if config.sqlite_path is None:
+        return False
+    try:
+        with open(lock_dir(config) / f"{executor_id}.lock", "rb") as file:
+            fcntl.flock(file, fcntl.LOCK_SH | fcntl.LOCK_NB)  # let go when the file closes
+    except BlockingIOError:  # held: its process lives
+        return False
+    except OSError:  # no such file, or not readable by this user
+        return False
+    return True
+
+
 def _advisory_key(executor_id: str) -> int:
     return int.from_bytes(hashlib.blake2b(f"mcp-team executor {executor_id}".encode(), digest_size=8).digest(),
                           "big", signed=True)  # fmt: skip

@@ -106,20 +106,24 @@ def _act(args: argparse.Namespace, config: DurableConfig, store: RunStore | None
     if args.action == "list":
         records = store.list(limit=args.limit) if store is not None and store.exists() else []
         if args.json:
-            print(json.dumps([_line(r) for r in records], indent=2))
+            print(json.dumps([{**_line(r), "process_gone": _orphaned(config, r)} for r in records], indent=2))
         elif not records:
             print(f"mcp-team: no runs in {config.redacted_url}", file=sys.stderr)
         for r in records if not args.json else []:
-            print(f"{r.run_id}  {r.status:<11}  {r.started_at:%Y-%m-%d %H:%M:%S}  {_short(r.request)}")
+            gone = " (no process: resumes when `mcp-team serve` starts here)" if _orphaned(config, r) else ""
+            print(f"{r.run_id}  {r.status:<11}  {r.started_at:%Y-%m-%d %H:%M:%S}  {_short(r.request)}{gone}")
         return EXIT_OK
     record = store.get(args.run_id) if store is not None and store.exists() else None
     if record is None or store is None:
         return error(f"no run {args.run_id!r} in {config.redacted_url} (see 'mcp-team runs')", EXIT_FAILED)
     if args.action == "show":
         if args.json:
-            print(json.dumps(record.view(), indent=2))
+            print(json.dumps({**record.view(), "process_gone": _orphaned(config, record)}, indent=2))
         else:
             _show(record)
+            if _orphaned(config, record):
+                print(f"\nno process runs it now (its process, {record.executor_id}, has ended): a `mcp-team serve` on "
+                      "this state directory resumes it from its last finished step, or cancel it")  # fmt: skip
         return EXIT_OK
     if record.finished:
         return error(f"run {args.run_id} has already finished ({record.status})", EXIT_USAGE)
@@ -152,6 +156,13 @@ def _cancel(store: RunStore, record: RunRecord) -> RunRecord:
         finally:
             client.destroy()
     return final
+
+
+def _orphaned(config: DurableConfig, record: RunRecord) -> bool:
+    """A running run whose process has ended (it shows `running` until a server resumes it)."""
+    from mcp_team.runs.executor import holder_gone
+
+    return not record.finished and holder_gone(config, record.executor_id)
 
 
 def _line(r: RunRecord) -> dict[str, object]:
