@@ -158,10 +158,15 @@ def test_a_run_resuming_an_earlier_killed_one_says_so(tmp_path: Path) -> None:
             break
     killed.kill()
     killed.communicate()
-    again = run_cli("run", "--model", "offline", "--quiet", "A haiku", env={"MCP_TEAM_STATE_DIR": str(tmp_path)})
+    state = {"MCP_TEAM_STATE_DIR": str(tmp_path), "MCP_TEAM_OFFLINE_LATENCY_MS": "1000"}
+    again = run_cli("run", "--model", "offline", "--quiet", "A haiku", env=state)
     assert f"mcp-team: also resuming 1 unfinished run(s) an earlier process left: {run_id}" in again.stderr, (
         again.stderr
     )
+    # The resumed run has more calls left than the new one makes: when the command ends first, it says so.
+    left = json.loads(run_cli("runs", "show", run_id, "--json", env=state).stdout)["status"] == "running"
+    told = f"1 earlier run(s) did not finish before this one: {run_id}; they go on at the next" in again.stderr
+    assert left == told, again.stderr
 
 
 def test_partial_run_exits_3_and_lists_what_is_missing() -> None:

@@ -315,6 +315,9 @@ async def _run_durably(
             if final is not None and final.result is not None:
                 on_finish(final.result)
             raise
+        if still := [r.run_id for r in left if not ((now := await runs.get(r.run_id)) is None or now.finished)]:
+            print(f"mcp-team: {len(still)} earlier run(s) did not finish before this one: {', '.join(still)}; they go "
+                  "on at the next mcp-team run or serve on this state directory", file=sys.stderr)  # fmt: skip
     if final is None or final.result is None:
         raise McpTeamError(f"run {started.run_id} stopped: {final.reason if final else 'not found'}")
     return final.result
