@@ -100,6 +100,26 @@ async def test_a_revised_handoff_carries_the_feedback(mode: str) -> None:
     assert "The person approving this step asked: keep it under 100 words" in writer.task
 
 
+async def test_a_form_that_comes_back_unusable_is_asked_again_not_taken_for_a_reject(mode: str) -> None:
+    # An accepted form without a valid decision, or a revise without feedback, cancelled the run as rejected.
+    person = Person({"decision": "maybe"}, {"decision": "revise"}, {"decision": "approve"})
+    async with Client(server(checkpoints=["before:writer"]), mode=mode, elicitation_callback=person) as c:
+        _, run_ = await run(c)
+    assert run_ is not None and run_.status == "complete", run_
+    assert len(person.asked) == 3 and "could not be used" not in person.asked[0]
+    assert "the decision must be approve, revise or reject, not 'maybe'. Please answer again." in person.asked[1]
+    assert "with revise, say in the feedback what to change" in person.asked[2]
+    assert [c.action for c in run_.checkpoints] == ["approve"]
+
+
+async def test_a_form_unusable_every_time_is_a_reject_saying_why(mode: str) -> None:
+    person = Person({}, {}, {})
+    async with Client(server(checkpoints=["before:writer"]), mode=mode, elicitation_callback=person) as c:
+        _, run_ = await run(c)
+    assert run_ is not None and run_.status == "cancelled" and len(person.asked) == 3
+    assert "the form came back unusable 3 times" in run_.answer
+
+
 async def test_declining_the_form_is_a_reject(mode: str) -> None:
     async with Client(server(checkpoints=["before:writer"]), mode=mode, elicitation_callback=Person("decline")) as c:
         _, run_ = await run(c)

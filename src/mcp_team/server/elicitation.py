@@ -49,15 +49,19 @@ def elicit_in_rounds(ctx: Context[Any, Any]) -> bool:
     return can_elicit(ctx) and not ctx.session.can_send_request and (ctx.protocol_version or "") >= "2026"
 
 
-def request_for(checkpoint: Checkpoint) -> types.ElicitRequest:
+def request_for(checkpoint: Checkpoint, problem: str = "") -> types.ElicitRequest:
     where = "the plan" if checkpoint.name == "plan" else f"the next step ({checkpoint.name})"
     again = f" (round {checkpoint.round})" if checkpoint.round > 1 else ""
-    message = f"mcp-team asks you to approve {where}{again}:\n\n{checkpoint.summary}"
+    redo = f"Your last answer could not be used: {problem}. Please answer again.\n\n" if problem else ""
+    message = f"{redo}mcp-team asks you to approve {where}{again}:\n\n{checkpoint.summary}"
     return types.ElicitRequest(params=types.ElicitRequestFormParams(message=message, requested_schema=FORM))
 
 
-def decision_of(result: types.ElicitResult) -> Decision:
-    """The person's answer; a declined or cancelled form is a reject."""
+ASKS = 3  # times a form that came back unusable is asked again before it counts as a reject
+
+
+def decision_of(result: types.ElicitResult) -> Decision | str:
+    """The person's answer (a declined or cancelled form is a reject), or what makes an accepted form unusable."""
     if result.action != "accept":
         return Decision(action="reject", feedback=f"the person chose to {result.action} the form")
     content = result.content or {}
@@ -65,7 +69,9 @@ def decision_of(result: types.ElicitResult) -> Decision:
     feedback = content.get("feedback")
     feedback = feedback if isinstance(feedback, str) else ""
     if action not in ("approve", "revise", "reject"):
-        return Decision(action="reject", feedback=f"the form came back without a valid decision ({action!r})")
+        return f"the decision must be approve, revise or reject, not {action!r}"
+    if action == "revise" and not feedback.strip():
+        return "with revise, say in the feedback what to change"
     return Decision(action=action, feedback=feedback)  # type: ignore[arg-type]
 
 
@@ -73,16 +79,25 @@ def elicitation_approver(get_ctx: CtxGetter) -> Approver:
     """Ask the MCP client of the current call (see the module docstring)."""
 
     async def approve(checkpoint: Checkpoint) -> Decision:
+        problem = ""
+        for _ in range(ASKS):
+            answer = decision_of(await ask(checkpoint, problem))
+            if isinstance(answer, Decision):
+                return answer
+            problem = answer  # a slip in the form (no decision, a revise without feedback): asked again
+        return Decision(action="reject", feedback=f"the form came back unusable {ASKS} times ({problem})")
+
+    async def ask(checkpoint: Checkpoint, problem: str) -> types.ElicitResult:
         ctx = get_ctx()
         if not can_elicit(ctx):
             raise CannotAsk("the MCP client does not support elicitation, so it cannot approve")
-        request = request_for(checkpoint)
+        request = request_for(checkpoint, problem)
         job = current_job.get()
         if job is not None:
             answer = await job.ask(request)
             if answer is None:  # the client stopped coming back; the engine's timeout usually ends it first
                 raise CannotAsk("the client stopped answering input_required rounds")
-            return decision_of(answer)
+            return answer
         if not ctx.session.can_send_request:
             raise CannotAsk("this connection has no way to ask the client during a call")
         try:
@@ -93,6 +108,6 @@ def elicitation_approver(get_ctx: CtxGetter) -> Approver:
             raise CannotAsk(f"the client refused the elicitation request ({exc})") from None
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream):
             raise CannotAsk("the client went away before answering") from None
-        return decision_of(result)
+        return result
 
     return approve
