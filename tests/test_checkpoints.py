@@ -166,6 +166,16 @@ async def test_a_client_without_elicitation_goes_on_under_the_approve_policy(mod
     assert [(c.action, c.answered_by) for c in run_.checkpoints] == [("approve", "policy")]
 
 
+async def test_checkpoints_a_call_asks_for_without_elicitation_are_refused_before_it_starts(mode: str) -> None:
+    store = MemoryRunStore()
+    team = TeamSpec.of(DEFAULT_TEAM, RunSettings())
+    async with Client(build_server(ModelSettings(model="offline"), team, store=store), mode=mode) as c:
+        result, _ = await run(c, checkpoints=["plan"])
+    assert result.is_error and "'checkpoints' need a client that can answer them" in result.content[0].text  # type: ignore[union-attr]
+    assert "leave 'checkpoints' out" in result.content[0].text  # type: ignore[union-attr]
+    assert store.recent() == []  # no run was started (it only failed at its first checkpoint)
+
+
 async def test_a_checkpoint_naming_no_member_is_refused(mode: str) -> None:
     async with Client(server(), mode=mode) as c:
         result, _ = await run(c, checkpoints=["before:poet"])

@@ -20,7 +20,7 @@ from mcp_team.handoffs import Budgets, Plan, PlanError, RunResult, Team
 from mcp_team.handoffs.checkpoints import checkpoint_problems
 from mcp_team.handoffs.subteam import SubTeam
 from mcp_team.server.durability import RunRequest, run_and_wait
-from mcp_team.server.elicitation import elicitation_approver
+from mcp_team.server.elicitation import can_elicit, elicitation_approver
 from mcp_team.server.limits import client_budgets
 from mcp_team.server.progress import progress_sink
 from mcp_team.server.sampling import CtxGetter
@@ -124,6 +124,13 @@ async def run_team(
 
     if problems := checkpoint_problems(checkpoints or [], [s.name for s in state.specialists]):
         raise ToolError("invalid checkpoints: " + "; ".join(problems))
+    if checkpoints and not can_elicit(ctx) and state.run_settings.checkpoint_policy == "fail":
+        # Asked for by this call, which cannot answer them: the run would only fail at the first.
+        raise ToolError(
+            "'checkpoints' need a client that can answer them (MCP elicitation), and this one declares none: leave "
+            "'checkpoints' out, or use start_run with a team file's checkpoints and answer them with "
+            "answer_checkpoint"
+        )
     asks = bool(checkpoints or state.run_settings.checkpoints)
     asked = RunRequest(request, mode, budgets, thread, checkpoints=tuple(checkpoints or ()))
     durability = state.durability
