@@ -140,7 +140,10 @@ async def test_no_specialist_may_take_a_name_of_the_servers_own_tools_or_prompts
     from mcp_team.specialists import DEFAULT_TEAM
 
     async with Client(durable_server(tmp_path), mode=mode) as client:
-        tools = {t.name for t in (await client.list_tools()).tools}
+        listed = (await client.list_tools()).tools
         prompts = {p.name for p in (await client.list_prompts()).prompts}
+    tools = {t.name for t in listed}
     own = (tools | prompts) - {s.name for s in DEFAULT_TEAM}
+    for tool in listed:  # descriptions as written, without the indentation of the docstrings they come from
+        assert tool.description and "\n " not in tool.description, (tool.name, tool.description)
     assert {"run_team", "start_run", "get_run", "cancel_run", "supervisor"} <= own <= set(RESERVED_NAMES)

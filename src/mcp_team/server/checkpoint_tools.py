@@ -9,6 +9,7 @@ it again.
 No `from __future__ import annotations` here: the SDK reads these signatures at runtime.
 """
 
+import inspect
 from typing import Annotated, Any, Literal
 
 import anyio
@@ -73,6 +74,7 @@ def add_checkpoint_tools(server: MCPServer[ServerState]) -> None:
     server.add_tool(
         answer_checkpoint,
         name="answer_checkpoint",
+        description=inspect.cleandoc(answer_checkpoint.__doc__ or ""),  # the docstring's indentation left out
         title="Answer a run's checkpoint",
         annotations=ToolAnnotations(
             read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False

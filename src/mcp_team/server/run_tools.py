@@ -6,6 +6,7 @@ asks for its model calls, so it goes through `run_team`.
 No `from __future__ import annotations` here: the SDK reads these signatures at runtime.
 """
 
+import inspect
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -115,6 +116,7 @@ def add_run_tools(server: MCPServer[ServerState]) -> None:
     server.add_tool(
         start_run,
         name="start_run",
+        description=inspect.cleandoc(start_run.__doc__ or ""),  # the docstring's indentation left out
         title="Start a team run",
         annotations=CAUTIOUS,  # until the team is loaded: then what the team may do (registry)
         meta=RUN_VIEW_META,
@@ -122,6 +124,7 @@ def add_run_tools(server: MCPServer[ServerState]) -> None:
     server.add_tool(
         get_run,
         name="get_run",
+        description=inspect.cleandoc(get_run.__doc__ or ""),  # the docstring's indentation left out
         title="Get a run",
         annotations=ToolAnnotations(
             read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
@@ -131,6 +134,7 @@ def add_run_tools(server: MCPServer[ServerState]) -> None:
     server.add_tool(
         cancel_run,
         name="cancel_run",
+        description=inspect.cleandoc(cancel_run.__doc__ or ""),  # the docstring's indentation left out
         title="Cancel a run",
         annotations=ToolAnnotations(
             read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False

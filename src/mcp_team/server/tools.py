@@ -5,6 +5,7 @@ the tools' JSON schemas.
 """
 
 import functools
+import inspect
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from pathlib import Path
@@ -213,10 +214,12 @@ def specialist_tool(specialist: Specialist) -> SpecialistTool:
 
 def add_team_tools(server: MCPServer[ServerState]) -> None:
     """`run_team` and `plan_team`; the specialists' tools come and go with the team (see `registry`)."""
-    server.add_tool(run_team, name="run_team", title="Run the team", annotations=CAUTIOUS, meta=RUN_VIEW_META)
+    server.add_tool(run_team, name="run_team", title="Run the team", annotations=CAUTIOUS, meta=RUN_VIEW_META,
+                    description=inspect.cleandoc(run_team.__doc__ or ""))  # fmt: skip
     server.add_tool(
         plan_team,
         name="plan_team",
+        description=inspect.cleandoc(plan_team.__doc__ or ""),  # the docstring's indentation left out
         title="Plan a request",
         annotations=ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False),
     )
