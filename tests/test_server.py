@@ -147,6 +147,19 @@ async def test_a_blank_task_or_request_is_refused_before_any_model_call(mode: st
         assert result.is_error and "'request' is empty: say what the team should do" in result.content[0].text  # type: ignore[union-attr]
 
 
+async def test_budgets_must_be_numbers_not_strings_or_booleans(mode: str) -> None:
+    # Coerced before: "3" was 3, and true was a budget of 1 handoff.
+    async with Client(build_server(offline()), mode=mode) as client:
+        for args in ({"max_handoffs": "3"}, {"max_handoffs": True}, {"max_cost": "1"}):
+            result = await client.call_tool("run_team", {"request": "Research bees", **args})
+            (name,) = args
+            assert result.is_error and f"{name}: Input should be a valid" in result.content[0].text  # type: ignore[union-attr]
+        fine = await client.call_tool(
+            "run_team", {"request": "Research bees", "max_handoffs": 3, "deadline_seconds": 60}
+        )
+    assert not fine.is_error, fine.content
+
+
 async def test_prompts_let_the_client_model_play_each_role(mode: str) -> None:
     async with Client(build_server(offline()), mode=mode) as client:
         names = {p.name for p in (await client.list_prompts()).prompts}

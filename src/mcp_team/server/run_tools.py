@@ -80,7 +80,7 @@ async def get_run(
     ctx: Context[Any, Any],
     wait_seconds: Annotated[
         float,
-        Field(ge=0, le=MAX_WAIT_SECONDS, allow_inf_nan=False,
+        Field(ge=0, le=MAX_WAIT_SECONDS, allow_inf_nan=False, strict=True,
               description=f"Wait up to this long for the run to finish (at most {MAX_WAIT_SECONDS:g} s)."),
     ] = 0,
 ) -> dict[str, Any]:  # fmt: skip

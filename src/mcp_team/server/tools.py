@@ -47,12 +47,16 @@ RunMode = Annotated[
     Literal["adaptive", "planned"] | None,
     Field(description="adaptive (default): the supervisor re-plans after each round; planned: plan first."),
 ]
-MaxHandoffs = Annotated[int | None, Field(ge=1, description="Cap on handoffs, retries included.")]
-MaxModelCalls = Annotated[int | None, Field(ge=2, description="Cap on model calls.")]
-MaxTokens = Annotated[int | None, Field(ge=1, description="Cap on tokens over all calls.")]
-DeadlineSeconds = Annotated[float | None, Field(gt=0, allow_inf_nan=False, description="Wall-clock limit in seconds.")]
+# Strict: a budget of "3" or true is a client's mistake to name, not a number to guess (true was 1 handoff).
+MaxHandoffs = Annotated[int | None, Field(ge=1, strict=True, description="Cap on handoffs, retries included.")]
+MaxModelCalls = Annotated[int | None, Field(ge=2, strict=True, description="Cap on model calls.")]
+MaxTokens = Annotated[int | None, Field(ge=1, strict=True, description="Cap on tokens over all calls.")]
+DeadlineSeconds = Annotated[
+    float | None, Field(gt=0, strict=True, allow_inf_nan=False, description="Wall-clock limit in seconds.")
+]
 MaxCost = Annotated[
-    float | None, Field(gt=0, allow_inf_nan=False, description="Cap on the cost in US dollars (priced calls).")
+    float | None,
+    Field(gt=0, strict=True, allow_inf_nan=False, description="Cap on the cost in US dollars (priced calls)."),
 ]
 Thread = Annotated[str | None, THREAD_FIELD]
 
