@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx2
 import pytest
+from mcp_types.version import SUPPORTED_PROTOCOL_VERSIONS
 
 from support import HANG_GUARD, clean_env, initialize, serve_http
 
@@ -93,6 +94,7 @@ def test_a_protocol_version_the_server_does_not_speak_is_named(url: str, version
     assert (error["id"], error["code"]) == (6, -32022), error
     assert f"unsupported MCP-Protocol-Version '{version}': this server speaks 2024-11-05" in error["message"]
     assert "2026-07-28" in error["message"]
+    assert error["data"] == {"supported": list(SUPPORTED_PROTOCOL_VERSIONS), "requested": version}
 
 
 WRONG_PARAMS = {

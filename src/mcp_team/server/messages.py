@@ -63,20 +63,31 @@ def check_http_bodies(manager: StreamableHTTPSessionManager, security: Transport
         if not more and size <= limit and read[-1]["type"] == "http.request":
             body = b"".join(m.get("body", b"") for m in read)
             problem = check_message(body, limit)
-            if problem is None and unknown:
-                # The SDK took any version it does not know for the 2026 revision, and said its envelope was missing.
+            data: dict[str, Any] | None = None
+            if problem is None and unknown and not _has_envelope(message := json.loads(body)):  # checked: an object
+                # A request of the handshake era with a version the server does not know: the SDK took it for the
+                # 2026 revision and said its envelope was missing. (One with the envelope gets the SDK's answer.)
                 supported = ", ".join(SUPPORTED_PROTOCOL_VERSIONS)
                 text = f"unsupported MCP-Protocol-Version '{version}': this server speaks {supported}"
-                problem = (json.loads(body).get("id"), UNSUPPORTED_PROTOCOL_VERSION, text)  # checked: an object
+                problem = (message.get("id"), UNSUPPORTED_PROTOCOL_VERSION, text)
+                data = {"supported": list(SUPPORTED_PROTOCOL_VERSIONS), "requested": version}
             if problem is not None:
                 request_id, code, text = problem
                 refused = await guard.validate_request(Request(scope), is_post=True)
-                error = {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": text}}
-                await (refused or JSONResponse(error, status_code=400))(scope, replay, send)
+                error = {"code": code, "message": text, **({"data": data} if data else {})}
+                answer = JSONResponse({"jsonrpc": "2.0", "id": request_id, "error": error}, status_code=400)
+                await (refused or answer)(scope, replay, send)
                 return
         await inner(scope, replay, send)
 
     manager.asgi_app = checked  # type: ignore[assignment]
+
+
+def _has_envelope(message: dict[str, Any]) -> bool:
+    """Whether a request carries the 2026-07-28 per-request envelope (its protocol version in `_meta`)."""
+    params = message.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return isinstance(meta, dict) and "io.modelcontextprotocol/protocolVersion" in meta
 
 
 def check_message(text: str | bytes, limit: int) -> tuple[Any, int, str] | None:
