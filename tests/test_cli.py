@@ -110,9 +110,17 @@ def test_a_bad_environment_variable_is_named_as_it_was_set() -> None:
     prices = run_cli("run", "--model", "offline", "x", env={"MCP_TEAM_PRICES": "nope"})
     assert prices.returncode == 2 and "invalid settings: MCP_TEAM_PRICES is not valid JSON" in prices.stderr
     port = run_cli("serve", "--http", "--model", "offline", "--ephemeral", env={"MCP_TEAM_PORT": "99999"})
-    assert port.returncode == 2 and "invalid settings: MCP_TEAM_PORT: " in port.stderr, port.stderr
+    assert port.returncode == 2 and "invalid settings: --port / MCP_TEAM_PORT: " in port.stderr, port.stderr
     runs = run_cli("serve", "--http", "--model", "offline", "--ephemeral", env={"MCP_TEAM_MAX_RUNS": "abc"})
     assert runs.returncode == 2 and "invalid settings: MCP_TEAM_MAX_RUNS: " in runs.stderr, runs.stderr
+    # Set by a variable, not a flag: named as the variable (it was `argument --call-timeout: invalid float value`,
+    # with the whole usage); a setting a flag sets too names both; a validator's words come without pydantic's.
+    timeout = run_cli("run", "--model", "offline", "x", env={"MCP_TEAM_CALL_TIMEOUT": "abc"})
+    assert timeout.returncode == 2 and "MCP_TEAM_CALL_TIMEOUT must be a number of seconds, got 'abc'" in timeout.stderr
+    assert "usage:" not in timeout.stderr
+    model = run_cli("run", "--model", "nonsense", "x")
+    assert "invalid settings: --model / MCP_TEAM_MODEL: 'nonsense' names no provider" in model.stderr, model.stderr
+    assert "Value error" not in model.stderr
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])

@@ -6,6 +6,9 @@ say what is wrong and how to fix it, and never contain credentials.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 
 class McpTeamError(Exception):
     """Base of every error mcp-team raises on purpose."""
@@ -21,3 +24,9 @@ class BudgetExhausted(McpTeamError):
     def __init__(self, budget: str) -> None:
         super().__init__(budget)
         self.budget = budget
+
+
+def message_of(error: Mapping[str, Any]) -> str:
+    """One pydantic error's message for people: a validator's own words, without the `Value error, ` (or
+    `Assertion failed, `) pydantic puts before them."""
+    return str(error["msg"]).removeprefix("Value error, ").removeprefix("Assertion failed, ")

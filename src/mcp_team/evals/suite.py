@@ -31,7 +31,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from mcp_team.errors import ConfigError
+from mcp_team.errors import ConfigError, message_of
 from mcp_team.handoffs.gates import Patterns
 from mcp_team.handoffs.schema import Mode
 
@@ -149,7 +149,7 @@ def load_suite(source: str) -> tuple[Suite, str]:
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{where}: not valid TOML: {exc}") from None
     except ValidationError as exc:
-        listed = "\n".join(f"  - {_where(e['loc'], data)}: {e['msg']}" for e in exc.errors())
+        listed = "\n".join(f"  - {_where(e['loc'], data)}: {message_of(e)}" for e in exc.errors())
         raise ConfigError(f"{where}: invalid suite:\n{listed}") from None
 
 

@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from mcp_team.errors import message_of
 from mcp_team.handoffs.checkpoints import CheckpointRecord
 from mcp_team.handoffs.conflicts import Ruling
 from mcp_team.handoffs.gates import Gates
@@ -230,4 +231,4 @@ def started_record(handoff: Handoff, at: datetime) -> HandoffRecord:
 
 def validation_problems(exc: ValidationError, prefix: str = "") -> list[str]:
     """Each error of `exc` as `key.path: what is wrong`, for messages a person can act on."""
-    return [f"{prefix}{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}" for e in exc.errors()]
+    return [f"{prefix}{'.'.join(map(str, e['loc'])) or 'arguments'}: {message_of(e)}" for e in exc.errors()]

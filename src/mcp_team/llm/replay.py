@@ -24,7 +24,7 @@ from typing import Any
 import anyio
 from pydantic import ValidationError
 
-from mcp_team.errors import ConfigError, McpTeamError
+from mcp_team.errors import ConfigError, McpTeamError, message_of
 from mcp_team.llm.call import SPECIALIST, SUPERVISOR, ModelSet
 from mcp_team.llm.recording import Exchange, Header, ModelIdentity, describe, request_hash, request_json
 from mcp_team.llm.types import ModelError, ModelRequest, ModelResponse
@@ -84,7 +84,7 @@ class Recording:
 
 
 def _problems(exc: ValidationError) -> str:
-    return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'line'}: {e['msg']}" for e in exc.errors())
+    return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'line'}: {message_of(e)}" for e in exc.errors())
 
 
 class Replay:

@@ -33,6 +33,8 @@ from mcp.server.lowlevel.server import Server
 from mcp.server.mcpserver import MCPServer
 from pydantic import ValidationError
 
+from mcp_team.errors import message_of
+
 
 class _Named(Protocol):
     @property
@@ -53,7 +55,7 @@ def name_invalid_params() -> ServerMiddleware[Any]:
         try:
             return await call_next(ctx)
         except ValidationError as exc:
-            problems = "; ".join(f"{_loc(e['loc'])}: {e['msg']}" for e in exc.errors()[:5])
+            problems = "; ".join(f"{_loc(e['loc'])}: {message_of(e)}" for e in exc.errors()[:5])
             raise MCPError(types.INVALID_PARAMS, f"invalid params for {ctx.method}: {problems}") from None
 
     return middleware
@@ -102,7 +104,7 @@ def install_strict_requests(server: MCPServer[Any]) -> None:
                 cause = exc.__cause__
                 if not isinstance(cause, ValidationError):
                     raise
-                problems = "; ".join(f"{_loc(e['loc'])}: {e['msg']}" for e in cause.errors()[:5])
+                problems = "; ".join(f"{_loc(e['loc'])}: {message_of(e)}" for e in cause.errors()[:5])
                 raise MCPError(
                     types.INVALID_PARAMS, f"invalid argument(s) for prompt {prompt.name}: {problems}"
                 ) from None
@@ -179,7 +181,7 @@ def _invalid_arguments(server: MCPServer[Any], params: types.CallToolRequestPara
     try:
         tool.fn_metadata.validate_arguments(params.arguments or {})
     except ValidationError as exc:
-        problems = "; ".join(f"{_loc(e['loc'])}: {e['msg']}" for e in exc.errors()[:5])
+        problems = "; ".join(f"{_loc(e['loc'])}: {message_of(e)}" for e in exc.errors()[:5])
         text = f"invalid argument(s) for {tool.name}: {problems}"
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
     return None

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from mcp_team.errors import ConfigError
+from mcp_team.errors import ConfigError, message_of
 from mcp_team.handoffs import RunSettings
 from mcp_team.handoffs.checkpoints import checkpoint_problems
 from mcp_team.handoffs.gates import Gates
@@ -332,7 +332,7 @@ def _describe(error: Any) -> str:
     loc = ""
     for part in error["loc"]:
         loc += f"[{part}]" if isinstance(part, int) else (f".{part}" if loc else str(part))
-    message = error["msg"]
+    message = message_of(error)
     if error["type"] == "extra_forbidden":
         message = "unknown key (check the spelling; `mcp-team init` writes a commented example)"
     elif error["type"] == "string_pattern_mismatch":

@@ -32,7 +32,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, Response
 
-from mcp_team.errors import ConfigError
+from mcp_team.errors import ConfigError, message_of
 from mcp_team.handoffs import RunEvent, RunResult
 from mcp_team.server import ui
 
@@ -77,7 +77,7 @@ def view_settings() -> ViewSettings:
     try:
         return ViewSettings()
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {message_of(e)}" for e in exc.errors())
         raise ConfigError(f"invalid MCP_TEAM_TRACE_UI_URL: {problems}") from None
 
 

@@ -7,6 +7,8 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
+from mcp_team.errors import message_of
+
 if TYPE_CHECKING:
     from pydantic import ValidationError
     from pydantic_settings import BaseSettings
@@ -54,28 +56,33 @@ def team_flag(parser: argparse.ArgumentParser) -> None:
 
 
 def call_timeout_flag(parser: argparse.ArgumentParser) -> None:
-    import os
-
     parser.add_argument(
         "--call-timeout",
         type=float,
         metavar="SECONDS",
-        default=os.environ.get("MCP_TEAM_CALL_TIMEOUT") or None,
+        default=None,  # then $MCP_TEAM_CALL_TIMEOUT, read by `with_call_timeout` (which names it when it is wrong)
         help="seconds one model call may take before it fails as a timeout (and is retried) "
         "(default: $MCP_TEAM_CALL_TIMEOUT, else the team file's call_timeout, else 180)",
     )
 
 
 def with_call_timeout(spec: TeamSpec, seconds: float | None) -> TeamSpec:
-    """`spec` with its run settings' call timeout replaced, when `seconds` is given. Raises `ConfigError`."""
+    """`spec` with its run settings' call timeout replaced, when `seconds` (else MCP_TEAM_CALL_TIMEOUT) is given.
+    Raises `ConfigError`."""
     import dataclasses
     import math
+    import os
 
     from mcp_team.errors import ConfigError
     from mcp_team.handoffs.schema import LONGEST_CALL
 
     if seconds is None:
-        return spec
+        if not (variable := os.environ.get("MCP_TEAM_CALL_TIMEOUT")):
+            return spec
+        try:
+            seconds = float(variable)
+        except ValueError:
+            raise ConfigError(f"MCP_TEAM_CALL_TIMEOUT must be a number of seconds, got {variable!r}") from None
     if not (seconds > 0 and math.isfinite(seconds)) or seconds > LONGEST_CALL:
         raise ConfigError(
             "--call-timeout / MCP_TEAM_CALL_TIMEOUT must be a positive number of seconds, at most "
@@ -118,6 +125,11 @@ def model_settings(args: argparse.Namespace) -> ModelSettings:
         raise ConfigError(f"invalid settings: {name} is not valid JSON ({exc.__cause__ or exc})") from None
 
 
+# The settings a flag sets as well as a variable: a problem names both, as the user may have used either.
+_FLAGS = {"model": "--model", "offline_latency_ms": "--offline-latency-ms", "faults": "--fault", "host": "--host",
+          "port": "--port"}  # fmt: skip
+
+
 def settings_problems(exc: ValidationError, *candidates: type[BaseSettings]) -> list[str]:
     """Each error of settings read from the environment, named by the variable that sets it
     (`MCP_TEAM_REQUESTS_PER_MINUTE: Input should be a valid integer`), not by the field behind it. `exc` is
@@ -131,8 +143,9 @@ def settings_problems(exc: ValidationError, *candidates: type[BaseSettings]) -> 
         name, *rest = [str(part) for part in e["loc"]] or ["settings"]
         if settings is not None and (field := settings.model_fields.get(name)) is not None:
             alias = field.validation_alias
-            name = str(alias.choices[0]) if isinstance(alias, AliasChoices) else f"{prefix}{name}".upper()
-        problems.append(f"{'.'.join([name, *rest])}: {e['msg']}")
+            variable = str(alias.choices[0]) if isinstance(alias, AliasChoices) else f"{prefix}{name}".upper()
+            name = f"{_FLAGS[name]} / {variable}" if name in _FLAGS else variable  # either may have set it
+        problems.append(f"{'.'.join([name, *rest])}: {message_of(e)}")
     return problems
 
 
