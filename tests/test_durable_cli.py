@@ -60,6 +60,10 @@ def test_a_state_directory_that_is_a_file_or_under_one_is_a_clear_error(tmp_path
     assert_usage_error(proc, f"the state directory {blocker} is not a directory", "--state-dir")
     under = cli(*command, "--state-dir", str(blocker / "state"), stdin=lines)
     assert_usage_error(under, f"{blocker / 'state'} cannot be created: {blocker} is not a directory", "--state-dir")
+    # Put there by --database-url: the fix is the URL, not --state-dir
+    url = cli(*command, "--database-url", f"sqlite:///{blocker}/runs.sqlite", stdin=lines)
+    assert_usage_error(url, f"the directory of --database-url {blocker} is not a directory", "--database-url")
+    assert "--state-dir" not in url.stderr
     assert blocker.read_text() == "not a directory"
 
 

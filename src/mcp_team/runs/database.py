@@ -68,15 +68,15 @@ def open_engine(config: DurableConfig, *, read_only: bool = False) -> sa.Engine:
     SQLite database (or a damaged one), an unreachable PostgreSQL server, a refused login."""
     path = config.sqlite_path
     if path is not None:
-        check_state_dir(path.parent)
+        check_state_dir(path.parent, config)
         if read_only:
             engine = sqlite_reader(path)
         else:
-            _check_writable(path.parent)
+            _check_writable(path.parent, config)
             if path.exists() and not os.access(path, os.R_OK | os.W_OK):
                 raise ConfigError(
                     f"the runs database {path} is not readable and writable by this user; fix its "
-                    f"permissions or choose another place with --state-dir / MCP_TEAM_STATE_DIR"
+                    f"permissions or {_fix(config)}"
                 )
             engine = sqlite_engine(str(path))
     else:
@@ -90,40 +90,54 @@ def open_engine(config: DurableConfig, *, read_only: bool = False) -> sa.Engine:
         if path is None and isinstance(exc, sa.exc.OperationalError) and "does not exist" in str(exc.orig):
             return _create_postgres_database(config)
         if path is not None and is_damaged(exc):
-            raise damaged(path, exc) from None
+            raise damaged(path, exc, config) from None
         raise ConfigError(f"cannot open the runs database {config.redacted_url}: {reason_of(exc)}") from None
     return engine
 
 
-def damaged(path: Path, exc: BaseException) -> ConfigError:
+def damaged(path: Path, exc: BaseException, config: DurableConfig | None = None) -> ConfigError:
     """The error for an SQLite file that is not a database, or a damaged one ("database disk image is
     malformed"): nothing mcp-team can repair, so say how to start afresh or keep using another place."""
     return ConfigError(
         f"the runs database {path} is not a usable SQLite database ({_said(exc)}); move it aside "
-        f"(with any {path.name}-wal and {path.name}-shm beside it) to start a new one there, or choose another "
-        f"place with --state-dir / MCP_TEAM_STATE_DIR"
+        f"(with any {path.name}-wal and {path.name}-shm beside it) to start a new one there, or "
+        f"{_fix(config)}"
     )
 
 
-FIX_DIR = "choose another with --state-dir / MCP_TEAM_STATE_DIR (or --database-url)"
+def _named_by_url(config: DurableConfig | None) -> bool:
+    """Whether the SQLite file is where --database-url put it, not in the state directory."""
+    if config is None or config.sqlite_path is None:
+        return False
+    return config.sqlite_path.parent != config.state_dir
 
 
-def check_state_dir(directory: Path) -> None:
+def _fix(config: DurableConfig | None) -> str:
+    if _named_by_url(config):
+        return "give another place in --database-url / MCP_TEAM_DATABASE_URL"
+    return "choose another place with --state-dir / MCP_TEAM_STATE_DIR (or --database-url)"
+
+
+def _directory(config: DurableConfig | None) -> str:
+    return "the directory of --database-url" if _named_by_url(config) else "the state directory"
+
+
+def check_state_dir(directory: Path, config: DurableConfig | None = None) -> None:
     """`ConfigError` if `directory`, or the nearest of its parents that exists, is not a directory."""
     blocker = next((p for p in (directory, *directory.parents) if p.exists()), None)
     if blocker is not None and not blocker.is_dir():
         problem = "is not a directory" if blocker == directory else f"cannot be created: {blocker} is not a directory"
-        raise ConfigError(f"the state directory {directory} {problem}; {FIX_DIR}")
+        raise ConfigError(f"{_directory(config)} {directory} {problem}; {_fix(config)}")
 
 
-def _check_writable(directory: Path) -> None:
+def _check_writable(directory: Path, config: DurableConfig) -> None:
     try:
         directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         with tempfile.TemporaryFile(dir=directory):
             pass
     except OSError as exc:
         raise ConfigError(
-            f"the state directory {directory} is not writable ({exc.strerror or exc}); {FIX_DIR}"
+            f"{_directory(config)} {directory} is not writable ({exc.strerror or exc}); {_fix(config)}"
         ) from None
 
 

@@ -84,7 +84,7 @@ def runs_command(args: argparse.Namespace) -> int:
     from mcp_team.runs.store import RunStore
 
     if config.sqlite_path is not None and not config.sqlite_path.exists():
-        check_state_dir(config.sqlite_path.parent)
+        check_state_dir(config.sqlite_path.parent, config)
         store = None  # nothing was ever kept there: do not create it just to list nothing
     else:
         # Listing and showing only read: they work on a state directory this user may not write.
@@ -96,7 +96,7 @@ def runs_command(args: argparse.Namespace) -> int:
     except sa.exc.DatabaseError as exc:  # a damaged page found past the schema that open_engine reads
         if config.sqlite_path is None or not is_damaged(exc):
             raise
-        raise damaged(config.sqlite_path, exc) from None
+        raise damaged(config.sqlite_path, exc, config) from None
     finally:
         if store is not None:
             store.engine.dispose()
