@@ -330,6 +330,8 @@ def test_flags_that_would_be_ignored_or_overflow_are_usage_errors(tmp_path: Path
         (["runs", "--limit", "99999999999999999999"], "--limit must be between 1 and 1,000,000"),
         (["init", str(tmp_path / "no" / "team.toml")], f"the directory {tmp_path / 'no'} does not exist"),
         (["init", str(tmp_path)], f"{tmp_path} is a directory; give a file name"),
+        (["run", "--bogus", "x"], "usage: mcp-team run [-h]"),  # the command's usage, not `mcp-team COMMAND ...`
+        (["run", "--bogus", "x"], "mcp-team run: error: unrecognized arguments: --bogus"),
     ]
     for args, says in cases:
         proc = subprocess.run([MCP_TEAM, *args], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,

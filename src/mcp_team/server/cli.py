@@ -29,8 +29,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    """The arguments; an unknown one is said by its command's parser, with that command's usage (the top-level
+    parser said it with `usage: mcp-team [-h] COMMAND ...`)."""
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        commands.choices[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse(argv)
     args.relaunchable = argv is None  # this process is the command's own: `serve --http` may re-execute it
     try:
         code: int = args.handler(args)
