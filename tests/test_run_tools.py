@@ -133,6 +133,11 @@ async def test_subscribing_to_a_run_tells_of_its_changes_until_it_finishes(tmp_p
             with pytest.raises(MCPError) as refused:
                 await client.subscribe_resource("team://runs/no-such-run")
             assert refused.value.error.code == types.INVALID_PARAMS and "no-such-run" in refused.value.error.message
+            for other in ("team://runs", "team://nothing"):  # accepted before, and never told of
+                with pytest.raises(MCPError) as never:
+                    await client.subscribe_resource(other)
+                assert never.value.error.code == types.INVALID_PARAMS
+                assert f"'{other}' cannot be subscribed to: only a run's record" in never.value.error.message
 
 
 async def test_no_specialist_may_take_a_name_of_the_servers_own_tools_or_prompts(tmp_path: Path, mode: str) -> None:

@@ -3,7 +3,7 @@
 - 2025-11-25: `resources/subscribe` on a run's URI follows the run (`Runs.subscribe`: changes made here at
   once, those of another process within a second) and sends `notifications/resources/updated` on the
   subscriber's connection until the run has finished, the client unsubscribes or the connection goes.
-  Other URIs are accepted and never change.
+  Other URIs are refused: nothing would ever be told of them.
 - 2026-07-28: every write of a run record publishes `ResourceUpdated` on the server's subscription bus, which
   the SDK delivers to `subscriptions/listen` streams whose filter names that URI. With several replicas
   (PostgreSQL), the runs other replicas write are polled for every second while a stream is open.
@@ -64,6 +64,12 @@ def install_run_updates(server: MCPServer[ServerState], state: ServerState) -> N
     async def subscribe(ctx: ServerRequestContext[Any, Any], params: types.SubscribeRequestParams) -> types.EmptyResult:
         uri = str(params.uri)
         match = RUN_URI.match(uri)
+        if match is None:  # accepted, it would never be told of: say so instead
+            raise MCPError(
+                types.INVALID_PARAMS,
+                f"'{uri}' cannot be subscribed to: only a run's record (team://runs/{{run_id}}) changes as the run "
+                "goes; read team://runs again for new runs",
+            )
         tg = state.rounds.task_group
         if match is not None and tg is not None and state.durability is not None:
             # Only a run the caller may read: a watch on a run that does not exist (or is another user's) would
