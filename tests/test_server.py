@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import anyio
 import mcp_types as types
@@ -39,6 +40,8 @@ async def test_tools_have_typed_inputs_output_schemas_and_annotations(mode: str)
 
     assert set(tools) == {"run_team", "plan_team", "researcher", "analyst", "writer", "coder", "reviewer"}
     run = tools["run_team"]
+    # Its descriptions are read by the client's model: no names of the code behind them.
+    assert not re.search(r"llm\.|handoffs\.|Budgets\.|ModelSet", json.dumps(run.output_schema)), run.output_schema
     assert run.input_schema["required"] == ["request"]
     for prop in ("request", "mode", "max_handoffs", "max_model_calls", "max_tokens", "deadline_seconds"):
         assert run.input_schema["properties"][prop]["description"]

@@ -193,9 +193,8 @@ class RunResult(BaseModel):
     notes: list[str] = Field(
         default_factory=list,
         description="What the caller should know that is not a failure, each with what to change: e.g. more "
-        "handoffs asked for at once than the handoff budget (`Budgets.max_handoffs`) allowed, or more ready at "
-        "once than the model concurrency limit (`ModelSet.max_concurrency`, MCP_TEAM_MAX_CONCURRENCY) runs "
-        "together, so they ran in waves.",
+        "handoffs asked for at once than the handoff budget (max_handoffs) allowed, or more ready at once than "
+        "the model concurrency limit runs together, so they ran in waves.",
     )
     started_at: datetime
     ended_at: datetime | None = None

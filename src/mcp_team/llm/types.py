@@ -87,10 +87,12 @@ class ToolDefinition(_Frozen):
 class Usage(_Frozen):
     """Token counts and cost of one call or a sum of calls. `input_tokens` includes cached input.
 
-    `cost_usd` is what the calls cost (`llm.cost`, set by `llm.call.chat`); None when a call's price is
-    unknown (a local model, offline, the MCP client's own): unknown is not free, so a sum with any
-    unknown part is None too. No calls cost 0.
+    `cost_usd` is what the calls cost in US dollars; null when a call's price is unknown (a local model,
+    offline, the MCP client's own): unknown is not free, so a sum with any unknown part is null too. No
+    calls cost 0.
     """
+
+    # (Also the JSON schema's description, which clients read: `cost_usd` is priced by llm.cost in llm.call.chat.)
 
     input_tokens: int = 0
     output_tokens: int = 0
