@@ -95,6 +95,7 @@ async def test_an_ephemeral_server_has_no_run_tools_and_refuses_threads(mode: st
     async with Client(server, mode=mode) as client:
         names = {t.name for t in (await client.list_tools()).tools}
         assert not names & {"start_run", "get_run", "cancel_run"}
+        assert "start_run" not in (client.instructions or "")  # the instructions name only the tools it has
         result = await client.call_tool("run_team", {"request": "Write a haiku", "thread": "t1"})
         assert result.is_error and "--ephemeral" in result.content[0].text  # type: ignore[union-attr]
 
@@ -146,6 +147,13 @@ async def test_no_specialist_may_take_a_name_of_the_servers_own_tools_or_prompts
 
     async with Client(durable_server(tmp_path), mode=mode) as client:
         listed = (await client.list_tools()).tools
+        for tool in (
+            "start_run",
+            "get_run",
+            "cancel_run",
+            "answer_checkpoint",
+        ):  # the instructions say what each is for
+            assert f"{tool}" in (client.instructions or ""), client.instructions
         prompts = {p.name for p in (await client.list_prompts()).prompts}
     tools = {t.name for t in listed}
     own = (tools | prompts) - {s.name for s in DEFAULT_TEAM}

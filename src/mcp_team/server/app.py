@@ -59,7 +59,13 @@ mcp-team puts a team of specialists ({names}) and a supervisor behind these tool
   reported as handoffs start and finish.
 - a specialist's own tool ({names}): for one focused task that needs only that skill; faster and cheaper.
 - plan_team: to preview how the team would split a request, without running it.
-Run records (every handoff with its payload and result) are resources at team://runs/{{run_id}}."""
+{durable}Run records (every handoff with its payload and result) are resources at team://runs/{{run_id}}."""
+
+DURABLE_INSTRUCTIONS = """\
+- start_run: run_team without waiting (returns the run id at once); get_run follows it (wait_seconds waits for
+  the answer), cancel_run stops it. Runs survive a restart of the server.
+- answer_checkpoint: approve, revise or reject the step a run waits at for a person (get_run shows it).
+"""
 
 
 def build_server(
@@ -113,7 +119,7 @@ def build_server(
         "mcp-team",
         title="mcp-team",
         version=__version__,
-        instructions=INSTRUCTIONS.format(names=", ".join(team.names)),
+        instructions=INSTRUCTIONS.format(names=", ".join(team.names), durable=DURABLE_INSTRUCTIONS if durable else ""),
         lifespan=lifespan,
         token_verifier=auth[0] if auth else None,
         auth=auth[1] if auth else None,
