@@ -163,9 +163,11 @@ def test_over_http_too_a_run_team_call_cut_by_sigterm_leaves_its_run_to_resume(t
         session = {**headers, "mcp-session-id": init.headers["mcp-session-id"], "mcp-protocol-version": "2025-11-25"}
         http.post(f"{base}/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session)
 
-        def hold() -> None:  # the client holding the call open; its stream ends with the server
+        answers: list[str] = []
+
+        def hold() -> None:  # the client holding the call open; the server answers it as it stops
             with contextlib.suppress(httpx2.HTTPError):
-                http.post(f"{base}/mcp", json=call, headers=session)
+                answers.append(http.post(f"{base}/mcp", json=call, headers=session).text)
 
         holding = threading.Thread(target=hold)
         holding.start()
@@ -174,6 +176,10 @@ def test_over_http_too_a_run_team_call_cut_by_sigterm_leaves_its_run_to_resume(t
         proc.wait(timeout=HANG_GUARD)
         holding.join(timeout=HANG_GUARD)
     assert [r["status"] for r in stored_runs(db)] == ["running"], [(r["status"], r["reason"]) for r in stored_runs(db)]
+    # The caller is told where its run went (its stream ended with no answer and no run id).
+    run_id = stored_runs(db)[0]["run_id"]
+    assert answers and f"the server is stopping: run {run_id} is kept and goes on when it starts again" in answers[0]
+    assert '"isError":true' in answers[0].replace(" ", ""), answers[0]
     with serve_http_process(env=env) as (_, proc):
         record = _wait(proc, "the resumed run", lambda: _final(db))
     assert record["status"] == "complete", record.get("reason")

@@ -51,9 +51,11 @@ class Durability:
     _stop: anyio.Event | None = None
     _unkept: list[tuple[RunResult, str | None]] = field(default_factory=list)  # recorded before it opened, owners
     _stopping: bool = False
+    asked_to_stop: anyio.Event | None = None  # set by `stopping` (made with the other events, in the loop)
 
     def start(self, tg: anyio.abc.TaskGroup, state: ServerState) -> None:
         self._wanted, self._ready, self._stop = anyio.Event(), anyio.Event(), anyio.Event()
+        self.asked_to_stop = anyio.Event()
         tg.start_soon(self._serve, state, tg)
 
     def want(self) -> None:
@@ -65,6 +67,8 @@ class Durability:
         """The process was asked to stop (SIGTERM, Ctrl-C): the calls the stop cancels leave their runs to resume
         at the next start, as a crash would. Only a client's cancel cancels a run."""
         self._stopping = True
+        if self.asked_to_stop is not None:
+            self.asked_to_stop.set()
         if self.runs is not None:
             self.runs.stopping = True
 
@@ -223,9 +227,11 @@ async def run_and_wait(
     on_event: EventSink | None,
     approve: Approver | None = None,
     owner: str | None = None,
+    stop: anyio.Event | None = None,
 ) -> RunResult:
     """Run it and return its result: a durable run in the service's background, awaited here (cancelled when
-    this call is); a non-resumable one (sampling) in this task, recorded in the store."""
+    this call is); a non-resumable one (sampling) in this task, recorded in the store. When `stop` is set first
+    (the server was asked to stop), `ToolError` naming the run, which goes on when the server starts again."""
     if not resumable:
         record = await runs.run_here(
             asked.request,
@@ -241,7 +247,7 @@ async def run_and_wait(
             runs, engine, team, asked, resumable=True, on_event=on_event, approve=approve, owner=owner
         )
         try:
-            final = await runs.wait(started.run_id)
+            final = await _wait_unless(stop, runs, started.run_id)
         except anyio.get_cancelled_exc_class():
             if not runs.stopping:  # cancelled by its client, not by the server stopping (the run resumes then)
                 with anyio.CancelScope(shield=True):
@@ -255,3 +261,26 @@ async def run_and_wait(
             f"run {record.run_id} stopped: {record.reason or record.status} (see team://runs/{record.run_id})"
         )
     return record.result
+
+
+async def _wait_unless(stop: anyio.Event | None, runs: Runs, run_id: str) -> RunRecord | None:
+    """The run's final record; `ToolError` as soon as `stop` is set: the caller is told where its run went
+    (an HTTP client's held call ended with no answer and no run id when the server stopped)."""
+    if stop is None:
+        return await runs.wait(run_id)
+    final: list[RunRecord | None] = []
+    async with anyio.create_task_group() as tg:
+
+        async def wait() -> None:
+            final.append(await runs.wait(run_id))
+            tg.cancel_scope.cancel()
+
+        tg.start_soon(wait)
+        await stop.wait()
+        tg.cancel_scope.cancel()
+    if final:
+        return final[0]
+    raise ToolError(
+        f"the server is stopping: run {run_id} is kept and goes on when it starts again; follow it then with "
+        f"get_run (run_id {run_id}) or team://runs/{run_id}"
+    )

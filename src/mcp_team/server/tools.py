@@ -150,7 +150,8 @@ async def run_team(
             if resumable or not asks:  # a durable run waiting at a checkpoint survives a restart (issue 13)
                 approve = elicitation_approver(get_ctx)
                 return await run_and_wait(runs, state.engine, team, asked, resumable=resumable, on_event=progress,
-                                          approve=approve, owner=principal())  # fmt: skip
+                                          approve=approve, owner=principal(),
+                                          stop=durability.asked_to_stop)  # fmt: skip
         run = functools.partial(
             team.run,
             mode=mode,
