@@ -159,6 +159,9 @@ async def test_bad_input_gets_exact_json_rpc_errors(mode: str, runs: DurableConf
             cancel_finished = await _error(tasks.cancel(done))
             not_a_task_tool = await _error(tasks.create({"request": "x"}, name="plan_team"))
             bad_cursor = await _error(tasks.list("not-a-cursor"))
+            raw = client.session._dispatcher.send_raw_request
+            bad_task = [await _error(raw("tools/call", {"name": "run_team", "arguments": {"request": "x"}, "task": t}, {}))
+                        for t in ("yes", {"ttl": -5}, {"ttl": True})]  # fmt: skip
         else:
             # 2026-07-28: the server decides; arguments a plain call refuses make no task but that call's error.
             refused = [
@@ -178,6 +181,8 @@ async def test_bad_input_gets_exact_json_rpc_errors(mode: str, runs: DurableConf
         assert cancel_finished.code == types.INVALID_PARAMS and "'completed'" in cancel_finished.message
         assert not_a_task_tool.code == types.METHOD_NOT_FOUND and "plan_team" in not_a_task_tool.message
         assert bad_cursor.code == types.INVALID_PARAMS and "cursor" in bad_cursor.message
+        for error in bad_task:  # each created a task before
+            assert error.code == types.INVALID_PARAMS and "`task` must be an object" in error.message, error
     else:
         texts = [r.content[0].text for r in refused if r.is_error and isinstance(r.content[0], types.TextContent)]
         assert len(texts) == 3 and "mode" in texts[0] and "colour" in texts[1] and "is above" in texts[2]

@@ -30,6 +30,7 @@ as `team://runs` already lists every run; ids are 128-bit random.
 from __future__ import annotations
 
 import base64
+import json
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -254,6 +255,20 @@ def _offset(cursor: str | None) -> int:
 
 
 # --- 2025-11-25 ------------------------------------------------------------------------------------
+def _check_task_params(task: object) -> None:
+    """`task` of a task-augmented call is an object (`{}` or `{"ttl": ms}`): "yes" or a negative ttl is the
+    client's mistake to name, not a task to create."""
+    ttl = task.get("ttl") if isinstance(task, Mapping) else None
+    if not isinstance(task, Mapping) or (
+        ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, int) or ttl < 0)
+    ):
+        raise MCPError(
+            types.INVALID_PARAMS,
+            f'invalid params: `task` must be an object, {{}} or {{"ttl": milliseconds}} (a whole number, 0 or '
+            f"more), got {json.dumps(task)[:100]}",
+        )
+
+
 def legacy_tasks(server: MCPServer[Any], extension: TasksExtension) -> ServerMiddleware[Any]:
     """Middleware for the 2025-11-25 side: task-augmented `tools/call`, the `tasks` capability at
     `initialize` and `execution.taskSupport` in `tools/list`. It answers by itself, outside the SDK's
@@ -264,6 +279,7 @@ def legacy_tasks(server: MCPServer[Any], extension: TasksExtension) -> ServerMid
         if ctx.method == "tools/call" and ctx.protocol_version in LEGACY and params.get("task") is not None:
             runs = extension.runs
             if runs.serves_tasks():  # else the spec's rule: a server that declares no tasks runs it as a plain call
+                _check_task_params(params["task"])
                 name = params.get("name")
                 if name == TASK_TOOL:
                     run = await start_task(runs, params.get("arguments"), _status_notifier(ctx))
