@@ -160,8 +160,10 @@ async def test_bad_input_gets_exact_json_rpc_errors(mode: str, runs: DurableConf
             not_a_task_tool = await _error(tasks.create({"request": "x"}, name="plan_team"))
             bad_cursor = await _error(tasks.list("not-a-cursor"))
             raw = client.session._dispatcher.send_raw_request
-            bad_task = [await _error(raw("tools/call", {"name": "run_team", "arguments": {"request": "x"}, "task": t}, {}))
-                        for t in ("yes", {"ttl": -5}, {"ttl": True})]  # fmt: skip
+            call = {"name": "run_team", "arguments": {"request": "x"}}
+            bad_task = [
+                await _error(raw("tools/call", {**call, "task": t}, {})) for t in ("yes", {"ttl": -5}, {"ttl": True})
+            ]
         else:
             # 2026-07-28: the server decides; arguments a plain call refuses make no task but that call's error.
             refused = [
