@@ -193,6 +193,31 @@ async def test_a_run_that_crashes_is_failed_in_its_record_and_in_its_result(tmp_
     assert record.result.status == "failed" and "a bug in an engine" in (record.result.stopped_by or ""), record
 
 
+async def test_a_team_run_whose_model_breaks_keeps_what_had_finished(tmp_path: Path) -> None:
+    # A model of one's own raising something unexpected fails the run; its record kept only the reason, not the
+    # researcher's finished work.
+    from mcp_team.handoffs import Team
+    from mcp_team.llm import ModelRequest, ModelResponse, ModelSet
+    from mcp_team.llm.offline import OfflineModel
+    from mcp_team.runs.team_engine import TeamEngine
+
+    class Broken:
+        name, provider = "broken", "mine"
+
+        async def complete(self, request: ModelRequest) -> ModelResponse:
+            raise RuntimeError("a bug in my model")
+
+    offline = OfflineModel()
+    models = ModelSet({"supervisor": offline, "specialist": offline}, members={"writer": Broken()})
+    async with open_runs(_config(tmp_path), TeamEngine(Team(models))) as runs:
+        started = await runs.start("Research bees and write a short report")
+        record = await runs.wait(started.run_id, timeout=60)
+    assert record is not None and record.status == "failed" and "a bug in my model" in (record.reason or "")
+    assert record.result is not None
+    assert [(h.target, h.status) for h in record.result.handoffs] == [("researcher", "completed"), ("writer", "failed")]
+    assert "## researcher" in record.result.answer, record.result.answer  # what had finished is in the answer
+
+
 async def test_follow_ups_in_a_thread_see_earlier_requests_and_answers(tmp_path: Path) -> None:
     engine = FakeEngine(k=1, steps=1)
     async with open_runs(_config(tmp_path), engine) as runs:

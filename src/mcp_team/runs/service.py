@@ -404,8 +404,9 @@ class Runs:
                 reason = live.cancel_reason or "cancelled by the client"
                 with anyio.CancelScope(shield=True):
                     await self.store.write(progress.finish("cancelled", finished[-1] if finished else None, reason))
-            if isinstance(exc, Exception):
-                await self.store.write(progress.finish("failed", reason=f"the run stopped on an error: {exc}"))
+            if isinstance(exc, Exception):  # with the failed result the engine handed over: what had finished
+                failed = finished[-1] if finished else None
+                await self.store.write(progress.finish("failed", failed, reason=f"the run stopped on an error: {exc}"))
             elif isinstance(exc, anyio.get_cancelled_exc_class()) and not self._closing:
                 # DBOS cancels a cancelled workflow's task itself: record it, or the run shows running forever
                 with anyio.CancelScope(shield=True):
