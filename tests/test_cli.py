@@ -325,8 +325,6 @@ def test_commands_that_talk_to_no_mcp_server_start_without_the_mcp_sdk(tmp_path:
 
 def test_flags_that_would_be_ignored_or_overflow_are_usage_errors(tmp_path: Path) -> None:
     cases = [
-        (["serve", "--port", "9999"], "--port applies only with --http; add --http to serve over HTTP"),
-        (["serve", "--host", "0.0.0.0", "--port", "1"], "--host and --port apply only with --http"),
         (["runs", "--limit", "99999999999999999999"], "--limit must be between 1 and 1,000,000"),
         (["init", str(tmp_path / "no" / "team.toml")], f"the directory {tmp_path / 'no'} does not exist"),
         (["init", str(tmp_path)], f"{tmp_path} is a directory; give a file name"),
@@ -337,3 +335,7 @@ def test_flags_that_would_be_ignored_or_overflow_are_usage_errors(tmp_path: Path
         proc = subprocess.run([MCP_TEAM, *args], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
                               env=clean_env(MCP_TEAM_MODEL="offline", MCP_TEAM_STATE_DIR=str(tmp_path)))  # fmt: skip
         assert proc.returncode == 2 and says in proc.stderr and "Traceback" not in proc.stderr, (args, proc.stderr)
+    # Said, not refused: a client's config with a stray --port must still start its stdio server.
+    stray = subprocess.run([MCP_TEAM, "serve", "--port", "9999"], capture_output=True, text=True, timeout=60,
+                           stdin=subprocess.DEVNULL, env=clean_env(MCP_TEAM_MODEL="offline"))  # fmt: skip
+    assert stray.returncode == 0 and "--port applies only with --http: serving over stdio" in stray.stderr

@@ -97,6 +97,12 @@ def test_a_protocol_version_the_server_does_not_speak_is_named(url: str, version
     assert error["data"] == {"supported": list(SUPPORTED_PROTOCOL_VERSIONS), "requested": version}
 
 
+def test_an_unknown_version_with_a_body_that_is_not_utf8_is_still_a_short_error(url: str) -> None:
+    body = b'{"jsonrpc":"2.0","id":6,"method":"ping","params":{"x":"\xff"}}'  # it was a 500 and a traceback
+    answer = httpx2.post(url, content=body, headers={**HEADERS, "mcp-protocol-version": "banana"}, timeout=HANG_GUARD)
+    assert answer.status_code == 400 and error_of(answer)["code"] == -32022, answer.text
+
+
 WRONG_PARAMS = {
     "a tool name that is not a string": ({"name": 5}, "params.name: Input should be a valid string"),
     "arguments that are not an object": (

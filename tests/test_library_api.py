@@ -93,6 +93,8 @@ def test_a_team_of_the_wrong_parts_says_so_when_it_is_built_not_when_it_runs() -
         (lambda: Team(OfflineModel(), crew("a")), "models must be a ModelSet, not OfflineModel: e.g. ModelSet.single"),
         (lambda: Team("offline", crew("a")), "models must be a ModelSet, not str"),
         (lambda: Team(models, "a"), "specialists must be a list of Specialist, not str"),
+        (lambda: Team(models, None), "specialists must be a list of Specialist, not NoneType"),
+        (lambda: Team(models, [{"name": "x"}]), "specialists must be Specialist objects, not dict"),
         (lambda: Team(models, crew("a"), {"mode": "planned"}), "settings must be a RunSettings, not dict"),
     ]
     for build, message in wrong:

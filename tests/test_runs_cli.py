@@ -129,10 +129,14 @@ def test_a_run_whose_process_died_is_shown_as_waiting_for_a_server(tmp_path: Pat
         proc.kill()
         proc.wait()
     listed = runs("list", env=env)
-    assert "running" in listed.stdout and "(no process: resumes when `mcp-team serve` starts here)" in listed.stdout
+    assert (
+        "running" in listed.stdout
+        and "(no process: resumes when `mcp-team serve` starts here, from its last finished step, or cancel it)"
+        in listed.stdout
+    )
     shown = runs("show", run_id, env=env)
     assert (
         "no process runs it now" in shown.stdout
-        and "a `mcp-team serve` on this state directory resumes it" in shown.stdout
+        and "has ended): no process: resumes when `mcp-team serve` starts here" in shown.stdout
     )
     assert json.loads(runs("show", run_id, "--json", env=env).stdout)["process_gone"] is True

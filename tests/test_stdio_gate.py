@@ -36,6 +36,8 @@ BAD_LINES = {
                            "r9", INVALID_REQUEST),
     "too large, id inside": (json.dumps({"method": "x", "params": {"id": 3, "t": "x" * 5_000_000}, "jsonrpc": "2.0"}),
                              None, INVALID_REQUEST),
+    "too large, fraction id": (json.dumps({"jsonrpc": "2.0", "id": 7.5, "method": "x", "params": {"t": "x" * 5**10}}),
+                               None, INVALID_REQUEST),  # not 7: another request's id
     # An id JSON-RPC allows but MCP does not: the SDK would take the request for a notification and never answer.
     "null id": ('{"jsonrpc":"2.0","id":null,"method":"ping"}', None, INVALID_REQUEST),
     "object id": ('{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}', None, INVALID_REQUEST),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -57,11 +57,11 @@ class Team:
 
     def __post_init__(self) -> None:
         _expect("models", self.models, ModelSet, "ModelSet.single(model)")
-        if isinstance(self.specialists, (str, Specialist)) or not all(
-            isinstance(s, Specialist) for s in self.specialists
-        ):
+        if isinstance(self.specialists, (str, Specialist)) or not isinstance(self.specialists, Iterable):
             wrong = type(self.specialists).__name__
             raise TypeError(f"specialists must be a list of Specialist, not {wrong}: Team(models, [Specialist(...)])")
+        if (odd := next((s for s in self.specialists if not isinstance(s, Specialist)), None)) is not None:
+            raise TypeError(f"specialists must be Specialist objects, not {type(odd).__name__}: Specialist(name=...)")
         _expect("settings", self.settings, RunSettings, "RunSettings(mode='planned')")
         self.by_name = {s.name: s for s in self.specialists}
         if problems := team_problems(self.specialists, self.settings):

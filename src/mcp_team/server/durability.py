@@ -269,15 +269,20 @@ async def _wait_unless(stop: anyio.Event | None, runs: Runs, run_id: str) -> Run
     if stop is None:
         return await runs.wait(run_id)
     final: list[RunRecord | None] = []
-    async with anyio.create_task_group() as tg:
+    try:
+        async with anyio.create_task_group() as tg:
 
-        async def wait() -> None:
-            final.append(await runs.wait(run_id))
+            async def wait() -> None:
+                final.append(await runs.wait(run_id))
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(wait)
+            await stop.wait()
             tg.cancel_scope.cancel()
-
-        tg.start_soon(wait)
-        await stop.wait()
-        tg.cancel_scope.cancel()
+    except BaseExceptionGroup as group:  # the wait's own error, as it was before this task group wrapped it
+        if len(group.exceptions) == 1:
+            raise group.exceptions[0] from None
+        raise
     if final:
         return final[0]
     raise ToolError(

@@ -64,7 +64,8 @@ def check_http_bodies(manager: StreamableHTTPSessionManager, security: Transport
             body = b"".join(m.get("body", b"") for m in read)
             problem = check_message(body, limit)
             data: dict[str, Any] | None = None
-            if problem is None and unknown and not _has_envelope(message := json.loads(body)):  # checked: an object
+            decoded = body.decode("utf-8", "replace")  # as `check_message` read it (an object, when it passed)
+            if problem is None and unknown and not _has_envelope(message := json.loads(decoded)):
                 # A request of the handshake era with a version the server does not know: the SDK took it for the
                 # 2026 revision and said its envelope was missing. (One with the envelope gets the SDK's answer.)
                 supported = ", ".join(SUPPORTED_PROTOCOL_VERSIONS)
@@ -133,7 +134,7 @@ def check_message(text: str | bytes, limit: int) -> tuple[Any, int, str] | None:
 # A top-level `id` found without parsing an oversized message: first after simple members (the Python SDK writes
 # `{"jsonrpc":"2.0","id":...`), or last (the TypeScript SDK writes `...,"id":7}`). Anchored at either end of the
 # object, so an `id` inside `params` never matches; any other place gets a null id.
-_ID = r'"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.){0,200}")'
+_ID = r'"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.){0,200}")(?=\s*[,}])'
 _ID_FIRST = re.compile(r'\s*\{(?:\s*"(?:jsonrpc|method)"\s*:\s*"[^"\\]{0,200}"\s*,)*\s*' + _ID)
 _ID_LAST = re.compile(_ID + r"\s*\}\s*\Z")
 

@@ -259,9 +259,8 @@ def _check_task_params(task: object) -> None:
     """`task` of a task-augmented call is an object (`{}` or `{"ttl": ms}`): "yes" or a negative ttl is the
     client's mistake to name, not a task to create."""
     ttl = task.get("ttl") if isinstance(task, Mapping) else None
-    if not isinstance(task, Mapping) or (
-        ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, int) or ttl < 0)
-    ):
+    whole = (isinstance(ttl, int) and not isinstance(ttl, bool)) or (isinstance(ttl, float) and ttl.is_integer())
+    if not isinstance(task, Mapping) or (ttl is not None and not (whole and ttl >= 0)):
         raise MCPError(
             types.INVALID_PARAMS,
             f'invalid params: `task` must be an object, {{}} or {{"ttl": milliseconds}} (a whole number, 0 or '

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import InputRequiredResult, ToolAnnotations
-from pydantic import Field
+from pydantic import BeforeValidator, Field
 
 from mcp_team.evals.recordings import record_run
 from mcp_team.handoffs import Budgets, Plan, PlanError, RunResult, Team
@@ -47,10 +47,20 @@ RunMode = Annotated[
     Literal["adaptive", "planned"] | None,
     Field(description="adaptive (default): the supervisor re-plans after each round; planned: plan first."),
 ]
-# Strict: a budget of "3" or true is a client's mistake to name, not a number to guess (true was 1 handoff).
-MaxHandoffs = Annotated[int | None, Field(ge=1, strict=True, description="Cap on handoffs, retries included.")]
-MaxModelCalls = Annotated[int | None, Field(ge=2, strict=True, description="Cap on model calls.")]
-MaxTokens = Annotated[int | None, Field(ge=1, strict=True, description="Cap on tokens over all calls.")]
+
+
+def _a_number(value: object) -> object:
+    """A budget of "3" or true is a client's mistake to name, not a number to guess (true was 1 handoff); a
+    whole number written as 5.0 (some clients' JSON) is still 5."""
+    if isinstance(value, bool | str):
+        raise ValueError(f"must be a number, not {'a boolean' if isinstance(value, bool) else 'a string'}")
+    return value
+
+
+WholeNumber = BeforeValidator(_a_number)
+MaxHandoffs = Annotated[int | None, WholeNumber, Field(ge=1, description="Cap on handoffs, retries included.")]
+MaxModelCalls = Annotated[int | None, WholeNumber, Field(ge=2, description="Cap on model calls.")]
+MaxTokens = Annotated[int | None, WholeNumber, Field(ge=1, description="Cap on tokens over all calls.")]
 DeadlineSeconds = Annotated[
     float | None, Field(gt=0, strict=True, allow_inf_nan=False, description="Wall-clock limit in seconds.")
 ]

@@ -110,7 +110,7 @@ def _act(args: argparse.Namespace, config: DurableConfig, store: RunStore | None
         elif not records:
             print(f"mcp-team: no runs in {config.redacted_url}", file=sys.stderr)
         for r in records if not args.json else []:
-            gone = " (no process: resumes when `mcp-team serve` starts here)" if _orphaned(config, r) else ""
+            gone = f" ({_left(r)})" if _orphaned(config, r) else ""
             print(f"{r.run_id}  {r.status:<11}  {r.started_at:%Y-%m-%d %H:%M:%S}  {_short(r.request)}{gone}")
         return EXIT_OK
     record = store.get(args.run_id) if store is not None and store.exists() else None
@@ -122,8 +122,7 @@ def _act(args: argparse.Namespace, config: DurableConfig, store: RunStore | None
         else:
             _show(record)
             if _orphaned(config, record):
-                print(f"\nno process runs it now (its process, {record.executor_id}, has ended): a `mcp-team serve` on "
-                      "this state directory resumes it from its last finished step, or cancel it")  # fmt: skip
+                print(f"\nno process runs it now (its process, {record.executor_id}, has ended): {_left(record)}")
         return EXIT_OK
     if record.finished:
         return error(f"run {args.run_id} has already finished ({record.status})", EXIT_USAGE)
@@ -163,6 +162,13 @@ def _orphaned(config: DurableConfig, record: RunRecord) -> bool:
     from mcp_team.runs.executor import holder_gone
 
     return not record.finished and holder_gone(config, record.executor_id)
+
+
+def _left(record: RunRecord) -> str:
+    """What becomes of a run whose process has ended."""
+    if record.resumable:
+        return "no process: resumes when `mcp-team serve` starts here, from its last finished step, or cancel it"
+    return "no process: it ran on a client's model and cannot resume; the next server marks it interrupted"
 
 
 def _line(r: RunRecord) -> dict[str, object]:

@@ -102,8 +102,10 @@ def serve_command(args: argparse.Namespace) -> int:
     from mcp_team.telemetry.content import register_secret
 
     if not args.http and (given := [f"--{f}" for f in ("host", "port") if getattr(args, f) is not None]):
+        # A warning, not an error: a client's config with a stray --port must still start its stdio server.
         verb = "applies" if len(given) == 1 else "apply"
-        return error(f"{' and '.join(given)} {verb} only with --http; add --http to serve over HTTP", EXIT_USAGE)
+        print(f"mcp-team: {' and '.join(given)} {verb} only with --http: serving over stdio, add --http for HTTP",
+              file=sys.stderr)  # fmt: skip
     relaunch_on_malloc(args)
     log_to_stderr()
     try:
