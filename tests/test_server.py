@@ -160,6 +160,8 @@ async def test_budgets_must_be_numbers_not_strings_or_booleans(mode: str) -> Non
             (name,) = args
             text = result.content[0].text  # type: ignore[union-attr]
             assert result.is_error and f"{name}: {says}" in text, text
+        schema = {t.name: t for t in (await client.list_tools()).tools}["run_team"].input_schema
+        assert {"minimum": 1, "type": "integer"} in schema["properties"]["max_handoffs"]["anyOf"]  # JSON Schema's word
         # a whole number written as a float (some clients' JSON) is that number
         fine = await client.call_tool("run_team", {"request": "Research bees", "max_handoffs": 3.0,
                                                    "deadline_seconds": 60})  # fmt: skip

@@ -57,10 +57,14 @@ def _a_number(value: object) -> object:
     return value
 
 
-WholeNumber = BeforeValidator(_a_number)
-MaxHandoffs = Annotated[int | None, WholeNumber, Field(ge=1, description="Cap on handoffs, retries included.")]
-MaxModelCalls = Annotated[int | None, WholeNumber, Field(ge=2, description="Cap on model calls.")]
-MaxTokens = Annotated[int | None, WholeNumber, Field(ge=1, description="Cap on tokens over all calls.")]
+WholeNumber = BeforeValidator(_a_number)  # on the int, after its bound: else `ge` meets None, or the schema says "ge"
+MaxHandoffs = Annotated[
+    Annotated[int, Field(ge=1), WholeNumber] | None, Field(description="Cap on handoffs, retries included.")
+]
+MaxModelCalls = Annotated[Annotated[int, Field(ge=2), WholeNumber] | None, Field(description="Cap on model calls.")]
+MaxTokens = Annotated[
+    Annotated[int, Field(ge=1), WholeNumber] | None, Field(description="Cap on tokens over all calls.")
+]
 DeadlineSeconds = Annotated[
     float | None, Field(gt=0, strict=True, allow_inf_nan=False, description="Wall-clock limit in seconds.")
 ]
