@@ -9,7 +9,6 @@ it again.
 No `from __future__ import annotations` here: the SDK reads these signatures at runtime.
 """
 
-import inspect
 from typing import Annotated, Any, Literal
 
 import anyio
@@ -21,6 +20,7 @@ from pydantic import Field
 from mcp_team.handoffs.checkpoints import Decision
 from mcp_team.server.run_tools import RUN_ID, _own, _service
 from mcp_team.server.state import ServerState
+from mcp_team.server.tools import described
 
 MAX_FEEDBACK = 4000  # characters: a person's note, not a document
 
@@ -74,7 +74,7 @@ def add_checkpoint_tools(server: MCPServer[ServerState]) -> None:
     server.add_tool(
         answer_checkpoint,
         name="answer_checkpoint",
-        description=inspect.cleandoc(answer_checkpoint.__doc__ or ""),  # the docstring's indentation left out
+        description=described(answer_checkpoint),
         title="Answer a run's checkpoint",
         annotations=ToolAnnotations(
             read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False

@@ -6,7 +6,6 @@ asks for its model calls, so it goes through `run_team`.
 No `from __future__ import annotations` here: the SDK reads these signatures at runtime.
 """
 
-import inspect
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -29,6 +28,7 @@ from mcp_team.server.tools import (
     RunMode,
     Thread,
     checked_request,
+    described,
 )
 from mcp_team.server.views import RUN_VIEW_META
 
@@ -116,7 +116,7 @@ def add_run_tools(server: MCPServer[ServerState]) -> None:
     server.add_tool(
         start_run,
         name="start_run",
-        description=inspect.cleandoc(start_run.__doc__ or ""),  # the docstring's indentation left out
+        description=described(start_run),
         title="Start a team run",
         annotations=CAUTIOUS,  # until the team is loaded: then what the team may do (registry)
         meta=RUN_VIEW_META,
@@ -124,7 +124,7 @@ def add_run_tools(server: MCPServer[ServerState]) -> None:
     server.add_tool(
         get_run,
         name="get_run",
-        description=inspect.cleandoc(get_run.__doc__ or ""),  # the docstring's indentation left out
+        description=described(get_run),
         title="Get a run",
         annotations=ToolAnnotations(
             read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
@@ -134,7 +134,7 @@ def add_run_tools(server: MCPServer[ServerState]) -> None:
     server.add_tool(
         cancel_run,
         name="cancel_run",
-        description=inspect.cleandoc(cancel_run.__doc__ or ""),  # the docstring's indentation left out
+        description=described(cancel_run),
         title="Cancel a run",
         annotations=ToolAnnotations(
             read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False

@@ -231,14 +231,20 @@ def specialist_tool(specialist: Specialist) -> SpecialistTool:
     return call
 
 
+def described(tool: Callable[..., Any]) -> str:
+    """A tool function's docstring as its description, without the indentation its source gives it (the SDK
+    takes `__doc__` as it is)."""
+    return inspect.cleandoc(tool.__doc__ or "")
+
+
 def add_team_tools(server: MCPServer[ServerState]) -> None:
     """`run_team` and `plan_team`; the specialists' tools come and go with the team (see `registry`)."""
     server.add_tool(run_team, name="run_team", title="Run the team", annotations=CAUTIOUS, meta=RUN_VIEW_META,
-                    description=inspect.cleandoc(run_team.__doc__ or ""))  # fmt: skip
+                    description=described(run_team))  # fmt: skip
     server.add_tool(
         plan_team,
         name="plan_team",
-        description=inspect.cleandoc(plan_team.__doc__ or ""),  # the docstring's indentation left out
+        description=described(plan_team),
         title="Plan a request",
         annotations=ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False),
     )
