@@ -66,6 +66,29 @@ async def test_cancel_run_stops_a_running_run(tmp_path: Path, mode: str) -> None
         assert again["status"] == "cancelled"
 
 
+async def test_a_running_run_shows_what_it_has_spent_so_far_and_keeps_it_when_cancelled(
+    tmp_path: Path, mode: str
+) -> None:
+    async with Client(durable_server(tmp_path, latency_ms=300), mode=mode) as client:
+        run_id = (await call(client, "start_run", request=REQUEST))["run_id"]
+        with anyio.fail_after(HANG_GUARD):
+            while True:  # until a handoff has finished while the run still runs
+                running = await call(client, "get_run", run_id=run_id)
+                assert running["status"] == "running", running
+                if any(h["status"] == "completed" for h in running["handoffs"]):
+                    break
+                await anyio.sleep(0.02)
+        spent = running["usage"]
+        # the supervisor's plan and the finished handoff's call at least: not the empty report of before
+        assert spent["model_calls"] >= 2 and spent["total"]["input_tokens"] > 0, spent
+        done = next(h for h in running["handoffs"] if h["status"] == "completed")
+        assert spent["by_specialist"][done["target"]]["output_tokens"] > 0, spent
+        cancelled = await call(client, "cancel_run", run_id=run_id)
+        assert cancelled["status"] == "cancelled", cancelled
+        assert cancelled["usage"]["model_calls"] >= spent["model_calls"], cancelled["usage"]
+        assert cancelled["usage"]["total"]["input_tokens"] >= spent["total"]["input_tokens"]
+
+
 async def test_a_run_in_a_thread_sees_the_earlier_turns(tmp_path: Path, mode: str) -> None:
     async with Client(durable_server(tmp_path), mode=mode) as client:
         first = await client.call_tool("run_team", {"request": "Write a haiku about bees", "thread": "t1"})

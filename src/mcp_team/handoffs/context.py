@@ -43,7 +43,8 @@ EventKind = Literal["run_started", "plan_ready", "handoff_started", "handoff_fin
 @dataclass(frozen=True)
 class RunEvent:
     """A step of a run, for progress displays. `record` is set for handoff events; `snapshot` builds the
-    run's record as it stands at this step (for live views; built only when called)."""
+    run's record as it stands at this step (for live views; built only when called); `usage` what the run has
+    spent so far (read when called: a record written later shows the spend at that moment)."""
 
     kind: EventKind
     message: str
@@ -51,6 +52,7 @@ class RunEvent:
     started: int = 0
     finished: int = 0
     snapshot: Callable[[], RunResult] | None = None
+    usage: Callable[[], UsageReport] | None = None
 
 
 EventSink = Callable[[RunEvent], Awaitable[None]]
@@ -115,7 +117,9 @@ class RunContext:
         if self.on_event is not None:
             finished = sum(r.status != "running" for r in self.records)
             try:
-                await self.on_event(RunEvent(kind, message, record, len(self.records), finished, self.snapshot))
+                await self.on_event(
+                    RunEvent(kind, message, record, len(self.records), finished, self.snapshot, self.usage)
+                )
             except Exception:
                 log.warning("progress report failed; the run goes on", exc_info=True)
 
@@ -170,19 +174,23 @@ class RunContext:
         """The record as it stands now, copied: the live records keep changing after it is taken."""
         return self.result().model_copy(deep=True)
 
-    def result(self) -> RunResult:
+    def usage(self) -> UsageReport:
+        """What the run has spent so far: every finished model call, the supervisor's and each member's."""
         by_specialist: dict[str, Usage] = {"supervisor": self.supervisor_usage}
         for r in self.records:
             by_specialist[r.target] = by_specialist.get(r.target, NO_USAGE) + r.usage
         for ruling in self.rulings:
             by_specialist[ruling.judge] = by_specialist.get(ruling.judge, NO_USAGE) + ruling.usage
         total = sum(by_specialist.values(), NO_USAGE)
+        return UsageReport(total=total, by_specialist=by_specialist, model_calls=self.budget.model_calls)
+
+    def result(self) -> RunResult:
         return RunResult(
             answer=self.answer,
             status=self.status,
             handoffs=list(self.records),
             failures=list(self.failures),
-            usage=UsageReport(total=total, by_specialist=by_specialist, model_calls=self.budget.model_calls),
+            usage=self.usage(),
             run_id=self.run_id,
             trace_id=self.trace_id,
             request=self.request,

@@ -169,6 +169,7 @@ def _forward(ctx: RunContext, name: str, handoff_id: str) -> EventSink:
                 len(ctx.records) + event.started,
                 finished + event.finished,
                 ctx.snapshot,
+                ctx.usage,
             )
         )
 

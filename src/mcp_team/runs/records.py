@@ -3,6 +3,8 @@ this process, and recovery for the runs a stopped one left."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from mcp_team.handoffs import HandoffRecord, RunEvent, RunResult, UsageReport
 from mcp_team.runs.store import RunRecord, RunState, now
 
@@ -20,8 +22,11 @@ class Progress:
         # A resumed run replays its finished handoffs in milliseconds: they keep the times they really ran at.
         self._ran = {h.id: {"started_at": h.started_at, "ended_at": h.ended_at} for h in self.handoffs.values()
                      if h.ended_at is not None}  # fmt: skip
+        self._usage: Callable[[], UsageReport] | None = None  # the run's spend so far, from its events
 
     def on_event(self, event: RunEvent) -> None:
+        if event.usage is not None:
+            self._usage = event.usage
         if event.record is not None:
             self.handoffs[event.record.id] = self._timed(event.record.model_copy())
 
@@ -34,7 +39,8 @@ class Progress:
         if r.finished:  # a late progress event never turns a final record back into a running one
             return r
         partial = RunResult(
-            answer="", status="running", handoffs=list(self.handoffs.values()), failures=[], usage=UsageReport(),
+            answer="", status="running", handoffs=list(self.handoffs.values()), failures=[],
+            usage=self._usage() if self._usage is not None else UsageReport(),
             run_id=r.run_id, trace_id=None, request=r.request, mode=r.mode or "adaptive",  # type: ignore[arg-type]
             started_at=r.started_at,
         )  # fmt: skip
