@@ -27,6 +27,7 @@ import json
 import os
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -85,10 +86,28 @@ class Counter:
             self.all_called.set()
 
 
-async def snapshot_in_flight(pid: int, calling: Counter, latency: float) -> None:
-    """A tracemalloc snapshot while every run is in flight (all called, none answered yet)."""
-    await calling.all_called.wait()
-    await asyncio.sleep(latency / 2)
+def running_runs(db: Path) -> int:
+    """How many runs the server's run store shows running (0 before its tables exist or while it is busy)."""
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1) as conn:
+            return int(conn.execute("SELECT COUNT(*) FROM mcp_team_runs WHERE status = 'running'").fetchone()[0])
+    except sqlite3.OperationalError:
+        return 0
+
+
+async def snapshot_in_flight(pid: int, db: Path, runs: int, latency: float, in_flight: list[int]) -> None:
+    """A tracemalloc snapshot once the server holds every run (or as many as it came to hold at once).
+
+    Counted in the server's run store, not from the client's calls: under tracemalloc the server takes
+    seconds to admit a burst, and a snapshot timed from the client caught a fraction of the runs."""
+    most, since = 0, time.perf_counter()
+    give_up = since + 600  # a server that stores no run at all: the snapshot is taken anyway, and says so
+    # Until every run is held, or no new one was admitted for `latency` once some were (then it is the most).
+    while most < runs and (most == 0 or time.perf_counter() - since < latency) and time.perf_counter() < give_up:
+        await asyncio.sleep(0.25)
+        if (now := running_runs(db)) > most:
+            most, since = now, time.perf_counter()
+    in_flight.append(running_runs(db))
     os.kill(pid, signal.SIGUSR1)
 
 
@@ -273,7 +292,7 @@ async def sample(pid: int, peak: list[int], stop: asyncio.Event) -> None:
 
 
 async def load(
-    url: str, pid: int, runs: int, sessions: int, latency: float, snapshots: bool, shape: str
+    url: str, pid: int, db: Path, runs: int, sessions: int, latency: float, snapshots: bool, shape: str
 ) -> dict[str, Any]:
     limits = httpx2.Limits(max_connections=runs + 10, max_keepalive_connections=0)
     async with httpx2.AsyncClient(timeout=600, limits=limits) as client:
@@ -289,7 +308,8 @@ async def load(
         sampler = asyncio.create_task(sample(pid, peak, stop))
         t0 = time.perf_counter()
         calling = Counter(runs)
-        snapshot = asyncio.create_task(snapshot_in_flight(pid, calling, latency)) if snapshots else None
+        in_flight: list[int] = []  # runs the server held when the snapshot was taken
+        snapshot = asyncio.create_task(snapshot_in_flight(pid, db, runs, latency, in_flight)) if snapshots else None
         if shape in ("background", "tasks"):
             outcomes = await background_runs(client, url, runs, sessions, calling, as_tasks=shape == "tasks")
         else:
@@ -319,6 +339,7 @@ async def load(
         "errors": errors,
         "wall": wall,
         "at_once": most_at_once(outcomes),
+        "in_flight_at_snapshot": in_flight[0] if in_flight else 0,
     }
 
 
@@ -393,7 +414,7 @@ def main() -> int:
         out = serve_and_load(args.runs, n_sessions, args.latency, shape, snapshots)
         failed |= report(out, args.runs, n_sessions, args.latency, shape)
         if snapshots:
-            report_snapshots(snapshots)
+            report_snapshots(snapshots, out["in_flight_at_snapshot"])
     return 1 if failed else 0
 
 
@@ -422,7 +443,9 @@ def serve_and_load(runs: int, sessions: int, latency: float, shape: str, snapsho
         )
         try:
             wait_healthy(port, proc, log)
-            return asyncio.run(load(url, proc.pid, runs, sessions, latency, snapshots is not None, shape))
+            return asyncio.run(
+                load(url, proc.pid, Path(state) / "runs.sqlite", runs, sessions, latency, snapshots is not None, shape)
+            )
         finally:
             proc.terminate()
             proc.wait(timeout=30)
@@ -450,7 +473,8 @@ def report(out: dict[str, Any], runs: int, sessions: int, latency: float, shape:
     return bool(errors)
 
 
-def report_snapshots(directory: Path) -> None:
+def report_snapshots(directory: Path, in_flight: int) -> None:
+    """Where the Python objects allocated since idle are, with `in_flight` runs held (at the first snapshot)."""
     import tracemalloc
 
     for name, what in (("snap2.bin", "in flight"), ("snap3.bin", "after the load")):
@@ -460,7 +484,10 @@ def report_snapshots(directory: Path) -> None:
             continue
         stats = tracemalloc.Snapshot.load(str(path)).statistics("lineno")
         total = sum(s.size for s in stats)
-        print(f"   tracemalloc, {what}: {total / 1024:.0f} KiB of Python objects allocated since idle, top sites:")
+        held = ""
+        if name == "snap2.bin" and in_flight:
+            held = f", {in_flight} runs in flight: {total / 1024 / in_flight:.0f} KiB a run"
+        print(f"   tracemalloc, {what}: {total / 1024:.0f} KiB of Python objects since idle{held}, top sites:")
         for stat in stats[:8]:
             frame = stat.traceback[0]
             where = frame.filename.split("site-packages/")[-1].split("/src/")[-1]
