@@ -16,7 +16,9 @@ For each it prints:
 - RSS after the load, once the sessions are closed, the answered streams' 60 s are over and one more
   run has gone through (target: within 10% of idle);
 - errors (target 0): a failed HTTP call, a JSON-RPC error, or a run whose status is not `complete`.
-RSS is read from /proc/<pid>/status (VmRSS) of the server process, sampled every 50 ms.
+RSS is read from /proc/<pid>/status (VmRSS) of the server process, sampled every 50 ms. With `--sdk-baseline`
+the held calls are also made to a one-tool `MCPServer` whose tool only sleeps (benchmarks/bare_http_server.py):
+what the MCP SDK and uvicorn hold for such a call, and so mcp-team's own share of a held run.
 """
 
 from __future__ import annotations
@@ -391,6 +393,12 @@ def main() -> int:
     )
     parser.add_argument("--latency", type=float, default=10.0, help="seconds per offline model call")
     parser.add_argument(
+        "--sdk-baseline",
+        action="store_true",
+        help="held shape: also load a one-tool MCPServer (benchmarks/bare_http_server.py) with the same held calls, "
+        "and print what the MCP SDK alone holds per call beside mcp-team's figure",
+    )
+    parser.add_argument(
         "--tracemalloc",
         type=Path,
         metavar="DIR",
@@ -413,6 +421,8 @@ def main() -> int:
         n_sessions = args.sessions or (args.runs if shape == "held" else min(BACKGROUND_SESSIONS, args.runs))
         out = serve_and_load(args.runs, n_sessions, args.latency, shape, snapshots)
         failed |= report(out, args.runs, n_sessions, args.latency, shape)
+        if args.sdk_baseline and shape == "held":
+            failed |= report_baseline(out, sdk_baseline(args.runs, n_sessions, args.latency))
         if snapshots:
             report_snapshots(snapshots, out["in_flight_at_snapshot"])
     return 1 if failed else 0
@@ -449,6 +459,51 @@ def serve_and_load(runs: int, sessions: int, latency: float, shape: str, snapsho
         finally:
             proc.terminate()
             proc.wait(timeout=30)
+
+
+def sdk_baseline(runs: int, sessions: int, latency: float) -> dict[str, Any]:
+    """The held shape against a one-tool `MCPServer` whose tool only sleeps (as long as a run of 3 model calls):
+    the memory the SDK and uvicorn hold for a `tools/call` left open."""
+    port = free_port()
+    script = Path(__file__).with_name("bare_http_server.py")
+    with tempfile.TemporaryFile() as log:
+        proc = subprocess.Popen(
+            [sys.executable, str(script), str(port), str(3 * latency)], stdout=subprocess.DEVNULL, stderr=log
+        )
+        try:
+            wait_healthy(port, proc, log)
+            return asyncio.run(baseline_load(f"http://127.0.0.1:{port}/mcp", proc.pid, runs, sessions))
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+
+
+async def baseline_load(url: str, pid: int, runs: int, sessions: int) -> dict[str, Any]:
+    limits = httpx2.Limits(max_connections=runs + 10, max_keepalive_connections=0)
+    async with httpx2.AsyncClient(timeout=600, limits=limits) as client:
+        for _ in range(3):  # warm-up, as for mcp-team
+            if (err := await one_run(client, url)) is not None:
+                raise RuntimeError(f"baseline warm-up call failed: {err}")
+        await asyncio.sleep(1.0)
+        idle = rss_kib(pid)
+        peak, stop = [idle], asyncio.Event()
+        sampler = asyncio.create_task(sample(pid, peak, stop))
+        shares = [runs // sessions + (i < runs % sessions) for i in range(sessions)]
+        outcomes = [o for out in await asyncio.gather(*(session_runs(client, url, n) for n in shares)) for o in out]
+        stop.set()
+        await sampler
+    errors = [e for e in map(failure, outcomes) if e is not None]
+    return {"idle": idle, "peak": peak[0], "errors": errors, "at_once": most_at_once(outcomes)}
+
+
+def report_baseline(out: dict[str, Any], bare: dict[str, Any]) -> bool:
+    """Print the SDK's own share of a held run beside mcp-team's; True when a baseline call failed."""
+    ours = (out["peak"] - out["idle"]) / max(out["at_once"], 1)
+    sdk = (bare["peak"] - bare["idle"]) / max(bare["at_once"], 1)
+    print(f"   the MCP SDK alone (a one-tool MCPServer, the same held calls, {bare['at_once']} at once): {sdk:.0f} KiB "
+          f"a call (RSS idle {bare['idle'] / 1024:.1f} MiB); mcp-team's own share of a held run: {ours - sdk:.0f} KiB; "
+          f"errors {len(bare['errors'])}")  # fmt: skip
+    return bool(bare["errors"])
 
 
 def report(out: dict[str, Any], runs: int, sessions: int, latency: float, shape: str) -> bool:
