@@ -278,10 +278,11 @@ class Runs:
 
     async def cancel(self, run_id: str, reason: str = "cancelled by request") -> RunRecord | None:
         """Cancel: DBOS first (durable: nothing resumes after a restart), then the run's own task here, so
-        in-flight model and tool calls stop at once. A run of another process stops within a second."""
+        in-flight model and tool calls stop at once. A run of another process stops within a second. A run
+        that has finished is left as it is (`_finished_cancel`)."""
         record = await self.get(run_id)
         if record is None or record.finished:
-            return record
+            return await self._finished_cancel(record)
         if (live := self._live.get(run_id)) is not None:
             if record.resumable and record.workflow_id:
                 await DBOS.cancel_workflow_async(record.workflow_id)
@@ -292,11 +293,25 @@ class Runs:
         # Running elsewhere: the record first, so the process running it, seeing DBOS's cancel, keeps its reason
         # (and then writes what had finished). Only while it still runs: one that just finished keeps its answer.
         final = Progress(record).finish("cancelled", reason=reason)
-        if not await self.store.finish_if_running(final):
-            return await self.get(run_id)
+        if not await self.store.finish_if_running(final):  # it finished meanwhile (or another cancel came first)
+            return await self._finished_cancel(await self.get(run_id))
         if record.resumable and record.workflow_id:
             await DBOS.cancel_workflow_async(record.workflow_id)
         return final
+
+    @staticmethod
+    async def _finished_cancel(record: RunRecord | None) -> RunRecord | None:
+        """Cancel a run whose record has finished: nothing to do, except for a cancel left half done. Cancelling
+        another process's run is two writes, its record then DBOS's workflow; when the second fails (a locked
+        database, the canceller killed in between), the record says cancelled while the process running the
+        workflow goes on spending model calls. Cancelling again cancels the workflow then. Its state is read
+        first: DBOS's cancel leaves a finished workflow as it is, but rewrites one already cancelled."""
+        if record is None or record.status != "cancelled" or not record.resumable or not record.workflow_id:
+            return record
+        status = await DBOS.get_workflow_status_async(record.workflow_id)
+        if status is not None and status.status in ("PENDING", "ENQUEUED", "DELAYED"):  # it may still run
+            await DBOS.cancel_workflow_async(record.workflow_id)
+        return record
 
     async def answer(self, run_id: str, decision: Decision, name: str | None = None) -> Checkpoint:
         """Answer the checkpoint run `run_id` waits at (the one named `name`, when given), here or on the replica

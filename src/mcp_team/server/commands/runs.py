@@ -2,7 +2,8 @@
 that `serve` and `run` share (`--ephemeral`, `--state-dir`, `--database-url`).
 
 Reading runs needs no server: the run store is the database, readable by any process. Cancelling a run
-another process is running marks it cancelled in DBOS; that process stops it within a second.
+another process is running marks it cancelled in DBOS; that process stops it within a second. Cancelling a
+cancelled run again cancels its DBOS workflow if an earlier cancel did not get to it.
 """
 
 from __future__ import annotations
@@ -124,9 +125,10 @@ def _act(args: argparse.Namespace, config: DurableConfig, store: RunStore | None
             if _orphaned(config, record):
                 print(f"\nno process runs it now (its process, {record.executor_id}, has ended): {_left(record)}")
         return EXIT_OK
-    if record.finished:
+    # A finished run is refused, except one recorded cancelled whose workflow may still run: cancelled again.
+    if record.finished and not _cancel_left_running(store, record):
         return error(f"run {args.run_id} has already finished ({record.status})", EXIT_USAGE)
-    final = _cancel(store, record)
+    final = record if record.finished else _cancel(store, record)
     if final.status != "cancelled":  # it finished in the instant between the read and the cancel
         return error(f"run {args.run_id} has already finished ({final.status})", EXIT_USAGE)
     print(f"mcp-team: run {record.run_id} cancelled", file=sys.stderr)
@@ -136,25 +138,64 @@ def _act(args: argparse.Namespace, config: DurableConfig, store: RunStore | None
 def _cancel(store: RunStore, record: RunRecord) -> RunRecord:
     """Cancel in the store, then in DBOS (nothing resumes it; the process running it stops it within a second,
     keeping this reason, and writes what had finished), as `RunService.cancel` does for another process's run.
-    A run that finished since `record` was read is left as it is: its record, returned, says how it ended."""
+    A run that finished since `record` was read is left as it is: its record, returned, says how it ended (a
+    cancel that came first, its workflow cancelled here too should that cancel not get to it)."""
     import anyio
 
     from mcp_team.runs.records import Progress
 
     final = Progress(record).finish("cancelled", reason="cancelled with mcp-team runs cancel")
     if not anyio.run(store.finish_if_running, final):
-        return store.get(record.run_id) or record
+        latest = store.get(record.run_id) or record
+        _cancel_left_running(store, latest)
+        return latest
     if record.resumable and record.workflow_id:
-        from dbos import DBOSClient
+        _cancel_workflow(store, record, only_active=False)
+    return final
 
-        from mcp_team.runs.serializer import JSONSerializer
 
+def _cancel_left_running(store: RunStore, record: RunRecord) -> bool:
+    """Finish a cancel left half done: cancelling another process's run is two writes, its record then DBOS's
+    workflow, and when the second fails (a locked database, the canceller killed in between) the record says
+    cancelled while the process running the workflow goes on spending model calls. True when `record` says
+    cancelled and its workflow was still pending, now cancelled; False when there was nothing to cancel."""
+    if record.status != "cancelled" or not record.resumable or not record.workflow_id:
+        return False
+    return _cancel_workflow(store, record, only_active=True)
+
+
+ACTIVE = ("PENDING", "ENQUEUED", "DELAYED")  # DBOS's states of a workflow that may still run
+
+
+def _cancel_workflow(store: RunStore, record: RunRecord, *, only_active: bool) -> bool:
+    """Cancel the DBOS workflow of `record`, recorded cancelled (with `only_active`, only while it may still run:
+    DBOS's cancel leaves a finished workflow as it is, but rewrites one already cancelled). True when it was
+    cancelled. `ConfigError` when the database refuses: the record says cancelled, so say how to finish it."""
+    import sqlalchemy as sa
+    from dbos import DBOSClient
+
+    from mcp_team.errors import ConfigError
+    from mcp_team.runs.database import reason_of
+    from mcp_team.runs.serializer import JSONSerializer
+
+    assert record.workflow_id is not None
+    try:
         client = DBOSClient(system_database_engine=store.engine, serializer=JSONSerializer())
         try:
+            if only_active:
+                found = client.list_workflows(workflow_ids=[record.workflow_id], load_input=False, load_output=False)
+                if not any(w.status in ACTIVE for w in found):
+                    return False
             client.cancel_workflow(record.workflow_id)
+            return True
         finally:
             client.destroy()
-    return final
+    except sa.exc.SQLAlchemyError as exc:
+        raise ConfigError(
+            f"run {record.run_id} is recorded cancelled, but the runs database refused to cancel its workflow "
+            f"({reason_of(exc)}), so the process running it may go on. Run 'mcp-team runs cancel {record.run_id}' "
+            "again once the database is writable"
+        ) from None
 
 
 def _orphaned(config: DurableConfig, record: RunRecord) -> bool:

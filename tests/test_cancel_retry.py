@@ -1,0 +1,220 @@
+"""A cancel left half done is finished by cancelling again. Cancelling a run another process runs is two writes:
+the run's record (cancelled), then its DBOS workflow. When the second fails (a locked database, the canceller
+killed in between), the record says cancelled while the process running the run goes on spending model calls.
+Cancelling again, with `mcp-team runs cancel` or another server's `cancel_run`, cancels the workflow, and that
+process stops the run, keeping the first cancel's reason. A restart does not run such a workflow again either."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from durable_engine import FakeEngine
+from mcp_team.runs import open_runs, resolve
+from mcp_team.runs.database import sqlite_engine
+from mcp_team.runs.records import Progress
+from mcp_team.runs.store import RunStore
+from support import HANG_GUARD, INITIALIZED, MCP_TEAM, clean_env, initialize, stdio_lines, stored_runs
+
+pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")]
+T = TypeVar("T")
+
+LAUNCHER = str(Path(__file__).parent / "logged_serve.py")  # `mcp-team`, logging each offline model call
+REQUEST = "Research bees, calculate 2+2, write a short report and review it"  # gatherers, writer, reviewer
+# The run waits for a person before the writer and before the reviewer: it cannot end on its own while the test
+# cancels it, however slow the machine (answered once, so that it calls its model after the first cancel).
+CHECKPOINTS = '[supervisor]\ncheckpoints = ["before:writer", "before:reviewer"]\n'
+FIRST_REASON = "cancelled with mcp-team runs cancel"  # what the cancel whose DBOS half failed recorded
+
+
+def _serve(state: Path) -> subprocess.Popen[str]:
+    """`mcp-team serve` (stdio) keeping its runs in `state`, on the default team with CHECKPOINTS, with a run of
+    REQUEST started on it."""
+    team = state / "team.toml"
+    subprocess.run([MCP_TEAM, "init", str(team)], check=True, env=clean_env(), capture_output=True, timeout=HANG_GUARD)
+    team.write_text(team.read_text().replace("[supervisor]\n", CHECKPOINTS, 1))
+    env = clean_env(MCP_TEAM_MODEL="offline", MCP_TEAM_OFFLINE_LATENCY_MS="100", MCP_TEAM_STATE_DIR=str(state),
+                    MCP_TEAM_TEST_CALL_LOG=str(state / "calls.log"))  # fmt: skip
+    proc = subprocess.Popen([sys.executable, LAUNCHER, "serve", "--team", str(team)], env=env, text=True,
+                            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+    _send(proc, initialize(), INITIALIZED, _tool_call(2, "start_run", request=REQUEST))
+    return proc  # stdin stays open: the server serves until the test kills it
+
+
+def _tool_call(request_id: int, tool: str, **arguments: str) -> dict[str, Any]:
+    params = {"name": tool, "arguments": arguments}
+    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+
+
+def _send(proc: subprocess.Popen[str], *messages: dict[str, Any]) -> None:
+    assert proc.stdin is not None
+    proc.stdin.write(stdio_lines(*messages))
+    proc.stdin.flush()
+
+
+def _waiting_at(db: Path, checkpoint: str) -> str | None:
+    """The id of the run whose record shows it waiting at `checkpoint`."""
+    return next((r["run_id"] for r in stored_runs(db) if (r.get("waiting") or {}).get("name") == checkpoint), None)
+
+
+async def _until(proc: subprocess.Popen[str], what: str, value: Callable[[], T | None]) -> T:
+    """`value()` once it is truthy, polled while the server lives (a hang guard, never a speed claim)."""
+    with anyio.fail_after(HANG_GUARD):
+        while not (found := value()):
+            assert proc.poll() is None, f"serve exited while waiting for {what}: {proc.communicate()[1][-3000:]}"
+            await anyio.sleep(0.02)
+    return found
+
+
+def _calls(state: Path, pid: int) -> int:
+    """Model calls process `pid` has finished."""
+    log = state / "calls.log"
+    lines = log.read_text().splitlines() if log.exists() else []
+    return sum(json.loads(line)["pid"] == pid for line in lines)
+
+
+def _workflow_status(db: Path, workflow_id: str) -> str | None:
+    with sqlite3.connect(db) as conn:
+        row = conn.execute("SELECT status FROM workflow_status WHERE workflow_uuid = ?", (workflow_id,)).fetchone()
+    return row[0] if row else None
+
+
+async def _cancel_record_only(db: Path, run_id: str) -> dict[str, Any]:
+    """The first half of a cancel, as `mcp-team runs cancel` writes it, without the second (DBOS's cancel)."""
+    store = RunStore(sqlite_engine(str(db)))
+    try:
+        record = store.get(run_id)
+        assert record is not None and record.status == "running"
+        assert await store.finish_if_running(Progress(record).finish("cancelled", reason=FIRST_REASON))
+    finally:
+        store.engine.dispose()
+    return next(r for r in stored_runs(db) if r["run_id"] == run_id)
+
+
+def _rewritten(db: Path, written: dict[str, Any]) -> dict[str, Any] | None:
+    """The run's record once a write after `written` (the process running it ending it) has replaced it."""
+    return next((r for r in stored_runs(db) if r["run_id"] == written["run_id"] and r != written), None)
+
+
+def _cancel_with_the_cli(state: Path, run_id: str) -> subprocess.CompletedProcess[str]:
+    env = clean_env(MCP_TEAM_STATE_DIR=str(state))
+    return subprocess.run([MCP_TEAM, "runs", "cancel", run_id], env=env, capture_output=True, text=True,
+                          timeout=HANG_GUARD)  # fmt: skip
+
+
+async def _cancel_with_cancel_run(state: Path, run_id: str) -> dict[str, Any]:
+    """`cancel_run` on another server sharing the state directory (as a second stdio server or a replica)."""
+    from mcp import Client
+
+    from mcp_team.llm.settings import ModelSettings
+    from mcp_team.server.app import build_server
+
+    server = build_server(ModelSettings(model="offline"), durable=resolve(state_dir=state, environ={}))
+    async with Client(server) as client:
+        result = await client.call_tool("cancel_run", {"run_id": run_id})
+    assert not result.is_error and result.structured_content is not None, result.content
+    return result.structured_content
+
+
+@pytest.mark.parametrize("canceller", ["mcp-team runs cancel", "cancel_run"])
+async def test_cancelling_again_stops_a_run_whose_workflow_the_first_cancel_left_running(
+    tmp_path: Path, canceller: str
+) -> None:
+    db = tmp_path / "runs.sqlite"
+    serving = _serve(tmp_path)
+    try:
+        run_id = await _until(serving, "the run at its first checkpoint", lambda: _waiting_at(db, "before:writer"))
+        half = await _cancel_record_only(db, run_id)
+        assert _workflow_status(db, run_id) == "PENDING"
+        # The run goes on: answered, it calls its model again (then waits at before:reviewer, for good).
+        spent = _calls(tmp_path, serving.pid)
+        _send(serving, _tool_call(3, "answer_checkpoint", run_id=run_id, decision="approve"))
+        await _until(serving, "a model call after the cancel", lambda: _calls(tmp_path, serving.pid) > spent)
+        assert _workflow_status(db, run_id) == "PENDING"
+
+        if canceller == "cancel_run":
+            view = await _cancel_with_cancel_run(tmp_path, run_id)
+            assert view["status"] == "cancelled" and view["reason"] == FIRST_REASON, view
+        else:
+            done = _cancel_with_the_cli(tmp_path, run_id)
+            assert (done.returncode, done.stderr) == (0, f"mcp-team: run {run_id} cancelled\n"), done
+        assert _workflow_status(db, run_id) == "CANCELLED"
+
+        # The process running it stops it, writing what had finished: still cancelled, with the first reason.
+        final = await _until(serving, "the run's end", lambda: _rewritten(db, half))
+        assert (final["status"], final["reason"]) == ("cancelled", FIRST_REASON), final
+        assert final["result"]["status"] == "cancelled"
+        assert "running" not in {h["status"] for h in final["result"]["handoffs"]}, final["result"]["handoffs"]
+        assert serving.poll() is None  # the server serves on
+
+        # Its workflow is cancelled now: a third cancel has nothing left to do.
+        again = _cancel_with_the_cli(tmp_path, run_id)
+        refused = f"mcp-team: error: run {run_id} has already finished (cancelled)\n"
+        assert (again.returncode, again.stderr) == (2, refused), again
+        assert _workflow_status(db, run_id) == "CANCELLED"
+    finally:
+        serving.kill()
+        serving.communicate()
+
+
+async def test_a_restart_does_not_run_a_workflow_whose_record_says_cancelled(tmp_path: Path) -> None:
+    """The other way a half-done cancel could spend model calls: DBOS resumes the pending workflow at the next
+    start. The run service finds its record finished and returns what it recorded, calling no model."""
+    config = resolve(state_dir=tmp_path, environ={})
+    async with open_runs(config, FakeEngine(k=2, steps=2, latency=3600.0)) as runs:
+        await runs.start("a request", run_id="run-c")  # closing leaves it pending, to resume at the next start
+    assert config.sqlite_path is not None
+    half = await _cancel_record_only(config.sqlite_path, "run-c")
+    assert _workflow_status(config.sqlite_path, "run-c") == "PENDING"
+
+    engine = FakeEngine(k=2, steps=2)
+    async with open_runs(config, engine) as runs:
+        with anyio.fail_after(HANG_GUARD):
+            # DBOS re-enqueues it at launch, then runs it: polled, as DBOS writes its state
+            while _workflow_status(config.sqlite_path, "run-c") in ("PENDING", "ENQUEUED") or runs.running:  # noqa: ASYNC110
+                await anyio.sleep(0.05)
+        assert engine.calls == 0
+        record = await runs.get("run-c")
+        assert record is not None and (record.status, record.reason) == ("cancelled", FIRST_REASON)
+        assert record.model_dump(mode="json")["updated_at"] == half["updated_at"]  # left as the cancel wrote it
+        # Its workflow ended with the recorded result: cancelling again touches neither.
+        assert await runs.cancel("run-c") == record
+    assert _workflow_status(config.sqlite_path, "run-c") == "SUCCESS"
+
+
+async def test_a_cancel_whose_workflow_the_database_refused_says_so_and_cancelling_again_finishes_it(
+    tmp_path: Path,
+) -> None:
+    config = resolve(state_dir=tmp_path, environ={})
+    async with open_runs(config, FakeEngine(k=2, steps=2, latency=3600.0)) as runs:
+        await runs.start("a request", run_id="run-r")  # closing leaves it pending, to resume at the next start
+    db = config.sqlite_path
+    assert db is not None
+    with sqlite3.connect(db) as conn:  # DBOS's half of a cancel fails, the run store's does not
+        conn.execute("CREATE TRIGGER refuse_cancel BEFORE UPDATE OF status ON workflow_status "
+                     "WHEN NEW.status = 'CANCELLED' BEGIN SELECT RAISE(ABORT, 'refused by the test'); END")  # fmt: skip
+
+    refused = _cancel_with_the_cli(tmp_path, "run-r")
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused
+    assert "run run-r is recorded cancelled, but the runs database refused to cancel its workflow" in refused.stderr
+    assert "Run 'mcp-team runs cancel run-r' again" in refused.stderr
+    assert [r["status"] for r in stored_runs(db)] == ["cancelled"]
+    assert _workflow_status(db, "run-r") == "PENDING"
+
+    with sqlite3.connect(db) as conn:
+        conn.execute("DROP TRIGGER refuse_cancel")
+    done = _cancel_with_the_cli(tmp_path, "run-r")
+    assert (done.returncode, done.stderr) == (0, "mcp-team: run run-r cancelled\n"), done
+    assert _workflow_status(db, "run-r") == "CANCELLED"
+    [record] = stored_runs(db)
+    assert (record["status"], record["reason"]) == ("cancelled", FIRST_REASON)
