@@ -146,12 +146,13 @@ SCENARIOS: dict[str, Expect] = {
     "resources-read-binary": _fixture_resource("test://static-binary"),
     "resources-templates-read": _fixture_resource("test://template/{id}/data"),
     "resources-subscribe": NOT_APPLICABLE(
-        "the scenario subscribes to the suite's fixture resource test://static-text; a durable mcp-team "
-        "declares resources.subscribe on 2025-11-25 for team://runs/{id}, tested in tests/test_run_tools.py"
+        "the scenario subscribes to the suite's fixture resource test://static-text; mcp-team declares "
+        "resources.subscribe for team://runs (and, durable, team://runs/{id}), tested in "
+        "tests/test_runs_listing_updates.py and tests/test_run_tools.py"
     ),
     "resources-unsubscribe": NOT_APPLICABLE(
         "the scenario unsubscribes from the fixture resource test://static-text; subscriptions on "
-        "team://runs/{id} are tested in tests/test_run_tools.py"
+        "team://runs and team://runs/{id} are tested in tests/test_runs_listing_updates.py and tests/test_run_tools.py"
     ),
     "sep-2164-resource-not-found": PASS(),
     "prompts-list": PASS(),

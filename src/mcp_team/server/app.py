@@ -141,7 +141,7 @@ def build_server(
     if durable is not None:
         add_run_tools(server)
         add_checkpoint_tools(server)
-        install_run_updates(server, state)
+    install_run_updates(server, state)  # a run's record on durable servers; the list of runs on every server
     add_supervisor_prompt(server, state)
     # The specialists' tools and prompts are registered by the lifespan, once their MCP servers are up.
     add_resources(server, state)

@@ -64,11 +64,19 @@ class ServerLimits(BaseSettings):
         _check_size("context", context, self.max_context_chars, "MCP_TEAM_MAX_CONTEXT_CHARS")
 
 
+def size_problem(name: str, text: str, limit: int, variable: str) -> str | None:
+    """What is wrong with `text` (the argument `name`) if it is longer than `limit` characters, naming the setting
+    (`variable`) that sets the limit; None when it fits. Tools and prompts say it each in their own error."""
+    if len(text) <= limit:
+        return None
+    return f"'{name}' is {len(text):,} characters, over this server's limit of {limit:,} ({variable})"
+
+
 def _check_size(name: str, text: str, limit: int, variable: str) -> None:
-    if len(text) > limit:
+    if (problem := size_problem(name, text, limit, variable)) is not None:
         raise ToolError(
-            f"'{name}' is {len(text):,} characters, over this server's limit of {limit:,} ({variable}): send a "
-            f"shorter {name}, e.g. a summary or the part that matters, so the model is not paid to read the rest"
+            f"{problem}: send a shorter {name}, e.g. a summary or the part that matters, so the model is not paid "
+            "to read the rest"
         )
 
 

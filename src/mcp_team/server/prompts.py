@@ -5,15 +5,23 @@ the prompts' arguments.
 """
 
 from collections.abc import Callable
-from typing import Annotated
+from typing import Annotated, Any
 
-from mcp.server.mcpserver import MCPServer
+import mcp_types as types
+from mcp import MCPError
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.prompts.base import Prompt, UserMessage
 from pydantic import Field
 
 from mcp_team.handoffs.prompts import SUPERVISOR_INSTRUCTIONS, describe_team
-from mcp_team.server.state import ServerState
+from mcp_team.server.limits import size_problem
+from mcp_team.server.state import ServerState, state_of
 from mcp_team.specialists import Specialist, handoff_message
+
+# The settings of the limits a prompt's arguments are held to: those of the tools taking the same text (run_team's
+# request, a specialist's task and context), so a prompt never leads a model to a call that would be refused.
+REQUEST_CHARS = "MCP_TEAM_MAX_REQUEST_CHARS"
+CONTEXT_CHARS = "MCP_TEAM_MAX_CONTEXT_CHARS"
 
 # The engine's instructions name the tools its own supervisor gets (`handoff_to_<name>`, `finalize`); a client's
 # model has this server's tools instead.
@@ -27,6 +35,7 @@ def supervisor_prompt(state: ServerState) -> Callable[[str], list[UserMessage]]:
     """The supervisor's instructions for the current team (read at each `prompts/get`, so a reload shows)."""
 
     def supervisor(request: Annotated[str, Field(description="The request to orchestrate.")]) -> list[UserMessage]:
+        _check_argument("supervisor", "request", request, state.limits.max_request_chars, REQUEST_CHARS)
         system = SUPERVISOR_INSTRUCTIONS.format(team=describe_team(state.specialists))
         for engine_words, client_words in FOR_A_CLIENT.items():
             system = system.replace(engine_words, client_words)
@@ -42,10 +51,25 @@ def specialist_prompt(specialist: Specialist) -> Callable[..., list[UserMessage]
     def prompt(
         task: Annotated[str, Field(description="The task for this specialist.")],
         context: Annotated[str, Field(description="Context the task needs.")] = "",
+        *,
+        ctx: Context[Any, Any],
     ) -> list[UserMessage]:
+        limits = state_of(ctx).limits  # as the specialist's tool holds its task and context
+        _check_argument(specialist.name, "task", task, limits.max_request_chars, REQUEST_CHARS)
+        _check_argument(specialist.name, "context", context, limits.max_context_chars, CONTEXT_CHARS)
         return [UserMessage(f"{specialist.instructions}\n\n{handoff_message(task, context)}")]
 
     return prompt
+
+
+def _check_argument(prompt: str, name: str, text: str, limit: int, variable: str) -> None:
+    """-32602 for an argument of `prompt` longer than `limit`, naming it, its size, the limit and its setting."""
+    if (problem := size_problem(name, text, limit, variable)) is not None:
+        raise MCPError(
+            types.INVALID_PARAMS,
+            f"prompt {prompt}: argument {problem}: send a shorter {name}, e.g. a summary or the part that matters, "
+            "or ask the server's operator to raise the limit",
+        )
 
 
 def add_supervisor_prompt(server: MCPServer[ServerState], state: ServerState) -> None:

@@ -45,7 +45,12 @@ def add_resources(server: MCPServer[ServerState], state: ServerState) -> None:
             "mcp_servers": state.pool.status() if state.pool is not None else {},
         }
 
-    @server.resource("team://runs", name="runs", mime_type="application/json", description="Recent runs, newest first.")
+    @server.resource(
+        "team://runs",
+        name="runs",
+        mime_type="application/json",
+        description="Recent runs, newest first. Subscribe to it to be told when a run starts or finishes.",
+    )
     async def runs_resource() -> dict[str, Any]:
         if state.durability is not None:
             runs = await state.durability.service()
@@ -59,7 +64,8 @@ def add_resources(server: MCPServer[ServerState], state: ServerState) -> None:
         "team://runs/{run_id}",
         name="run",
         mime_type="application/json",
-        description="A run's record: request, plan, every handoff with payload and result, status, usage, trace id.",
+        description="A run's record: request, plan, every handoff with payload and result, status, usage, trace id."
+        + (" Subscribe to it to be told as the run goes." if state.durability is not None else ""),
     )
     async def run_resource(run_id: str) -> str:
         if state.durability is not None:
