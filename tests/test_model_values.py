@@ -8,14 +8,28 @@ import json
 from datetime import UTC, datetime
 
 import pytest
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
-from mcp_team.handoffs.schema import Handoff, HandoffRecord, RunResult, started_record
-from mcp_team.llm.types import NO_USAGE, ModelResponse, TextBlock, ToolUseBlock, Usage, replaced
+from mcp_team.handoffs.schema import Handoff, HandoffRecord, RunResult, finish_record, started_record
+from mcp_team.llm.types import (
+    NO_USAGE,
+    Message,
+    ModelRequest,
+    ModelResponse,
+    TextBlock,
+    ToolDefinition,
+    ToolResultBlock,
+    ToolUseBlock,
+    Usage,
+    built,
+    defaults_of,
+    replaced,
+)
 from mcp_team.specialists.loop import SpecialistResult
+from mcp_team.specialists.verdict import Verdict
 
 
-def same(a: Usage | ModelResponse, b: Usage | ModelResponse) -> None:
+def same(a: BaseModel, b: BaseModel) -> None:
     assert a == b
     assert a.__pydantic_fields_set__ == b.__pydantic_fields_set__
     assert a.model_dump() == b.model_dump()
@@ -96,3 +110,64 @@ def test_a_started_record_is_the_validated_one(handoff: Handoff) -> None:
     assert record.model_dump_json() == expected.model_dump_json()
     record.status, record.output = "completed", "done"  # a record is written as the handoff runs
     assert started_record(handoff, at).status == "running"  # and shares nothing mutable with the next
+
+
+_USAGE = Usage(input_tokens=3, output_tokens=1)
+_TOOL = ToolDefinition(name="lookup", description="d", input_schema={"type": "object"})
+
+
+@pytest.mark.parametrize(
+    ("cls", "values"),
+    [
+        (TextBlock, {"text": "hi"}),
+        (ToolUseBlock, {"type": "tool_use", "id": "c1", "name": "handoff_to_w", "input": {"task": "t"}}),
+        (ToolResultBlock, {"tool_use_id": "c1", "content": "done"}),
+        (
+            Usage,
+            {"input_tokens": 1, "output_tokens": 2, "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0},
+        ),
+        (ModelResponse, {"content": [TextBlock(text="a")], "stop_reason": "end_turn", "usage": _USAGE, "model": "m"}),
+        (
+            ModelRequest,
+            {"system": "s", "messages": [Message(role="user", content="q")], "tools": [_TOOL], "member": "w"},
+        ),
+        (
+            SpecialistResult,
+            {"specialist": "w", "status": "completed", "output": "o", "turns": 2, "usage": _USAGE, "verdict": None},
+        ),
+    ],
+)
+def test_a_built_model_is_the_validated_one(cls: type[BaseModel], values: dict[str, object]) -> None:
+    expected = cls(**values)
+    made = built(cls, defaults_of(cls), values)
+    same(made, expected)
+    assert list(made.__dict__) == list(expected.__dict__) and repr(made) == repr(expected)
+    assert made.model_dump_json() == expected.model_dump_json()
+
+
+def test_a_sum_with_no_usage_is_the_validated_sum() -> None:
+    # A sum sets every field, as the validated constructor given all of them does.
+    for usage in (Usage(input_tokens=5, output_tokens=7, cost_usd=0.1), Usage(**Usage(input_tokens=5).model_dump())):
+        same(NO_USAGE + usage, Usage(**usage.model_dump()))
+        same(usage + NO_USAGE, Usage(**usage.model_dump()))
+
+
+def test_a_finished_record_is_the_assigned_one() -> None:
+    handoff = Handoff(id="h1", seq=1, run_id="r", target="w", call_id="c", task="t")
+    at = datetime.now(UTC)
+    assigned, finished = started_record(handoff, at), started_record(handoff, at)
+    verdict = Verdict(verdict="PASS", reasons=["fine"])
+    changes = {
+        "status": "completed",
+        "ended_at": at,
+        "output": "o",
+        "error": None,
+        "error_type": None,
+        "turns": 2,
+        "verdict": verdict,
+    }
+    for name, value in changes.items():
+        setattr(assigned, name, value)
+    finish_record(finished, **changes)  # type: ignore[arg-type]
+    same(finished, assigned)
+    assert finished.model_dump_json() == assigned.model_dump_json()

@@ -27,7 +27,7 @@ from mcp_team.handoffs.budget import Budget
 from mcp_team.handoffs.context import RunContext, now
 from mcp_team.handoffs.prompts import REFINE_INSTRUCTIONS
 from mcp_team.handoffs.review import gate_revision
-from mcp_team.handoffs.schema import Handoff, HandoffRecord, HandoffStatus, started_record
+from mcp_team.handoffs.schema import Handoff, HandoffRecord, HandoffStatus, finish_record, started_record
 from mcp_team.handoffs.subteam import SubTeam, run_subteam
 from mcp_team.llm import SUPERVISOR, Message, ModelError, ModelRequest, ToolDefinition, Usage
 from mcp_team.specialists import run_specialist
@@ -347,10 +347,16 @@ async def _attempt(ctx: RunContext, handoff: Handoff) -> HandoffRecord:
         record.status, record.ended_at, record.error_type = "cancelled", now(), "cancelled"
         record.error = "cancelled before it finished"
         raise
-    record.status = result.status
-    record.ended_at = now()
-    record.output, record.error, record.error_type = result.output, result.error, result.error_type
-    record.turns, record.verdict = result.turns, result.verdict
+    finish_record(
+        record,
+        status=result.status,
+        ended_at=now(),
+        output=result.output,
+        error=result.error,
+        error_type=result.error_type,
+        turns=result.turns,
+        verdict=result.verdict,
+    )
     ctx.breakers.record(handoff.target, result.status == "completed")
     if result.status == "failed":
         ctx.fail(result.error_type or "failed", handoff.target, result.error or "", handoff.task, handoff.id)

@@ -31,6 +31,7 @@ from mcp_team.llm import (
     ToolResultBlock,
 )
 from mcp_team.llm.text_calls import TEXT_TOOL_CALL_FEEDBACK, text_tool_call
+from mcp_team.llm.types import built, defaults_of
 from mcp_team.specialists import Specialist
 
 _HANDOFF_SCHEMA = {k: v for k, v in HandoffArgs.model_json_schema().items() if k != "title"}
@@ -197,9 +198,12 @@ async def run_turn(ctx: RunContext, plan: TurnPlan) -> list[ContentBlock]:
     return [answers[call_id] for call_id in plan.call_ids]
 
 
+_RESULT_DEFAULTS = defaults_of(ToolResultBlock)
+
+
 def _tool_result(call_id: str, record: HandoffRecord) -> ToolResultBlock:
-    if record.status == "completed":
-        return ToolResultBlock(tool_use_id=call_id, content=record.output)
+    if record.status == "completed":  # every handoff's: built, not validated, from the model's id and the record
+        return built(ToolResultBlock, _RESULT_DEFAULTS, {"tool_use_id": call_id, "content": record.output})
     if record.status == "refused" and record.error_type == "duplicate_handoff":
         return ToolResultBlock(tool_use_id=call_id, content=f"{record.error}\n\n{record.output}", is_error=True)
     attempts = f" after {record.attempt} attempt(s)" if record.status == "failed" else ""

@@ -35,6 +35,8 @@ from mcp_team.llm.types import (
     ToolResultBlock,
     ToolUseBlock,
     Usage,
+    built,
+    defaults_of,
 )
 
 OFFLINE_NOTICE = "offline backend: deterministic answers, no LLM is called"
@@ -92,30 +94,54 @@ def _phase_of(request: ModelRequest, tools: set[str]) -> Phase:
     return "specialist"
 
 
+# The answers are built, not validated (`built`): on every call (the offline model is what the CPU benchmark
+# calls), from values made here, of the right types already. Each is what the validated constructor gives.
+_RESPONSE_DEFAULTS = defaults_of(ModelResponse)
+_USAGE_DEFAULTS = defaults_of(Usage)
+_TEXT_DEFAULTS = defaults_of(TextBlock)
+_TOOL_USE_DEFAULTS = defaults_of(ToolUseBlock)
+
+
 def _response(request: ModelRequest, content: list[TextBlock | ToolUseBlock]) -> ModelResponse:
     # Token counts are a size estimate (4 characters a token) so budgets behave realistically.
-    prompt_chars = len(request.system) + sum(len(_text_of(m)) for m in request.messages)
-    out_chars = sum(len(b.text) if isinstance(b, TextBlock) else len(b.input_json) for b in content)
-    stop: StopReason = "tool_use" if any(isinstance(b, ToolUseBlock) for b in content) else "end_turn"
-    # Validated constructors, not `model_construct`: pydantic-core validates these small models in about a
-    # third of the time `model_construct` takes in Python (on every call; the offline model is what the
-    # CPU benchmark calls).
-    return ModelResponse(
-        content=content,
-        stop_reason=stop,
-        usage=Usage(
-            input_tokens=prompt_chars // 4 + 1,
-            output_tokens=out_chars // 4 + 1,
-            cache_read_input_tokens=0,
-            cache_creation_input_tokens=0,
-        ),
-        model="offline",
-        id=None,
+    prompt_chars = len(request.system)
+    for message in request.messages:
+        prompt_chars += len(_text_of(message))
+    out_chars = 0
+    stop: StopReason = "end_turn"
+    for block in content:
+        if isinstance(block, TextBlock):
+            out_chars += len(block.text)
+        else:
+            out_chars += len(block.input_json)
+            stop = "tool_use"
+    usage = {
+        "input_tokens": prompt_chars // 4 + 1,
+        "output_tokens": out_chars // 4 + 1,
+        "cache_read_input_tokens": 0,
+        "cache_creation_input_tokens": 0,
+    }
+    return built(
+        ModelResponse,
+        _RESPONSE_DEFAULTS,
+        {
+            "content": content,
+            "stop_reason": stop,
+            "usage": built(Usage, _USAGE_DEFAULTS, usage),
+            "model": "offline",
+            "id": None,
+        },
     )
 
 
+def _text(text: str) -> TextBlock:
+    return built(TextBlock, _TEXT_DEFAULTS, {"text": text})
+
+
 def _call(name: str, args: dict[str, Any], n: int = 0) -> ToolUseBlock:
-    return ToolUseBlock(type="tool_use", id=f"offline_{name}_{n}", name=name, input=args)
+    return built(
+        ToolUseBlock, _TOOL_USE_DEFAULTS, {"type": "tool_use", "id": f"offline_{name}_{n}", "name": name, "input": args}
+    )
 
 
 def _text_of(message: Message) -> str:
@@ -189,7 +215,7 @@ def _supervise(request: ModelRequest) -> list[TextBlock | ToolUseBlock]:
     pending = [g for g in gatherers if g not in answered]
     if pending and not answered & {"writer", "reviewer"}:
         calls = [_call(f"handoff_to_{name}", _gather_task(name, request_text), i) for i, name in enumerate(pending)]
-        return [TextBlock(text=f"Delegating to {len(calls)} specialists in parallel."), *calls]
+        return [_text(f"Delegating to {len(calls)} specialists in parallel."), *calls]
 
     drafts = [d for d in done if d.specialist == "writer" and d.ok]
     reviews = [d for d in done if d.specialist == "reviewer"]
@@ -318,20 +344,16 @@ def _specialist(request: ModelRequest, name: str, tools: set[str]) -> list[TextB
     if "DECISION: <specialist name or neither>" in task:  # a judge (handoffs/judge.py): the first position holds
         first = re.search(r"^- ([A-Za-z0-9_-]+): ", task, re.M)
         side = first.group(1) if first else "neither"
-        return [TextBlock(text=f"DECISION: {side}\n- Its result is the better supported. [{OFFLINE_NOTICE}]")]
+        return [_text(f"DECISION: {side}\n- Its result is the better supported. [{OFFLINE_NOTICE}]")]
     if name == "reviewer":
         if "TODO" in task:
             return [
-                TextBlock(
-                    text="VERDICT: REVISE\n- Tighten the structure and state the key figures up front.\n"
-                    f"[{OFFLINE_NOTICE}]"
+                _text(
+                    f"VERDICT: REVISE\n- Tighten the structure and state the key figures up front.\n[{OFFLINE_NOTICE}]"
                 )
             ]
         return [
-            TextBlock(
-                text=f"VERDICT: PASS\n- The draft addresses the request and uses the findings given.\n"
-                f"[{OFFLINE_NOTICE}]"
-            )
+            _text(f"VERDICT: PASS\n- The draft addresses the request and uses the findings given.\n[{OFFLINE_NOTICE}]")
         ]
     body = _section(task, "Task:")
     context = _section(task, "Context from the supervisor:")
@@ -345,7 +367,7 @@ def _specialist(request: ModelRequest, name: str, tools: set[str]) -> list[TextB
             lines.append(f"(Used {context.count(chr(10)) + 1} lines of context.)")
     lines += [f"Tool result: {r.content}" for r in results]
     lines.append(f"({OFFLINE_NOTICE}.)")
-    return [TextBlock(text="\n".join(lines))]
+    return [_text("\n".join(lines))]
 
 
 def _section(text: str, heading: str) -> str:

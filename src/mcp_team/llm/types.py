@@ -105,9 +105,13 @@ class Usage(_Frozen):
         return self.input_tokens + self.output_tokens
 
     def __add__(self, other: Usage) -> Usage:
-        # On every call and handoff (about five sums a handoff): `model_construct` costs twice this, and the
-        # sum of two valid counts needs no validation. Read from `__dict__`: pydantic's attribute access
-        # is slower than a dict's.
+        # On every call and handoff (about five sums a handoff). Every first sum (a handoff's, a specialist's, a
+        # member's) starts from no usage: then `other` is the sum pydantic would build (the same values, every
+        # field set), and being frozen it can be shared.
+        if self is NO_USAGE and other.__pydantic_fields_set__ == _ALL_SET and type(other) is Usage:
+            return other
+        # Otherwise `model_construct` costs twice this, and the sum of two valid counts needs no validation. Read
+        # from `__dict__`: pydantic's attribute access is slower than a dict's.
         a, b = self.__dict__, other.__dict__
         cost = None if a["cost_usd"] is None or b["cost_usd"] is None else a["cost_usd"] + b["cost_usd"]
         return assembled(
@@ -139,6 +143,23 @@ def assembled(cls: type[_M], values: dict[str, Any], fields_set: set[str]) -> _M
     return out
 
 
+def defaults_of(cls: type[BaseModel]) -> dict[str, Any]:
+    """Every field of the model `cls` with its default, in field order (None for a required field): the
+    `defaults` of `built`. A default factory is called once, here, so its value is shared by every model
+    built from them: give a field whose default is mutable in `values`."""
+    return {
+        name: None if field.is_required() else field.get_default(call_default_factory=True)
+        for name, field in cls.model_fields.items()
+    }
+
+
+def built(cls: type[_M], defaults: dict[str, Any], values: dict[str, Any]) -> _M:
+    """What `cls(**values)` gives (same values, field order and fields set; every other field its default from
+    `defaults`, see `defaults_of`) when `values` are valid already: engine-made values on the hot path, never
+    what a user, a model or a client sent."""
+    return assembled(cls, {**defaults, **values}, set(values))
+
+
 def replaced(model: _M, **changes: Any) -> _M:
     """`model.model_copy(update=changes)` for a frozen model of this module (no extra fields, no private
     attributes), at a third of its cost: a model call's response gets its priced usage this way."""
@@ -146,6 +167,7 @@ def replaced(model: _M, **changes: Any) -> _M:
 
 
 _USAGE_FIELDS = tuple(Usage.model_fields)
+_ALL_SET = frozenset(_USAGE_FIELDS)
 
 NO_USAGE = Usage()
 """No calls yet. One shared instance (a `Usage` is frozen): a validated `Usage()` on every handoff record,

@@ -26,7 +26,7 @@ from mcp_team.llm import (
     chat,
 )
 from mcp_team.llm.text_calls import TEXT_TOOL_CALL_FEEDBACK, text_tool_call
-from mcp_team.llm.types import NO_USAGE, no_usage
+from mcp_team.llm.types import NO_USAGE, built, defaults_of, no_usage
 from mcp_team.specialists.definition import Specialist
 from mcp_team.specialists.tools import ToolFailed
 from mcp_team.specialists.verdict import Verdict, parse_verdict
@@ -72,6 +72,12 @@ class SpecialistResult(BaseModel):
     turns: int = 0
     usage: Usage = Field(default_factory=no_usage)
     verdict: Verdict | None = None
+
+
+# Built with `built`, not validated: a turn's request and a completed result hold only what the loop took from
+# validated models (the specialist, the model's response, the tools' results), and they are made on every handoff.
+_REQUEST_DEFAULTS = defaults_of(ModelRequest)
+_RESULT_DEFAULTS = defaults_of(SpecialistResult)
 
 
 def handoff_message(task: str, context: str = "", expected_output: str = "") -> str:
@@ -127,6 +133,7 @@ async def _loop(
     gather: Gather,
 ) -> SpecialistResult:
     messages = [Message(role="user", content=handoff_message(task, context, expected_output))]
+    instructions = specialist.instructions  # a property that formats the prompt: once a handoff
     tools = [t.definition for t in specialist.tools]
     offered = {t.name for t in specialist.tools}
     usage = NO_USAGE
@@ -144,7 +151,12 @@ async def _loop(
         )
 
     for turn in range(1, specialist.max_turns + 1):
-        request = ModelRequest(system=specialist.instructions, messages=messages, tools=tools, member=specialist.name)
+        # The lists are copied, as validating them would: a later turn's messages must not change a request sent.
+        request = built(
+            ModelRequest,
+            _REQUEST_DEFAULTS,
+            {"system": instructions, "messages": list(messages), "tools": list(tools), "member": specialist.name},
+        )
         try:
             response = await chat(models, specialist.model_role, request, timeout=call_timeout, meter=meter)
         except ModelError as exc:
@@ -167,13 +179,18 @@ async def _loop(
                 return failed("truncated", "the answer was cut off at the output token limit; ask for less", turn)
             if not text.strip():
                 return failed("empty_answer", "the model returned an empty answer", turn)
-            return SpecialistResult(
-                specialist=specialist.name,
-                status="completed",
-                output=text,
-                turns=turn,
-                usage=usage,
-                verdict=parse_verdict(text) if specialist.returns_verdict else None,
+            verdict = parse_verdict(text) if specialist.returns_verdict else None
+            return built(
+                SpecialistResult,
+                _RESULT_DEFAULTS,
+                {
+                    "specialist": specialist.name,
+                    "status": "completed",
+                    "output": text,
+                    "turns": turn,
+                    "usage": usage,
+                    "verdict": verdict,
+                },
             )
         if specialist.max_tokens is not None and usage.total_tokens >= specialist.max_tokens:
             return failed(

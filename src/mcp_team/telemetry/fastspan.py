@@ -19,17 +19,26 @@ that changes them fails there, not in users' traces.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, ValuesView
 from time import time_ns
 from typing import Any, cast
 
 from opentelemetry import trace
 from opentelemetry.attributes import BoundedAttributes
-from opentelemetry.sdk.trace import Tracer, _check_span_ended, _Span
+from opentelemetry.sdk.trace import ReadableSpan, Tracer, _check_span_ended, _Span
 from opentelemetry.sdk.trace._tracer_metrics import NoOpTracerMetrics
 from opentelemetry.sdk.trace.sampling import ALWAYS_ON, DEFAULT_ON
 from opentelemetry.sdk.util import BoundedList
-from opentelemetry.trace import NonRecordingSpan, Span, SpanContext, SpanKind, Status, StatusCode, TraceFlags
+from opentelemetry.trace import (
+    NonRecordingSpan,
+    Span,
+    SpanContext,
+    SpanKind,
+    Status,
+    StatusCode,
+    TraceFlags,
+    TraceState,
+)
 from opentelemetry.util.types import AnyValue
 
 from mcp_team.telemetry.spans import Start  # spans imports this module only when a span starts: no cycle
@@ -40,6 +49,8 @@ _STR = frozenset({str})
 _UNSET = Status(StatusCode.UNSET)
 _SAMPLED = TraceFlags.SAMPLED
 _RANDOM = TraceFlags.RANDOM_TRACE_ID
+_FLAGS = tuple(TraceFlags(bits) for bits in range(4))  # immutable ints: one of each, shared by the spans
+_new = object.__new__
 
 
 def _plain(attributes: Mapping[str, Any]) -> bool:
@@ -47,7 +58,11 @@ def _plain(attributes: Mapping[str, Any]) -> bool:
     tuples of scalars. (`issuperset` over `map`: this runs for every span, and a generator cost 3x more.)"""
     if not _STR.issuperset(map(type, attributes)) or "" in attributes:
         return False
-    values = attributes.values()
+    return _plain_values(attributes.values())
+
+
+def _plain_values(values: ValuesView[Any]) -> bool:
+    """The values half of `_plain`: scalars, or tuples of scalars."""
     if _PLAIN.issuperset(map(type, values)):
         return True
     return _PLAIN_OR_TUPLE.issuperset(map(type, values)) and all(
@@ -89,27 +104,30 @@ def starter(api_tracer: trace.Tracer) -> Start | None:
             or tracer.span_processor is not processors
             or tracer.id_generator is not ids
             or (max_attributes is not None and len(attributes) > max_attributes)
-            or not _plain(attributes)
+            # The names are non-empty strings (`spans` names every attribute from `attributes`): the values only.
+            or not _plain_values(attributes.values())
         ):
             return tracer.start_span(
                 name, kind=kind, attributes=attributes, record_exception=False, set_status_on_exception=False
             )
         parent: SpanContext | None = trace.get_current_span().get_span_context()
-        if parent is not None and parent.is_valid:
-            trace_id, random_id = parent.trace_id, parent.trace_flags.random_trace_id
-            sampled, state = always or parent.trace_flags.sampled, parent.trace_state
+        if type(parent) is not SpanContext:  # none, or a context of some other kind: the SDK's to judge
+            return tracer.start_span(
+                name, kind=kind, attributes=attributes, record_exception=False, set_status_on_exception=False
+            )
+        # A `SpanContext` is a tuple whose fields are properties, a call each: read it at once.
+        state: TraceState | None
+        trace_id, _, _, parent_flags, state, valid = parent
+        if valid:
+            sampled = always or bool(parent_flags & _SAMPLED)
+            flags = _FLAGS[(_SAMPLED if sampled else 0) | (parent_flags & _RANDOM)]
         else:
-            parent = None
-            trace_id, random_id = ids.generate_trace_id(), ids.is_trace_id_random()
-            sampled, state = True, None
-        flags = (_SAMPLED if sampled else 0) | (_RANDOM if random_id else 0)
-        context = SpanContext(
-            trace_id, ids.generate_span_id(), is_remote=False, trace_flags=TraceFlags(flags), trace_state=state
-        )
+            parent, trace_id, state, sampled = None, ids.generate_trace_id(), None, True
+            flags = _FLAGS[_SAMPLED | (_RANDOM if ids.is_trace_id_random() else 0)]
+        context = SpanContext(trace_id, ids.generate_span_id(), False, flags, state)  # is_remote, flags, state
         if not sampled:
             return NonRecordingSpan(context)
-        span = _FastSpan(name, context, parent, tracer, kind, dict(attributes))  # a copy, as the SDK's
-        span._start_time = time_ns()  # `Span.start` without its lock and checks: nothing else holds the span yet
+        span = _FastSpan.started(name, context, parent, tracer, kind, dict(attributes))  # a copy, as the SDK's
         processors.on_start(span, parent_context=None)
         return span
 
@@ -119,30 +137,65 @@ def starter(api_tracer: trace.Tracer) -> Start | None:
 class _FastSpan(_Span):
     """The SDK's span, built without its constructor's generic work, and with plain attributes set directly."""
 
-    def __init__(  # the SDK constructor is skipped on purpose: these are the fields it sets
-        self,
+    @classmethod
+    def started(
+        cls,
         name: str,
         context: SpanContext,
         parent: SpanContext | None,
         tracer: Tracer,
         kind: SpanKind,
         attributes: dict[str, Any],
-    ) -> None:
+    ) -> _FastSpan:
+        """The span, started now: the fields the SDK's constructor and `start` set, without their generic work
+        (nor the SDK's `Span.__new__`, a guard against making its base class)."""
+        self: _FastSpan = _new(cls)
         limits = tracer._span_limits
         self._name, self._context, self._parent, self._kind = name, context, parent, kind
         self._instrumentation_info = tracer.instrumentation_info
         self._instrumentation_scope = tracer._instrumentation_scope
         self._resource, self._status = tracer.resource, _UNSET
-        self._start_time = self._end_time = None
+        self._end_time = None
         self._sampler, self._trace_config = tracer.sampler, None
         self._record_exception = self._set_status_on_exception = False
         self._span_processor, self._limits = tracer.span_processor, limits
         self._lock = threading.Lock()
-        self._attributes = BoundedAttributes(limits.max_span_attributes, immutable=False)
-        self._attributes._dict = attributes  # plain (checked by `start`): what cleaning would keep
+        # `BoundedAttributes(limits.max_span_attributes, attributes, immutable=False)` holding `attributes` as they
+        # are (plain, checked by `start`: what cleaning would keep), without its checks and cleaning loop.
+        bounded: BoundedAttributes = _new(BoundedAttributes)
+        bounded._dict, bounded.maxlen, bounded.dropped, bounded.max_value_len = (
+            attributes,
+            limits.max_span_attributes,
+            0,
+            None,  # `start` is used only without an attribute length limit
+        )
+        bounded._lock, bounded._immutable = threading.Lock(), False
+        self._attributes = bounded
         # Few spans get an event (an exception) and ours never a link: the SDK's bounded lists come with the first.
         self._events = self._links = ()
         self._record_end_metrics = None
+        self._start_time = time_ns()  # `Span.start` without its lock and checks: nothing else holds the span yet
+        return self
+
+    def get_span_context(self) -> SpanContext:  # the SDK's, without its `typing.cast` call: every child asks it
+        return self._context  # type: ignore[return-value]  # set when started
+
+    def _readable_span(self) -> ReadableSpan:
+        """What the SDK's gives (the fields `ReadableSpan.__init__` sets), without its thirteen keyword arguments
+        and the `kind` property: on every span's end."""
+        readable: ReadableSpan = _new(ReadableSpan)
+        readable._name, readable._context, readable._kind = self._name, self._context, self._kind
+        readable._instrumentation_info = self._instrumentation_info
+        readable._instrumentation_scope = self._instrumentation_scope
+        readable._parent, readable._start_time, readable._end_time = self._parent, self._start_time, self._end_time
+        # Nothing dropped (the usual case): the attributes' own dict, which no one writes once the span ended. A
+        # span that ends waits in the exporter's queue, and the map and lock around it would wait there too, making
+        # the garbage collector's old generation grow and full collections come sooner.
+        attributes: Any = self._attributes
+        readable._attributes = attributes._dict if not attributes.dropped else attributes
+        readable._events, readable._links = self._events, self._links
+        readable._resource, readable._status = self._resource, self._status
+        return readable
 
     @_check_span_ended  # the SDK's own guard: under the span's lock, a warning once it has ended
     def _add_event(self, event: Any) -> None:
@@ -158,7 +211,7 @@ class _FastSpan(_Span):
 
     def set_attributes(self, attributes: Mapping[str, AnyValue]) -> None:
         if _plain(attributes):
-            values, maxlen = cast(BoundedAttributes, self._attributes)._dict, self._limits.max_span_attributes
+            values, maxlen = self._attributes._dict, self._limits.max_span_attributes  # type: ignore[union-attr]
             with self._lock:  # the limit is checked under the lock, as the SDK does
                 if self._end_time is None and (maxlen is None or len(values) + len(attributes) <= maxlen):
                     if not values.keys().isdisjoint(attributes):

@@ -14,7 +14,7 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import context, trace
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+from opentelemetry.trace import NonRecordingSpan, Span, SpanKind, Status, StatusCode
 
 from mcp_team.telemetry import attributes as A
 from mcp_team.telemetry import content
@@ -39,6 +39,8 @@ def conversation(run_id: str) -> Iterator[None]:
         _conversation_id.reset(token)
 
 
+# Starts a span: `start(name, kind, attributes)`. The attributes' names are non-empty strings (the helpers below
+# name each one from `attributes`); their values may be anything a caller passed.
 Start = Callable[[str, SpanKind, dict[str, Any]], Span]
 _caller_start: ContextVar[Start | None] = ContextVar("mcp_team_span_start", default=None)
 
@@ -95,8 +97,9 @@ _global_proxy: trace.Tracer | None = None
 _global_start: tuple[object, Start] | None = None
 
 
-def _start(name: str, kind: SpanKind, attributes: dict[str, Any]) -> Span:
-    """Start a span on the caller's tracer (`use_tracing`), else on the global provider's.
+def _starter() -> Start | _Unrecorded:
+    """How to start a span now: on the caller's tracer (`use_tracing`), else on the global provider's; or, when
+    no provider is installed at all and the current span is not recorded, that span's scope (`_Unrecorded`).
 
     The global tracer is asked for once: before a provider is installed it is the API's proxy, which
     finds the provider itself when one comes (asking the API again for every span cost ~10 us each, an
@@ -104,13 +107,37 @@ def _start(name: str, kind: SpanKind, attributes: dict[str, Any]) -> Span:
     every span, as a provider may be installed at any time; the starter is made once per tracer."""
     global _global_proxy, _global_start
     if (caller := _caller_start.get()) is not None:
-        return caller(name, kind, attributes)
+        return caller
     if _global_proxy is None:
         _global_proxy = trace.get_tracer("mcp_team")
-    tracer = getattr(_global_proxy, "_tracer", _global_proxy)  # the API proxy's real tracer, when it has one
+    # The API proxy's real tracer when it has one (its no-op tracer until a provider is installed); a tracer that
+    # is no proxy is the real one.
+    tracer = _global_proxy._tracer if type(_global_proxy) is trace.ProxyTracer else _global_proxy
+    if type(tracer) is trace.NoOpTracer:
+        # Tracing is off. The no-op tracer's span is the current span itself when that one is not recorded (the
+        # usual case: no span anywhere); making it current again and ending it change nothing, so its scope
+        # does nothing, and the span helpers build no attributes for it.
+        current = trace.get_current_span()
+        if isinstance(current, NonRecordingSpan):
+            return _Unrecorded(current)
     if _global_start is None or _global_start[0] is not tracer:
         _global_start = (tracer, _starter_for(tracer))
-    return _global_start[1](name, kind, attributes)
+    return _global_start[1]
+
+
+class _Unrecorded:
+    """The scope of a span the no-op tracer gives back as it is: the current one (see `_starter`)."""
+
+    __slots__ = ("span",)
+
+    def __init__(self, span: Span) -> None:
+        self.span = span
+
+    def __enter__(self) -> Span:
+        return self.span
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, _tb: object) -> None:
+        return None
 
 
 class _SpanScope:
@@ -122,11 +149,11 @@ class _SpanScope:
 
     __slots__ = ("span", "token")
 
-    def __init__(self, name: str, kind: SpanKind, attributes: dict[str, str | int]) -> None:
+    def __init__(self, start: Start, name: str, kind: SpanKind, attributes: dict[str, str | int]) -> None:
         run_id = _conversation_id.get()
         if run_id is not None:
             attributes[A.CONVERSATION_ID] = run_id
-        self.span = _start(name, kind, attributes)
+        self.span = start(name, kind, attributes)
 
     def __enter__(self) -> Span:
         self.token = context.attach(trace.set_span_in_context(self.span))
@@ -164,6 +191,8 @@ def agent_span(
     agent: str, *, description: str = "", agent_id: str = "", provider: str = ""
 ) -> AbstractContextManager[Span]:
     """`invoke_agent {agent}`: one run of the supervisor or a specialist."""
+    if isinstance(start := _starter(), _Unrecorded):
+        return start
     attrs: dict[str, str | int] = {A.OPERATION_NAME: A.OP_INVOKE_AGENT, A.AGENT_NAME: agent}
     if description:
         attrs[A.AGENT_DESCRIPTION] = description
@@ -171,17 +200,21 @@ def agent_span(
         attrs[A.AGENT_ID] = agent_id
     if provider:
         attrs[A.PROVIDER_NAME] = provider
-    return _SpanScope(f"{A.OP_INVOKE_AGENT} {agent}", SpanKind.INTERNAL, attrs)
+    return _SpanScope(start, f"{A.OP_INVOKE_AGENT} {agent}", SpanKind.INTERNAL, attrs)
 
 
 def plan_span(agent: str) -> AbstractContextManager[Span]:
     """`plan {agent}`: the planning step of planned mode (its model call is a child)."""
+    if isinstance(start := _starter(), _Unrecorded):
+        return start
     attrs: dict[str, str | int] = {A.OPERATION_NAME: A.OP_PLAN, A.AGENT_NAME: agent}
-    return _SpanScope(f"{A.OP_PLAN} {agent}", SpanKind.INTERNAL, attrs)
+    return _SpanScope(start, f"{A.OP_PLAN} {agent}", SpanKind.INTERNAL, attrs)
 
 
 def chat_span(model: str, provider: str, phase: str, max_tokens: int) -> AbstractContextManager[Span]:
     """`chat {model}`: one model call."""
+    if isinstance(start := _starter(), _Unrecorded):
+        return start
     attrs: dict[str, str | int] = {
         A.OPERATION_NAME: A.OP_CHAT,
         A.PROVIDER_NAME: provider,
@@ -189,11 +222,13 @@ def chat_span(model: str, provider: str, phase: str, max_tokens: int) -> Abstrac
         A.REQUEST_MAX_TOKENS: max_tokens,
         A.PHASE: phase,
     }
-    return _SpanScope(f"{A.OP_CHAT} {model}", SpanKind.CLIENT, attrs)
+    return _SpanScope(start, f"{A.OP_CHAT} {model}", SpanKind.CLIENT, attrs)
 
 
 def tool_span(tool: str, call_id: str, agent: str) -> AbstractContextManager[Span]:
     """`execute_tool {tool}`: a specialist's own tool."""
+    if isinstance(start := _starter(), _Unrecorded):
+        return start
     attrs: dict[str, str | int] = {
         A.OPERATION_NAME: A.OP_EXECUTE_TOOL,
         A.TOOL_NAME: tool,
@@ -201,13 +236,15 @@ def tool_span(tool: str, call_id: str, agent: str) -> AbstractContextManager[Spa
         A.TOOL_TYPE: "function",
         A.AGENT_NAME: agent,
     }
-    return _SpanScope(f"{A.OP_EXECUTE_TOOL} {tool}", SpanKind.INTERNAL, attrs)
+    return _SpanScope(start, f"{A.OP_EXECUTE_TOOL} {tool}", SpanKind.INTERNAL, attrs)
 
 
 def transfer_span(
     source: str, target: str, call_id: str, handoff_id: str, attempt: int
 ) -> AbstractContextManager[Span]:
     """`execute_tool transfer_to_{target}`: a handoff; the target's `invoke_agent` is its child."""
+    if isinstance(start := _starter(), _Unrecorded):
+        return start
     tool = f"transfer_to_{target}"
     attrs: dict[str, str | int] = {
         A.OPERATION_NAME: A.OP_EXECUTE_TOOL,
@@ -220,7 +257,7 @@ def transfer_span(
         A.HANDOFF_ID: handoff_id,
         A.HANDOFF_ATTEMPT: attempt,
     }
-    return _SpanScope(f"{A.OP_EXECUTE_TOOL} {tool}", SpanKind.INTERNAL, attrs)
+    return _SpanScope(start, f"{A.OP_EXECUTE_TOOL} {tool}", SpanKind.INTERNAL, attrs)
 
 
 def step_span(
@@ -228,8 +265,10 @@ def step_span(
 ) -> AbstractContextManager[Span]:
     """`{operation} {target}`: a step of a run that is not a model or tool call, e.g. `checkpoint plan`,
     `quality_gate writer`, `judge conflict-1`. `mcp_team.*` attributes say what happened."""
+    if isinstance(start := _starter(), _Unrecorded):
+        return start
     attrs: dict[str, str | int] = {A.OPERATION_NAME: operation, **(attributes or {})}
-    return _SpanScope(f"{operation} {target}", SpanKind.INTERNAL, attrs)
+    return _SpanScope(start, f"{operation} {target}", SpanKind.INTERNAL, attrs)
 
 
 def record_usage(
