@@ -73,11 +73,39 @@ def test_the_hosts_origins_and_content_type_are_checked_first(url: str) -> None:
     assert "Content-Type" in post(url, batch, **{"Content-Type": "text/plain"}).text
 
 
-def test_good_messages_and_large_bodies_go_on_to_the_sdk(url: str) -> None:
+def test_good_messages_go_on_to_the_sdk(url: str) -> None:
     opened = httpx2.post(url, json=initialize(), headers=HEADERS, timeout=HANG_GUARD)
     assert opened.status_code == 200 and opened.headers["mcp-session-id"]
+
+
+def chunks(body: str) -> Iterator[bytes]:
+    """`body` sent in pieces with no Content-Length (chunked), so its size is known only as it is read."""
+    data = body.encode()
+    for at in range(0, len(data), 1000):
+        yield data[at : at + 1000]
+
+
+@pytest.mark.parametrize("version", ["2025-11-25", "2026-07-28"])
+@pytest.mark.parametrize("sized", [True, False], ids=["content-length", "chunked"])
+def test_a_body_over_the_limit_gets_413_with_a_json_rpc_error_naming_the_setting(
+    url: str, version: str, sized: bool
+) -> None:
+    # The SDK's own 413 was the plain text "Request body too large": no JSON-RPC error a client could show.
     large = '{"jsonrpc":"2.0","id":3,"method":"ping","params":{"pad":"' + "x" * LIMIT + '"}}'
-    assert post(url, large).status_code == 413  # the SDK's answer to a body over the limit
+    headers = {**HEADERS, "mcp-protocol-version": version}
+    content: str | Iterator[bytes] = large if sized else chunks(large)
+    answer = httpx2.post(url, content=content, headers=headers, timeout=HANG_GUARD)
+    assert answer.status_code == 413 and answer.headers["content-type"] == "application/json"
+    assert "mcp-session-id" not in answer.headers
+    error = error_of(answer)
+    size = f"{len(large)} bytes" if sized else f"more than {LIMIT} bytes"
+    assert error["code"] == -32600 and error["id"] == (None if sized else 3), error  # the id read from its head
+    assert error["message"].startswith(f"message too large: {size}, the limit is {LIMIT} (MCP_TEAM_MAX_MESSAGE_BYTES)")
+
+
+def test_a_body_over_the_limit_from_a_foreign_origin_is_refused_for_its_origin(url: str) -> None:
+    large = '{"jsonrpc":"2.0","id":3,"method":"ping","params":{"pad":"' + "x" * LIMIT + '"}}'
+    assert post(url, large, Origin="http://evil.example").status_code == 403
 
 
 def test_a_2026_client_gets_the_sdks_own_answer(url: str) -> None:

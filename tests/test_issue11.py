@@ -203,12 +203,13 @@ async def test_a_1mb_context_is_refused() -> None:
 
 
 def test_http_messages_over_the_limit_get_413() -> None:
-    """The SDK answers 413 above `max_request_body_size`; http.py passes MCP_TEAM_MAX_MESSAGE_BYTES to it."""
+    """413 above MCP_TEAM_MAX_MESSAGE_BYTES, with a JSON-RPC error naming the limit (server/messages.py)."""
     env = clean_env(MCP_TEAM_MODEL="offline", MCP_TEAM_MAX_MESSAGE_BYTES="65536")
     with serve_http(env=env) as base:
         headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
         big = {**initialize(), "params": {**initialize()["params"], "pad": "x" * 70_000}}
-        assert httpx2.post(f"{base}/mcp", json=big, headers=headers, timeout=HANG_GUARD).status_code == 413
+        refused = httpx2.post(f"{base}/mcp", json=big, headers=headers, timeout=HANG_GUARD)
+        assert refused.status_code == 413 and "the limit is 65536" in refused.json()["error"]["message"]
         assert httpx2.post(f"{base}/mcp", json=initialize(), headers=headers, timeout=HANG_GUARD).status_code == 200
 
 

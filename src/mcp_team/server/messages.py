@@ -1,8 +1,9 @@
-"""One JSON-RPC message, checked before the SDK parses it: each stdio line (`stdio`), and each POST body of a
-2025-era HTTP client (`check_http_bodies`).
+"""One JSON-RPC message, checked before the SDK parses it: each stdio line (`stdio`), and each POST body over HTTP
+(`check_http_bodies`: its size for every client, the message itself for a 2025-era one).
 
 A bad one is answered at once, as JSON-RPC says:
-- larger than the message limit: -32600, naming the size and the limit (`MCP_TEAM_MAX_MESSAGE_BYTES`);
+- larger than the message limit: -32600, naming the size and the limit (`MCP_TEAM_MAX_MESSAGE_BYTES`), over
+  HTTP with status 413;
 - not JSON, or nested deeper than `MAX_DEPTH`: -32700 (parse error);
 - JSON but not a JSON-RPC message (a batch, a non-object, a request whose `params` is not an object, a bad
   `id` or `method`): -32600 or -32602 with the request's id when it has a usable one.
@@ -34,18 +35,27 @@ PARSE_ERROR, INVALID_REQUEST, INVALID_PARAMS = -32700, -32600, -32602
 
 
 def check_http_bodies(manager: StreamableHTTPSessionManager, security: TransportSecuritySettings, limit: int) -> None:
-    """Check each POST body of a 2025-era client (`check_message`) before `manager` sees it, after the Host,
-    Origin and Content-Type checks the SDK would make; a body over `limit` goes on, for the SDK's 413."""
+    """Check each POST body before `manager` sees it, after the Host, Origin and Content-Type checks the SDK
+    would make: one over `limit` (any protocol revision) gets 413 with a JSON-RPC error naming the limit and its
+    setting (the SDK's 413 is the plain text "Request body too large", which a client cannot show as an error
+    of its request); a 2025-era client's is checked whole (`check_message`)."""
     inner = manager.asgi_app  # the manager's entry, behind the route's auth; private in SDK 2.3
     guard = TransportSecurityMiddleware(security)
 
+    async def answer(scope: Scope, receive: Receive, send: Send, status: int, error: dict[str, Any], at: Any) -> None:
+        refused = await guard.validate_request(Request(scope), is_post=True)
+        body = {"jsonrpc": "2.0", "id": at, "error": error}
+        await (refused or JSONResponse(body, status_code=status))(scope, receive, send)
+
     async def checked(scope: Scope, receive: Receive, send: Send) -> None:
-        header = dict(scope.get("headers", ())).get(b"mcp-protocol-version")
-        version = header.decode("latin-1") if header is not None else None
-        unknown = version is not None and version not in SUPPORTED_PROTOCOL_VERSIONS
-        modern = version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS and not unknown
-        if scope["type"] != "http" or scope["method"] != "POST" or modern:
+        if scope["type"] != "http" or scope["method"] != "POST":
             await inner(scope, receive, send)
+            return
+        headers = dict(scope.get("headers", ()))
+        declared = _declared_size(headers.get(b"content-length"))
+        if declared is not None and declared > limit:  # refused unread, as the SDK does
+            error = {"code": INVALID_REQUEST, "message": too_large(f"{declared} bytes", limit)}
+            await answer(scope, receive, send, 413, error, None)
             return
         read: list[Message] = []
         size, more = 0, True
@@ -60,8 +70,16 @@ def check_http_bodies(manager: StreamableHTTPSessionManager, security: Transport
         async def replay() -> Message:
             return read.pop(0) if read else await receive()
 
-        if not more and size <= limit and read[-1]["type"] == "http.request":
-            body = b"".join(m.get("body", b"") for m in read)
+        body = b"".join(m.get("body", b"") for m in read)
+        if size > limit:  # the rest is never read: the answer names what was
+            error = {"code": INVALID_REQUEST, "message": too_large(f"more than {limit} bytes", limit)}
+            await answer(scope, replay, send, 413, error, _outer_id(body[:512]))
+            return
+        header = headers.get(b"mcp-protocol-version")
+        version = header.decode("latin-1") if header is not None else None
+        unknown = version is not None and version not in SUPPORTED_PROTOCOL_VERSIONS
+        modern = version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS and not unknown
+        if not modern and not more and read[-1]["type"] == "http.request":
             problem = check_message(body, limit)
             data: dict[str, Any] | None = None
             decoded = body.decode("utf-8", "replace")  # as `check_message` read it (an object, when it passed)
@@ -74,14 +92,27 @@ def check_http_bodies(manager: StreamableHTTPSessionManager, security: Transport
                 data = {"supported": list(SUPPORTED_PROTOCOL_VERSIONS), "requested": version}
             if problem is not None:
                 request_id, code, text = problem
-                refused = await guard.validate_request(Request(scope), is_post=True)
                 error = {"code": code, "message": text, **({"data": data} if data else {})}
-                answer = JSONResponse({"jsonrpc": "2.0", "id": request_id, "error": error}, status_code=400)
-                await (refused or answer)(scope, replay, send)
+                await answer(scope, replay, send, 400, error, request_id)
                 return
         await inner(scope, replay, send)
 
     manager.asgi_app = checked  # type: ignore[assignment]
+
+
+def _declared_size(header: bytes | None) -> int | None:
+    try:
+        return int(header) if header is not None else None
+    except ValueError:  # not a number: the server reads the body, and its size is checked as it comes
+        return None
+
+
+def too_large(size: str, limit: int) -> str:
+    """The message for a JSON-RPC message over the limit, `size` saying how large it is."""
+    return (
+        f"message too large: {size}, the limit is {limit} (MCP_TEAM_MAX_MESSAGE_BYTES); send less text, e.g. a "
+        "shorter request or context"
+    )
 
 
 def _has_envelope(message: dict[str, Any]) -> bool:
@@ -98,10 +129,7 @@ def check_message(text: str | bytes, limit: int) -> tuple[Any, int, str] | None:
         return (
             _outer_id(text),
             INVALID_REQUEST,
-            (
-                f"message too large: {size} bytes, the limit is {limit} (MCP_TEAM_MAX_MESSAGE_BYTES); send less "
-                "text, e.g. a shorter request or context"
-            ),
+            too_large(f"{size} bytes", limit),
         )
     line = text.decode("utf-8", errors="replace") if isinstance(text, bytes) else text
     if line.count("[") + line.count("{") > MAX_DEPTH and _depth(line) > MAX_DEPTH:
