@@ -168,3 +168,28 @@ def test_params_that_do_not_fit_the_method_are_named(url: str, revision: str, na
     call = {"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": params}
     error = _answer(post(url, json.dumps(call), **headers))["error"]
     assert error["code"] == -32602 and error["message"] == f"invalid params for tools/call: {says}", error
+
+
+@pytest.mark.parametrize("method", ["ping", "tools/list"])
+def test_a_2025_request_without_a_session_is_told_to_initialize_first(url: str, method: str) -> None:
+    # The SDK said "Bad Request: Missing session ID" with a null id, and gave the error a session id of a session
+    # it had already dropped: a client keeping it got 404s.
+    answer = post(
+        url, json.dumps({"jsonrpc": "2.0", "id": 8, "method": method}), **{"mcp-protocol-version": "2025-11-25"}
+    )
+    assert answer.status_code == 400 and "mcp-session-id" not in answer.headers
+    error = error_of(answer)
+    assert (error["id"], error["code"]) == (8, -32600), error
+    assert (
+        error["message"].startswith(f"no session: `{method}` needs the Mcp-Session-Id header")
+        and "initialize" in (error["message"])
+    )
+
+
+def test_an_sdk_error_to_a_request_without_a_session_carries_no_session_id(url: str) -> None:
+    stream = httpx2.get(url, headers={"Accept": "text/event-stream"}, timeout=HANG_GUARD)
+    assert stream.status_code == 400 and "mcp-session-id" not in stream.headers
+    refused = post(url, json.dumps(initialize()), Accept="text/html")  # not acceptable: the SDK's own answer
+    assert refused.status_code == 406 and "mcp-session-id" not in refused.headers
+    opened = post(url, json.dumps(initialize()))  # a session that is kept still gets its id
+    assert opened.status_code == 200 and opened.headers["mcp-session-id"]

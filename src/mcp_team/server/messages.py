@@ -6,7 +6,10 @@ A bad one is answered at once, as JSON-RPC says:
   HTTP with status 413;
 - not JSON, or nested deeper than `MAX_DEPTH`: -32700 (parse error);
 - JSON but not a JSON-RPC message (a batch, a non-object, a request whose `params` is not an object, a bad
-  `id` or `method`): -32600 or -32602 with the request's id when it has a usable one.
+  `id` or `method`): -32600 or -32602 with the request's id when it has a usable one;
+- over HTTP, a 2025-era request with no session other than `initialize`: 400, -32600 saying to initialize first
+  (and no error answer to a request that named no session carries a session id: the SDK's did, of a session it
+  had dropped).
 
 Over HTTP the SDK's 2025 path answered a batch, or JSON that is no JSON-RPC message, with -32602 and pydantic's
 whole report, after opening a session for it whose id the error carried (the session was then dropped); its
@@ -38,7 +41,8 @@ def check_http_bodies(manager: StreamableHTTPSessionManager, security: Transport
     """Check each POST body before `manager` sees it, after the Host, Origin and Content-Type checks the SDK
     would make: one over `limit` (any protocol revision) gets 413 with a JSON-RPC error naming the limit and its
     setting (the SDK's 413 is the plain text "Request body too large", which a client cannot show as an error
-    of its request); a 2025-era client's is checked whole (`check_message`)."""
+    of its request); a 2025-era client's is checked whole (`check_message`) and, when it names no session, must be
+    an `initialize`."""
     inner = manager.asgi_app  # the manager's entry, behind the route's auth; private in SDK 2.3
     guard = TransportSecurityMiddleware(security)
 
@@ -48,10 +52,16 @@ def check_http_bodies(manager: StreamableHTTPSessionManager, security: Transport
         await (refused or JSONResponse(body, status_code=status))(scope, receive, send)
 
     async def checked(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] != "POST":
+        if scope["type"] != "http":
             await inner(scope, receive, send)
             return
         headers = dict(scope.get("headers", ()))
+        sessionless = b"mcp-session-id" not in headers
+        if sessionless:
+            send = _no_session_on_errors(send)
+        if scope["method"] != "POST":
+            await inner(scope, receive, send)
+            return
         declared = _declared_size(headers.get(b"content-length"))
         if declared is not None and declared > limit:  # refused unread, as the SDK does
             error = {"code": INVALID_REQUEST, "message": too_large(f"{declared} bytes", limit)}
@@ -90,6 +100,8 @@ def check_http_bodies(manager: StreamableHTTPSessionManager, security: Transport
                 text = f"unsupported MCP-Protocol-Version '{version}': this server speaks {supported}"
                 problem = (message.get("id"), UNSUPPORTED_PROTOCOL_VERSION, text)
                 data = {"supported": list(SUPPORTED_PROTOCOL_VERSIONS), "requested": version}
+            elif problem is None and sessionless and not unknown:
+                problem = _needs_session(json.loads(decoded))
             if problem is not None:
                 request_id, code, text = problem
                 error = {"code": code, "message": text, **({"data": data} if data else {})}
@@ -98,6 +110,34 @@ def check_http_bodies(manager: StreamableHTTPSessionManager, security: Transport
         await inner(scope, replay, send)
 
     manager.asgi_app = checked  # type: ignore[assignment]
+
+
+def _no_session_on_errors(send: Send) -> Send:
+    """`send`, minus the session id the SDK puts on its error answers to a request that named no session: it made
+    a session for the request, refused the request, and dropped the session; a client keeping that id would get
+    404s."""
+
+    async def sending(message: Message) -> None:
+        if message["type"] == "http.response.start" and message["status"] >= 400:
+            message = {**message, "headers": [h for h in message.get("headers", ()) if h[0] != b"mcp-session-id"]}
+        await send(message)
+
+    return sending
+
+
+def _needs_session(message: dict[str, Any]) -> tuple[Any, int, str] | None:
+    """The answer to a 2025-era message sent with no session, other than `initialize` (the SDK said "Bad Request:
+    Missing session ID", with a null id); None for `initialize`, and for a response, which has no method."""
+    method = message.get("method")
+    if method is None or method == "initialize":
+        return None
+    request_id = message.get("id")
+    return (
+        request_id if isinstance(request_id, str | int) and not isinstance(request_id, bool) else None,
+        INVALID_REQUEST,
+        f"no session: `{method}` needs the Mcp-Session-Id header on protocol 2025-11-25 and earlier; send "
+        "`initialize` first and pass back the Mcp-Session-Id it answers with",
+    )
 
 
 def _declared_size(header: bytes | None) -> int | None:
