@@ -222,10 +222,10 @@ class RunStore:
             self._dirty = {}
             try:
                 with anyio.CancelScope(shield=True):  # a batch taken is a batch written
-                    await anyio.to_thread.run_sync(self._write_batch, list(batch.values()))
+                    kept = await anyio.to_thread.run_sync(self._write_batch, list(batch.values()))
             except sa.exc.OperationalError as exc:  # the database is away or full: wait, as DBOS's own writes do
-                await self._write_when_back(batch, exc)
-        self._written(batch)
+                kept = await self._write_when_back(batch, exc)
+        self._written(batch, kept)
 
     async def finish_if_running(self, record: RunRecord) -> bool:
         """Write finished `record` (a cancel's) only while the stored run is still running: a run that finished
@@ -240,11 +240,12 @@ class RunStore:
             running = (runs_table.c.run_id == r.run_id) & runs_table.c.status.not_in(FINISHED)
             return conn.execute(sa.update(runs_table).where(running).values(**_row(r))).rowcount == 1
 
-    def _written(self, batch: dict[str, RunRecord]) -> None:
-        """Tell the subscribers of each run of `batch` (and `on_write`) that it was written."""
+    def _written(self, batch: dict[str, RunRecord], kept: frozenset[str] = frozenset()) -> None:
+        """Tell the subscribers of each run of `batch` (and `on_write`) that it was written; of those in `kept`,
+        that the stored record stays as another process wrote it (they read it back)."""
         for run_id, record in batch.items():
             if (event := self._changed.pop(run_id, None)) is not None:
-                if record.finished:  # for the subscribers waiting on it, until they have it (see `subscribe`)
+                if record.finished and run_id not in kept:  # for the subscribers waiting on it (see `subscribe`)
                     self._finished[run_id] = record
                     if len(self._finished) > KEEP_FINISHED:
                         self._finished.popitem(last=False)
@@ -252,8 +253,9 @@ class RunStore:
         if self.on_write is not None:
             self.on_write(list(batch))
 
-    async def _write_when_back(self, batch: dict[str, RunRecord], exc: sa.exc.OperationalError) -> None:
-        """Retry a batch until the database takes it; cancelled meanwhile, it goes back in the queue."""
+    async def _write_when_back(self, batch: dict[str, RunRecord], exc: sa.exc.OperationalError) -> frozenset[str]:
+        """Retry a batch until the database takes it (returns what `_write_batch` kept); cancelled meanwhile, it
+        goes back in the queue."""
         backoff = 0.5
         try:
             while True:
@@ -263,8 +265,7 @@ class RunStore:
                 await anyio.sleep(backoff)
                 backoff = min(backoff * 2, 10.0)
                 try:
-                    await anyio.to_thread.run_sync(self._write_batch, list(batch.values()))
-                    return
+                    return await anyio.to_thread.run_sync(self._write_batch, list(batch.values()))
                 except sa.exc.OperationalError as again:
                     exc = again
         except BaseException:
@@ -279,23 +280,41 @@ class RunStore:
             await anyio.sleep(self.interval)
             await self.flush()
 
-    def _write_batch(self, records: Sequence[RunRecord]) -> None:
+    def _write_batch(self, records: Sequence[RunRecord]) -> frozenset[str]:
+        """Write `records`; returns the ids of those not written because the stored run was cancelled: a cancel
+        wins over the end the process running the run writes after it (that process stops the run when it sees
+        the cancel, within a second, but the run may end first), or the user's cancel would be lost."""
+        kept: set[str] = set()
         with self.engine.begin() as conn:
             for r in records:
                 values = _row(r)
                 where = [runs_table.c.run_id == r.run_id]
                 if not r.finished:  # progress never turns a finished run back into a running one: another
                     where.append(runs_table.c.status.not_in(FINISHED))  # replica may have cancelled it meanwhile
+                elif r.status != "cancelled":  # only a cancel's own end (its finished handoffs) follows a cancel
+                    where.append(runs_table.c.status != "cancelled")
                 done = conn.execute(sa.update(runs_table).where(*where).values(**values))
-                if done.rowcount == 0 and (r.finished or self._missing(conn, r.run_id)):
-                    conn.execute(sa.insert(runs_table).values(run_id=r.run_id, **values))
+                if done.rowcount == 0:
+                    if self._missing(conn, r.run_id):
+                        conn.execute(sa.insert(runs_table).values(run_id=r.run_id, **values))
+                    elif r.finished:
+                        kept.add(r.run_id)
         self.writes += 1
+        return frozenset(kept)
 
     @staticmethod
     def _missing(conn: sa.Connection, run_id: str) -> bool:
         return conn.execute(sa.select(runs_table.c.run_id).where(runs_table.c.run_id == run_id)).first() is None
 
     # --- reads --------------------------------------------------------------------------------
+    def cancelled_among(self, run_ids: Sequence[str]) -> dict[str, str | None]:
+        """Of `run_ids`, the runs recorded cancelled, with the reason given (for the cancellation watch, every
+        second: one primary-key query, reading the record only of the runs cancelled)."""
+        cancelled = runs_table.c.run_id.in_(list(run_ids)) & (runs_table.c.status == "cancelled")
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(runs_table.c.run_id, runs_table.c.record).where(cancelled)).all()
+        return {run_id: RunRecord.model_validate_json(record).reason for run_id, record in rows}
+
     def changed_since(self, since: float) -> list[tuple[str, float]]:
         """`(run_id, updated_at)` of the runs written (by any process) after `since`."""
         with self.engine.connect() as conn:

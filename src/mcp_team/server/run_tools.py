@@ -96,9 +96,14 @@ async def get_run(
 async def cancel_run(run_id: Annotated[str, RUN_ID], ctx: Context[Any, Any]) -> dict[str, Any]:
     """Cancel a run: its model and tool calls stop, and it does not resume after a restart. A run that has
     already finished is left as it is."""
+    from mcp_team.runs.live import CancelRefused  # here: the service is open, so DBOS is loaded already
+
     runs = await _service(ctx)
     await _own(runs, run_id)
-    record = await runs.cancel(run_id, "cancelled with cancel_run")
+    try:
+        record = await runs.cancel(run_id, "cancelled with cancel_run")
+    except CancelRefused as exc:  # a locked or read-only database: the cancel is recorded, not finished
+        raise ToolError(str(exc.retried_with("Call cancel_run again"))) from None
     assert record is not None
     return record.view()
 

@@ -170,12 +170,12 @@ ACTIVE = ("PENDING", "ENQUEUED", "DELAYED")  # DBOS's states of a workflow that 
 def _cancel_workflow(store: RunStore, record: RunRecord, *, only_active: bool) -> bool:
     """Cancel the DBOS workflow of `record`, recorded cancelled (with `only_active`, only while it may still run:
     DBOS's cancel leaves a finished workflow as it is, but rewrites one already cancelled). True when it was
-    cancelled. `ConfigError` when the database refuses: the record says cancelled, so say how to finish it."""
+    cancelled. `CancelRefused` (a `ConfigError`) when the database refuses: the record says cancelled, so say
+    how to finish it."""
     import sqlalchemy as sa
     from dbos import DBOSClient
 
-    from mcp_team.errors import ConfigError
-    from mcp_team.runs.database import reason_of
+    from mcp_team.runs.live import CancelRefused
     from mcp_team.runs.serializer import JSONSerializer
 
     assert record.workflow_id is not None
@@ -191,11 +191,7 @@ def _cancel_workflow(store: RunStore, record: RunRecord, *, only_active: bool) -
         finally:
             client.destroy()
     except sa.exc.SQLAlchemyError as exc:
-        raise ConfigError(
-            f"run {record.run_id} is recorded cancelled, but the runs database refused to cancel its workflow "
-            f"({reason_of(exc)}), so the process running it may go on. Run 'mcp-team runs cancel {record.run_id}' "
-            "again once the database is writable"
-        ) from None
+        raise CancelRefused(record.run_id, exc, f"Run 'mcp-team runs cancel {record.run_id}' again") from None
 
 
 def _orphaned(config: DurableConfig, record: RunRecord) -> bool:
