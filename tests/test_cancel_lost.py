@@ -161,3 +161,35 @@ async def test_cancel_run_says_in_one_line_that_a_cancel_the_database_refused_di
     finally:
         serving.kill()
         serving.communicate()
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"], ids=["2026-07-28", "2025-11-25"])
+async def test_tasks_cancel_says_in_one_line_that_a_cancel_the_database_refused_did_not_finish(
+    tmp_path: Path, mode: str
+) -> None:
+    from mcp import Client, MCPError
+
+    from mcp_team.llm.settings import ModelSettings
+    from mcp_team.server.app import build_server
+    from task_client import TaskClient, Tasks  # a run's id is its task's id
+
+    db = tmp_path / "runs.sqlite"
+    serving = _serve(tmp_path)
+    try:
+        run_id = await _until(serving, "the run at its first checkpoint", lambda: _waiting_at(db, "before:writer"))
+        with sqlite3.connect(db) as conn:
+            conn.execute(REFUSE_CANCEL)
+        server = build_server(ModelSettings(model="offline"), durable=resolve(state_dir=tmp_path, environ={}))
+        async with Client(server, mode=mode, extensions=[Tasks()]) as client:
+            with pytest.raises(MCPError) as refused:
+                await TaskClient(client, mode).cancel(run_id)
+        assert str(refused.value) == (
+            f"run {run_id} is recorded cancelled, but the runs database refused to cancel its workflow (refused by "
+            "the test), so the cancel did not finish. Send tasks/cancel again once the database is writable"
+        )
+        await _until(
+            serving, "the run's end", lambda: _workflow_status(db, run_id) == "SUCCESS"
+        )  # stopped all the same
+    finally:
+        serving.kill()
+        serving.communicate()

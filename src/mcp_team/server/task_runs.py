@@ -151,7 +151,13 @@ class DurableTaskRuns(_Base):
         return _maybe(await (await self._service()).wait(run_id))
 
     async def cancel(self, run_id: str) -> TaskRun | None:
-        return _maybe(await (await self._service()).cancel(run_id, "cancelled by the client (tasks/cancel)"))
+        from mcp_team.runs.live import CancelRefused  # here: the service is open, so DBOS is loaded already
+
+        runs = await self._service()
+        try:
+            return _maybe(await runs.cancel(run_id, "cancelled by the client (tasks/cancel)"))
+        except CancelRefused as exc:  # a locked or read-only database: the cancel is recorded, not finished
+            raise MCPError(types.INTERNAL_ERROR, str(exc.retried_with("Send tasks/cancel again"))) from None
 
     async def list(self, owner: str | None, offset: int, limit: int) -> list[TaskRun]:
         runs = await self._service()
