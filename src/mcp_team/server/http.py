@@ -1,5 +1,6 @@
 """Streamable HTTP: bearer-token auth, allowed hosts/origins (DNS-rebinding protection), `/healthz`,
-resumable SSE streams (an event store) and a limit on the size of a JSON-RPC message.
+resumable SSE streams (an event store), a limit on the size of a JSON-RPC message, and stopping promptly with
+streams open (`HttpServer`).
 
 Loopback binds work without a token. Any other bind address needs a bearer token and explicit
 allowed hosts and origins, or the server refuses to start. An empty token is refused: it would let
@@ -8,13 +9,22 @@ anyone in while looking configured.
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import ipaddress
+import logging
+import math
+import signal
+import socket
+from collections.abc import Callable
+from types import FrameType
 from typing import Any
 
+import uvicorn
 from mcp.server.auth.provider import AccessToken, TokenVerifier
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
+from mcp.server.subscriptions import ListenHandler
 from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -29,6 +39,7 @@ from mcp_team.server.views import add_run_pages
 
 _LOCAL_HOSTS = ["127.0.0.1:*", "localhost:*", "[::1]:*"]
 _LOCAL_ORIGINS = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
+SHUTDOWN_TIMEOUT = 5  # seconds held calls get after SIGTERM: under Docker's 10 s and Kubernetes' 30 s before SIGKILL
 
 
 class HttpSettings(BaseSettings):
@@ -44,6 +55,9 @@ class HttpSettings(BaseSettings):
     )
     event_store_bytes: int = Field(
         default=DEFAULT_MAX_BYTES, ge=1024 * 1024, description="Memory kept for clients to resume SSE streams."
+    )
+    shutdown_timeout: float = Field(
+        default=SHUTDOWN_TIMEOUT, ge=0, description="Seconds held calls get to end after SIGTERM (then cut)."
     )
 
     @field_validator("http_token")
@@ -143,3 +157,89 @@ def http_app(
     scope_per_session(server.session_manager, events)
     check_http_bodies(server.session_manager, security, settings.max_message_bytes)
     return app
+
+
+class HttpServer(uvicorn.Server):
+    """uvicorn's server for an MCP app, stopping promptly with streams open.
+
+    On SIGTERM or SIGINT uvicorn stops accepting connections, then waits for every open one to close before it
+    ends the app's lifespan (where the SDK would end its sessions): an open stream that never ends by itself (a
+    2026-07-28 `subscriptions/listen`, a 2025-11-25 session's GET stream) held the process until its client
+    left. Here those streams are ended as the wait begins (`end_streams`); a call still held after the
+    settings' `shutdown_timeout` (a run on a client's model, an ephemeral run) is cut by uvicorn. A stop asked
+    for by a signal exits 0, as a clean stop (uvicorn would raise the signal again once done, and the process
+    would die of it without flushing its spans). `on_signal` is told first, in the signal handler."""
+
+    def __init__(
+        self, server: MCPServer[Any], settings: HttpSettings, port: int, on_signal: Callable[[], None] | None = None
+    ) -> None:
+        app = http_app(server, settings)
+        super().__init__(
+            uvicorn.Config(
+                app,
+                host=settings.host,
+                port=port,
+                log_level="warning",
+                timeout_graceful_shutdown=math.ceil(settings.shutdown_timeout),  # uvicorn takes whole seconds
+            )
+        )
+        self.mcp = server
+        self.on_signal = on_signal
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if self.on_signal is not None:
+            self.on_signal()
+        # As uvicorn's, without remembering the signal to raise again: a second Ctrl-C forces the exit.
+        if self.should_exit and sig == signal.SIGINT:
+            self.force_exit = True
+        else:
+            self.should_exit = True
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        # Refuse new connections before ending the streams (as uvicorn's shutdown does next, again): a client
+        # told its stream ended must not open another one here. uvicorn then marks the streams' connections to
+        # close once their responses end; the streams end only after that (nothing awaits in between).
+        for listening in getattr(self, "servers", []):
+            listening.close()
+        end_streams(self.mcp)
+        quiet = _CutCalls(self.config.timeout_graceful_shutdown)
+        logging.getLogger("uvicorn.error").addFilter(quiet)
+        try:
+            await super().shutdown(sockets)
+        finally:
+            logging.getLogger("uvicorn.error").removeFilter(quiet)
+
+
+class _CutCalls(logging.Filter):
+    """Calls cut at the shutdown timeout, said in one line naming the setting, not as uvicorn's traceback of
+    the cancellation of each."""
+
+    def __init__(self, timeout: int | None) -> None:
+        super().__init__()
+        self.timeout = timeout
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and isinstance(record.exc_info[1], asyncio.CancelledError):
+            return False  # "Exception in ASGI application": the cut call, already told of
+        if isinstance(record.msg, str) and record.msg.startswith("Cancel %s running task"):
+            cut = record.args[0] if isinstance(record.args, tuple) and record.args else "some"
+            record.msg = (
+                "mcp-team: %s call(s) still in progress %s s after the stop were cut; to give them longer, raise "
+                "MCP_TEAM_SHUTDOWN_TIMEOUT (--shutdown-timeout)"
+            )
+            record.args = (cut, self.timeout)
+        return True
+
+
+def end_streams(server: MCPServer[Any]) -> None:
+    """End the streams of `server`'s HTTP app that never end by themselves: each 2026-07-28 `subscriptions/listen`
+    stream ends with its result (the spec's graceful closure: the client knows it was ended, not dropped), and
+    each 2025-11-25 session's GET stream ends (a client may reconnect with Last-Event-ID, to a server that
+    starts again). Calls in progress are left to end as their work does: a durable run's held call is told its
+    run goes on at the next start (see `durability.run_and_wait`)."""
+    entry = server._lowlevel_server.get_request_handler("subscriptions/listen")
+    if entry is not None and isinstance(entry.handler, ListenHandler):
+        entry.handler.close()
+    # The sessions are private in SDK 2.3 (see `events.scope_per_session`); closing a GET stream is public.
+    for transport in list(server.session_manager._server_instances.values()):
+        transport.close_standalone_sse_stream()

@@ -10,7 +10,7 @@ import argparse
 import contextlib
 import os
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from mcp_team.server.commands.common import (
     EXIT_OK,
@@ -32,7 +32,6 @@ from mcp_team.server.commands.runs import durable_config, durable_flags
 
 if TYPE_CHECKING:
     import socket
-    from collections.abc import Callable
 
     from mcp.server.mcpserver import MCPServer
 
@@ -57,6 +56,13 @@ def add_parsers(sub: Subparsers) -> None:
     serve.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
     serve.add_argument("--host", help="HTTP bind address (default 127.0.0.1; others need a token, see README)")
     serve.add_argument("--port", type=int, help="HTTP port (default 8765)")
+    serve.add_argument(
+        "--shutdown-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="HTTP: seconds calls still in progress get to end after SIGTERM before they are cut; open streams "
+        "end at once (default: $MCP_TEAM_SHUTDOWN_TIMEOUT, else 5)",
+    )
     durable_flags(serve)
     serve.set_defaults(handler=serve_command)
 
@@ -101,7 +107,8 @@ def serve_command(args: argparse.Namespace) -> int:
 
     from mcp_team.telemetry.content import register_secret
 
-    if not args.http and (given := [f"--{f}" for f in ("host", "port") if getattr(args, f) is not None]):
+    if not args.http and (given := [f"--{f.replace('_', '-')}" for f in ("host", "port", "shutdown_timeout")
+                                  if getattr(args, f) is not None]):  # fmt: skip
         # A warning, not an error: a client's config with a stray --port must still start its stdio server.
         verb = "applies" if len(given) == 1 else "apply"
         print(f"mcp-team: {' and '.join(given)} {verb} only with --http: serving over stdio, add --http for HTTP",
@@ -133,7 +140,8 @@ def serve_command(args: argparse.Namespace) -> int:
         else:
             from mcp_team.server.http import HttpSettings, check_bind
 
-            overrides = {k: v for k, v in {"host": args.host, "port": args.port}.items() if v is not None}
+            flags = {"host": args.host, "port": args.port, "shutdown_timeout": args.shutdown_timeout}
+            overrides = {k: v for k, v in flags.items() if v is not None}
             http = HttpSettings(**overrides)
             check_bind(http)
             if durable is not None:  # an HTTP server is not spawned per client: check now, fail before serving
@@ -160,9 +168,7 @@ def serve_command(args: argparse.Namespace) -> int:
             server = build_server(settings, spec, watch=args.watch, tracing=tracing, limits=limits, durable=opened)
             anyio.run(_serve_stdio, server, tracing, stdio_limit, opened)
         else:
-            import uvicorn
-
-            from mcp_team.server.http import auth_for, http_app
+            from mcp_team.server.http import HttpServer, auth_for
 
             opened = Durability(durable, open_delay=OPEN_DELAY) if durable is not None else None
             server = build_server(
@@ -171,10 +177,8 @@ def serve_command(args: argparse.Namespace) -> int:
             sockets = listen(http.host, http.port)  # before saying it serves: a port in use is a usage error
             port = sockets[0].getsockname()[1]
             print(f"mcp-team: serving streamable HTTP on http://{http.host}:{port}/mcp", file=sys.stderr)
-            config = uvicorn.Config(http_app(server, http), host=http.host, port=port, log_level="warning")
-            served = uvicorn.Server(config)
-            if opened is not None:
-                served.handle_exit = _telling(opened, served.handle_exit)  # type: ignore[method-assign,assignment]
+            # The run service is told first that the calls the stop cancels leave their runs to resume.
+            served = HttpServer(server, http, port, on_signal=opened.stopping if opened is not None else None)
             with contextlib.suppress(KeyboardInterrupt):  # as uvicorn.run: Ctrl-C stops the server, cleanly
                 served.run(sockets=sockets)
             if not served.started:  # the app's start-up failed (uvicorn said why)
@@ -219,17 +223,6 @@ def listen(host: str, port: int) -> list[socket.socket]:
             ) from None
         raise ConfigError(f"cannot serve on {where}: {exc.strerror or exc}; check --host and --port") from None
     return sockets
-
-
-def _telling(opened: Durability, handle_exit: Callable[[int, Any], None]) -> Callable[[int, Any], None]:
-    """uvicorn's signal handler, telling the run service first that the calls the stop cancels leave their runs
-    to resume (before the streams are closed and the calls cancelled)."""
-
-    def handle(sig: int, frame: Any) -> None:
-        opened.stopping()
-        handle_exit(sig, frame)
-
-    return handle
 
 
 async def _serve_stdio(

@@ -1,0 +1,131 @@
+"""`mcp-team serve --http` stops on SIGTERM while clients hold streams open, as hosts expect (systemd, Docker and
+Kubernetes send SIGTERM, then SIGKILL some seconds later): a 2026-07-28 `subscriptions/listen` stream and a
+2025-11-25 session's GET stream end cleanly, the process exits 0 (it waited for ever for the listen stream's
+client to leave), and a durable run in flight is kept to resume; a call still held after `--shutdown-timeout`
+is cut and said in one line."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+
+import anyio
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from support import (
+    HANG_GUARD,
+    MCP_TEAM,
+    clean_env,
+    free_port,
+    initialize,
+    serve_http_process,
+    stored_runs,
+    wait_healthy,
+)
+
+pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")]
+HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+REQUEST = "Research bees, calculate 2+2, write a short report and review it"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@asynccontextmanager
+async def legacy_get_stream(http: httpx2.AsyncClient, base: str) -> AsyncIterator[httpx2.Response]:
+    """A 2025-11-25 session's standalone GET stream (server-to-client messages), open."""
+    init = await http.post(f"{base}/mcp", json=initialize(), headers=HEADERS)
+    session = {**HEADERS, "mcp-session-id": init.headers["mcp-session-id"], "mcp-protocol-version": "2025-11-25"}
+    await http.post(f"{base}/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session)
+    async with http.stream("GET", f"{base}/mcp", headers={**session, "Accept": "text/event-stream"}) as response:
+        assert response.status_code == 200, await response.aread()
+        yield response
+
+
+@contextmanager
+def serving_to(stderr: Path, *args: str, env: dict[str, str]) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """`serve_http_process` with the server's stderr kept in `stderr`, to read what it said as it stopped."""
+    for _ in range(3):  # another process may take the free port first (see `serve_http_process`)
+        port = free_port()
+        with stderr.open("wb") as out:
+            proc = subprocess.Popen([MCP_TEAM, "serve", "--http", "--port", str(port), *args], env=env,
+                                    stdout=subprocess.DEVNULL, stderr=out)  # fmt: skip
+        if wait_healthy(f"http://127.0.0.1:{port}", proc):
+            try:
+                yield f"http://127.0.0.1:{port}", proc
+            finally:
+                proc.kill()
+                proc.wait(timeout=HANG_GUARD)
+            return
+        proc.kill()
+        proc.wait(timeout=HANG_GUARD)
+    pytest.fail(f"mcp-team serve --http did not start: {stderr.read_text()}")
+
+
+async def exited(proc: subprocess.Popen[bytes]) -> int:
+    """The process's exit code; fails the test (and kills it) if it is still running after the hang guard."""
+    try:
+        return await anyio.to_thread.run_sync(lambda: proc.wait(timeout=HANG_GUARD))
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        pytest.fail(f"mcp-team serve --http still running {HANG_GUARD:.0f} s after SIGTERM")
+
+
+async def test_sigterm_ends_open_streams_keeps_the_run_and_exits_0(tmp_path: Path) -> None:
+    env = clean_env(MCP_TEAM_MODEL="offline", MCP_TEAM_OFFLINE_LATENCY_MS="2000", MCP_TEAM_STATE_DIR=str(tmp_path))
+    with serve_http_process(env=env) as (base, proc):
+        async with (
+            httpx2.AsyncClient(timeout=HANG_GUARD) as http,
+            Client(streamable_http_client(f"{base}/mcp", http_client=http), mode="auto") as client,
+        ):
+            started = await client.call_tool("start_run", {"request": REQUEST})  # a durable run, in flight
+            run_id = started.structured_content["run_id"]
+            async with (
+                legacy_get_stream(http, base) as get_stream,
+                client.listen(resource_subscriptions=["team://runs", f"team://runs/{run_id}"]) as listening,
+            ):
+                proc.send_signal(signal.SIGTERM)
+                with anyio.fail_after(HANG_GUARD):
+                    async for _ in listening:  # ends on a graceful close; a dropped stream raises SubscriptionLost
+                        pass
+                    # read to its end: a body cut off (the connection closed mid-stream) raises RemoteProtocolError
+                    async for _ in get_stream.aiter_bytes():
+                        pass
+                assert await exited(proc) == 0
+    records = stored_runs(tmp_path / "runs.sqlite")
+    # Not cancelled by the stop: kept running, for the next start to resume (test_serve_restart shows it does).
+    assert [(r["run_id"], r["status"]) for r in records] == [(run_id, "running")], records
+
+
+async def test_a_call_still_held_at_the_shutdown_timeout_is_cut_in_one_line(tmp_path: Path) -> None:
+    env = clean_env(MCP_TEAM_MODEL="offline", MCP_TEAM_OFFLINE_LATENCY_MS="60000")  # a run that would go on
+    err = tmp_path / "stderr"
+    with serving_to(err, "--ephemeral", "--shutdown-timeout", "1", env=env) as (base, proc):
+        async with (
+            httpx2.AsyncClient(timeout=HANG_GUARD) as http,
+            Client(streamable_http_client(f"{base}/mcp", http_client=http), mode="auto") as client,
+            anyio.create_task_group() as tg,
+        ):
+            held = anyio.Event()
+
+            async def call() -> None:
+                held.set()
+                with pytest.raises(Exception):  # noqa: B017 (cut: whatever the client makes of it)
+                    await client.call_tool("run_team", {"request": REQUEST})
+
+            tg.start_soon(call)
+            await held.wait()
+            await anyio.sleep(1)  # the call is in progress on the server (its model call takes a minute)
+            proc.send_signal(signal.SIGTERM)
+            assert await exited(proc) == 0
+    said = err.read_text()
+    assert "1 call(s) still in progress 1 s after the stop were cut" in said and "MCP_TEAM_SHUTDOWN_TIMEOUT" in said
+    assert "Traceback" not in said, said
