@@ -383,7 +383,7 @@ def test_thread_history_keeps_the_newest_turns_within_the_budget() -> None:
 
 def test_cancellation_checks_cover_every_run_in_queries_of_one_size() -> None:
     # One SQL text whatever the number of runs in flight (SQLite caches a statement per text); no run missed.
-    from mcp_team.runs.live import fixed_chunks
+    from mcp_team.runs.cancels import fixed_chunks
 
     ids = [f"r{i}" for i in range(130)]
     chunks = fixed_chunks(ids, 64)

@@ -1,49 +1,14 @@
-"""The runs executing in this process (`Live`), and the watch that stops those cancelled from another process.
-
-A cancel made elsewhere (`cancel_run` on another replica or server, `mcp-team runs cancel`) writes the run's
-record, then cancels its DBOS workflow. The process running it polls both, for its live runs: a cancelled
-workflow, or a record written `cancelled` whose workflow cancel never came (the canceller killed in between, or
-the database refused it). Either way it cancels their tasks, keeping the reason the canceller recorded, and
-finishes DBOS's half itself, so a restart does not resume the workflow.
-"""
+"""The runs executing in this process: what the run service keeps of each while it runs."""
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import anyio
-import sqlalchemy as sa
-from dbos import DBOS
 
-from mcp_team.errors import ConfigError
 from mcp_team.handoffs.checkpoints import Approver
-from mcp_team.runs.database import reason_of
 from mcp_team.runs.records import Progress
-from mcp_team.runs.store import RunStore
 from mcp_team.runs.workflow import Engine, EventSink
-
-log = logging.getLogger(__name__)
-
-CANCEL_POLL = 1.0  # seconds between checks for runs cancelled by another process
-CANCEL_CHUNK = 64  # run ids per check (see fixed_chunks)
-
-
-class CancelRefused(ConfigError):
-    """The run's record says cancelled, but the runs database refused DBOS's half of the cancel (its workflow).
-    The message says the cancel did not finish and how to retry it (`retry`, the caller's way to cancel)."""
-
-    def __init__(self, run_id: str, exc: BaseException, retry: str = "Cancel it again") -> None:
-        self.run_id, self.cause = run_id, exc
-        super().__init__(
-            f"run {run_id} is recorded cancelled, but the runs database refused to cancel its workflow "
-            f"({reason_of(exc)}), so the cancel did not finish. {retry} once the database is writable"
-        )
-
-    def retried_with(self, retry: str) -> CancelRefused:
-        """The same error, saying to retry with `retry` (e.g. "Call cancel_run again")."""
-        return CancelRefused(self.run_id, self.cause, retry)
 
 
 @dataclass
@@ -58,72 +23,3 @@ class Live:
     cancel_reason: str | None = None
     done: anyio.Event = field(default_factory=anyio.Event)
     fresh: bool = False  # its workflow id was made here, now: DBOS has recorded nothing for it
-
-
-async def watch_cancellations(lives: Mapping[str, Live], store: RunStore) -> None:
-    """Until cancelled: every `CANCEL_POLL` seconds, cancel the live runs cancelled elsewhere. A database that
-    cannot be read for a moment (locked, away) is read at the next poll: the watch never ends on it."""
-    while True:
-        await anyio.sleep(CANCEL_POLL)
-        if not lives:
-            continue
-        try:
-            await stop_cancelled(lives, store)
-        except sa.exc.SQLAlchemyError as exc:
-            log.warning("could not check for runs cancelled by another process (%s); retrying", reason_of(exc))
-
-
-async def stop_cancelled(lives: Mapping[str, Live], store: RunStore) -> None:
-    """Cancel the live runs whose workflow was cancelled elsewhere, or whose stored record was written cancelled
-    elsewhere. One query of each kind per `CANCEL_CHUNK` live runs. DBOS is read first: a canceller writes the
-    record before the workflow, so the record of every workflow found cancelled is in the store when it is read
-    after, with the reason."""
-    workflows = {live.progress.record.workflow_id: rid for rid, live in lives.items()
-                 if live.progress.record.resumable and live.progress.record.workflow_id}  # fmt: skip
-    run_ids = list(lives)
-    in_dbos: set[str] = set()
-    for chunk in fixed_chunks(list(workflows), CANCEL_CHUNK):
-        found = await DBOS.list_workflows_async(workflow_ids=chunk, status="CANCELLED",
-                                                load_input=False, load_output=False)  # fmt: skip
-        in_dbos.update(workflows[status.workflow_id] for status in found)
-    stored: dict[str, str | None] = {}
-    for chunk in fixed_chunks(run_ids, CANCEL_CHUNK):
-        stored.update(await anyio.to_thread.run_sync(store.cancelled_among, chunk))
-    for run_id in in_dbos | stored.keys():
-        live = lives.get(run_id)
-        if live is None or live.scope.cancel_called or live.progress.record.finished:  # ended, or ending here
-            continue
-        live.cancel_reason = live.cancel_reason or stored.get(run_id) or "cancelled from another process"
-        workflow_id = live.progress.record.workflow_id
-        if run_id not in in_dbos and live.progress.record.resumable and workflow_id:
-            await _cancel_workflow(run_id, workflow_id)
-        live.scope.cancel()
-
-
-async def _cancel_workflow(run_id: str, workflow_id: str) -> None:
-    """DBOS's half of a cancel that another process recorded but did not finish: nothing resumes the workflow
-    after a restart then. Refused, the run is stopped all the same: it ends with the cancelled record as its
-    result, and a run whose end was recorded is never run again."""
-    try:
-        await DBOS.cancel_workflow_async(workflow_id)
-    except sa.exc.SQLAlchemyError as exc:
-        log.warning("run %s was cancelled by another process, but its workflow could not be cancelled (%s); "
-                    "stopping it here", run_id, reason_of(exc))  # fmt: skip
-
-
-async def stored_cancel_reason(store: RunStore, run_id: str) -> str | None:
-    """The reason another process gave when it cancelled `run_id`: it writes the run's record (with the reason)
-    before it cancels the workflow, so the process running it keeps that reason, whoever stops the run first."""
-    told = await anyio.to_thread.run_sync(store.get, run_id)
-    return told.reason if told is not None and told.status == "cancelled" and told.reason else None
-
-
-def fixed_chunks(ids: list[str], size: int) -> list[list[str]]:
-    """`ids` in lists of exactly `size` (the last padded with repeats of its first id). A query `IN (?, ...)`
-    with as many `?` as ids has a new SQL text for every number of runs in flight: SQLite's statement cache
-    (per connection) then kept a statement made during each burst of runs, long after it (and the memory
-    arenas around it, measured 23 MiB pinned by 42 statements after 300 runs). Fixed sizes make one text."""
-    chunks = [ids[i : i + size] for i in range(0, len(ids), size)]
-    if chunks:
-        chunks[-1] += [chunks[-1][0]] * (size - len(chunks[-1]))
-    return chunks

@@ -26,10 +26,17 @@ from mcp_team.runs import _dbos_internals as internals
 from mcp_team.runs import _dbos_steps as steps
 from mcp_team.runs import approvals, launch, orphans, recovery, replicas, workflow
 from mcp_team.runs.approvals import Board
+from mcp_team.runs.cancels import (
+    CANCEL_POLL,
+    cancel_elsewhere,
+    finished_cancel,
+    stored_cancel_reason,
+    watch_cancellations,
+)
 from mcp_team.runs.config import DurableConfig
 from mcp_team.runs.database import is_damaged, is_full, reason_of
 from mcp_team.runs.executor import ExecutorLease
-from mcp_team.runs.live import CANCEL_POLL, CancelRefused, Live, stored_cancel_reason, watch_cancellations
+from mcp_team.runs.live import Live
 from mcp_team.runs.records import NOT_RESUMABLE, Progress, final_state
 from mcp_team.runs.replicas import Replicas
 from mcp_team.runs.runtime import DurableRuntime, ReplayDiverged
@@ -279,11 +286,11 @@ class Runs:
     async def cancel(self, run_id: str, reason: str = "cancelled by request") -> RunRecord | None:
         """Cancel: DBOS first (durable: nothing resumes after a restart), then the run's own task here, so
         in-flight model and tool calls stop at once. A run of another process stops within a second. A run
-        that has finished is left as it is (`_finished_cancel`). `CancelRefused` when the database refused to
+        that has finished is left as it is (`finished_cancel`). `CancelRefused` when the database refused to
         cancel the workflow of a run recorded cancelled: cancelling again finishes it."""
         record = await self.get(run_id)
         if record is None or record.finished:
-            return await self._finished_cancel(record)
+            return await finished_cancel(record)
         if (live := self._live.get(run_id)) is not None:
             if record.resumable and record.workflow_id:
                 # Refused, the run stops all the same: it ends with its cancelled record, never run again.
@@ -293,28 +300,7 @@ class Runs:
             live.scope.cancel()
             await live.done.wait()
             return await self.get(run_id)
-        # Running elsewhere: the record first, so the process running it, seeing DBOS's cancel, keeps its reason
-        # (and then writes what had finished). Only while it still runs: one that just finished keeps its answer.
-        final = Progress(record).finish("cancelled", reason=reason)
-        if not await self.store.finish_if_running(final):  # it finished meanwhile (or another cancel came first)
-            return await self._finished_cancel(await self.get(run_id))
-        if record.resumable and record.workflow_id:
-            await _cancel_workflow(record)
-        return final
-
-    @staticmethod
-    async def _finished_cancel(record: RunRecord | None) -> RunRecord | None:
-        """Cancel a run whose record has finished: nothing to do, except for a cancel left half done. Cancelling
-        another process's run is two writes, its record then DBOS's workflow; when the second fails (a locked
-        database, the canceller killed in between), the record says cancelled while the process running the
-        workflow goes on spending model calls. Cancelling again cancels the workflow then. Its state is read
-        first: DBOS's cancel leaves a finished workflow as it is, but rewrites one already cancelled."""
-        if record is None or record.status != "cancelled" or not record.resumable or not record.workflow_id:
-            return record
-        status = await DBOS.get_workflow_status_async(record.workflow_id)
-        if status is not None and status.status in ("PENDING", "ENQUEUED", "DELAYED"):  # it may still run
-            await _cancel_workflow(record)
-        return record
+        return await cancel_elsewhere(self.store, record, reason)
 
     async def answer(self, run_id: str, decision: Decision, name: str | None = None) -> Checkpoint:
         """Answer the checkpoint run `run_id` waits at (the one named `name`, when given), here or on the replica
@@ -458,15 +444,6 @@ class Runs:
 
     async def _recover(self, executor_id: str | None = None) -> None:
         await recovery.recover(self.store, self.config.app_version, executor_id or self.executor_id, self._live)
-
-
-async def _cancel_workflow(record: RunRecord) -> None:
-    """DBOS's half of cancelling `record`'s run, whose record says cancelled: `CancelRefused` if refused."""
-    assert record.workflow_id is not None
-    try:
-        await DBOS.cancel_workflow_async(record.workflow_id)
-    except sa.exc.SQLAlchemyError as exc:
-        raise CancelRefused(record.run_id, exc) from None
 
 
 async def _owned_elsewhere(workflow_id: str | None) -> bool:

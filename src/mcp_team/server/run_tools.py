@@ -96,7 +96,7 @@ async def get_run(
 async def cancel_run(run_id: Annotated[str, RUN_ID], ctx: Context[Any, Any]) -> dict[str, Any]:
     """Cancel a run: its model and tool calls stop, and it does not resume after a restart. A run that has
     already finished is left as it is."""
-    from mcp_team.runs.live import CancelRefused  # here: the service is open, so DBOS is loaded already
+    from mcp_team.runs.cancels import CancelRefused  # here: the service is open, so DBOS is loaded already
 
     runs = await _service(ctx)
     await _own(runs, run_id)

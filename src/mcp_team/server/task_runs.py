@@ -151,7 +151,7 @@ class DurableTaskRuns(_Base):
         return _maybe(await (await self._service()).wait(run_id))
 
     async def cancel(self, run_id: str) -> TaskRun | None:
-        from mcp_team.runs.live import CancelRefused  # here: the service is open, so DBOS is loaded already
+        from mcp_team.runs.cancels import CancelRefused  # here: the service is open, so DBOS is loaded already
 
         runs = await self._service()
         try:

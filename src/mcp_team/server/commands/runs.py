@@ -175,7 +175,7 @@ def _cancel_workflow(store: RunStore, record: RunRecord, *, only_active: bool) -
     import sqlalchemy as sa
     from dbos import DBOSClient
 
-    from mcp_team.runs.live import CancelRefused
+    from mcp_team.runs.cancels import CancelRefused
     from mcp_team.runs.serializer import JSONSerializer
 
     assert record.workflow_id is not None
