@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from collections.abc import Sequence
 
-from mcp_team.server.commands import eval, run, runs, serve, team, trace
 from mcp_team.server.commands.common import EXIT_CANCELLED, EXIT_FAILED, EXIT_USAGE, error
 
-COMMANDS = (run, runs, serve, team, trace, eval)  # each adds its subcommands, in this order in --help
 EXIT_CLOSED_OUTPUT = 141  # 128 + SIGPIPE: how `yes | head -1` ends, for shells with `set -o pipefail`
 
 
@@ -24,7 +23,10 @@ def build_parser() -> argparse.ArgumentParser:
         prog="mcp-team", description="A team of LLM specialists and a supervisor, as an MCP server."
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for command in COMMANDS:
+    # Imported here, not at module level: `main` sets how `run` takes a signal before they load.
+    from mcp_team.server.commands import eval, run, runs, serve, team, trace
+
+    for command in (run, runs, serve, team, trace, eval):  # each adds its subcommands, in this order in --help
         command.add_parsers(sub)
     return parser
 
@@ -41,9 +43,19 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse(argv)
-    args.relaunchable = argv is None  # this process is the command's own: `serve --http` may re-execute it
+    words = sys.argv[1:] if argv is None else list(argv)
+    early = words[:1] == ["run"] and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+    if early:
+        # `run` cancels its run on SIGTERM as on Ctrl-C once the run starts (commands/run.py); a SIGTERM before
+        # (the imports, loading the team: a second or more) killed the command silently with 143. From here on
+        # it is a Ctrl-C: KeyboardInterrupt, said below, exit 130.
+        try:
+            signal.signal(signal.SIGTERM, signal.default_int_handler)
+        except ValueError:  # `main` called in a thread other than the main one: it cannot take signals
+            early = False
     try:
+        args = parse(argv)
+        args.relaunchable = argv is None  # this process is the command's own: `serve --http` may re-execute it
         code: int = args.handler(args)
         sys.stdout.flush()  # output still buffered would fail at exit, past the handling below
         return code
@@ -54,6 +66,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if os.environ.get("MCP_TEAM_DEBUG"):
             raise
         return report(exc)
+    finally:
+        if early:  # `main` called in a process that goes on (a test's) leaves SIGTERM as it found it
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def report(exc: BaseException) -> int:

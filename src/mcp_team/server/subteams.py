@@ -11,8 +11,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pydantic import ValidationError
-
 if TYPE_CHECKING:
     from mcp_team.server.teamfile import TeamFileModel, TeamSpec
 
@@ -21,7 +19,8 @@ def load_subteams(
     model: TeamFileModel, source: str, base: Path, stack: tuple[Path, ...], max_depth: int
 ) -> tuple[list[str], dict[str, TeamSpec]]:
     """The nested teams of `model` (a file at depth `len(stack)`), or the problems found loading them."""
-    from mcp_team.server.teamfile import TeamFileError, TeamFileModel, TeamSpec, _check, _describe, load_team_file
+    from mcp_team.server.teamfile import TeamFileError, TeamFileModel, TeamSpec, load_team_file
+    from mcp_team.server.teamfile_problems import check, renumbered, validate
 
     problems: list[str] = []
     subteams: dict[str, TeamSpec] = {}
@@ -47,15 +46,14 @@ def load_subteams(
             except TeamFileError as exc:
                 problems += [f"{where} ({spec.team}): {p}" for p in exc.problems]
             continue
-        try:
-            inline = TeamFileModel.model_validate(spec.team)
-        except ValidationError as exc:
-            problems += [f"{where}.{_describe(e)}" for e in exc.errors()]
+        inline, found, left_out = validate(TeamFileModel, spec.team)  # the schema's errors, and the rest checked
+        if inline is None:
+            problems += [f"{where}.{p}" for p in found]
             continue
-        found, prompts = _check(inline, base)
+        checked, prompts = check(inline, base, left_out)
         nested, deeper = load_subteams(inline, source, base, (*stack, Path(f"{spec.name} (inline)")), max_depth)
-        if found or nested:
-            problems += [f"{where}.{p}" for p in [*found, *nested]]
+        if found := [*found, *checked, *(renumbered(p, left_out) for p in nested)]:
+            problems += [f"{where}.{p}" for p in found]
             continue
         subteams[spec.name] = TeamSpec(f"{source} ({spec.name})", inline, prompts, base, subteams=deeper)
     return problems, subteams

@@ -16,29 +16,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from mcp_team.errors import ConfigError, message_of
+from mcp_team.errors import ConfigError
 from mcp_team.handoffs import RunSettings
-from mcp_team.handoffs.checkpoints import checkpoint_problems
 from mcp_team.handoffs.gates import Gates
 from mcp_team.handoffs.subteam import SubTeam
-from mcp_team.llm.call import MEMBER_NAMES
-from mcp_team.llm.settings import MemberModel, parse_model
+from mcp_team.llm.settings import MemberModel
 from mcp_team.llm.wrappers import SamplingSettings
 from mcp_team.server.subteams import load_subteams
+from mcp_team.server.teamfile_problems import BUILTIN_TOOLS as BUILTIN_TOOLS
+from mcp_team.server.teamfile_problems import RESERVED_NAMES as RESERVED_NAMES
+from mcp_team.server.teamfile_problems import check, renumbered, validate
 from mcp_team.specialists import DEFAULT_TEAM, Specialist, Tool
 from mcp_team.specialists.calculator import CALCULATE
-from mcp_team.specialists.definition import NAME_PATTERN, NAME_RULE
+from mcp_team.specialists.definition import NAME_PATTERN
 from mcp_team.specialists.mcp_config import McpServerConfig
 
 if TYPE_CHECKING:  # the pool imports the MCP SDK, which a team without MCP servers never needs
     from mcp_team.specialists.mcp_tools import McpToolPool
-
-BUILTIN_TOOLS = ("calculate", "fetch_url", "read_file", "list_files", "write_note", "read_notes")
-# A specialist's name is also its MCP tool's and prompt's: these are the server's own tools (tools.py, run_tools.py,
-# checkpoint_tools.py) and the names of the team's own members (the supervisor's prompt is `supervisor`).
-RESERVED_NAMES = ("run_team", "plan_team", "start_run", "get_run", "cancel_run", "answer_checkpoint", *MEMBER_NAMES)
 
 
 class TeamFileError(ConfigError):
@@ -315,115 +311,14 @@ def load_team_file(path: Path, *, _stack: tuple[Path, ...] = (), _max_depth: int
         raise TeamFileError(path, [f"cannot read the file: {exc}"]) from None
     except tomllib.TOMLDecodeError as exc:
         raise TeamFileError(path, [f"not valid TOML: {exc}"]) from None
-    try:
-        model = TeamFileModel.model_validate(data)
-    except ValidationError as exc:
-        raise TeamFileError(path, [_describe(e) for e in exc.errors()]) from None
+    model, problems, left_out = validate(TeamFileModel, data)
+    if model is None:
+        raise TeamFileError(path, problems)
     base = path.resolve().parent
-    problems, prompts = _check(model, base)
+    found, prompts = check(model, base, left_out)
     max_depth = _max_depth or model.supervisor.max_team_depth
     nested, subteams = load_subteams(model, str(path), base, (*_stack, path.resolve()), max_depth)
-    if problems or nested:
-        raise TeamFileError(path, problems + nested)
+    problems += found + [renumbered(p, left_out) for p in nested]
+    if problems:
+        raise TeamFileError(path, problems)
     return TeamSpec(str(path), model, prompts, base, subteams=subteams)
-
-
-def _describe(error: Any) -> str:
-    loc = ""
-    for part in error["loc"]:
-        loc += f"[{part}]" if isinstance(part, int) else (f".{part}" if loc else str(part))
-    message = message_of(error)
-    if error["type"] == "extra_forbidden":
-        message = "unknown key (check the spelling; `mcp-team init` writes a commented example)"
-    elif error["type"] == "string_pattern_mismatch":
-        message = f"'{error['input']}' cannot be a name: use {NAME_RULE} (it is also a tool's name)"
-    elif error["type"] == "missing":
-        message = "is required"
-    return f"{loc or 'the file'}: {message}"
-
-
-def _check(model: TeamFileModel, base: Path) -> tuple[list[str], dict[str, str]]:
-    """The problems a schema cannot see: duplicates, unknown tools, prompt files."""
-    problems: list[str] = []
-    prompts: dict[str, str] = {}
-    servers = {s.name: s for s in model.mcp_servers}
-    for i, server in enumerate(model.mcp_servers):
-        if [s.name for s in model.mcp_servers].count(server.name) > 1:
-            problems.append(f"mcp_servers[{i}].name: '{server.name}' is declared more than once")
-    names = [s.name for s in model.specialists]
-    problems += [f"supervisor.checkpoints: {p}" for p in checkpoint_problems(model.supervisor.checkpoints, names)]
-    if model.supervisor.judge is not None and model.supervisor.judge not in names:
-        problems.append(f"supervisor.judge: there is no member '{model.supervisor.judge}' ({', '.join(names)})")
-    for key in ("supervisor", "specialist", "supervisor_fallback", "specialist_fallback"):
-        problems += _model_problems(f"models.{key}", getattr(model.models, key))
-    seen: set[str] = set()
-    for i, spec in enumerate(model.specialists):
-        where = f"specialists[{i}]"
-        if spec.name in seen:
-            problems.append(f"{where}.name: '{spec.name}' is used by another specialist; names must be unique")
-        seen.add(spec.name)
-        if spec.name in RESERVED_NAMES:
-            problems.append(f"{where}.name: '{spec.name}' is taken by the server; choose another name")
-        if spec.team is not None:
-            if spec.prompt is not None or spec.prompt_file is not None or spec.tools:
-                problems.append(f"{where}: a member that is a team has no prompt, prompt_file or tools of its own")
-            continue
-        if (spec.prompt is None) == (spec.prompt_file is None):
-            problems.append(f"{where}: give exactly one of `prompt` (inline) or `prompt_file` (a path)")
-        elif spec.prompt_file is not None:
-            prompt_path = base / spec.prompt_file
-            try:
-                prompts[spec.name] = prompt_path.read_text(encoding="utf-8-sig").strip()
-            except OSError:
-                problems.append(f"{where}.prompt_file: cannot read '{spec.prompt_file}' (looked at {prompt_path})")
-            except UnicodeDecodeError as exc:
-                problems.append(
-                    f"{where}.prompt_file: '{spec.prompt_file}' is not UTF-8 text (byte {exc.start}); save it as UTF-8"
-                )
-        else:
-            prompts[spec.name] = (spec.prompt or "").strip()
-        if spec.name in prompts and not prompts[spec.name]:
-            problems.append(f"{where}: the prompt is empty")
-        names = [other.name for other in model.specialists]
-        if spec.fallback is not None and (spec.fallback == spec.name or spec.fallback not in names):
-            problems.append(
-                f"{where}.fallback: '{spec.fallback}' must be another specialist of this team ({', '.join(names)})"
-            )
-        for key in ("model", "fallback_model"):
-            problems += _model_problems(f"{where}.{key}", getattr(spec, key))
-        for j, grant in enumerate(spec.tools):
-            problems.extend(_check_grant(f"{where}.tools[{j}]", grant, servers))
-        if {"read_file", "list_files"} & set(spec.tools) and not model.tools.read_dirs:
-            problems.append(
-                f"{where}.tools: read_file/list_files are granted but tools.read_dirs is empty; "
-                f"list the directories they may read"
-            )
-        if len(set(spec.tools)) != len(spec.tools):
-            problems.append(f"{where}.tools: a tool is listed more than once")
-    return problems, prompts
-
-
-def _model_problems(where: str, text: str | None) -> list[str]:
-    try:
-        parse_model(text) if text is not None else None
-    except ValueError as exc:
-        return [f"{where}: {exc}"]
-    return []
-
-
-def _check_grant(where: str, grant: str, servers: dict[str, McpServerConfig]) -> list[str]:
-    if "/" not in grant:
-        if grant in BUILTIN_TOOLS:
-            return []
-        return [
-            f"{where}: unknown tool '{grant}'; built-in tools are {', '.join(BUILTIN_TOOLS)}, and tools of an "
-            f"MCP server are granted as 'server/tool' or 'server/*'"
-        ]
-    server, _, name = grant.partition("/")
-    if server not in servers:
-        known = ", ".join(servers) or "none are declared"
-        return [f"{where}: '{grant}' names MCP server '{server}', which is not declared in [[mcp_servers]] ({known})"]
-    allowed = servers[server].allowed_tools
-    if name != "*" and allowed is not None and name not in allowed:
-        return [f"{where}: '{name}' is not in mcp_servers '{server}' allowed_tools ({', '.join(allowed)})"]
-    return []

@@ -31,6 +31,7 @@ from mcp_team.server.commands.common import (
 from mcp_team.server.commands.runs import durable_config, durable_flags
 
 if TYPE_CHECKING:
+    from anyio.abc import TaskStatus
     from rich.console import Console
 
     from mcp_team.handoffs import Budgets, RunEvent, RunResult
@@ -213,15 +214,18 @@ async def _interruptible(run: Callable[..., Awaitable[RunResult]]) -> RunResult:
     stopped: list[RunResult] = []  # the run's last result, as the engine or the run service ends it
     result: RunResult | None = None
 
-    async def cancel_on_signal(scope: anyio.CancelScope) -> None:
+    async def cancel_on_signal(scope: anyio.CancelScope, *, task_status: TaskStatus[None]) -> None:
         with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            task_status.started()
             async for _ in signals:
                 scope.cancel()
                 return
 
     async with anyio.create_task_group() as tg:
         with anyio.CancelScope() as run_scope:
-            tg.start_soon(cancel_on_signal, run_scope)
+            # Started, not just scheduled: the run begins only once a signal cancels it. Until then a signal is a
+            # KeyboardInterrupt (cli.main), which nothing started yet can be left half-done by.
+            await tg.start(cancel_on_signal, run_scope)
             result = await run(on_finish=stopped.append)
         tg.cancel_scope.cancel()
     if result is None:

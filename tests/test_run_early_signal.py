@@ -1,0 +1,82 @@
+"""`mcp-team run` stopped by SIGTERM during its start-up (imports, loading the team, launching the runs
+database) ends as one stopped later does: exit 130 and one line, no run left running, no traceback. It was
+killed by the signal's default action: exit 143, nothing said."""
+
+from __future__ import annotations
+
+import json
+import re
+import select
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from support import HANG_GUARD, MCP_TEAM, clean_env
+
+REQUEST = "Research the history of the transistor, compute 12*(3+4)/2 and write a short report."
+ATTEMPTS = 3  # where in the start-up the signal lands varies from one attempt to the next
+
+pytestmark = pytest.mark.skipif(not Path("/proc/self/status").is_file(), reason="reads /proc/PID/status (Linux)")
+
+
+def _start(tmp_path: Path) -> tuple[subprocess.Popen[bytes], dict[str, str]]:
+    env = clean_env(MCP_TEAM_STATE_DIR=str(tmp_path), MCP_TEAM_OFFLINE_LATENCY_MS="1000")
+    proc = subprocess.Popen([MCP_TEAM, "run", "--model", "offline", REQUEST], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    return proc, env
+
+
+def _catches_sigterm(pid: int) -> bool:
+    """Whether the process has a handler for SIGTERM yet (the kernel's record of it, no timing involved)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    caught = next(line for line in status.splitlines() if line.startswith("SigCgt:"))
+    return bool(int(caught.split()[1], 16) >> (signal.SIGTERM - 1) & 1)
+
+
+def _assert_ended_as_a_later_signal_does(proc: subprocess.Popen[bytes], env: dict[str, str]) -> str:
+    out, err = (b.decode() for b in proc.communicate(timeout=HANG_GUARD))
+    assert proc.returncode == 130, (proc.returncode, err)  # -15 (143 in a shell) before the fix
+    assert "Traceback" not in err and "ERROR" not in err, err
+    summary = re.search(r"^cancelled: \d+ handoffs?, .*, run (\w+)$", err, re.MULTILINE)
+    # Before the run started: the line a later signal gives then; after, the cancelled result and its summary.
+    assert summary or err.splitlines()[-1] == "mcp-team: cancelled", err
+    if summary:
+        assert out.strip(), "the cancelled result is printed"
+    listed = subprocess.run([MCP_TEAM, "runs", "--json"], env=env, capture_output=True, text=True, timeout=HANG_GUARD)
+    runs = json.loads(listed.stdout)
+    assert all(r["status"] == "cancelled" for r in runs), runs  # none left running, to resume unasked
+    assert [r["run_id"] for r in runs] == ([summary.group(1)] if summary else []), (runs, err)
+    return err
+
+
+def test_sigterm_as_soon_as_the_command_can_take_one(tmp_path: Path) -> None:
+    before_any_output = 0
+    for attempt in range(ATTEMPTS):
+        proc, env = _start(tmp_path / str(attempt))
+        assert proc.stderr is not None
+        deadline = time.monotonic() + HANG_GUARD  # a guard against a hang only
+        while not _catches_sigterm(proc.pid):
+            assert proc.poll() is None and time.monotonic() < deadline, "the command never took SIGTERM"
+            time.sleep(0.001)
+        # Nothing written yet: the handler was there before the start-up's work. (Before the fix, the first
+        # handler came with the run's, after the team was loaded and the first line said.)
+        before_any_output += not select.select([proc.stderr], [], [], 0)[0]
+        proc.send_signal(signal.SIGTERM)
+        _assert_ended_as_a_later_signal_does(proc, env)
+    assert before_any_output, "every signal was sent after the command had written output"
+
+
+def test_sigterm_once_the_command_said_its_first_line(tmp_path: Path) -> None:
+    for attempt in range(ATTEMPTS):
+        proc, env = _start(tmp_path / str(attempt))
+        assert proc.stderr is not None
+        first = proc.stderr.readline().decode()
+        assert "offline backend" in first, first
+        proc.send_signal(signal.SIGTERM)  # before the fix: while the run's handler was not yet there
+        _assert_ended_as_a_later_signal_does(proc, env)
