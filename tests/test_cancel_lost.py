@@ -193,3 +193,24 @@ async def test_tasks_cancel_says_in_one_line_that_a_cancel_the_database_refused_
     finally:
         serving.kill()
         serving.communicate()
+
+
+async def test_a_cancelled_record_this_version_cannot_read_still_counts_as_cancelled(tmp_path: Path) -> None:
+    """A record this version cannot read (e.g. a newer version's, of another shape) fails validation: the watch must
+    still see the run cancelled (its status column says so), without the reason, and not end on the error."""
+    db = tmp_path / "runs.sqlite"
+    store = RunStore(sqlite_engine(str(db)))
+    try:
+        store.create()
+        started = now()
+        for run_id in ("run-new", "run-old"):
+            record = RunRecord(run_id=run_id, status="running", request="r", executor_id="here", resumable=True,
+                               workflow_id=run_id, started_at=started, updated_at=started)  # fmt: skip
+            await store.write(record)
+            assert await store.finish_if_running(Progress(record).finish("cancelled", reason=FIRST_REASON))
+        with sqlite3.connect(db) as conn:
+            unreadable = "json_set(record, '$.started_at', 'not a time')"
+            conn.execute(f"UPDATE mcp_team_runs SET record = {unreadable} WHERE run_id = 'run-new'")
+        assert store.cancelled_among(["run-new", "run-old", "run-none"]) == {"run-new": None, "run-old": FIRST_REASON}
+    finally:
+        store.engine.dispose()

@@ -96,6 +96,7 @@ def test_a_body_over_the_limit_gets_413_with_a_json_rpc_error_naming_the_setting
     content: str | Iterator[bytes] = large if sized else chunks(large)
     answer = httpx2.post(url, content=content, headers=headers, timeout=HANG_GUARD)
     assert answer.status_code == 413 and answer.headers["content-type"] == "application/json"
+    assert answer.headers["connection"] == "close"  # the rest of the body is not read to be thrown away
     assert "mcp-session-id" not in answer.headers
     error = error_of(answer)
     size = f"{len(large)} bytes" if sized else f"more than {LIMIT} bytes"

@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 import anyio
 import sqlalchemy as sa
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from mcp_team import __version__
 from mcp_team.errors import ConfigError
@@ -313,7 +313,7 @@ class RunStore:
         cancelled = runs_table.c.run_id.in_(list(run_ids)) & (runs_table.c.status == "cancelled")
         with self.engine.connect() as conn:
             rows = conn.execute(sa.select(runs_table.c.run_id, runs_table.c.record).where(cancelled)).all()
-        return {run_id: RunRecord.model_validate_json(record).reason for run_id, record in rows}
+        return {run_id: _reason(record) for run_id, record in rows}
 
     def changed_since(self, since: float) -> list[tuple[str, float]]:
         """`(run_id, updated_at)` of the runs written (by any process) after `since`."""
@@ -416,3 +416,12 @@ class RunStore:
 
 def _taken(queued: RunRecord | Callable[[], RunRecord]) -> RunRecord:
     return queued() if callable(queued) else queued
+
+
+def _reason(record: str) -> str | None:
+    """The reason of a stored cancelled record; None when this version cannot read the record (one written by a
+    newer version): its status column says cancelled all the same, and the run is stopped without it."""
+    try:
+        return RunRecord.model_validate_json(record).reason
+    except ValidationError:
+        return None

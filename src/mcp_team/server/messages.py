@@ -49,7 +49,9 @@ def check_http_bodies(manager: StreamableHTTPSessionManager, security: Transport
     async def answer(scope: Scope, receive: Receive, send: Send, status: int, error: dict[str, Any], at: Any) -> None:
         refused = await guard.validate_request(Request(scope), is_post=True)
         body = {"jsonrpc": "2.0", "id": at, "error": error}
-        await (refused or JSONResponse(body, status_code=status))(scope, receive, send)
+        # After a 413 the rest of the body is never read: closing the connection spares reading it to throw it away.
+        headers = {"connection": "close"} if status == 413 else None
+        await (refused or JSONResponse(body, status_code=status, headers=headers))(scope, receive, send)
 
     async def checked(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -83,6 +85,7 @@ def check_http_bodies(manager: StreamableHTTPSessionManager, security: Transport
         body = b"".join(m.get("body", b"") for m in read)
         if size > limit:  # the rest is never read: the answer names what was
             error = {"code": INVALID_REQUEST, "message": too_large(f"more than {limit} bytes", limit)}
+            # The id when the head holds it (the Python SDK writes it first); the TypeScript SDK's, last, is unread.
             await answer(scope, replay, send, 413, error, _outer_id(body[:512]))
             return
         header = headers.get(b"mcp-protocol-version")
