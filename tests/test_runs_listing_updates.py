@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,7 @@ from mcp_team.server.app import build_server
 from mcp_team.server.http import HttpSettings, http_app
 from mcp_team.server.teamfile import TeamSpec
 from mcp_team.specialists import DEFAULT_TEAM
+from postgres import postgres_server
 from support import HANG_GUARD, MCP_TEAM, clean_env, free_port, serving_here
 from test_tasks_http import TwoUsers, two_user_server
 
@@ -43,6 +44,18 @@ def mode(request: pytest.FixtureRequest) -> str:
 @pytest.fixture(params=[True, False], ids=["durable", "ephemeral"])
 def durable(request: pytest.FixtureRequest) -> bool:
     return bool(request.param)
+
+
+@pytest.fixture(scope="module")
+def pg_url() -> Iterator[str]:
+    with postgres_server() as url:
+        yield url
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request: pytest.FixtureRequest) -> str | None:
+    """The run store's database: the state directory's SQLite file, or a PostgreSQL server started for the tests."""
+    return None if request.param == "sqlite" else str(request.getfixturevalue("pg_url"))
 
 
 class Updates:
@@ -177,14 +190,18 @@ async def test_the_listing_tells_its_subscriber_when_a_run_starts_and_when_it_fi
     assert updates.uris == [LISTING, LISTING], updates.uris
 
 
-async def test_a_run_another_process_starts_on_the_state_directory_is_told_too(tmp_path: Path) -> None:
+async def test_a_run_another_process_starts_on_the_run_store_is_told_too(
+    tmp_path: Path, database_url: str | None
+) -> None:
     updates = Updates()
-    server = build_server(ModelSettings(model="offline"), durable=resolve(state_dir=tmp_path, environ={}))
+    durable = resolve(state_dir=tmp_path, database_url=database_url, environ={})
+    server = build_server(ModelSettings(model="offline"), durable=durable)
     async with Client(server, mode="legacy", message_handler=updates.handle, cache=None) as client:
         await client.subscribe_resource(LISTING)
         # `mcp-team run` writes the run store the server reads; the server itself never hears of the run
+        store = ["--database-url", database_url] if database_url else []
         done = await anyio.run_process(
-            [MCP_TEAM, "run", "Write a haiku about bees", "--state-dir", str(tmp_path), "--quiet"],
+            [MCP_TEAM, "run", "Write a haiku about bees", "--state-dir", str(tmp_path), *store, "--quiet"],
             env=clean_env(MCP_TEAM_MODEL="offline"),
             check=False,
         )

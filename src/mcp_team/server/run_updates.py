@@ -303,7 +303,7 @@ class StoreLook:
     def now(cls, store: RunStore) -> StoreLook:
         """The runs running now and those written lately: what a new follower is not told of."""
         since = time.time()
-        rows = _statuses(store, since - LOOKBACK, running=True)
+        rows = store.statuses_since(since - LOOKBACK, running=True)
         return cls(store, {run_id: (status, stamp) for run_id, status, stamp in rows}, since)
 
     def look(self) -> list[str | None]:
@@ -311,7 +311,7 @@ class StoreLook:
         from mcp_team.runs.store import FINISHED
 
         changed = []
-        for run_id, status, stamp in _statuses(self.store, self.since - LOOKBACK, running=False):
+        for run_id, status, stamp in self.store.statuses_since(self.since - LOOKBACK):
             if self.statuses.get(run_id, ("", 0.0))[0] != status:
                 changed.append(run_id)
             self.statuses[run_id] = (status, stamp)
@@ -321,22 +321,6 @@ class StoreLook:
         old = self.since - LOOKBACK
         self.statuses = {k: v for k, v in self.statuses.items() if v[0] not in FINISHED or v[1] > old}
         return [record.owner if (record := self.store.get(run_id)) is not None else None for run_id in changed]
-
-
-def _statuses(store: RunStore, since: float, *, running: bool) -> list[tuple[str, str, float]]:
-    """`(run_id, status, updated_at)` of the runs written after `since` (and with `running`, of every run still
-    running). The columns only: a record read whole for every progress write would cost a parse each second."""
-    import sqlalchemy as sa  # here: importing the server must not import SQLAlchemy (see `mcp_team.runs`)
-
-    from mcp_team.runs.store import FINISHED, runs_table
-
-    c = runs_table.c
-    where = c.updated_at > since
-    if running:
-        where = sa.or_(where, c.status.not_in(FINISHED))
-    with store.engine.connect() as conn:
-        rows = conn.execute(sa.select(c.run_id, c.status, c.updated_at).where(where)).all()
-    return [(row[0], row[1], row[2]) for row in rows]
 
 
 def _everyone(_owner: str | None) -> bool:
