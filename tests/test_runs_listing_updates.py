@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -18,15 +18,18 @@ import mcp_types as types
 import pytest
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
+from mcp.server.auth.settings import AuthSettings
 
 from mcp_team.handoffs import RunSettings
 from mcp_team.llm.settings import ModelSettings
 from mcp_team.runs import resolve
 from mcp_team.server.app import build_server
+from mcp_team.server.http import HttpSettings, http_app
 from mcp_team.server.teamfile import TeamSpec
 from mcp_team.specialists import DEFAULT_TEAM
-from support import HANG_GUARD, MCP_TEAM, clean_env
-from test_tasks_http import two_user_server
+from postgres import postgres_server
+from support import HANG_GUARD, MCP_TEAM, clean_env, free_port, serving_here
+from test_tasks_http import TwoUsers, two_user_server
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")]
 LISTING = "team://runs"
@@ -41,6 +44,18 @@ def mode(request: pytest.FixtureRequest) -> str:
 @pytest.fixture(params=[True, False], ids=["durable", "ephemeral"])
 def durable(request: pytest.FixtureRequest) -> bool:
     return bool(request.param)
+
+
+@pytest.fixture(scope="module")
+def pg_url() -> Iterator[str]:
+    with postgres_server() as url:
+        yield url
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request: pytest.FixtureRequest) -> str | None:
+    """The run store's database: the state directory's SQLite file, or a PostgreSQL server started for the tests."""
+    return None if request.param == "sqlite" else str(request.getfixturevalue("pg_url"))
 
 
 class Updates:
@@ -88,12 +103,20 @@ async def following_the_listing(client: Client, mode: str, updates: Updates) -> 
 
 
 @asynccontextmanager
-async def connected(url: str, token: str, mode: str, updates: Updates) -> AsyncIterator[Client]:
-    """A client session over streamable HTTP with `token`; 2025-11-25 updates go to `updates`."""
+async def connected(
+    url: str, token: str, mode: str, updates: Updates, person: HeldApproval | None = None
+) -> AsyncIterator[Client]:
+    """A client session over streamable HTTP with `token`; 2025-11-25 updates go to `updates`; `person` answers
+    the run's checkpoints."""
     handler = updates.handle if mode == "legacy" else None  # 2026-07-28: `following_the_listing` takes them
     async with (
         httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=HANG_GUARD) as http,
-        Client(streamable_http_client(url, http_client=http), mode=mode, message_handler=handler) as client,
+        Client(
+            streamable_http_client(url, http_client=http),
+            mode=mode,
+            message_handler=handler,
+            elicitation_callback=person,
+        ) as client,
     ):
         yield client
 
@@ -105,9 +128,9 @@ async def listed(client: Client) -> dict[str, str]:
     return {r["run_id"]: r["status"] for r in json.loads(contents.text)["runs"]}
 
 
-async def until_listed(client: Client, updates: Updates, run_id: str, statuses: set[str]) -> None:
-    """Wait for updates until, read after one of them, the listing shows `run_id` in one of `statuses`."""
-    told = 0
+async def until_listed(client: Client, updates: Updates, run_id: str, statuses: set[str], told: int = 0) -> None:
+    """Wait for updates (after the first `told`) until, read after one of them, the listing shows `run_id` in one
+    of `statuses`."""
     while True:
         told += 1
         await updates.at_least(told)
@@ -167,14 +190,18 @@ async def test_the_listing_tells_its_subscriber_when_a_run_starts_and_when_it_fi
     assert updates.uris == [LISTING, LISTING], updates.uris
 
 
-async def test_a_run_another_process_starts_on_the_state_directory_is_told_too(tmp_path: Path) -> None:
+async def test_a_run_another_process_starts_on_the_run_store_is_told_too(
+    tmp_path: Path, database_url: str | None
+) -> None:
     updates = Updates()
-    server = build_server(ModelSettings(model="offline"), durable=resolve(state_dir=tmp_path, environ={}))
+    durable = resolve(state_dir=tmp_path, database_url=database_url, environ={})
+    server = build_server(ModelSettings(model="offline"), durable=durable)
     async with Client(server, mode="legacy", message_handler=updates.handle, cache=None) as client:
         await client.subscribe_resource(LISTING)
         # `mcp-team run` writes the run store the server reads; the server itself never hears of the run
+        store = ["--database-url", database_url] if database_url else []
         done = await anyio.run_process(
-            [MCP_TEAM, "run", "Write a haiku about bees", "--state-dir", str(tmp_path), "--quiet"],
+            [MCP_TEAM, "run", "Write a haiku about bees", "--state-dir", str(tmp_path), *store, "--quiet"],
             env=clean_env(MCP_TEAM_MODEL="offline"),
             check=False,
         )
@@ -250,6 +277,63 @@ async def test_a_subscriber_is_told_only_of_the_runs_it_may_see(tmp_path: Path, 
             await until_listed(bob, his, ran.structured_content["run_id"], {"complete"})
             assert her_run not in await listed(bob)
     assert set(his.phases) == {"his run"} and set(his.uris) == {LISTING}, (his.phases, his.uris)
+
+
+@asynccontextmanager
+async def held_two_user_server(state_dir: Path) -> AsyncIterator[str]:
+    """`two_user_server`, its runs stopping at the plan checkpoint as `held_server`'s do."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    auth = AuthSettings.model_validate(
+        {"issuer_url": url, "resource_server_url": url, "required_scopes": ["mcp-team"]}
+        | {"validate_token_resource": False}
+    )
+    team = TeamSpec.of(DEFAULT_TEAM, RunSettings(mode="planned", checkpoints=["plan"]))
+    durable = resolve(state_dir=state_dir, environ={})
+    server = build_server(ModelSettings(model="offline"), team, auth=(TwoUsers(), auth), durable=durable)
+    async with serving_here(http_app(server, HttpSettings(port=port), auth=(TwoUsers(), auth)), port):
+        yield url
+
+
+async def held_run(client: Client, person: HeldApproval, updates: Updates, tg: anyio.abc.TaskGroup) -> str:
+    """Start a run that waits at its checkpoint, wait until `updates` show it running, let it go, and wait until
+    they show it finished: a held run is told of exactly twice (as it starts, as it ends), never coalesced with
+    anything before it, so the count of updates says whether anything else was told."""
+    person.release = anyio.Event()
+    before, told = set(await listed(client)), len(updates.uris)
+    tg.start_soon(client.call_tool, "run_team", {"request": "Research bees and write a report"})
+    started: list[str] = []
+    while not started:  # until an update after which the listing shows it running
+        told += 1
+        await updates.at_least(told)
+        started = [run_id for run_id in await listed(client) if run_id not in before]
+    (run_id,) = started
+    assert (await listed(client))[run_id] == "running"  # it waits at its checkpoint
+    person.release.set()
+    await until_listed(client, updates, run_id, FINISHED, told)
+    return run_id
+
+
+async def test_each_listen_stream_is_told_of_its_own_principal_s_runs_only(tmp_path: Path) -> None:
+    """2026-07-28, Alice and Bob both listening: the bus reaches every stream, yet each is told of their own runs
+    only (before, a change was published only when every listener could see it: here, never)."""
+    hers, his, her_person, his_person = Updates(), Updates(), HeldApproval(), HeldApproval()
+    async with (
+        held_two_user_server(tmp_path) as url,
+        connected(url, "alice", "auto", hers, her_person) as alice,
+        connected(url, "bob", "auto", his, his_person) as bob,
+        following_the_listing(alice, "auto", hers),
+        following_the_listing(bob, "auto", his),
+        anyio.create_task_group() as tg,
+    ):
+        # Each stream delivers in order: whatever Bob was wrongly told of Alice's first run arrives before his own
+        # run's first update, and what Alice was told of his run before her second's.
+        await held_run(alice, her_person, hers, tg)
+        assert his.uris == [], his.uris
+        await held_run(bob, his_person, his, tg)
+        assert his.uris == [LISTING, LISTING], his.uris
+        await held_run(alice, her_person, hers, tg)
+    assert hers.uris == [LISTING] * 4, hers.uris
 
 
 async def test_other_uris_are_refused_and_an_ephemeral_server_follows_no_run_record() -> None:

@@ -323,6 +323,18 @@ class RunStore:
             ).all()
         return [(r[0], r[1]) for r in rows]
 
+    def statuses_since(self, since: float, *, running: bool = False) -> list[tuple[str, str, float]]:
+        """`(run_id, status, updated_at)` of the runs written (by any process) after `since` and, with `running`,
+        of every run not finished besides. The columns only: a look every second must not parse every record
+        written with progress (the owner is in the record: `get` the few that matter)."""
+        c = runs_table.c
+        where = c.updated_at > since
+        if running:
+            where = sa.or_(where, c.status.not_in(FINISHED))
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(c.run_id, c.status, c.updated_at).where(where)).all()
+        return [(r[0], r[1], r[2]) for r in rows]
+
     def get(self, run_id: str) -> RunRecord | None:
         if (queued := self._queued(run_id)) is not None:
             return queued

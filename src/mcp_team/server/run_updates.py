@@ -10,7 +10,8 @@
 - `team://runs`, the listing (every server): its subscribers are told when a run starts and when one finishes (in
   any state), at most once a second each (`COALESCE`: a burst of runs is one notification), and only of runs
   they may see. 2025-11-25: `resources/subscribe` on it, until the client unsubscribes or its connection ends;
-  2026-07-28: a `subscriptions/listen` stream whose filter names it. Progress within a run changes nothing the
+  2026-07-28: a `subscriptions/listen` stream whose filter names it (each stream is told of its own principal's
+  runs: the bus knows whose each stream is). Progress within a run changes nothing the
   listing shows, so it tells nobody. Where the changes come from (`ListingFollowers`): on a durable server the run
   store, polled every second while anyone follows the listing, so runs of this process, of another one on the
   same state directory (`mcp-team run`, a second server) and of other replicas are told alike; on an ephemeral
@@ -153,14 +154,15 @@ def _when_closed(connection: Any, forget: Callable[[], None]) -> None:
 
 def follow_listen_streams(listing: ListingFollowers) -> ServerMiddleware[Any]:
     """Middleware: a `subscriptions/listen` stream (2026-07-28) whose filter names the listing follows it while it
-    is open. The SDK's bus delivers the listing's `ResourceUpdated` to it; what the listing learns from is
-    watched only while a stream (or a 2025 subscriber) follows it."""
+    is open. The bus (`ListenedBus.publish_to`) delivers the listing's `ResourceUpdated` to it when its principal
+    may see a changed run; what the listing learns from is watched only while a stream (or a 2025 subscriber)
+    follows it."""
 
     async def middleware(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         if ctx.method != "subscriptions/listen" or not _names_listing(ctx.params):
             return await call_next(ctx)
         stream = object()
-        await listing.add_stream(stream, principal())
+        await listing.add_stream(stream)
         try:
             return await call_next(ctx)  # the stream: until the client closes it
         finally:
@@ -190,7 +192,7 @@ class ListingFollowers:
     def __init__(self, state: ServerState) -> None:
         self.state = state
         self.connections: dict[int, tuple[Any, str | None]] = {}  # 2025-11-25: id(connection): it, its principal
-        self.streams: dict[object, str | None] = {}  # 2026-07-28 listen streams naming the listing: their principals
+        self.streams: set[object] = set()  # 2026-07-28 listen streams naming the listing (whose: the bus knows)
         self._owners: set[str | None] = set()  # of the runs started or finished since the followers were told
         self._wake: anyio.Event | None = None  # set when there is something to tell
         self._scope: anyio.CancelScope | None = None  # the tasks telling them and looking at the run store
@@ -207,12 +209,12 @@ class ListingFollowers:
         self.connections.pop(id(connection), None)
         self._stop_if_idle()
 
-    async def add_stream(self, stream: object, who: str | None) -> None:
-        self.streams[stream] = who
+    async def add_stream(self, stream: object) -> None:
+        self.streams.add(stream)
         await self._start()
 
     def drop_stream(self, stream: object) -> None:
-        self.streams.pop(stream, None)
+        self.streams.discard(stream)
         self._stop_if_idle()
 
     def changed(self, owners: Iterable[str | None]) -> None:
@@ -272,11 +274,10 @@ class ListingFollowers:
                     await connection.send_resource_updated(LIST_URI)
                 except Exception:  # the connection is going away: its end forgets it
                     log.debug("could not tell a subscriber that %s changed", LIST_URI, exc_info=True)
-        # The bus reaches every stream naming the listing, whoever listens: it carries only what all of them may see
-        # (on a server without tokens, everything; with several users' streams open, only runs of nobody in particular).
-        listeners = list(self.streams.values())
-        if listeners and all(any(_sees(who, owner) for owner in owners) for who in listeners):
-            await self.state.bus.publish(ResourceUpdated(uri=LIST_URI))
+        if self.streams:  # to the listen streams of the principals who may see a changed run, and no other
+            await self.state.bus.publish_to(
+                ResourceUpdated(uri=LIST_URI), lambda who: any(_sees(who, owner) for owner in owners)
+            )
 
     async def _poll(self, store: StoreLook) -> None:
         while True:
@@ -302,7 +303,7 @@ class StoreLook:
     def now(cls, store: RunStore) -> StoreLook:
         """The runs running now and those written lately: what a new follower is not told of."""
         since = time.time()
-        rows = _statuses(store, since - LOOKBACK, running=True)
+        rows = store.statuses_since(since - LOOKBACK, running=True)
         return cls(store, {run_id: (status, stamp) for run_id, status, stamp in rows}, since)
 
     def look(self) -> list[str | None]:
@@ -310,7 +311,7 @@ class StoreLook:
         from mcp_team.runs.store import FINISHED
 
         changed = []
-        for run_id, status, stamp in _statuses(self.store, self.since - LOOKBACK, running=False):
+        for run_id, status, stamp in self.store.statuses_since(self.since - LOOKBACK):
             if self.statuses.get(run_id, ("", 0.0))[0] != status:
                 changed.append(run_id)
             self.statuses[run_id] = (status, stamp)
@@ -320,22 +321,6 @@ class StoreLook:
         old = self.since - LOOKBACK
         self.statuses = {k: v for k, v in self.statuses.items() if v[0] not in FINISHED or v[1] > old}
         return [record.owner if (record := self.store.get(run_id)) is not None else None for run_id in changed]
-
-
-def _statuses(store: RunStore, since: float, *, running: bool) -> list[tuple[str, str, float]]:
-    """`(run_id, status, updated_at)` of the runs written after `since` (and with `running`, of every run still
-    running). The columns only: a record read whole for every progress write would cost a parse each second."""
-    import sqlalchemy as sa  # here: importing the server must not import SQLAlchemy (see `mcp_team.runs`)
-
-    from mcp_team.runs.store import FINISHED, runs_table
-
-    c = runs_table.c
-    where = c.updated_at > since
-    if running:
-        where = sa.or_(where, c.status.not_in(FINISHED))
-    with store.engine.connect() as conn:
-        rows = conn.execute(sa.select(c.run_id, c.status, c.updated_at).where(where)).all()
-    return [(row[0], row[1], row[2]) for row in rows]
 
 
 def _everyone(_owner: str | None) -> bool:

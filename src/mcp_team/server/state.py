@@ -7,12 +7,14 @@ to tell when the team changes.
 
 from __future__ import annotations
 
+import logging
 import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import anyio
+import anyio.lowlevel
 from anyio.abc import TaskGroup, TaskStatus
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
@@ -36,29 +38,46 @@ from mcp_team.specialists.mcp_tools import McpToolPool
 from mcp_team.telemetry.content import redact_value
 
 T = TypeVar("T")
+log = logging.getLogger("mcp_team.server")
 
 
 class ListenedBus(InMemorySubscriptionBus):
-    """The SDK's bus, counting its `subscriptions/listen` streams: other replicas' run changes are polled
-    for only while one is open (see `run_updates.follow_other_replicas`)."""
+    """The SDK's bus, knowing whose each `subscriptions/listen` stream is: an event only some principals may see
+    (`publish_to`) reaches their streams alone, and other replicas' run changes are polled for only while a
+    stream is open (`listeners`, see `run_updates.follow_other_replicas`)."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.listeners = 0
+        self._streams: dict[object, tuple[Callable[[ServerEvent], None], str | None]] = {}  # listener, principal
+
+    @property
+    def listeners(self) -> int:
+        return len(self._streams)
 
     def subscribe(self, listener: Callable[[ServerEvent], None]) -> Callable[[], None]:
+        # The SDK's listen handler subscribes from the listen request itself, where the caller's token is in
+        # context (as the middleware `run_updates.follow_listen_streams` sees it): the stream is that principal's.
+        who = principal()
         unsubscribe = super().subscribe(listener)
-        self.listeners += 1
-        done = False
+        key = object()
+        self._streams[key] = (listener, who)
 
         def once() -> None:
-            nonlocal done
-            if not done:
-                done = True
-                self.listeners -= 1
+            self._streams.pop(key, None)
             unsubscribe()
 
         return once
+
+    async def publish_to(self, event: ServerEvent, sees: Callable[[str | None], bool]) -> None:
+        """Deliver `event` to the streams of the principals `sees` admits, as `publish` does to all (each
+        stream's own filter still decides whether it asked for the event)."""
+        for listener, who in list(self._streams.values()):
+            if sees(who):
+                try:
+                    listener(event)
+                except Exception:  # one stream's listener must not starve the others (as `publish`)
+                    log.exception("subscription listener raised; continuing")
+        await anyio.lowlevel.checkpoint()  # let the streams drain between events (as `publish`)
 
 
 @dataclass
