@@ -19,7 +19,8 @@ from durable_engine import FakeEngine
 from mcp_team.runs import open_runs, resolve
 from mcp_team.runs.database import sqlite_engine
 from mcp_team.runs.records import Progress
-from mcp_team.runs.store import RunRecord, RunStore, now
+from mcp_team.runs.store import RunStore
+from mcp_team.runs.tables import RunRecord, now
 from support import HANG_GUARD, stored_runs
 from test_cancel_retry import (
     FIRST_REASON,

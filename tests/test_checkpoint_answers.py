@@ -12,7 +12,8 @@ import sqlalchemy as sa
 
 from mcp_team.handoffs.checkpoints import Checkpoint, Decision
 from mcp_team.runs import approvals
-from mcp_team.runs.store import RunStore, answers_table
+from mcp_team.runs.store import RunStore
+from mcp_team.runs.tables import answers_table
 
 pytestmark = pytest.mark.anyio
 

@@ -11,7 +11,8 @@ import sqlalchemy as sa
 
 from mcp_team.handoffs import RunResult, UsageReport
 from mcp_team.runs.records import Progress
-from mcp_team.runs.store import RunRecord, RunStore, now
+from mcp_team.runs.store import RunStore
+from mcp_team.runs.tables import RunRecord, now
 
 pytestmark = pytest.mark.anyio
 

@@ -356,7 +356,7 @@ def _dump(db: Path) -> list[str]:
 
 
 async def test_a_run_left_running_by_a_killed_process_that_cannot_resume_is_interrupted(tmp_path: Path) -> None:
-    from mcp_team.runs.store import RunRecord, now
+    from mcp_team.runs.tables import RunRecord, now
 
     async with open_runs(_config(tmp_path), FakeEngine()) as runs:
         at = now()

@@ -34,7 +34,7 @@ from dbos import DBOS
 from mcp_team.handoffs.checkpoints import Approver, CannotAsk, Checkpoint, Decision, NoAnswer
 from mcp_team.runs import _dbos_internals as internals
 from mcp_team.runs.runtime import _check_room, _raise_if_diverged
-from mcp_team.runs.store import RunRecord, answers_table
+from mcp_team.runs.tables import RunRecord, answers_table
 
 INBOX_POLL = 0.5  # seconds between looks for an answer another replica posted, while a checkpoint waits
 TAKE_WITHIN = 10.0  # seconds a posted answer may wait for the run's replica before it is withdrawn

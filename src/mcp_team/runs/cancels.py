@@ -21,7 +21,8 @@ from mcp_team.errors import ConfigError
 from mcp_team.runs.database import reason_of
 from mcp_team.runs.live import Live
 from mcp_team.runs.records import Progress
-from mcp_team.runs.store import RunRecord, RunStore
+from mcp_team.runs.store import RunStore
+from mcp_team.runs.tables import RunRecord
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,8 @@ from dbos import DBOS, SetWorkflowID
 from mcp_team.handoffs import RunResult
 from mcp_team.runs.config import REPLAY_FORMAT
 from mcp_team.runs.records import NOT_RESUMABLE, Progress, final_state
-from mcp_team.runs.store import RunRecord, RunStore
+from mcp_team.runs.store import RunStore
+from mcp_team.runs.tables import RunRecord
 
 
 async def recover(store: RunStore, app_version: str, executor_id: str, live: Container[str]) -> None:

@@ -40,7 +40,8 @@ from mcp_team.runs.live import Live
 from mcp_team.runs.records import NOT_RESUMABLE, Progress, final_state
 from mcp_team.runs.replicas import Replicas
 from mcp_team.runs.runtime import DurableRuntime, ReplayDiverged
-from mcp_team.runs.store import RunRecord, RunStore, now
+from mcp_team.runs.store import RunStore
+from mcp_team.runs.tables import RunRecord, now
 from mcp_team.runs.threads import ThreadHistory, build_history
 from mcp_team.runs.workflow import Engine, EventSink, RunInput
 

@@ -26,7 +26,7 @@ from mcp_team.runs.config import DurableConfig
 
 if TYPE_CHECKING:
     from mcp_team.runs.service import Runs
-    from mcp_team.runs.store import RunRecord
+    from mcp_team.runs.tables import RunRecord
     from mcp_team.runs.team_engine import TeamEngine
     from mcp_team.runs.workflow import RunInput
     from mcp_team.server.state import ServerState

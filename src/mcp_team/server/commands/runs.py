@@ -17,7 +17,8 @@ from mcp_team.server.commands.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, er
 
 if TYPE_CHECKING:
     from mcp_team.runs.config import DurableConfig
-    from mcp_team.runs.store import RunRecord, RunStore
+    from mcp_team.runs.store import RunStore
+    from mcp_team.runs.tables import RunRecord
     from mcp_team.server.commands.common import Subparsers
 
 
