@@ -28,9 +28,11 @@ from mcp.server.subscriptions import ListenHandler
 from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+from sse_starlette.sse import AppStatus
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
+from uvicorn.lifespan.on import LifespanOn
 
 from mcp_team.errors import ConfigError
 from mcp_team.server.events import DEFAULT_MAX_BYTES, RETRY_MS, MemoryEventStore, scope_per_session
@@ -166,9 +168,12 @@ class HttpServer(uvicorn.Server):
     ends the app's lifespan (where the SDK would end its sessions): an open stream that never ends by itself (a
     2026-07-28 `subscriptions/listen`, a 2025-11-25 session's GET stream) held the process until its client
     left. Here those streams are ended as the wait begins (`end_streams`); a call still held after the
-    settings' `shutdown_timeout` (a run on a client's model, an ephemeral run) is cut by uvicorn. A stop asked
-    for by a signal exits 0, as a clean stop (uvicorn would raise the signal again once done, and the process
-    would die of it without flushing its spans). `on_signal` is told first, in the signal handler."""
+    settings' `shutdown_timeout` (a run on a client's model, an ephemeral run) is cut by uvicorn, or at once by
+    a second SIGTERM or Ctrl-C. A stop asked for by signals exits 0, as a clean stop, cut calls or not (uvicorn
+    would raise the signal again once done, and the process would die of it without flushing its spans).
+    `on_signal` is told first, in the signal handler.
+
+    Process-wide: sse-starlette's automatic drain is turned off (see `__init__`)."""
 
     def __init__(
         self, server: MCPServer[Any], settings: HttpSettings, port: int, on_signal: Callable[[], None] | None = None
@@ -185,12 +190,20 @@ class HttpServer(uvicorn.Server):
         )
         self.mcp = server
         self.on_signal = on_signal
+        # sse-starlette (the SDK's 2025-11-25 SSE responses) ends every one of its streams about 0.5 s after
+        # uvicorn begins to exit, held POST calls included: their answers (a durable run's id, a run's result)
+        # raced that cut, and no call got the shutdown timeout. Its supported switch, process-wide (this server
+        # is the whole process): the streams that must end are ended by `end_streams`, the held calls end as
+        # their work does, and uvicorn cuts what is left at the timeout. (Nothing sets `AppStatus.should_exit`,
+        # which would end them all again.)
+        AppStatus.disable_automatic_graceful_drain()
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         if self.on_signal is not None:
             self.on_signal()
-        # As uvicorn's, without remembering the signal to raise again: a second Ctrl-C forces the exit.
-        if self.should_exit and sig == signal.SIGINT:
+        # As uvicorn's, without remembering the signal to raise again; a second signal forces the exit, SIGTERM
+        # too (uvicorn: only Ctrl-C): hosts and people send SIGTERM again to mean "now".
+        if self.should_exit and sig in (signal.SIGINT, signal.SIGTERM):
             self.force_exit = True
         else:
             self.should_exit = True
@@ -203,16 +216,37 @@ class HttpServer(uvicorn.Server):
             listening.close()
         end_streams(self.mcp)
         quiet = _CutCalls(self.config.timeout_graceful_shutdown)
-        logging.getLogger("uvicorn.error").addFilter(quiet)
+        for name in _CutCalls.LOGGERS:
+            logging.getLogger(name).addFilter(quiet)
         try:
             await super().shutdown(sockets)
+            if self.force_exit:
+                await self._cut_now()
         finally:
-            logging.getLogger("uvicorn.error").removeFilter(quiet)
+            for name in _CutCalls.LOGGERS:
+                logging.getLogger(name).removeFilter(quiet)
+
+    async def _cut_now(self) -> None:
+        """After a second signal: cut the calls still in progress, then end the app's lifespan. uvicorn leaves
+        both to the event loop's end, which cancels the lifespan too (a traceback, and the SDK's sessions and
+        the run service never closed)."""
+        if cut := list(self.server_state.tasks):
+            logging.getLogger("uvicorn.error").warning(
+                "mcp-team: stopping now (a second signal): %s call(s) still in progress were cut", len(cut)
+            )
+            for task in cut:
+                task.cancel()
+            await asyncio.wait(cut)
+        if not (isinstance(self.lifespan, LifespanOn) and self.lifespan.shutdown_event.is_set()):
+            await self.lifespan.shutdown()  # skipped by uvicorn, unless the signal came as it ran
 
 
 class _CutCalls(logging.Filter):
     """Calls cut at the shutdown timeout, said in one line naming the setting, not as uvicorn's traceback of
-    the cancellation of each."""
+    the cancellation of each, nor as the SDK's warning that it could not answer a cut 2025-11-25 call (its
+    stream went with it)."""
+
+    LOGGERS = ("uvicorn.error", "mcp.shared.jsonrpc_dispatcher")
 
     def __init__(self, timeout: int | None) -> None:
         super().__init__()
@@ -221,6 +255,8 @@ class _CutCalls(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if record.exc_info and isinstance(record.exc_info[1], asyncio.CancelledError):
             return False  # "Exception in ASGI application": the cut call, already told of
+        if record.msg == "%s gave up: transport write blocked" and str(record.args).count("shutdown error response"):
+            return False
         if isinstance(record.msg, str) and record.msg.startswith("Cancel %s running task"):
             cut = record.args[0] if isinstance(record.args, tuple) and record.args else "some"
             record.msg = (

@@ -60,8 +60,8 @@ def add_parsers(sub: Subparsers) -> None:
         "--shutdown-timeout",
         type=float,
         metavar="SECONDS",
-        help="HTTP: seconds calls still in progress get to end after SIGTERM before they are cut; open streams "
-        "end at once (default: $MCP_TEAM_SHUTDOWN_TIMEOUT, else 5)",
+        help="HTTP: seconds calls still in progress get to end after SIGTERM before they are cut (a second "
+        "SIGTERM cuts them at once); open streams end at once (default: $MCP_TEAM_SHUTDOWN_TIMEOUT, else 5)",
     )
     durable_flags(serve)
     serve.set_defaults(handler=serve_command)
