@@ -129,3 +129,21 @@ async def test_a_call_still_held_at_the_shutdown_timeout_is_cut_in_one_line(tmp_
     said = err.read_text()
     assert "1 call(s) still in progress 1 s after the stop were cut" in said and "MCP_TEAM_SHUTDOWN_TIMEOUT" in said
     assert "Traceback" not in said, said
+
+
+@pytest.mark.parametrize(
+    ("given", "says"),
+    [
+        ("inf", "MCP_TEAM_SHUTDOWN_TIMEOUT: Input should be a valid integer"),
+        ("0.5", "MCP_TEAM_SHUTDOWN_TIMEOUT: Input should be a valid integer"),
+        ("-1", "MCP_TEAM_SHUTDOWN_TIMEOUT: Input should be greater than or equal to 0"),
+        ("86400", "MCP_TEAM_SHUTDOWN_TIMEOUT: Input should be less than or equal to 3600"),
+    ],
+)
+def test_a_shutdown_timeout_it_cannot_keep_is_refused_before_serving(given: str, says: str) -> None:
+    # `inf` passed `ge=0` and failed only once serving, as an unexpected OverflowError; a fraction was rounded up.
+    env = clean_env(MCP_TEAM_MODEL="offline", MCP_TEAM_SHUTDOWN_TIMEOUT=given)
+    done = subprocess.run([MCP_TEAM, "serve", "--http", "--ephemeral", "--port", "0"], env=env, capture_output=True,
+                          text=True, timeout=HANG_GUARD)  # fmt: skip
+    assert done.returncode == 2 and says in done.stderr, done.stderr
+    assert "serving" not in done.stderr and "Traceback" not in done.stderr

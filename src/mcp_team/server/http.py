@@ -13,7 +13,6 @@ import asyncio
 import hmac
 import ipaddress
 import logging
-import math
 import signal
 import socket
 from collections.abc import Callable
@@ -58,8 +57,8 @@ class HttpSettings(BaseSettings):
     event_store_bytes: int = Field(
         default=DEFAULT_MAX_BYTES, ge=1024 * 1024, description="Memory kept for clients to resume SSE streams."
     )
-    shutdown_timeout: float = Field(
-        default=SHUTDOWN_TIMEOUT, ge=0, description="Seconds held calls get to end after SIGTERM (then cut)."
+    shutdown_timeout: int = Field(  # whole seconds: what uvicorn takes
+        default=SHUTDOWN_TIMEOUT, ge=0, le=3600, description="Seconds held calls get to end after SIGTERM (then cut)."
     )
 
     @field_validator("http_token")
@@ -185,7 +184,7 @@ class HttpServer(uvicorn.Server):
                 host=settings.host,
                 port=port,
                 log_level="warning",
-                timeout_graceful_shutdown=math.ceil(settings.shutdown_timeout),  # uvicorn takes whole seconds
+                timeout_graceful_shutdown=settings.shutdown_timeout,
             )
         )
         self.mcp = server

@@ -58,7 +58,7 @@ def add_parsers(sub: Subparsers) -> None:
     serve.add_argument("--port", type=int, help="HTTP port (default 8765)")
     serve.add_argument(
         "--shutdown-timeout",
-        type=float,
+        type=int,
         metavar="SECONDS",
         help="HTTP: seconds calls still in progress get to end after SIGTERM before they are cut (a second "
         "SIGTERM cuts them at once); open streams end at once (default: $MCP_TEAM_SHUTDOWN_TIMEOUT, else 5)",
