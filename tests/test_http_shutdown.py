@@ -6,6 +6,7 @@ is cut and said in one line."""
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 from collections.abc import AsyncIterator, Iterator
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import anyio
 import httpx2
+import mcp_types as types
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -79,6 +81,18 @@ async def exited(proc: subprocess.Popen[bytes]) -> int:
         pytest.fail(f"mcp-team serve --http still running {HANG_GUARD:.0f} s after SIGTERM")
 
 
+async def until_running(client: Client) -> None:
+    """Until the server lists a run in progress: a call sent is being served (no progress comes before the first
+    model call ends, and a signal sent before the call arrives would find no call to hold)."""
+    with anyio.fail_after(HANG_GUARD):
+        while True:
+            contents = (await client.read_resource("team://runs")).contents[0]
+            assert isinstance(contents, types.TextResourceContents)
+            if any(run["status"] == "running" for run in json.loads(contents.text)["runs"]):
+                return
+            await anyio.sleep(0.05)
+
+
 async def test_sigterm_ends_open_streams_keeps_the_run_and_exits_0(tmp_path: Path) -> None:
     env = clean_env(MCP_TEAM_MODEL="offline", MCP_TEAM_OFFLINE_LATENCY_MS="2000", MCP_TEAM_STATE_DIR=str(tmp_path))
     with serve_http_process(env=env) as (base, proc):
@@ -114,16 +128,13 @@ async def test_a_call_still_held_at_the_shutdown_timeout_is_cut_in_one_line(tmp_
             Client(streamable_http_client(f"{base}/mcp", http_client=http), mode="auto") as client,
             anyio.create_task_group() as tg,
         ):
-            held = anyio.Event()
 
             async def call() -> None:
-                held.set()
                 with pytest.raises(Exception):  # noqa: B017 (cut: whatever the client makes of it)
                     await client.call_tool("run_team", {"request": REQUEST})
 
             tg.start_soon(call)
-            await held.wait()
-            await anyio.sleep(1)  # the call is in progress on the server (its model call takes a minute)
+            await until_running(client)  # its model call takes a minute
             proc.send_signal(signal.SIGTERM)
             assert await exited(proc) == 0
     said = err.read_text()

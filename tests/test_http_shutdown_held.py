@@ -19,7 +19,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult, TextContent
 
 from support import HANG_GUARD, clean_env, stored_runs
-from test_http_shutdown import REQUEST, exited, serving_to
+from test_http_shutdown import REQUEST, exited, serving_to, until_running
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")]
 REVISIONS = ["legacy", "2026-07-28"]  # legacy: the 2025-11-25 handshake, its answers as SSE on the POST
@@ -88,7 +88,7 @@ async def test_a_held_call_ends_in_the_shutdown_timeout(tmp_path: Path, revision
 
             await client.list_tools()  # as call_tool does to check a result, while the server answers
             tg.start_soon(call)
-            await anyio.sleep(1)  # in progress on the server: its model call takes 2.5 s
+            await until_running(client)  # its model call takes 2.5 s
             proc.send_signal(signal.SIGTERM)
             assert await exited(proc) == 0
     [answer] = answers
@@ -115,7 +115,7 @@ async def test_a_second_sigterm_ends_the_wait_at_once(tmp_path: Path) -> None:
 
             await client.list_tools()  # as call_tool does to check a result, while the server answers
             tg.start_soon(call)
-            await anyio.sleep(1)  # in progress on the server
+            await until_running(client)
             proc.send_signal(signal.SIGTERM)
             await anyio.sleep(2)  # longer than sse-starlette's own 0.5 s drain: the call is still held
             assert proc.poll() is None and not cut.is_set(), "the held call was cut before the shutdown timeout"
