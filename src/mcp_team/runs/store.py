@@ -51,7 +51,8 @@ class RunStore:
         self._changed: dict[str, anyio.Event] = {}
         self._flushing = anyio.Lock()  # batches commit in the order they were taken
         self.writes = 0  # transactions written, for tests and the benchmark
-        self.on_write: Callable[[list[str]], None] | None = None  # told the ids of every batch written
+        # told the ids of every batch written, each with its run's owner (whose listen streams may hear of it)
+        self.on_write: Callable[[dict[str, str | None]], None] | None = None
 
     # --- schema -------------------------------------------------------------------------------
     def check_version(self) -> None:
@@ -146,7 +147,7 @@ class RunStore:
                         self._finished.popitem(last=False)
                 event.set()
         if self.on_write is not None:
-            self.on_write(list(batch))
+            self.on_write({run_id: record.owner for run_id, record in batch.items()})
 
     async def _write_when_back(self, batch: dict[str, RunRecord], exc: sa.exc.OperationalError) -> frozenset[str]:
         """Retry a batch until the database takes it (returns what `_write_batch` kept); cancelled meanwhile, it

@@ -5,7 +5,8 @@
     another process within a second) and sends `notifications/resources/updated` on the subscriber's connection
     until the run has finished, the client unsubscribes or the connection ends.
   - 2026-07-28: every write of a run record publishes `ResourceUpdated` on the server's subscription bus, which the
-    SDK delivers to `subscriptions/listen` streams whose filter names that URI. With several replicas
+    SDK delivers to `subscriptions/listen` streams whose filter names that URI, of those who may see the run
+    (`publish_to`: another user's stream naming it is told nothing, not even when it changes). With several replicas
     (PostgreSQL), the runs other replicas write are polled for every second while a stream is open.
 - `team://runs`, the listing (every server): its subscribers are told when a run starts and when one finishes (in
   any state), at most once a second each (`COALESCE`: a burst of runs is one notification), and only of runs
@@ -21,6 +22,8 @@ Other URIs are refused: nothing would ever be told of them.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import logging
 import re
 import time
@@ -356,35 +359,59 @@ class AnnouncingStore:
         return getattr(self.store, name)  # what the store offers besides (`max_runs`, a store of one's own)
 
 
-def publish_updates(state: ServerState, tg: anyio.abc.TaskGroup) -> Any:
-    """A run store listener that publishes `ResourceUpdated` for every run written (2026-07-28 streams)."""
+def publish_updates(state: ServerState, tg: anyio.abc.TaskGroup) -> Callable[[dict[str, str | None]], None]:
+    """A run store listener (`on_write`) that publishes `ResourceUpdated` for every run written (2026-07-28
+    streams), to the streams of those who may see the run; nothing while no stream is open."""
 
-    def written(run_ids: list[str]) -> None:
-        for run_id in run_ids:
-            tg.start_soon(state.bus.publish, ResourceUpdated(uri=run_uri(run_id)))
+    def written(owners: dict[str, str | None]) -> None:
+        if state.bus.listeners:
+            tg.start_soon(_publish, state, owners)
 
     return written
 
 
+async def _publish(state: ServerState, owners: Mapping[str, str | None]) -> None:
+    """Tell the streams of those who may see each run that it changed: another's must not learn even when."""
+    for run_id, owner in owners.items():
+        await state.bus.publish_to(ResourceUpdated(uri=run_uri(run_id)), functools.partial(_sees, owner=owner))
+
+
 async def follow_other_replicas(state: ServerState, store: RunStore) -> None:
     """Publish `ResourceUpdated` for runs written by other processes (replicas on one database), which
-    `publish_updates` never hears of; runs changed here may be told twice, which a listener only re-reads."""
+    `publish_updates` never hears of, as it does; runs changed here may be told twice, which a listener only
+    re-reads. A run's owner is read once, the first time it is seen changed (the poll reads only ids and stamps)."""
     seen: dict[str, float] = {}
+    owners: dict[str, str | None] = {}  # of the runs in `seen`: an owner never changes
     since = time.time()
     while True:
         await anyio.sleep(POLL)
         if not state.bus.listeners:
             seen.clear()
+            owners.clear()
             since = time.time()
             continue
         try:
-            changed = await anyio.to_thread.run_sync(store.changed_since, since - LOOKBACK)
+            changed = await anyio.to_thread.run_sync(_changed_since, store, since - LOOKBACK, owners)
         except Exception as exc:  # the database is away: the next poll tries again
             log.debug("could not look for runs changed elsewhere: %s", exc)
             continue
+        told = {}
         for run_id, stamp in changed:
-            if seen.get(run_id) != stamp:
+            if seen.get(run_id) != stamp and run_id in owners:
                 seen[run_id] = stamp
-                await state.bus.publish(ResourceUpdated(uri=run_uri(run_id)))
+                told[run_id] = owners[run_id]
+        await _publish(state, told)
         since = max([since, *(stamp for _, stamp in changed)])
         seen = {run_id: stamp for run_id, stamp in seen.items() if stamp > since - LOOKBACK}
+        owners = {run_id: owner for run_id, owner in owners.items() if run_id in seen}
+
+
+def _changed_since(store: RunStore, since: float, owners: dict[str, str | None]) -> list[tuple[str, float]]:
+    """`store.changed_since`, adding to `owners` those of the runs not in it (in a thread: it reads). A run whose
+    record cannot be read (gone; a newer version's: pydantic's ValidationError) stays out: told to nobody."""
+    changed = store.changed_since(since)
+    for run_id, _stamp in changed:
+        with contextlib.suppress(ValueError):
+            if run_id not in owners and (record := store.get(run_id)) is not None:
+                owners[run_id] = record.owner
+    return changed
