@@ -56,7 +56,7 @@ class ListenedBus(InMemorySubscriptionBus):
 
     def subscribe(self, listener: Callable[[ServerEvent], None]) -> Callable[[], None]:
         # The SDK's listen handler subscribes from the listen request itself, where the caller's token is in
-        # context (as the middleware `run_updates.follow_listen_streams` sees it): the stream is that principal's.
+        # context (as the middleware `listing_updates.follow_listen_streams` sees it): the stream is that principal's.
         who = principal()
         unsubscribe = super().subscribe(listener)
         key = object()
