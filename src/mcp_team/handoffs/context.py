@@ -28,7 +28,7 @@ from mcp_team.handoffs.schema import (
     UsageReport,
 )
 from mcp_team.llm import SUPERVISOR, ModelError, ModelRequest, ModelResponse, ModelSet, Usage, chat
-from mcp_team.llm.call import TRANSIENT
+from mcp_team.llm.call import TRANSIENT, Meter
 from mcp_team.llm.types import NO_USAGE, no_usage
 from mcp_team.specialists import Specialist
 
@@ -128,7 +128,7 @@ class RunContext:
         reserve). A transient failure (429, 5xx, 529, timeout, connection) is retried with backoff, as a
         specialist's failed handoff is: one such error of the model that steers the run must not end it.
         Raises the last `ModelError` when the retries run out, or `BudgetExhausted`."""
-        meter = FinalCall(self.budget) if final else self.budget
+        meter = _SupervisorMeter(FinalCall(self.budget) if final else self.budget, self)
         for attempt in range(SUPERVISOR_RETRIES + 1):
             try:
                 response = await chat(self.models, SUPERVISOR, request, timeout=self.settings.call_timeout, meter=meter)
@@ -138,7 +138,6 @@ class RunContext:
                 log.warning("the %s's model call failed (%s); retrying: %s", request.member, exc.kind, exc.message)
                 await anyio.sleep(RETRY_BACKOFF * 2**attempt)
                 continue
-            self.supervisor_usage = self.supervisor_usage + response.usage
             return response
         raise AssertionError("unreachable: the last attempt returns or raises")
 
@@ -206,3 +205,22 @@ class RunContext:
             checkpoints=list(self.checkpoints),
             conflicts=list(self.rulings),
         )
+
+
+@dataclass
+class _SupervisorMeter:
+    """Charges `meter` (the run budget) and keeps the supervisor's usage current, call by call: a call cut off
+    once sent counts too (its spend unknown, `llm.call.UNKNOWN_SPEND`)."""
+
+    meter: Meter
+    ctx: RunContext
+
+    def before_call(self, input_tokens: int) -> None:
+        self.meter.before_call(input_tokens)
+
+    def after_call(self, usage: Usage) -> None:
+        self.meter.after_call(usage)
+        self.ctx.supervisor_usage = self.ctx.supervisor_usage + usage
+
+    def used_fallback(self, note: str) -> None:
+        self.meter.used_fallback(note)

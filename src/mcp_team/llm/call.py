@@ -108,6 +108,12 @@ class ModelSet:
         return self.models[SUPERVISOR].provider
 
 
+UNKNOWN_SPEND = Usage(cost_usd=None)
+"""What a call cut off after it was sent (cancelled, timed out) spent: unknown. An API bills a request it has
+started, whatever became of its answer; its tokens were never told, so none are counted, and the cost of every
+sum it is in is unknown (null), not understated."""
+
+
 async def chat(
     models: ModelSet,
     role: str,
@@ -132,13 +138,13 @@ async def chat(
     if meter is not None:
         meter.before_call(prompt_tokens)
     try:
-        response = await _call(models, model, request, timeout, prompt_tokens)
+        response = await _call(models, model, request, timeout, prompt_tokens, meter=meter)
     except ModelError as exc:
         fallback = models.fallback_for(request.member, role)
         if fallback is None or fallback is model or exc.kind not in TRANSIENT:
             raise
         note = f"{fallback.provider}:{fallback.name} answered for {model.provider}:{model.name} ({exc.kind})"
-        response = await _call(models, fallback, request, timeout, prompt_tokens, fallback_for=note)
+        response = await _call(models, fallback, request, timeout, prompt_tokens, fallback_for=note, meter=meter)
         if meter is not None:
             meter.used_fallback(note)
     if meter is not None:
@@ -153,9 +159,11 @@ async def _call(
     timeout: float | None,
     prompt_tokens: int,
     fallback_for: str | None = None,
+    meter: Meter | None = None,
 ) -> ModelResponse:
     """One call of `model`, in its endpoint's limiter, with a timeout and its span; the usage priced.
-    `prompt_tokens`: the request's `estimate_input_tokens`."""
+    `prompt_tokens`: the request's `estimate_input_tokens`. A call cut off once sent is charged to `meter` as
+    `UNKNOWN_SPEND`."""
     with spans.chat_span(model.name, model.provider, request.phase, request.max_tokens) as span:
         if fallback_for is not None and span.is_recording():
             span.set_attribute(FALLBACK_MODEL, fallback_for)
@@ -164,7 +172,12 @@ async def _call(
             spans.record_content(span, INPUT_MESSAGES, lambda: [_semconv(m.role, m.blocks) for m in request.messages])
         async with models.limiter_for(model).slot(prompt_tokens + request.max_tokens):
             with anyio.move_on_after(timeout) as limit:
-                response = await model.complete(request)
+                try:
+                    response = await model.complete(request)
+                except anyio.get_cancelled_exc_class():  # cut off (cancelled, or timed out) once sent
+                    if meter is not None:
+                        meter.after_call(UNKNOWN_SPEND)
+                    raise
             if limit.cancelled_caught:
                 assert timeout is not None  # no limit, nothing to cut it off
                 raise timed_out(model.name, timeout)
