@@ -80,9 +80,16 @@ async def stop_cancelled(lives: Mapping[str, Live], store: RunStore) -> None:
         if live is None or live.scope.cancel_called or live.progress.record.finished:  # ended, or ending here
             continue
         live.cancel_reason = live.cancel_reason or stored.get(run_id) or "cancelled from another process"
-        workflow_id = live.progress.record.workflow_id
-        if run_id not in in_dbos and live.progress.record.resumable and workflow_id:
-            await _cancel_workflow(run_id, workflow_id)
+        record = live.progress.record
+        if run_id not in in_dbos and record.resumable and record.workflow_id:
+            # DBOS's half of a cancel another process recorded but did not finish: nothing resumes the workflow
+            # after a restart then. Refused, the run is stopped all the same: it ends with the cancelled record
+            # as its result, and a run whose end was recorded is never run again.
+            try:
+                await cancel_workflow(record)
+            except CancelRefused as exc:
+                log.warning("run %s was cancelled by another process, but its workflow could not be cancelled (%s); "
+                            "stopping it here", run_id, reason_of(exc.cause))  # fmt: skip
         live.scope.cancel()
 
 
@@ -119,17 +126,6 @@ async def cancel_workflow(record: RunRecord) -> None:
         await DBOS.cancel_workflow_async(record.workflow_id)
     except sa.exc.SQLAlchemyError as exc:
         raise CancelRefused(record.run_id, exc) from None
-
-
-async def _cancel_workflow(run_id: str, workflow_id: str) -> None:
-    """DBOS's half of a cancel that another process recorded but did not finish: nothing resumes the workflow
-    after a restart then. Refused, the run is stopped all the same: it ends with the cancelled record as its
-    result, and a run whose end was recorded is never run again."""
-    try:
-        await DBOS.cancel_workflow_async(workflow_id)
-    except sa.exc.SQLAlchemyError as exc:
-        log.warning("run %s was cancelled by another process, but its workflow could not be cancelled (%s); "
-                    "stopping it here", run_id, reason_of(exc))  # fmt: skip
 
 
 async def stored_cancel_reason(store: RunStore, run_id: str) -> str | None:

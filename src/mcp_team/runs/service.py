@@ -28,7 +28,9 @@ from mcp_team.runs import approvals, launch, orphans, recovery, replicas, workfl
 from mcp_team.runs.approvals import Board
 from mcp_team.runs.cancels import (
     CANCEL_POLL,
+    CancelRefused,
     cancel_elsewhere,
+    cancel_workflow,
     finished_cancel,
     stored_cancel_reason,
     watch_cancellations,
@@ -295,8 +297,8 @@ class Runs:
         if (live := self._live.get(run_id)) is not None:
             if record.resumable and record.workflow_id:
                 # Refused, the run stops all the same: it ends with its cancelled record, never run again.
-                with contextlib.suppress(sa.exc.SQLAlchemyError):
-                    await DBOS.cancel_workflow_async(record.workflow_id)
+                with contextlib.suppress(CancelRefused):
+                    await cancel_workflow(record)
             live.cancel_reason = reason
             live.scope.cancel()
             await live.done.wait()

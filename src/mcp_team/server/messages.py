@@ -134,13 +134,17 @@ def _needs_session(message: dict[str, Any]) -> tuple[Any, int, str] | None:
     method = message.get("method")
     if method is None or method == "initialize":
         return None
-    request_id = message.get("id")
     return (
-        request_id if isinstance(request_id, str | int) and not isinstance(request_id, bool) else None,
+        _usable_id(message.get("id")),
         INVALID_REQUEST,
         f"no session: `{method}` needs the Mcp-Session-Id header on protocol 2025-11-25 and earlier; send "
         "`initialize` first and pass back the Mcp-Session-Id it answers with",
     )
+
+
+def _usable_id(request_id: object) -> str | int | None:
+    """A JSON-RPC request id to answer with: a string or an integer (not a boolean), else None."""
+    return request_id if isinstance(request_id, str | int) and not isinstance(request_id, bool) else None
 
 
 def _declared_size(header: bytes | None) -> int | None:
@@ -186,7 +190,7 @@ def check_message(text: str | bytes, limit: int) -> tuple[Any, int, str] | None:
     if not isinstance(message, dict):
         return None, INVALID_REQUEST, "invalid request: a JSON-RPC message is a JSON object"
     request_id = message.get("id")
-    usable_id = request_id if isinstance(request_id, str | int) and not isinstance(request_id, bool) else None
+    usable_id = _usable_id(request_id)
     if "method" in message and "id" in message and usable_id is None:
         # The SDK would take it for a notification and never answer: a client waiting on it would wait forever.
         return None, INVALID_REQUEST, f"invalid request: `id` must be a string or an integer, got {_kind(request_id)}"
