@@ -9,9 +9,13 @@ whether a change made the engine cheaper. Set-ups:
 - tracing off (no provider);
 - tracing on, mcp-team's span start (`telemetry/fastspan.py`: the SDK's default sampler);
 - tracing on through the SDK's `Tracer.start_span` (a sampler of the same kind but not the SDK's default
-  object, which `fastspan` leaves to the SDK): the same spans, the SDK's generic path.
-Both traced set-ups use the SDK provider, a batch processor and a span-counting exporter, as `run.py`.
-Needs valgrind (Debian package `valgrind`); says so and exits 0 without it. Takes about a minute and a half.
+  object, which `fastspan` leaves to the SDK): the same spans, the SDK's generic path;
+- the floor, tracing on: what any engine with this span structure on anyio pays per handoff, and nothing
+  else: one task in an anyio task group and the handoff's three spans (`execute_tool transfer_to_*`,
+  `invoke_agent`, `chat` with its usage), made by mcp-team's span helpers, inside a run's span. No
+  records, requests, model or budgets: the engine's own work is the traced figure minus this one.
+The traced set-ups use the SDK provider, a batch processor and a span-counting exporter, as `run.py`.
+Needs valgrind (Debian package `valgrind`); says so and exits 0 without it. Takes two minutes on a quiet machine.
 """
 
 from __future__ import annotations
@@ -25,7 +29,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 K, SHORT, LONG = 32, 2, 12
-SETUPS = {"off": "tracing off", "fast": "tracing on, mcp-team's span start", "sdk": "tracing on, SDK start_span"}
+SETUPS = {
+    "off": "tracing off",
+    "fast": "tracing on, mcp-team's span start",
+    "sdk": "tracing on, SDK start_span",
+    "floor": "floor: an anyio task + 3 spans",
+}
 
 
 def child(setup: str, runs: int) -> None:
@@ -45,16 +54,45 @@ def child(setup: str, runs: int) -> None:
         provider = TracerProvider(sampler=sampler)
         provider.add_span_processor(BatchSpanProcessor(bench.CountingExporter(), max_queue_size=1 << 16))
         trace.set_tracer_provider(provider)
-    team = bench.fanout_team(K)
+    if setup == "floor":
+        go = floor_runs
+    else:
+        team = bench.fanout_team(K)
 
-    async def go(n: int) -> None:
-        for _ in range(n):
-            result = await team.run(bench.REQUEST)
-            if result.status != "complete" or len(result.handoffs) != K:
-                raise SystemExit(f"run {result.status} with {len(result.handoffs)} handoffs, expected {K}")
+        async def go(n: int) -> None:
+            for _ in range(n):
+                result = await team.run(bench.REQUEST)
+                if result.status != "complete" or len(result.handoffs) != K:
+                    raise SystemExit(f"run {result.status} with {len(result.handoffs)} handoffs, expected {K}")
 
     anyio.run(go, 3)
     anyio.run(go, runs)
+
+
+async def floor_runs(n: int) -> None:
+    """`n` runs of the floor set-up: per handoff one anyio task and the three spans a handoff has."""
+    import anyio
+
+    from mcp_team.telemetry import spans
+    from mcp_team.telemetry.attributes import RESPONSE_MODEL
+
+    async def handoff(i: int, done: list[int]) -> None:
+        with (
+            spans.transfer_span("supervisor", "worker", f"call_{i}", f"h{i}", 1),
+            spans.agent_span("worker", description="a worker"),
+            spans.chat_span("offline", "offline", "specialist", 1024) as span,
+        ):
+            spans.record_usage(span, 10, 20, 0, 0, {RESPONSE_MODEL: "offline"})
+            done.append(i)
+
+    for _ in range(n):
+        done: list[int] = []
+        with spans.agent_span("supervisor"):
+            async with anyio.create_task_group() as tg:
+                for i in range(K):
+                    tg.start_soon(handoff, i, done)
+        if len(done) != K:
+            raise SystemExit(f"floor run made {len(done)} handoffs, expected {K}")
 
 
 def instructions(setup: str, runs: int) -> int:
@@ -85,6 +123,10 @@ def main() -> int:
     print(
         f"  tracing's own cost: {(per['fast'] - per['off']) / 1000:.0f} k with mcp-team's span start, "
         f"{(per['sdk'] - per['off']) / 1000:.0f} k through start_span"
+    )
+    print(
+        f"  the engine's own work above the floor: {(per['fast'] - per['floor']) / 1000:.0f} k "
+        f"(the floor is {per['floor'] / per['fast']:.0%} of a traced handoff)"
     )
     return 0
 
