@@ -2,17 +2,20 @@
 in-process MCP client on both revisions. Whatever arrives, the server answers with a result or a clear error
 (never an internal error, a bare "Error executing tool", or a traceback) and keeps serving.
 
-One client per revision lives across all examples (a blocking portal runs it), so an example that broke the
-server would fail the next one's ping.
+One client per revision lives across all examples (on an event loop of the test's thread that runs only during a
+call, `Served`), so an example that broke the server would fail the next one's ping. Not on a loop in a thread
+of its own (a blocking portal): the server's work that goes on after an answer (a span starting draws its id from
+the global `random`, as OpenTelemetry's id generator does) then ran while Hypothesis drew the next example's
+arguments, and Hypothesis warned that a strategy used `random` (HypothesisDeprecationWarning), now and then.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
+import asyncio
+import random
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any, ParamSpec, TypeVar
 
-import anyio
-import anyio.from_thread
 import mcp_types as types
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -87,18 +90,65 @@ def prompt_gets(draw: st.DrawFn) -> tuple[str, dict[str, str]]:
     return name, {k: draw(adversarial_text) for k in keys}
 
 
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+class Served:
+    """An event loop in the test's thread, run only during `call`: what the server does in the background waits
+    for the next call, never running while Hypothesis draws. `hold` keeps an async context open in one task
+    across calls (its task groups must end in the task that began them)."""
+
+    def __init__(self) -> None:
+        self.runner = asyncio.Runner()
+        self.background: list[asyncio.Task[None]] = []
+
+    def call(self, fn: Callable[P, Awaitable[T]], *args: P.args, **kwargs: P.kwargs) -> T:
+        async def run() -> T:
+            return await fn(*args, **kwargs)
+
+        return self.runner.run(run())
+
+    def start(self, work: Callable[[], Awaitable[None]]) -> None:
+        async def run() -> None:
+            await work()
+
+        self.background.append(self.runner.get_loop().create_task(run()))
+
+    def close(self) -> None:
+        for task in self.background:
+            task.cancel()
+        self.runner.close()  # cancels what is left, and waits for it
+
+
 @pytest.fixture(scope="module", params=["legacy", "auto"], ids=["2025-11-25", "2026-07-28"])
-def portal_client(request: pytest.FixtureRequest) -> Iterator[tuple[anyio.from_thread.BlockingPortal, Client]]:
+def served_client(request: pytest.FixtureRequest) -> Iterator[tuple[Served, Client]]:
     server = build_server(ModelSettings(model="offline"))  # type: ignore[call-arg]
-    with anyio.from_thread.start_blocking_portal("asyncio") as portal:
-        client = Client(server, mode=request.param)
-        with portal.wrap_async_context_manager(client) as entered:
-            yield portal, entered
+    served = Served()
+    entered: asyncio.Future[Client] = served.runner.get_loop().create_future()
+    leave = asyncio.Event()
 
+    async def hold() -> None:
+        async with Client(server, mode=request.param) as client:
+            entered.set_result(client)
+            await leave.wait()
 
-def _check_tool(portal: anyio.from_thread.BlockingPortal, client: Client, name: str, args: dict[str, Any]) -> None:
+    served.start(hold)
     try:
-        result = portal.call(client.call_tool, name, args)
+        client = served.call(lambda: entered)
+        yield served, client
+        served.call(_set, leave)
+    finally:
+        served.close()
+
+
+async def _set(event: asyncio.Event) -> None:
+    event.set()
+
+
+def _check_tool(served: Served, client: Client, name: str, args: dict[str, Any]) -> None:
+    try:
+        result = served.call(client.call_tool, name, args)
     except MCPError as exc:
         assert exc.code in CLIENT_ERRORS, f"{name}({args!r:.300}) -> {exc.code} {exc.message}"
         assert "Traceback" not in exc.message
@@ -110,20 +160,20 @@ def _check_tool(portal: anyio.from_thread.BlockingPortal, client: Client, name: 
             assert "Traceback" not in message
             # invalid arguments are named one by one, not with pydantic's whole report and its links
             assert "errors.pydantic.dev" not in message and "Arguments\n" not in message, message
-    assert portal.call(client.list_tools).tools  # still serving (ping is gone on 2026-07-28)
+    assert served.call(client.list_tools).tools  # still serving (ping is gone on 2026-07-28)
 
 
 @FUZZ
 @given(call=tool_calls(extra=False))
 def test_tools_answer_any_arguments_clearly(
-    portal_client: tuple[anyio.from_thread.BlockingPortal, Client], call: tuple[str, dict[str, Any]]
+    served_client: tuple[Served, Client], call: tuple[str, dict[str, Any]]
 ) -> None:
-    _check_tool(*portal_client, *call)
+    _check_tool(*served_client, *call)
 
 
-def test_invalid_arguments_are_named_one_by_one(portal_client: tuple[anyio.from_thread.BlockingPortal, Client]) -> None:
-    portal, client = portal_client
-    result = portal.call(client.call_tool, "run_team", {"mode": "sideways", "max_handoffs": "many"})
+def test_invalid_arguments_are_named_one_by_one(served_client: tuple[Served, Client]) -> None:
+    served, client = served_client
+    result = served.call(client.call_tool, "run_team", {"mode": "sideways", "max_handoffs": "many"})
     message = " ".join(c.text for c in result.content if isinstance(c, types.TextContent))
     assert result.is_error and message.startswith("invalid argument(s) for run_team: "), message
     for problem in ("request: Field required", "mode: Input should be 'adaptive' or 'planned'", "max_handoffs: "):
@@ -132,13 +182,11 @@ def test_invalid_arguments_are_named_one_by_one(portal_client: tuple[anyio.from_
 
 @FUZZ
 @given(call=tool_calls(extra=True))
-def test_tools_refuse_unknown_arguments(
-    portal_client: tuple[anyio.from_thread.BlockingPortal, Client], call: tuple[str, dict[str, Any]]
-) -> None:
-    portal, client = portal_client
+def test_tools_refuse_unknown_arguments(served_client: tuple[Served, Client], call: tuple[str, dict[str, Any]]) -> None:
+    served, client = served_client
     name, args = call
     try:
-        result = portal.call(client.call_tool, name, args)
+        result = served.call(client.call_tool, name, args)
     except MCPError as exc:
         assert exc.code in CLIENT_ERRORS
         return
@@ -150,15 +198,41 @@ def test_tools_refuse_unknown_arguments(
 @FUZZ
 @given(get=prompt_gets())
 def test_prompts_answer_any_arguments_clearly(
-    portal_client: tuple[anyio.from_thread.BlockingPortal, Client], get: tuple[str, dict[str, str]]
+    served_client: tuple[Served, Client], get: tuple[str, dict[str, str]]
 ) -> None:
-    portal, client = portal_client
+    served, client = served_client
     name, args = get
     try:
-        result = portal.call(client.get_prompt, name, args)
+        result = served.call(client.get_prompt, name, args)
     except MCPError as exc:
         assert exc.code in CLIENT_ERRORS, f"prompts/get {name!r} {sorted(args)} -> {exc.code} {exc.message}"
         assert "Traceback" not in exc.message
     else:
         assert result.messages
-    assert portal.call(client.list_tools).tools
+    assert served.call(client.list_tools).tools
+
+
+@pytest.fixture(scope="module")
+def busy_server() -> Iterator[Served]:
+    """A loop whose background work keeps drawing from the global `random`, as a server's new spans do."""
+    served = Served()
+
+    async def draw_ids() -> None:
+        while True:
+            random.getrandbits(64)
+            await asyncio.sleep(0)
+
+    served.start(draw_ids)
+    yield served
+    served.close()
+
+
+@pytest.mark.filterwarnings("error::hypothesis.errors.HypothesisDeprecationWarning")
+@settings(max_examples=20)
+@given(call=tool_calls(extra=True))
+def test_the_servers_background_work_never_runs_while_hypothesis_draws(
+    busy_server: Served, call: tuple[str, dict[str, Any]]
+) -> None:
+    # The background work runs here, in the test's own thread, and only here: had it run meanwhile, drawing `call`
+    # would have raised the warning (an error here).
+    busy_server.call(asyncio.sleep, 0.001)

@@ -13,8 +13,10 @@ import asyncio
 import hmac
 import ipaddress
 import logging
+import os
 import signal
 import socket
+import sys
 from collections.abc import Callable
 from types import FrameType
 from typing import Any
@@ -41,6 +43,7 @@ from mcp_team.server.views import add_run_pages
 _LOCAL_HOSTS = ["127.0.0.1:*", "localhost:*", "[::1]:*"]
 _LOCAL_ORIGINS = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
 SHUTDOWN_TIMEOUT = 5  # seconds held calls get after SIGTERM: under Docker's 10 s and Kubernetes' 30 s before SIGKILL
+FORCED_GRACE = 1.0  # seconds a second signal leaves to cut the calls and end the app, before the process just exits
 
 
 class HttpSettings(BaseSettings):
@@ -168,9 +171,12 @@ class HttpServer(uvicorn.Server):
     2026-07-28 `subscriptions/listen`, a 2025-11-25 session's GET stream) held the process until its client
     left. Here those streams are ended as the wait begins (`end_streams`); a call still held after the
     settings' `shutdown_timeout` (a run on a client's model, an ephemeral run) is cut by uvicorn, or at once by
-    a second SIGTERM or Ctrl-C. A stop asked for by signals exits 0, as a clean stop, cut calls or not (uvicorn
-    would raise the signal again once done, and the process would die of it without flushing its spans).
-    `on_signal` is told first, in the signal handler.
+    a second SIGTERM or Ctrl-C. Any later point of the stop takes a second signal too: a stop cut short gets
+    `FORCED_GRACE` to cut its calls and end the app; a signal that comes as the app's own shutdown runs (its
+    external MCP servers closing, seconds for one slow to exit; the run service stopping), which uvicorn waits
+    out, ends the process at once (`_exit_now`). A stop asked for by signals exits 0, as a clean stop, cut calls
+    or not (uvicorn would raise the signal again once done, and the process would die of it without flushing
+    its spans). `on_signal` is told first, in the signal handler.
 
     Process-wide: sse-starlette's automatic drain is turned off (see `__init__`)."""
 
@@ -178,17 +184,15 @@ class HttpServer(uvicorn.Server):
         self, server: MCPServer[Any], settings: HttpSettings, port: int, on_signal: Callable[[], None] | None = None
     ) -> None:
         app = http_app(server, settings)
-        super().__init__(
-            uvicorn.Config(
-                app,
-                host=settings.host,
-                port=port,
-                log_level="warning",
-                timeout_graceful_shutdown=settings.shutdown_timeout,
-            )
+        config = uvicorn.Config(
+            app, host=settings.host, port=port, log_level="warning", timeout_graceful_shutdown=settings.shutdown_timeout
         )
+        config.load()  # sets the lifespan class, which `_serve` would set again if it loaded the config itself
+        config.lifespan_class = _AppLifespan
+        super().__init__(config)
         self.mcp = server
         self.on_signal = on_signal
+        self._loop: asyncio.AbstractEventLoop | None = None  # serving's, for a signal handler to call into
         # sse-starlette (the SDK's 2025-11-25 SSE responses) ends every one of its streams about 0.5 s after
         # uvicorn begins to exit, held POST calls included: their answers (a durable run's id, a run's result)
         # raced that cut, and no call got the shutdown timeout. Its supported switch, process-wide (this server
@@ -204,6 +208,10 @@ class HttpServer(uvicorn.Server):
         # too (uvicorn: only Ctrl-C): hosts and people send SIGTERM again to mean "now".
         if self.should_exit and sig in (signal.SIGINT, signal.SIGTERM):
             self.force_exit = True
+            if isinstance(getattr(self, "lifespan", None), _AppLifespan) and self.lifespan.ending and self._loop:
+                # Nothing in uvicorn looks at `force_exit` from here on. On the loop, not in the handler: it may
+                # have interrupted a logging or span-export lock this thread holds.
+                self._loop.call_soon_threadsafe(self._exit_now)
         else:
             self.should_exit = True
 
@@ -211,6 +219,7 @@ class HttpServer(uvicorn.Server):
         # Refuse new connections before ending the streams (as uvicorn's shutdown does next, again): a client
         # told its stream ended must not open another one here. uvicorn then marks the streams' connections to
         # close once their responses end; the streams end only after that (nothing awaits in between).
+        self._loop = asyncio.get_running_loop()
         for listening in getattr(self, "servers", []):
             listening.close()
         end_streams(self.mcp)
@@ -220,7 +229,10 @@ class HttpServer(uvicorn.Server):
         try:
             await super().shutdown(sockets)
             if self.force_exit:
-                await self._cut_now()
+                try:
+                    await asyncio.wait_for(self._cut_now(), FORCED_GRACE)
+                except TimeoutError:
+                    self._exit_now()
         finally:
             for name in _CutCalls.LOGGERS:
                 logging.getLogger(name).removeFilter(quiet)
@@ -238,6 +250,34 @@ class HttpServer(uvicorn.Server):
             await asyncio.wait(cut)
         if not (isinstance(self.lifespan, LifespanOn) and self.lifespan.shutdown_event.is_set()):
             await self.lifespan.shutdown()  # skipped by uvicorn, unless the signal came as it ran
+
+    def _exit_now(self) -> None:
+        """End the process at once, exit 0, after a second signal met the app's shutdown still going: what it
+        was closing is left as a crash leaves it (an external server has its stdin closed; a durable run resumes
+        at the next start). Spans are flushed first, as the stop would have at its end."""
+        logging.getLogger("uvicorn.error").warning(
+            "mcp-team: stopping now (a second signal): what was still closing (calls, external MCP servers, the run "
+            "service) is left as a crash leaves it"
+        )
+        if "opentelemetry.sdk.trace" in sys.modules:  # tracing is on (the API alone exports nothing)
+            from opentelemetry import trace
+
+            flush = getattr(trace.get_tracer_provider(), "force_flush", None)
+            if callable(flush):
+                flush(2000)  # bounded: a dead collector must not hold the exit
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        os._exit(0)
+
+
+class _AppLifespan(LifespanOn):
+    """uvicorn's lifespan, telling when the app's shutdown has begun (from then on a second signal exits)."""
+
+    ending = False
+
+    async def shutdown(self) -> None:
+        self.ending = True
+        await super().shutdown()
 
 
 class _CutCalls(logging.Filter):
