@@ -45,7 +45,7 @@ from mcp_team.llm.types import (
 Brain = Callable[[ModelRequest], ModelResponse]
 ToolsError = Literal["ollama", "llama.cpp", "vllm"]
 
-ERROR_PREFIX = "Error: "  # how the backend marks a failed tool result (see mcp_team.llm.openai)
+ERROR_PREFIX = "Error: "  # how the backend marks a failed tool result (see mcp_team.llm.chat_completions)
 
 _ids = itertools.count(1)
 

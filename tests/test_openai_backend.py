@@ -26,8 +26,9 @@ from mcp_team.handoffs import RunResult, Team
 from mcp_team.handoffs.schema import Mode
 from mcp_team.llm import SPECIALIST, SUPERVISOR, ModelSet
 from mcp_team.llm.anthropic import AnthropicModel
+from mcp_team.llm.chat_completions import parse_arguments, to_messages, to_tool_params
 from mcp_team.llm.offline import OfflineModel
-from mcp_team.llm.openai import OpenAIModel, parse_arguments, to_messages, to_tool_params, token_limit_param
+from mcp_team.llm.openai import OpenAIModel, token_limit_param
 from mcp_team.llm.types import (
     Message,
     Model,

@@ -24,7 +24,8 @@ import pytest
 
 from local_http import LocalHTTPServer
 from mcp_team.specialists import ToolFailed, web
-from mcp_team.specialists.web import MAX_REDIRECTS, blocked_reason, fetch_url_tool, html_to_text
+from mcp_team.specialists.html_text import html_to_text
+from mcp_team.specialists.web import MAX_REDIRECTS, blocked_reason, fetch_url_tool
 
 PAGE = """<!doctype html>
 <html><head><title>The  Test

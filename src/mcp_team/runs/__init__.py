@@ -7,11 +7,12 @@ Modules: `config` (state dir, database URL, executor id, versions), `database` (
 `executor` (executor-id leases), `tables` (the runs database's tables, `RunRecord`), `store` (coalesced
 writes, reads, subscriptions), `threads` (follow-up history), `serializer` (JSON for DBOS), `runtime` (the
 engine seam: branches, gather, decide; model and tool steps), `workflow` (the run workflow and its input),
-`launch` (start-up checks, DBOS launch and shutdown), `service` (the `Runs` API and recovery), `replicas`
-(heartbeat, takeover, the run queue), `orphans` (SQLite: a dead process's runs taken over), `shared_limits`
-(rates shared by replicas), `approvals` (durable checkpoint answers), `team_engine` (the real `Team` as the
-engine), `live` (the runs executing here), `cancels` (cancels across processes and the watch for them),
-`_dbos_internals` (every use of DBOS internals, pinned to dbos 3.4.0).
+`launch` (start-up checks, DBOS launch and shutdown), `service` (the `Runs` API and recovery), `execution`
+(running a run here and its final record), `replicas` (heartbeat, takeover, the run queue), `orphans` (SQLite:
+a dead process's runs taken over), `shared_limits` (rates shared by replicas), `approvals` (durable checkpoint
+answers), `team_engine` (the real `Team` as the engine), `live` (the runs executing here), `cancels` (cancels
+across processes and the watch for them), `_dbos_internals` (every use of DBOS internals, pinned to dbos
+3.4.0).
 """
 
 from __future__ import annotations

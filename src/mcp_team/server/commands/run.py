@@ -28,16 +28,15 @@ from mcp_team.server.commands.common import (
     trace_flags,
     with_call_timeout,
 )
+from mcp_team.server.commands.run_console import compare, progress, summary
 from mcp_team.server.commands.runs import durable_config, durable_flags
 
 if TYPE_CHECKING:
     from anyio.abc import TaskStatus
-    from rich.console import Console
 
     from mcp_team.handoffs import Budgets, RunEvent, RunResult
     from mcp_team.handoffs import Team as TeamType
     from mcp_team.llm import ModelSet
-    from mcp_team.llm.replay import Replay
     from mcp_team.llm.settings import ModelSettings
     from mcp_team.runs.config import DurableConfig
     from mcp_team.server.commands.common import Subparsers
@@ -167,7 +166,7 @@ def _run_traced(
         console.print("[yellow]mcp-team: offline backend: deterministic answers, no LLM is called[/yellow]")
     elif replay is not None:
         console.print(f"[yellow]mcp-team: replaying {replay.recording.path}: no model is called[/yellow]")
-    on_event = None if args.quiet else _progress(console)
+    on_event = None if args.quiet else progress(console)
     try:
         record = args.record or (str(Path(settings.record_dir) / f"{run_id}.jsonl") if settings.record_dir else None)
         run = functools.partial(_team_run, spec, models, args.request, args.mode, budgets, on_event, record, run_id,
@@ -186,9 +185,9 @@ def _run_traced(
             tracing.shutdown()
     print(result.model_dump_json(indent=2) if args.json else result.answer, flush=True)  # the answer comes first
     if not args.quiet:
-        _summary(console, result)
+        summary(console, result)
         if replay is not None:
-            _compare(console, replay, result)
+            compare(console, replay, result)
     if args.jaeger_json:
         written = _save_jaeger(tracing, result.run_id, args.jaeger_json)
         console.print(f"mcp-team: trace written to {written}" if written else "mcp-team: no trace was recorded")
@@ -359,61 +358,3 @@ def _save_jaeger(tracing: Tracing | None, run_id: str, target: str) -> str | Non
         return None
     shutil.copyfile(files.path_for(run_id), target)
     return target
-
-
-def _progress(console: Console) -> EventSink:
-    async def on_event(event: RunEvent) -> None:
-        r = event.record
-        if event.kind == "handoff_started" and r is not None:
-            retry = f" (retry {r.attempt - 1})" if r.attempt > 1 else ""
-            console.print(f"[cyan]→ {r.id} {r.target}{retry}[/cyan] {_short(r.task)}")
-        elif event.kind == "handoff_finished" and r is not None:
-            seconds = (r.ended_at - r.started_at).total_seconds() if r.ended_at and r.started_at else 0.0
-            if r.status == "completed":
-                verdict = f" {r.verdict.verdict}" if r.verdict else ""
-                tokens = r.usage.total_tokens
-                console.print(f"[green]✓ {r.id} {r.target}[/green]{verdict} {seconds:.1f}s {tokens} tokens")
-            else:
-                console.print(f"[red]✗ {r.id} {r.target} {r.status} ({r.error_type})[/red] {_short(r.error or '')}")
-        else:
-            console.print(f"[dim]· {event.message}[/dim]")
-
-    return on_event
-
-
-def _count(n: int, thing: str) -> str:
-    return f"{n} {thing}{'' if n == 1 else 's'}"
-
-
-def _summary(console: Console, result: RunResult) -> None:
-    style = {"complete": "green", "partial": "yellow"}.get(result.status, "red")
-    u = result.usage
-    console.print(
-        f"[{style}]{result.status}[/{style}]: {_count(len(result.handoffs), 'handoff')}, "
-        f"{_count(u.model_calls, 'model call')}, "
-        f"{u.total.total_tokens} tokens, {_cost(u.total.cost_usd)}, run {result.run_id}"
-        + (f", trace {result.trace_id}" if result.trace_id else "")
-    )
-
-
-def _cost(usd: float | None) -> str:
-    """A run's cost for people: unknown (a local or offline model) is not $0."""
-    return "cost unknown" if usd is None else f"${usd:.4f}"
-
-
-def _compare(console: Console, replay: Replay, result: RunResult) -> None:
-    """Say whether a replayed run is the recorded one, and if not, how it differs."""
-    from mcp_team.evals.recordings import ReplayOutcome
-
-    found = ReplayOutcome(replay.recording.path, result, replay.recording.result, replay.unused()).differences()
-    if not found:
-        console.print("mcp-team: the replay reproduced the recorded run")
-        return
-    console.print("[yellow]mcp-team: the replay differs from the recorded run:[/yellow]")
-    for difference in found[:10]:
-        console.print(f"[yellow]  - {_short(difference, 200)}[/yellow]")
-
-
-def _short(text: str, width: int = 90) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "…"

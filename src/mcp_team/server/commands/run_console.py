@@ -1,0 +1,74 @@
+"""What `mcp-team run` shows on the terminal (stderr) besides the answer: a line as each handoff starts and
+finishes, the summary line at the end (status, handoffs, model calls, tokens, cost, run and trace ids), and,
+for a replay, whether it reproduced the recorded run and how it differs."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from mcp_team.handoffs import RunEvent, RunResult
+    from mcp_team.llm.replay import Replay
+
+
+def progress(console: Console) -> Callable[[RunEvent], Awaitable[None]]:
+    """A line on `console` as each handoff starts and finishes, and for the run's other events."""
+
+    async def on_event(event: RunEvent) -> None:
+        r = event.record
+        if event.kind == "handoff_started" and r is not None:
+            retry = f" (retry {r.attempt - 1})" if r.attempt > 1 else ""
+            console.print(f"[cyan]→ {r.id} {r.target}{retry}[/cyan] {_short(r.task)}")
+        elif event.kind == "handoff_finished" and r is not None:
+            seconds = (r.ended_at - r.started_at).total_seconds() if r.ended_at and r.started_at else 0.0
+            if r.status == "completed":
+                verdict = f" {r.verdict.verdict}" if r.verdict else ""
+                tokens = r.usage.total_tokens
+                console.print(f"[green]✓ {r.id} {r.target}[/green]{verdict} {seconds:.1f}s {tokens} tokens")
+            else:
+                console.print(f"[red]✗ {r.id} {r.target} {r.status} ({r.error_type})[/red] {_short(r.error or '')}")
+        else:
+            console.print(f"[dim]· {event.message}[/dim]")
+
+    return on_event
+
+
+def _count(n: int, thing: str) -> str:
+    return f"{n} {thing}{'' if n == 1 else 's'}"
+
+
+def summary(console: Console, result: RunResult) -> None:
+    style = {"complete": "green", "partial": "yellow"}.get(result.status, "red")
+    u = result.usage
+    console.print(
+        f"[{style}]{result.status}[/{style}]: {_count(len(result.handoffs), 'handoff')}, "
+        f"{_count(u.model_calls, 'model call')}, "
+        f"{u.total.total_tokens} tokens, {_cost(u.total.cost_usd)}, run {result.run_id}"
+        + (f", trace {result.trace_id}" if result.trace_id else "")
+    )
+
+
+def _cost(usd: float | None) -> str:
+    """A run's cost for people: unknown (a local or offline model) is not $0."""
+    return "cost unknown" if usd is None else f"${usd:.4f}"
+
+
+def compare(console: Console, replay: Replay, result: RunResult) -> None:
+    """Say whether a replayed run is the recorded one, and if not, how it differs."""
+    from mcp_team.evals.recordings import ReplayOutcome
+
+    found = ReplayOutcome(replay.recording.path, result, replay.recording.result, replay.unused()).differences()
+    if not found:
+        console.print("mcp-team: the replay reproduced the recorded run")
+        return
+    console.print("[yellow]mcp-team: the replay differs from the recorded run:[/yellow]")
+    for difference in found[:10]:
+        console.print(f"[yellow]  - {_short(difference, 200)}[/yellow]")
+
+
+def _short(text: str, width: int = 90) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
