@@ -18,8 +18,8 @@ import anyio
 import pytest
 
 from mcp_team.handoffs import Budgets, RunEvent, RunSettings, Team
+from mcp_team.handoffs.admission import Refusal
 from mcp_team.handoffs.context import now
-from mcp_team.handoffs.execution import Refusal
 from mcp_team.llm import ModelRequest, ModelResponse, ModelSet
 from mcp_team.llm.call import SPECIALIST, SUPERVISOR
 from mcp_team.llm.faults import FaultyModel, parse_faults

@@ -1,6 +1,6 @@
-"""Running handoffs: admission (budgets, circuit breakers, duplicates), attempts, retries with a refined task.
+"""Running handoffs: attempts, retries with a refined task, fallbacks, and the order of what they record.
 
-A handoff is first admitted or refused, then run to completion in its own branch of the run
+A handoff is first admitted or refused (handoffs.admission), then run to completion in its own branch of the run
 (`Runtime.branch`): every attempt and every refine call of handoff number `seq` happens inside
 `branch(seq)`, in the task that runs it. Decisions whose outcome depends on how other branches
 were timed go through `Runtime.decide` (a retry once a breaker may have opened; a start that
@@ -19,15 +19,24 @@ from dataclasses import dataclass
 from operator import attrgetter
 
 import anyio
-from pydantic import BaseModel
 
 from mcp_team.errors import BudgetExhausted
+from mcp_team.handoffs.admission import (
+    admit,
+    fallback_of,
+    fingerprint_of,
+    not_run,
+    note_fan_out,
+    refusal_of,
+    retry_blocked,
+    settle,
+)
 from mcp_team.handoffs.approval import approve_handoff
 from mcp_team.handoffs.budget import Budget
 from mcp_team.handoffs.context import RunContext, now
 from mcp_team.handoffs.prompts import REFINE_INSTRUCTIONS
 from mcp_team.handoffs.review import gate_revision
-from mcp_team.handoffs.schema import Handoff, HandoffRecord, HandoffStatus, finish_record, started_record
+from mcp_team.handoffs.schema import Handoff, HandoffRecord, finish_record, started_record
 from mcp_team.handoffs.subteam import SubTeam, run_subteam
 from mcp_team.llm import SUPERVISOR, Message, ModelError, ModelRequest, ToolDefinition, Usage
 from mcp_team.specialists import run_specialist
@@ -46,17 +55,10 @@ _REFINE_TOOL = ToolDefinition(
 )
 
 
-class Refusal(BaseModel, frozen=True):
-    """Why a handoff may not start: `kind` becomes its `error_type`, `reason` goes back to the supervisor."""
-
-    kind: str
-    reason: str
-
-
 async def dispatch(ctx: RunContext, handoffs: Sequence[Handoff]) -> list[HandoffRecord]:
     """Admit the handoffs in order, run the admitted ones concurrently; their final records in the same order."""
     results: list[HandoffRecord | None] = [None] * len(handoffs)
-    prints = [_fingerprint(h) for h in handoffs]  # once each: admission reads them, completion records them
+    prints = [fingerprint_of(h) for h in handoffs]  # once each: admission reads them, completion records them
 
     async def run(i: int) -> None:
         results[i] = record = await execute(ctx, handoffs[i])
@@ -81,45 +83,6 @@ async def dispatch(ctx: RunContext, handoffs: Sequence[Handoff]) -> list[Handoff
     return [r for r in results if r is not None]
 
 
-def note_fan_out(ctx: RunContext, what: str, records: Sequence[HandoffRecord | None], width: int) -> None:
-    """Say in the result when a fan-out was cut by the handoff budget, or ran in waves for the concurrency limit.
-
-    `records` holds what became of each of `what` so far (None: not settled yet); `width` is how
-    many were ready to run at once.
-    """
-    refusals = [r.error_type for r in records if r is not None and r.status == "refused"]
-    if "budget_exhausted" in refusals:  # the first refusal stops the run; the rest are refused as "stopped"
-        refused = sum(kind in ("budget_exhausted", "stopped") for kind in refusals)
-        limit = ctx.settings.budgets.max_handoffs
-        ctx.note(
-            "handoff_budget",
-            f"{refused} of the {len(records)} {what} were not started: the handoff budget ({limit}, retries "
-            f"included) ran out. Raise max_handoffs to run them all (Budgets(max_handoffs=...) in Python, "
-            f"--max-handoffs on the command line, the team file's [supervisor.budgets] or run_team's max_handoffs).",
-        )
-    if width > (limit := ctx.models.max_concurrency):
-        ctx.note(
-            "concurrency",
-            f"{width} {what} were ready to run at once, but at most {limit} model calls run at a time, so they "
-            f"ran in waves. Raise max_concurrency to run them together (ModelSet(max_concurrency=...) in Python, "
-            f"MCP_TEAM_MAX_CONCURRENCY, or the team file's [supervisor] max_concurrency).",
-        )
-
-
-def admit(
-    ctx: RunContext, handoff: Handoff, *, dedupe: bool = True, fingerprint: tuple[str, str, str] | None = None
-) -> HandoffRecord | None:
-    """Decide now whether `handoff` may start: None if so (the handoff budget is charged), else its refusal record.
-
-    For a start whose moment does not depend on other branches (the handoffs of a supervisor turn,
-    a plan's first tasks); a start that waited for other branches uses `execute(contested=True)`.
-    `fingerprint`: the handoff's, when the caller has it already (see `dispatch`).
-    """
-    if dedupe and (earlier := ctx.fingerprints.get(fingerprint or _fingerprint(handoff))) is not None:
-        return _refuse_duplicate(ctx, handoff, earlier)
-    return _settle(ctx, handoff, refusal_of(ctx, handoff))
-
-
 async def execute(ctx: RunContext, handoff: Handoff, *, contested: bool = False) -> HandoffRecord:
     """Run an admitted handoff in its branch, retrying a failure with a task the supervisor refines, up to the cap.
 
@@ -131,7 +94,7 @@ async def execute(ctx: RunContext, handoff: Handoff, *, contested: bool = False)
     with ctx.runtime.branch(handoff.seq):
         if contested:
             refusal = await ctx.runtime.decide("start", lambda: refusal_of(ctx, first))
-            if (refused := _settle(ctx, handoff, refusal)) is not None:
+            if (refused := settle(ctx, handoff, refusal)) is not None:
                 return refused
         if (approved := await approve_handoff(ctx, handoff)) is None:  # a before:<member> checkpoint stopped it
             return not_run(ctx, handoff, "refused", "checkpoint", ctx.stopped_by or "stopped at a checkpoint")
@@ -150,7 +113,7 @@ async def execute(ctx: RunContext, handoff: Handoff, *, contested: bool = False)
             if record.error_type in _FINAL_ERRORS or len(failed_ids) > ctx.settings.max_retries:
                 break
             # Other branches may have opened the breaker or spent the handoff budget meanwhile.
-            blocked = await ctx.runtime.decide(f"retry {handoff.attempt + 1}", lambda: _retry_blocked(ctx, first))
+            blocked = await ctx.runtime.decide(f"retry {handoff.attempt + 1}", lambda: retry_blocked(ctx, first))
             if blocked == "handoff_budget":
                 ctx.budget.handoffs_used_up()
             if blocked is not None:
@@ -173,15 +136,6 @@ async def execute(ctx: RunContext, handoff: Handoff, *, contested: bool = False)
     return record
 
 
-def _fallback_of(ctx: RunContext, name: str) -> str | None:
-    """The specialist that takes `name`'s handoffs now: its fallback once its circuit is open (if that one's
-    circuit is closed), else None."""
-    fallback = ctx.team[name].fallback
-    if fallback is None or fallback not in ctx.team or not ctx.breakers.is_open(name):
-        return None
-    return None if ctx.breakers.is_open(fallback) else fallback
-
-
 async def _to_fallback(ctx: RunContext, handoff: Handoff) -> Handoff:
     """`handoff`, or the same handoff to its target's fallback specialist when the target's circuit is open.
 
@@ -189,76 +143,11 @@ async def _to_fallback(ctx: RunContext, handoff: Handoff) -> Handoff:
     specialist without a fallback never asks (a durable run records nothing for it)."""
     if ctx.team[handoff.target].fallback is None:
         return handoff
-    name = await ctx.runtime.decide(f"fallback {handoff.attempt}", lambda: _fallback_of(ctx, handoff.target))
+    name = await ctx.runtime.decide(f"fallback {handoff.attempt}", lambda: fallback_of(ctx, handoff.target))
     if name is None:
         return handoff
     note = f"specialist {name} took it: the circuit of {handoff.target} is open"
     return handoff.model_copy(update={"target": name, "fallback": note})
-
-
-def _retry_blocked(ctx: RunContext, handoff: Handoff) -> str | None:
-    """What stops a retry of a failed handoff now: `circuit_open`, `handoff_budget`, or None."""
-    if ctx.breakers.is_open(handoff.target) and _fallback_of(ctx, handoff.target) is None:
-        return "circuit_open"
-    if not ctx.budget.can_hand_off():
-        return "handoff_budget"
-    return None
-
-
-def _fingerprint(handoff: Handoff) -> tuple[str, str, str]:
-    return handoff.target, " ".join(handoff.task.lower().split()), " ".join(handoff.context.lower().split())
-
-
-def _refuse_duplicate(ctx: RunContext, handoff: Handoff, earlier: HandoffRecord) -> HandoffRecord:
-    ctx.repeats += 1
-    reason = (
-        f"identical to handoff {earlier.id}, which already completed; its result is repeated below. "
-        f"Use it instead of handing the same task off again."
-    )
-    ctx.fail("duplicate_handoff", handoff.target, reason, handoff.task, handoff.id, recovered=True)
-    if ctx.repeats >= ctx.settings.max_repeats:
-        ctx.stopped_by = ctx.stopped_by or (
-            f"the supervisor repeated the same handoff {ctx.repeats} times (loop detected)"
-        )
-    return not_run(ctx, handoff, "refused", "duplicate_handoff", reason, output=earlier.output)
-
-
-def refusal_of(ctx: RunContext, handoff: Handoff) -> Refusal | None:
-    """Why `handoff` may not start now, or None when it may. Reads the run's state, changes nothing."""
-    if ctx.breakers.is_open(handoff.target) and _fallback_of(ctx, handoff.target) is None:
-        return Refusal(
-            kind="circuit_open",
-            reason=f"{handoff.target} failed {ctx.settings.breaker_threshold} times in a row; its circuit is open "
-            f"for the rest of this run. Work around it or finalize without it.",
-        )
-    if ctx.team[handoff.target].returns_verdict and ctx.revisions > ctx.settings.max_revisions:
-        # Each REVISE honoured is re-reviewed once; past the cap the latest draft stands.
-        return Refusal(
-            kind="revision_cap",
-            reason=f"the revision cap ({ctx.settings.max_revisions}) is reached; finalize with the latest "
-            f"draft and mention the open review points.",
-        )
-    if ctx.stopped_by is not None:
-        return Refusal(
-            kind="stopped",
-            reason=f"not started: the run is stopping ({ctx.stopped_by}). Finalize with what you have.",
-        )
-    if not ctx.budget.can_hand_off():
-        exhausted = ctx.budget.exhausted or f"the handoff budget ({ctx.settings.budgets.max_handoffs}) was used up"
-        return Refusal(kind="budget_exhausted", reason=f"not started: {exhausted}. Finalize with what you have.")
-    return None
-
-
-def _settle(ctx: RunContext, handoff: Handoff, refusal: Refusal | None) -> HandoffRecord | None:
-    """Apply an admission decision: charge the handoff budget, or record the refusal."""
-    if refusal is None:
-        ctx.budget.charge_handoff()
-        return None
-    if refusal.kind == "budget_exhausted":
-        ctx.stopped_by = ctx.stopped_by or ctx.budget.handoffs_used_up()
-    recovered = refusal.kind == "revision_cap"  # a decision, not lost work
-    ctx.fail(refusal.kind, handoff.target, refusal.reason, handoff.task, handoff.id, recovered=recovered)
-    return not_run(ctx, handoff, "refused", refusal.kind, refusal.reason)
 
 
 @contextmanager
@@ -289,26 +178,6 @@ def in_handoff_order(ctx: RunContext, *, settle_breakers: bool = False) -> Itera
 
 
 _HANDOFF_ORDER = attrgetter("seq", "attempt")
-
-
-def not_run(
-    ctx: RunContext, handoff: Handoff, status: HandoffStatus, error_type: str, error: str, output: str = ""
-) -> HandoffRecord:
-    """Record a handoff that was refused or skipped before it ran."""
-    at = now()
-    record = HandoffRecord.model_validate(
-        {
-            **handoff.__dict__,
-            "status": status,
-            "started_at": at,
-            "ended_at": at,
-            "output": output,
-            "error": error,
-            "error_type": error_type,
-        }
-    )
-    ctx.records.append(record)
-    return record
 
 
 async def _attempt(ctx: RunContext, handoff: Handoff) -> HandoffRecord:

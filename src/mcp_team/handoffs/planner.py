@@ -14,8 +14,9 @@ import anyio
 from pydantic import ValidationError
 
 from mcp_team.errors import BudgetExhausted, McpTeamError
+from mcp_team.handoffs.admission import admit, not_run, note_fan_out
 from mcp_team.handoffs.context import RunContext
-from mcp_team.handoffs.execution import admit, execute, in_handoff_order, not_run, note_fan_out
+from mcp_team.handoffs.execution import execute, in_handoff_order
 from mcp_team.handoffs.prompts import PLANNER_INSTRUCTIONS, describe_team
 from mcp_team.handoffs.review import revise_in_plan
 from mcp_team.handoffs.schema import Handoff, HandoffRecord, Plan, PlanTask, validation_problems
