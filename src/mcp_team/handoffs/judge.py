@@ -7,18 +7,23 @@ The engine then hands each conflict to the judge (a normal member: its own promp
 token budgets, charged to the run), with the request, the positions and the full results, and asks the
 synthesis again with the rulings, to follow them and say so. Each ruling is in the run's record
 (`RunResult.conflicts`) and a `judge conflict-<n>` span. The judge is not offered to the supervisor
-as a handoff: it only rules.
+as a handoff: it only rules. A ruling's usage counts each of the judge's calls, one cut off once sent
+too (its cost unknown), and a run cancelled while the judge rules keeps the ruling with what it spent.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
 from pydantic import ValidationError
 
 from mcp_team.handoffs.conflicts import Conflict, Ruling
 from mcp_team.handoffs.context import RunContext
-from mcp_team.llm import ModelResponse, ToolDefinition
+from mcp_team.llm import ModelResponse, ToolDefinition, Usage
+from mcp_team.llm.call import Meter
+from mcp_team.llm.types import no_usage
 from mcp_team.specialists import run_specialist
 from mcp_team.telemetry import spans
 
@@ -78,7 +83,8 @@ def note_conflicts(ctx: RunContext, response: ModelResponse) -> None:
 
 
 async def rule(ctx: RunContext) -> list[Ruling]:
-    """The judge's ruling on each pending conflict, one handoff to the judge per conflict."""
+    """The judge's ruling on each pending conflict, one handoff to the judge per conflict, each kept in
+    `ctx.rulings` as it is made (a cancelled run keeps those, and the one it cut short)."""
     assert ctx.settings.judge is not None
     judge = ctx.team[ctx.settings.judge]
     latest = {r.target: r for r in ctx.records if r.status == "completed"}
@@ -94,20 +100,46 @@ async def rule(ctx: RunContext) -> list[Ruling]:
         context = "\n\n".join(f"Result of {name}:\n{latest[name].output}" for name in names if name in latest)
         attrs: dict[str, str | int] = {"mcp_team.judge.about": conflict.about[:200]}
         attrs["mcp_team.judge.specialists"] = ", ".join(names)
-        with spans.step_span("judge", f"conflict-{n}", attrs) as span:
-            result = await run_specialist(
-                judge, task, ctx.models, context=context, meter=ctx.budget, call_timeout=ctx.settings.call_timeout,
-                agent_id=f"{ctx.run_id}/conflict-{n}",
-            )  # fmt: skip
-            if result.status == "failed":
-                spans.mark_error(span, result.error_type or "failed", message=result.error or "")
+        meter = _JudgeMeter(ctx.budget)
+        try:
+            with spans.step_span("judge", f"conflict-{n}", attrs) as span:
+                result = await run_specialist(
+                    judge, task, ctx.models, context=context, meter=meter, call_timeout=ctx.settings.call_timeout,
+                    agent_id=f"{ctx.run_id}/conflict-{n}",
+                )  # fmt: skip
+                if result.status == "failed":
+                    spans.mark_error(span, result.error_type or "failed", message=result.error or "")
+        except anyio.get_cancelled_exc_class():
+            verdict = "the judge was cancelled before it ruled"
+            ctx.rulings.append(Ruling(conflict=conflict, judge=judge.name, status="failed", verdict=verdict,
+                                      usage=meter.usage))  # fmt: skip
+            raise
         verdict = result.output if result.status == "completed" else f"the judge failed: {result.error}"
-        rulings.append(
-            Ruling(conflict=conflict, judge=judge.name, status=result.status, verdict=verdict, usage=result.usage)
-        )
+        # The meter's usage, not the result's: the result sums only the calls that answered.
+        ruling = Ruling(conflict=conflict, judge=judge.name, status=result.status, verdict=verdict, usage=meter.usage)
+        rulings.append(ruling)
+        ctx.rulings.append(ruling)
     ctx.pending_conflicts.clear()
-    ctx.rulings += rulings
     return rulings
+
+
+@dataclass
+class _JudgeMeter:
+    """Charges `meter` (the run budget) and keeps the ruling's usage, call by call: a call cut off once sent
+    counts too (its spend unknown, `llm.call.UNKNOWN_SPEND`), as a handoff's and the supervisor's do."""
+
+    meter: Meter
+    usage: Usage = field(default_factory=no_usage)
+
+    def before_call(self, input_tokens: int) -> None:
+        self.meter.before_call(input_tokens)
+
+    def after_call(self, usage: Usage) -> None:
+        self.meter.after_call(usage)
+        self.usage = self.usage + usage
+
+    def used_fallback(self, note: str) -> None:
+        self.meter.used_fallback(note)
 
 
 def rulings_text(rulings: list[Ruling]) -> str:

@@ -5,16 +5,20 @@ prompt files).
 A file with schema errors is still checked: `validate` leaves out each key or entry with an error and
 validates the rest, and `check` runs on that, told by `LeftOut` what was left out (so that a member
 left out is not also called unknown). Else a user fixed the schema's errors only to be shown the others.
+That holds for a whole table or list left out too (`[specialists.NAME]` for `[[specialists]]`, every
+specialist broken): the rest is checked without it, and a name it may have held is never called unknown.
 """
 
 from __future__ import annotations
 
 import copy
+import functools
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError, create_model
 
 from mcp_team.errors import message_of
 from mcp_team.handoffs.checkpoints import checkpoint_problems
@@ -42,12 +46,22 @@ class LeftOut:
 
     `positions` gives each kept entry of `specialists` and `mcp_servers` its index in the file, so a
     problem names the entry as the file has it; `members` and `servers` are the names of the entries
-    left out; `keys` the key paths left out (file indices)."""
+    left out; `keys` the key paths left out (file indices). `unnamed` holds the sections that lost an entry
+    whose name cannot be read (not a table, the whole list): any name may have been there."""
 
     positions: dict[str, list[int]] = field(default_factory=dict)
     members: frozenset[str] = frozenset()
     servers: frozenset[str] = frozenset()
     keys: frozenset[KeyPath] = frozenset()
+    unnamed: frozenset[str] = frozenset()
+
+    def unknown_member(self, name: str, known: Collection[str]) -> bool:
+        """Whether `name` is surely no member: not among `known`, nor perhaps in an entry left out."""
+        return name not in known and "specialists" not in self.unnamed
+
+    def unknown_server(self, name: str, known: Collection[str]) -> bool:
+        """Whether `name` is surely no declared MCP server (see `unknown_member`)."""
+        return name not in known and name not in self.servers and "mcp_servers" not in self.unnamed
 
     def at(self, section: str, i: int) -> int:
         """The file's index of the `i`th entry kept of `section`."""
@@ -71,22 +85,35 @@ _GONE = object()  # an entry left out holds its place, so that the entries after
 
 def validate(schema: type[Model], data: dict[str, Any]) -> tuple[Model | None, list[str], LeftOut]:
     """The file's model; with schema errors, those and a model of the rest, with what was left out. No model
-    when too little is left (no valid specialist: the schema's errors are all there is to say)."""
+    when nothing could be left out (an error of the file as a whole: the schema's errors are all there is)."""
     try:
         return schema.model_validate(data), [], LeftOut()
     except ValidationError as exc:
         errors = exc.errors()
     problems = [describe(e) for e in errors]
     work, keys, left_out = copy.deepcopy(data), set[KeyPath](), LeftOut()
+    rest = _lenient(schema)  # the rest may have no specialist left: its checks still run
     for _ in range(4):  # leaving out a required key makes its table wrong, and so on up: a few rounds at most
         if not all(_leave_out(work, left_out.in_file(tuple(e["loc"])), keys) for e in errors):
             break
         kept, left_out = _rest(work, data, keys)
         try:
-            return schema.model_validate(kept), problems, left_out
+            return rest.model_validate(kept), problems, left_out
         except ValidationError as exc:
             errors = exc.errors()
     return None, problems, LeftOut()
+
+
+@functools.cache
+def _lenient(schema: type[Model]) -> type[Model]:
+    """`schema` with its lists (`_LISTS`) optional and maybe empty, for the rest of a file with errors (never
+    a file that loads: its errors are problems already)."""
+    lists: dict[str, Any] = {
+        name: (schema.model_fields[name].annotation, Field(default_factory=list))
+        for name in _LISTS
+        if name in schema.model_fields
+    }
+    return create_model(schema.__name__, __base__=schema, **lists)
 
 
 def _leave_out(work: dict[str, Any], loc: KeyPath, keys: set[KeyPath]) -> bool:
@@ -102,8 +129,8 @@ def _leave_out(work: dict[str, Any], loc: KeyPath, keys: set[KeyPath]) -> bool:
     # Of a list inside an entry the whole list goes: the checks name its items by index (`tools[1]`).
     if (inner := next((n for n, p in enumerate(path) if isinstance(p, int) and n > 1), None)) is not None:
         path = path[:inner]
-    if not path:
-        return False
+    if not path:  # a required key the file lacks has nothing to leave out; the file as a whole cannot go
+        return bool(loc) and loc[0] not in work
     keys.add(tuple(path))
     parent: Any = work
     for part in path[:-1]:
@@ -117,7 +144,7 @@ def _leave_out(work: dict[str, Any], loc: KeyPath, keys: set[KeyPath]) -> bool:
 
 def _rest(work: dict[str, Any], data: dict[str, Any], keys: set[KeyPath]) -> tuple[dict[str, Any], LeftOut]:
     """`work` without the entries left out, and what was left out (the entries' names as `data` has them)."""
-    kept, positions, names = dict(work), {}, {}
+    kept, positions, names, unnamed = dict(work), {}, {}, set()
     for section in _LISTS:
         if isinstance(entries := work.get(section), list):
             positions[section] = [i for i, entry in enumerate(entries) if entry is not _GONE]
@@ -126,8 +153,14 @@ def _rest(work: dict[str, Any], data: dict[str, Any], keys: set[KeyPath]) -> tup
             names[section] = frozenset(
                 g["name"] for g in gone if isinstance(g, dict) and isinstance(g.get("name"), str)
             )
+            if len(names[section]) < len(gone):
+                unnamed.add(section)
+        elif (section,) in keys and data.get(section):  # the whole list, holding something: names unknown
+            unnamed.add(section)
     none: frozenset[str] = frozenset()
-    return kept, LeftOut(positions, names.get("specialists", none), names.get("mcp_servers", none), frozenset(keys))
+    return kept, LeftOut(
+        positions, names.get("specialists", none), names.get("mcp_servers", none), frozenset(keys), frozenset(unnamed)
+    )
 
 
 def renumbered(problem: str, left_out: LeftOut) -> str:
@@ -151,6 +184,8 @@ def describe(error: Any) -> str:
         message = f"'{error['input']}' cannot be a name: use {NAME_RULE} (it is also a tool's name)"
     elif error["type"] == "missing":
         message = "is required"
+    elif error["type"] == "list_type" and loc in _LISTS and isinstance(error["input"], dict):
+        message += f"; write each entry as a [[{loc}]] table, not [{loc}.NAME]"
     return f"{loc or 'the file'}: {message}"
 
 
@@ -166,8 +201,11 @@ def check(model: TeamFileModel, base: Path, left_out: LeftOut | None = None) -> 
             problems.append(f"mcp_servers[{at}].name: '{server.name}' is declared more than once")
     names = [s.name for s in model.specialists]
     known = [*names, *sorted(out.members - set(names))]  # a member left out is there, with its own problem
-    problems += [f"supervisor.checkpoints: {p}" for p in checkpoint_problems(model.supervisor.checkpoints, known)]
-    if model.supervisor.judge is not None and model.supervisor.judge not in known:
+    checkpoints = model.supervisor.checkpoints
+    # A checkpoint's member may be one left out without a name: only its form is checked then.
+    maybe = [c.removeprefix("before:") for c in checkpoints if not out.unknown_member(c.removeprefix("before:"), known)]
+    problems += [f"supervisor.checkpoints: {p}" for p in checkpoint_problems(checkpoints, [*known, *maybe])]
+    if model.supervisor.judge is not None and out.unknown_member(model.supervisor.judge, known):
         problems.append(f"supervisor.judge: there is no member '{model.supervisor.judge}' ({', '.join(names)})")
     for key in ("supervisor", "specialist", "supervisor_fallback", "specialist_fallback"):
         problems += _model_problems(f"models.{key}", getattr(model.models, key))
@@ -201,14 +239,14 @@ def check(model: TeamFileModel, base: Path, left_out: LeftOut | None = None) -> 
             prompts[spec.name] = (spec.prompt or "").strip()
         if spec.name in prompts and not prompts[spec.name]:
             problems.append(f"{where}: the prompt is empty")
-        if spec.fallback is not None and (spec.fallback == spec.name or spec.fallback not in known):
+        if spec.fallback is not None and (spec.fallback == spec.name or out.unknown_member(spec.fallback, known)):
             problems.append(
                 f"{where}.fallback: '{spec.fallback}' must be another specialist of this team ({', '.join(names)})"
             )
         for key in ("model", "fallback_model"):
             problems += _model_problems(f"{where}.{key}", getattr(spec, key))
         for j, grant in enumerate(spec.tools):
-            problems.extend(_check_grant(f"{where}.tools[{j}]", grant, servers, out.servers))
+            problems.extend(_check_grant(f"{where}.tools[{j}]", grant, servers, out))
         reads = {"read_file", "list_files"} & set(spec.tools)
         if reads and not model.tools.read_dirs and not out.covers("tools", "read_dirs"):
             problems.append(
@@ -228,9 +266,7 @@ def _model_problems(where: str, text: str | None) -> list[str]:
     return []
 
 
-def _check_grant(
-    where: str, grant: str, servers: dict[str, McpServerConfig], left_out: frozenset[str] = frozenset()
-) -> list[str]:
+def _check_grant(where: str, grant: str, servers: dict[str, McpServerConfig], out: LeftOut) -> list[str]:
     if "/" not in grant:
         if grant in BUILTIN_TOOLS:
             return []
@@ -239,9 +275,9 @@ def _check_grant(
             f"MCP server are granted as 'server/tool' or 'server/*'"
         ]
     server, _, name = grant.partition("/")
-    if server in left_out:  # declared, with a problem of its own said already
-        return []
     if server not in servers:
+        if not out.unknown_server(server, servers):  # perhaps declared, with a problem of its own said already
+            return []
         known = ", ".join(servers) or "none are declared"
         return [f"{where}: '{grant}' names MCP server '{server}', which is not declared in [[mcp_servers]] ({known})"]
     allowed = servers[server].allowed_tools
