@@ -6,8 +6,9 @@
     until the run has finished, the client unsubscribes or the connection ends.
   - 2026-07-28: every write of a run record publishes `ResourceUpdated` on the server's subscription bus, which the
     SDK delivers to `subscriptions/listen` streams whose filter names that URI, of those who may see the run
-    (`publish_to`: another user's stream naming it is told nothing, not even when it changes). With several replicas
-    (PostgreSQL), the runs other replicas write are polled for every second while a stream is open.
+    (`publish_to`: another user's stream naming it is told nothing, not even when it changes). The runs other
+    processes write (replicas on PostgreSQL; `mcp-team run` on this SQLite state directory), which no write here
+    tells of, are polled for every second while a stream is open.
 - `team://runs`, the listing (every server): `resources/subscribe` on it (2025-11-25) or a `subscriptions/listen`
   stream naming it (2026-07-28) follows it; see listing_updates.py.
 Other URIs are refused: nothing would ever be told of them.
@@ -165,9 +166,10 @@ async def _publish(state: ServerState, owners: Mapping[str, str | None]) -> None
 
 
 async def follow_other_replicas(state: ServerState, store: RunStore) -> None:
-    """Publish `ResourceUpdated` for runs written by other processes (replicas on one database), which
-    `publish_updates` never hears of, as it does; runs changed here may be told twice, which a listener only
-    re-reads. A run's owner is read once, the first time it is seen changed (the poll reads only ids and stamps)."""
+    """Publish `ResourceUpdated` for runs written by other processes (replicas on one database, `mcp-team run` on
+    the same state directory), which `publish_updates` never hears of, as it does; runs changed here may be told
+    twice, which a listener only re-reads. A run's owner is read once, the first time it is seen changed (the poll
+    reads only ids and stamps)."""
     seen: dict[str, float] = {}
     owners: dict[str, str | None] = {}  # of the runs in `seen`: an owner never changes
     since = time.time()
