@@ -1,6 +1,7 @@
 """A run's record (`team://runs/{id}`) is followed only by those who may see the run: on 2026-07-28 a
-`subscriptions/listen` stream whose filter names another user's run hears nothing of it (not even when it changes),
-while its owner's stream hears every update. (2025-11-25: `resources/subscribe` on another user's run is refused,
+`subscriptions/listen` stream whose filter names another user's run hears nothing of it (not even when it changes:
+the run is left out of its acknowledgment, see tests/test_listen_refused.py), while its owner's stream hears every
+update. (2025-11-25: `resources/subscribe` on another user's run is refused,
 see tests/test_tasks_http.py.) Runs written here and runs another replica writes (PostgreSQL) alike."""
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import anyio
@@ -100,6 +101,10 @@ async def test_runs_another_replica_writes_are_told_to_their_owner_only(tmp_path
             hers, his = Updates(), Updates()
             other = RunStore(sa.create_engine(database))
             try:
+                # The runs exist before a stream names them (a listen naming no run is refused), written long
+                # enough ago that the poll does not tell of them: the streams hear of the writes below only.
+                for run_id, owner in (("hers", "ide:alice"), ("his", "ide:bob")):
+                    await other.write(record(run_id, "running", owner, ago=timedelta(hours=1)))
                 async with (
                     connected(url, "bob", "auto", Updates()) as bob,
                     listening(alice, ["team://runs/hers"], hers),
@@ -117,8 +122,8 @@ async def test_runs_another_replica_writes_are_told_to_their_owner_only(tmp_path
     assert set(his.uris) == {"team://runs/his"}, his.uris
 
 
-def record(run_id: str, status: str, owner: str) -> RunRecord:
-    now = datetime.now(UTC)
+def record(run_id: str, status: str, owner: str, ago: timedelta = timedelta(0)) -> RunRecord:
+    now = datetime.now(UTC) - ago
     return RunRecord.model_validate(
         {"run_id": run_id, "status": status, "request": "Research bees", "executor_id": "replica-other"}
         | {"resumable": False, "started_at": now, "updated_at": now, "owner": owner}

@@ -109,8 +109,9 @@ class Durability:
                 from mcp_team.server.run_updates import follow_other_replicas, publish_updates
 
                 runs.store.on_write = publish_updates(state, tg)
-                if runs.replicas is not None:  # other replicas' runs reach this one's listen streams too
-                    inner.start_soon(follow_other_replicas, state, runs.store)
+                # Runs other processes write (replicas; `mcp-team run` on this state directory) reach this one's
+                # listen streams too
+                inner.start_soon(follow_other_replicas, state, runs.store)
                 self.runs = runs
                 runs.stopping = self._stopping
                 models = state.configured_models()

@@ -6,11 +6,15 @@
     until the run has finished, the client unsubscribes or the connection ends.
   - 2026-07-28: every write of a run record publishes `ResourceUpdated` on the server's subscription bus, which the
     SDK delivers to `subscriptions/listen` streams whose filter names that URI, of those who may see the run
-    (`publish_to`: another user's stream naming it is told nothing, not even when it changes). With several replicas
-    (PostgreSQL), the runs other replicas write are polled for every second while a stream is open.
+    (`publish_to`: another user's stream naming it is told nothing, not even when it changes). The runs other
+    processes write (replicas on PostgreSQL; `mcp-team run` on this SQLite state directory), which no write here
+    tells of, are polled for every second while a stream is open.
 - `team://runs`, the listing (every server): `resources/subscribe` on it (2025-11-25) or a `subscriptions/listen`
   stream naming it (2026-07-28) follows it; see listing_updates.py.
-Other URIs are refused: nothing would ever be told of them.
+Other URIs are refused, and so are a run's record on an ephemeral server and a run the caller may not read, which
+is told of as one that does not exist (`refusal`): nothing would ever be told of them. On 2026-07-28 they are left
+out of the listen stream's acknowledgment, or the listen refused when nothing else was asked for
+(`refuse_in_listen_filters`).
 """
 
 from __future__ import annotations
@@ -21,13 +25,15 @@ import logging
 import re
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import mcp_types as types
 from mcp import MCPError
-from mcp.server.context import ServerRequestContext
+from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.subscriptions import ResourceUpdated
 
 from mcp_team.server.listing_updates import (
@@ -88,36 +94,18 @@ def install_run_updates(server: MCPServer[ServerState], state: ServerState) -> N
     async def subscribe(ctx: ServerRequestContext[Any, Any], params: types.SubscribeRequestParams) -> types.EmptyResult:
         uri = str(params.uri)
         connection = getattr(ctx.session, "_connection", ctx.session)  # lives as long as the client
+        if (why := await refusal(state, uri)) is not None:
+            raise MCPError(types.INVALID_PARAMS, why)
         if uri == LIST_URI:
             _when_closed(connection, lambda: forget(connection))
             await listing.add_connection(connection, principal())
             return types.EmptyResult()
-        match = RUN_URI.match(uri)
-        if match is None:  # accepted, it would never be told of: say so instead
-            raise MCPError(
-                types.INVALID_PARAMS,
-                f"'{uri}' cannot be subscribed to: only a run's record (team://runs/{{run_id}}) and the list of runs "
-                f"({LIST_URI}: told when a run starts or finishes) change",
-            )
-        if state.durability is None:
-            raise MCPError(
-                types.INVALID_PARAMS,
-                f"'{uri}' cannot be subscribed to: this server keeps its runs in memory only (--ephemeral), where a "
-                f"run's record is not followed; subscribe to {LIST_URI} to be told when the run finishes, then read "
-                "its record again",
-            )
         tg = state.rounds.task_group
-        if tg is not None:
-            # Only a run the caller may read: a watch on a run that does not exist (or is another user's) would
-            # poll the store every second for as long as the connection lives.
-            record = await (await state.durability.service()).get(match.group(1))
-            if record is None or not visible(record.owner):
-                raise MCPError(types.INVALID_PARAMS, f"no run '{match.group(1)}' on this server (see team://runs)")
-            key = (id(connection), uri)
-            if key not in watches:
-                _when_closed(connection, lambda: forget(connection))
-                watches[key] = scope = anyio.CancelScope()
-                tg.start_soon(follow, connection, uri, match.group(1), scope)
+        key = (id(connection), uri)
+        if tg is not None and key not in watches:
+            _when_closed(connection, lambda: forget(connection))
+            watches[key] = scope = anyio.CancelScope()
+            tg.start_soon(follow, connection, uri, uri.removeprefix("team://runs/"), scope)
         return types.EmptyResult()
 
     async def unsubscribe(
@@ -134,7 +122,61 @@ def install_run_updates(server: MCPServer[ServerState], state: ServerState) -> N
     lowlevel = server._lowlevel_server
     lowlevel.add_request_handler("resources/subscribe", types.SubscribeRequestParams, subscribe)
     lowlevel.add_request_handler("resources/unsubscribe", types.UnsubscribeRequestParams, unsubscribe)
+    server.middleware.append(refuse_in_listen_filters(state))
     server.middleware.append(follow_listen_streams(listing))
+
+
+async def refusal(state: ServerState, uri: str) -> str | None:
+    """Why the caller cannot follow `uri`, in the same words on both revisions; None when it can. Refused: a URI
+    nothing is ever told of, a run's record on an ephemeral server, and a run the caller may not read, as a run
+    that does not exist (the same words: another user's run must not be told to exist; and a watch on it would
+    poll the store every second for as long as the connection lives)."""
+    if uri == LIST_URI:
+        return None
+    match = RUN_URI.match(uri)
+    if match is None:
+        return (
+            f"'{uri}' cannot be subscribed to: only a run's record (team://runs/{{run_id}}) and the list of runs "
+            f"({LIST_URI}: told when a run starts or finishes) change"
+        )
+    if state.durability is None:
+        return (
+            f"'{uri}' cannot be subscribed to: this server keeps its runs in memory only (--ephemeral), where a "
+            f"run's record is not followed; subscribe to {LIST_URI} to be told when the run finishes, then read "
+            "its record again"
+        )
+    try:
+        record = await (await state.durability.service()).get(match.group(1))
+    except ToolError as exc:  # durable runs are unavailable: it says why
+        return str(exc)
+    if record is None or not visible(record.owner):
+        return f"no run '{match.group(1)}' on this server (see {LIST_URI})"
+    return None
+
+
+def refuse_in_listen_filters(state: ServerState) -> ServerMiddleware[Any]:
+    """Middleware: the URIs of a `subscriptions/listen` filter (2026-07-28) the caller could not subscribe to on
+    2025-11-25 (`refusal`) are refused. The listen protocol refuses part of a filter by leaving it out of the
+    acknowledgment (the subset honored), which carries no reason: so when nothing else was asked for, the listen
+    is answered instead with the error `resources/subscribe` gives (INVALID_PARAMS, naming each URI and why),
+    rather than acknowledged as a stream that would never tell anything."""
+
+    async def middleware(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        notifications = (ctx.params or {}).get("notifications") if ctx.method == "subscriptions/listen" else None
+        uris = notifications.get("resourceSubscriptions") if isinstance(notifications, Mapping) else None
+        if not isinstance(uris, list) or not all(isinstance(uri, str) for uri in uris):
+            return await call_next(ctx)  # not a listen, or one the SDK says is malformed
+        assert isinstance(notifications, Mapping)
+        refused = {uri: why for uri in dict.fromkeys(uris) if (why := await refusal(state, uri)) is not None}
+        if not refused:
+            return await call_next(ctx)
+        honored = {**notifications, "resourceSubscriptions": [uri for uri in uris if uri not in refused]}
+        if not any(honored.values()):  # no URI left, no list change nor extension's key asked for
+            raise MCPError(types.INVALID_PARAMS, "; ".join(refused.values()))
+        log.info("a listen filter's URIs left out of its acknowledgment: %s", "; ".join(refused.values()))
+        return await call_next(replace(ctx, params={**(ctx.params or {}), "notifications": honored}))
+
+    return middleware
 
 
 def _when_closed(connection: Any, forget: Callable[[], None]) -> None:
@@ -165,9 +207,10 @@ async def _publish(state: ServerState, owners: Mapping[str, str | None]) -> None
 
 
 async def follow_other_replicas(state: ServerState, store: RunStore) -> None:
-    """Publish `ResourceUpdated` for runs written by other processes (replicas on one database), which
-    `publish_updates` never hears of, as it does; runs changed here may be told twice, which a listener only
-    re-reads. A run's owner is read once, the first time it is seen changed (the poll reads only ids and stamps)."""
+    """Publish `ResourceUpdated` for runs written by other processes (replicas on one database, `mcp-team run` on
+    the same state directory), which `publish_updates` never hears of, as it does; runs changed here may be told
+    twice, which a listener only re-reads. A run's owner is read once, the first time it is seen changed (the poll
+    reads only ids and stamps)."""
     seen: dict[str, float] = {}
     owners: dict[str, str | None] = {}  # of the runs in `seen`: an owner never changes
     since = time.time()

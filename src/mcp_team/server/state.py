@@ -43,8 +43,8 @@ log = logging.getLogger("mcp_team.server")
 
 class ListenedBus(InMemorySubscriptionBus):
     """The SDK's bus, knowing whose each `subscriptions/listen` stream is: an event only some principals may see
-    (`publish_to`) reaches their streams alone, and other replicas' run changes are polled for only while a
-    stream is open (`listeners`, see `run_updates.follow_other_replicas`)."""
+    (`publish_to`) reaches their streams alone, and the run changes of other processes are polled for only while
+    a stream is open (`listeners`, see `run_updates.follow_other_replicas`)."""
 
     def __init__(self) -> None:
         super().__init__()
