@@ -11,12 +11,18 @@ import itertools
 import json
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from types import TracebackType
 from typing import Any, Self
 
+import anyio
+
 from local_http import LocalHTTPServer
+from mcp_team.llm.offline import OfflineModel
+from mcp_team.llm.types import ModelRequest, ModelResponse
+from support import HANG_GUARD
 
 _ids = itertools.count(1)
 
@@ -133,3 +139,30 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # keep test output quiet
+
+
+def offline_brain(request: ModelRequest) -> ModelResponse:
+    """A fake API's "model": the offline backend reading what came over the wire."""
+    return anyio.run(OfflineModel().complete, request)
+
+
+class Stalling:
+    """A fake API's brain: the offline model, except that the calls `held` picks are held until `release` (sent,
+    and never answered while the test runs); `arrived` is set when one comes. Leaving it (`with`) releases them,
+    so the server's request threads can end."""
+
+    def __init__(self, held: Callable[[ModelRequest], bool]) -> None:
+        self.held = held
+        self.arrived, self.release = threading.Event(), threading.Event()
+
+    def __call__(self, request: ModelRequest) -> ModelResponse:
+        if self.held(request):
+            self.arrived.set()
+            self.release.wait(HANG_GUARD)
+        return offline_brain(request)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.release.set()

@@ -14,11 +14,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-import anyio
-
+from fake_api import offline_brain
 from fake_messages_api import FakeMessagesAPI
-from mcp_team.llm import ModelRequest, ModelResponse
-from mcp_team.llm.offline import OfflineModel
 from support import MCP_TEAM, clean_env
 
 RECORDINGS = Path(__file__).parent / "recordings"
@@ -43,10 +40,6 @@ CASES = (
     Case("planned-dag", FULL, mode="planned"),  # the plan's DAG: two first tasks, the writer after both
     Case("retry-after-fault", "Research bees and calculate 2+2", faults=("rate_limit:researcher:1",)),
 )
-
-
-def offline_brain(request: ModelRequest) -> ModelResponse:
-    return anyio.run(OfflineModel().complete, request)
 
 
 def record(case: Case, path: Path, api: FakeMessagesAPI) -> subprocess.CompletedProcess[str]:

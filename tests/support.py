@@ -108,9 +108,10 @@ def serve_http(*args: str, env: dict[str, str], attempts: int = 3) -> Iterator[s
 
 @contextmanager
 def serve_http_process(
-    *args: str, env: dict[str, str], attempts: int = 3
+    *args: str, env: dict[str, str], attempts: int = 3, stderr: Path | None = None
 ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """`serve_http`, yielding the server's process too.
+    """`serve_http`, yielding the server's process too; with `stderr`, the server's stderr is kept in that file
+    (to read what it said as it stopped).
 
     Another process (an xdist worker, a neighbour's test) can take the port between `free_port` and the
     child's bind: the child then exits, and this tries a new port. Its stderr goes to a file, which never
@@ -118,12 +119,12 @@ def serve_http_process(
     failures: list[str] = []
     for _ in range(attempts):
         port = free_port()
-        with tempfile.TemporaryFile() as stderr:
+        with stderr.open("w+b") if stderr is not None else tempfile.TemporaryFile() as err:
             proc = subprocess.Popen(
                 [MCP_TEAM, "serve", "--http", "--port", str(port), *args],
                 env=env,
                 stdout=subprocess.DEVNULL,
-                stderr=stderr,
+                stderr=err,
             )
             base = f"http://127.0.0.1:{port}"
             if wait_healthy(base, proc):
@@ -135,8 +136,8 @@ def serve_http_process(
                 return
             proc.kill()
             proc.wait(timeout=HANG_GUARD)
-            stderr.seek(0)
-            failures.append(stderr.read().decode(errors="replace"))
+            err.seek(0)
+            failures.append(err.read().decode(errors="replace"))
         if "address already in use" not in failures[-1]:
             break
     raise RuntimeError("mcp-team serve --http did not start:\n" + "\n---\n".join(failures))

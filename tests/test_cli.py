@@ -9,14 +9,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-import anyio
 import pytest
 
+from fake_api import offline_brain
 from fake_messages_api import FakeMessagesAPI
 from fake_openai_api import FakeOpenAIAPI
 from mcp_team.handoffs import RunResult
-from mcp_team.llm import ModelRequest, ModelResponse
-from mcp_team.llm.offline import OfflineModel
 from support import ADDER_TEAM, MCP_TEAM, clean_env
 
 REQUEST = "Research the history of the transistor, compute 12*(3+4)/2, write a short report, then review it."
@@ -184,13 +182,8 @@ def test_partial_run_exits_3_and_lists_what_is_missing() -> None:
     assert "✗" in proc.stderr and "server_error" in proc.stderr
 
 
-def _offline_brain(request: ModelRequest) -> ModelResponse:
-    # The fake API's "model": the offline backend reading what came over the wire.
-    return anyio.run(OfflineModel().complete, request)
-
-
 def test_run_through_the_anthropic_backend_against_a_local_messages_api() -> None:
-    with FakeMessagesAPI(brain=_offline_brain) as api:
+    with FakeMessagesAPI(brain=offline_brain) as api:
         proc = run_cli("run", "--json", REQUEST, env={"ANTHROPIC_API_KEY": SECRET, "ANTHROPIC_BASE_URL": api.base_url})
         bodies = list(api.requests)
 
@@ -227,7 +220,7 @@ OPENAI_SECRET = "sk-proj-test-SECRET-0123456789"
 
 
 def test_run_through_the_openai_backend_against_a_local_chat_completions_api() -> None:
-    with FakeOpenAIAPI(brain=_offline_brain) as api:
+    with FakeOpenAIAPI(brain=offline_brain) as api:
         env = {"OPENAI_API_KEY": OPENAI_SECRET, "OPENAI_BASE_URL": api.base_url}
         proc = run_cli("run", "--json", "--model", "openai:gpt-4o-mini", REQUEST, env=env)
         bodies = list(api.requests)
@@ -243,7 +236,7 @@ def test_run_through_the_openai_backend_against_a_local_chat_completions_api() -
 
 
 def test_a_local_server_needs_only_a_base_url_and_model_names() -> None:
-    with FakeOpenAIAPI(brain=_offline_brain, parallel=False, usage=False) as api:
+    with FakeOpenAIAPI(brain=offline_brain, parallel=False, usage=False) as api:
         env = {
             "OPENAI_BASE_URL": api.base_url,
             "MCP_TEAM_SUPERVISOR_MODEL": "openai:qwen2.5:7b",
@@ -260,7 +253,7 @@ def test_a_local_server_needs_only_a_base_url_and_model_names() -> None:
 
 
 def test_supervisor_on_anthropic_and_specialists_on_openai() -> None:
-    with FakeMessagesAPI(brain=_offline_brain) as claude, FakeOpenAIAPI(brain=_offline_brain) as gpt:
+    with FakeMessagesAPI(brain=offline_brain) as claude, FakeOpenAIAPI(brain=offline_brain) as gpt:
         env = {
             "ANTHROPIC_API_KEY": SECRET,
             "ANTHROPIC_BASE_URL": claude.base_url,

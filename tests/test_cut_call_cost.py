@@ -5,44 +5,32 @@ real `openai` SDK against the fake Chat Completions server over a real socket (p
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 
 import anyio
 import pytest
 
+from fake_api import Stalling
 from fake_openai_api import FakeOpenAIAPI
 from mcp_team.handoffs import RunResult, Team
-from mcp_team.llm import SPECIALIST, Message, ModelError, ModelRequest, ModelResponse, ModelSet, Usage, chat
-from mcp_team.llm.offline import OfflineModel
+from mcp_team.llm import SPECIALIST, Message, ModelError, ModelRequest, ModelSet, Usage, chat
 from mcp_team.llm.openai import OpenAIModel
 from support import HANG_GUARD
 
 pytestmark = pytest.mark.anyio
 
 
-class Stalling:
-    """The offline model as the fake API's brain, except that a specialist's call is held (until `release`):
-    sent, and never answered while the test runs."""
-
-    def __init__(self) -> None:
-        self.arrived, self.release = threading.Event(), threading.Event()
-
-    def __call__(self, request: ModelRequest) -> ModelResponse:
-        if not any(tool.name.startswith("handoff_to_") for tool in request.tools):  # not the supervisor's turn
-            self.arrived.set()
-            self.release.wait(HANG_GUARD)
-        return anyio.run(OfflineModel().complete, request)
+def specialists_held(request: ModelRequest) -> bool:
+    """A specialist's call, not the supervisor's turn."""
+    return not any(tool.name.startswith("handoff_to_") for tool in request.tools)
 
 
 @pytest.fixture
 def stalling() -> Iterator[tuple[FakeOpenAIAPI, Stalling]]:
-    brain = Stalling()
-    with FakeOpenAIAPI(brain=brain) as server:
-        try:
-            yield server, brain
-        finally:
-            brain.release.set()  # the held requests' threads end with the server
+    """The offline model as the fake API's brain, except that a specialist's call is held."""
+    brain = Stalling(specialists_held)
+    with FakeOpenAIAPI(brain=brain) as server, brain:  # released first: the server's threads wait on it
+        yield server, brain
 
 
 def gpt(api: FakeOpenAIAPI) -> OpenAIModel:

@@ -12,6 +12,7 @@ from typing import Any
 import anyio
 import pytest
 
+from fake_api import offline_brain
 from fake_messages_api import FakeMessagesAPI
 from mcp_team.evals.runner import EvalPlan, check, run_all
 from mcp_team.evals.suite import Case, Expect, Suite, load_suite
@@ -20,7 +21,6 @@ from mcp_team.llm import Model, ModelRequest, ModelResponse, ModelSet
 from mcp_team.llm.offline import OfflineModel
 from mcp_team.llm.wrappers import WrapperModel
 from mcp_team.specialists import DEFAULT_TEAM
-from recorded_runs import offline_brain
 from support import HANG_GUARD, MCP_TEAM, clean_env
 
 SUITE = """\

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from fake_api import offline_brain
 from fake_messages_api import FakeMessagesAPI
 from mcp_team import Team
 from mcp_team.handoffs import RunSettings
@@ -14,7 +15,7 @@ from mcp_team.llm import Message, ModelError, ModelRequest, ModelSet, ToolDefini
 from mcp_team.llm.faults import FaultyModel, parse_faults, with_faults
 from mcp_team.llm.offline import OfflineModel
 from mcp_team.llm.scripted import ScriptedModel, text, tool_calls
-from test_cli import SECRET, _offline_brain, run_cli
+from test_cli import SECRET, run_cli
 
 pytestmark = pytest.mark.anyio
 
@@ -90,7 +91,7 @@ async def test_revise_turns_a_pass_verdict_into_revise_only_for_verdicts() -> No
 
 def test_every_backend_can_be_faulted_through_the_cli() -> None:
     """`--fault` with the anthropic backend: the 429 never reaches the API, the retry does."""
-    with FakeMessagesAPI(brain=_offline_brain) as api:
+    with FakeMessagesAPI(brain=offline_brain) as api:
         env = {"ANTHROPIC_API_KEY": SECRET, "ANTHROPIC_BASE_URL": api.base_url}
         proc = run_cli("run", "--json", "--fault", "rate_limit:researcher:1", "Research bees", env=env)
         bodies = list(api.requests)

@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
@@ -24,11 +24,9 @@ from support import (
     HANG_GUARD,
     MCP_TEAM,
     clean_env,
-    free_port,
     initialize,
     serve_http_process,
     stored_runs,
-    wait_healthy,
 )
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")]
@@ -50,26 +48,6 @@ async def legacy_get_stream(http: httpx2.AsyncClient, base: str) -> AsyncIterato
     async with http.stream("GET", f"{base}/mcp", headers={**session, "Accept": "text/event-stream"}) as response:
         assert response.status_code == 200, await response.aread()
         yield response
-
-
-@contextmanager
-def serving_to(stderr: Path, *args: str, env: dict[str, str]) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """`serve_http_process` with the server's stderr kept in `stderr`, to read what it said as it stopped."""
-    for _ in range(3):  # another process may take the free port first (see `serve_http_process`)
-        port = free_port()
-        with stderr.open("wb") as out:
-            proc = subprocess.Popen([MCP_TEAM, "serve", "--http", "--port", str(port), *args], env=env,
-                                    stdout=subprocess.DEVNULL, stderr=out)  # fmt: skip
-        if wait_healthy(f"http://127.0.0.1:{port}", proc):
-            try:
-                yield f"http://127.0.0.1:{port}", proc
-            finally:
-                proc.kill()
-                proc.wait(timeout=HANG_GUARD)
-            return
-        proc.kill()
-        proc.wait(timeout=HANG_GUARD)
-    pytest.fail(f"mcp-team serve --http did not start: {stderr.read_text()}")
 
 
 async def exited(proc: subprocess.Popen[bytes]) -> int:
@@ -122,7 +100,7 @@ async def test_sigterm_ends_open_streams_keeps_the_run_and_exits_0(tmp_path: Pat
 async def test_a_call_still_held_at_the_shutdown_timeout_is_cut_in_one_line(tmp_path: Path) -> None:
     env = clean_env(MCP_TEAM_MODEL="offline", MCP_TEAM_OFFLINE_LATENCY_MS="60000")  # a run that would go on
     err = tmp_path / "stderr"
-    with serving_to(err, "--ephemeral", "--shutdown-timeout", "1", env=env) as (base, proc):
+    with serve_http_process("--ephemeral", "--shutdown-timeout", "1", env=env, stderr=err) as (base, proc):
         async with (
             httpx2.AsyncClient(timeout=HANG_GUARD) as http,
             Client(streamable_http_client(f"{base}/mcp", http_client=http), mode="auto") as client,

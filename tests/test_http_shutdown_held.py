@@ -18,8 +18,8 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult, TextContent
 
-from support import HANG_GUARD, clean_env, stored_runs
-from test_http_shutdown import REQUEST, exited, serving_to, until_running
+from support import HANG_GUARD, clean_env, serve_http_process, stored_runs
+from test_http_shutdown import REQUEST, exited, until_running
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")]
 REVISIONS = ["legacy", "2026-07-28"]  # legacy: the 2025-11-25 handshake, its answers as SSE on the POST
@@ -47,7 +47,7 @@ def wait_for(what: str, proc: subprocess.Popen[bytes], done: Callable[[], object
 async def test_a_held_durable_call_is_answered_with_its_run(tmp_path: Path, revision: str) -> None:
     env = clean_env(MCP_TEAM_MODEL="offline", MCP_TEAM_OFFLINE_LATENCY_MS="3000", MCP_TEAM_STATE_DIR=str(tmp_path))
     db = tmp_path / "runs.sqlite"
-    with serving_to(tmp_path / "stderr", env=env) as (base, proc):
+    with serve_http_process(env=env, stderr=tmp_path / "stderr") as (base, proc):
         async with (
             httpx2.AsyncClient(timeout=HANG_GUARD) as http,
             Client(streamable_http_client(f"{base}/mcp", http_client=http), mode=revision) as client,
@@ -75,7 +75,10 @@ async def test_a_held_durable_call_is_answered_with_its_run(tmp_path: Path, revi
 async def test_a_held_call_ends_in_the_shutdown_timeout(tmp_path: Path, revision: str) -> None:
     # An ephemeral run (as a run on the client's model) is not kept: it gets the timeout to end with its answer.
     env = clean_env(MCP_TEAM_MODEL="offline", MCP_TEAM_OFFLINE_LATENCY_MS="2500")
-    with serving_to(tmp_path / "stderr", "--ephemeral", "--shutdown-timeout", "60", env=env) as (base, proc):
+    with serve_http_process("--ephemeral", "--shutdown-timeout", "60", env=env, stderr=tmp_path / "stderr") as (
+        base,
+        proc,
+    ):
         async with (
             httpx2.AsyncClient(timeout=HANG_GUARD) as http,
             Client(streamable_http_client(f"{base}/mcp", http_client=http), mode=revision) as client,
@@ -100,7 +103,7 @@ async def test_a_second_sigterm_ends_the_wait_at_once(tmp_path: Path) -> None:
     env = clean_env(MCP_TEAM_MODEL="offline", MCP_TEAM_OFFLINE_LATENCY_MS="600000")  # a call that would go on
     err = tmp_path / "stderr"
     # The timeout is longer than the hang guard: only the second signal can end the wait in time.
-    with serving_to(err, "--ephemeral", "--shutdown-timeout", "600", env=env) as (base, proc):
+    with serve_http_process("--ephemeral", "--shutdown-timeout", "600", env=env, stderr=err) as (base, proc):
         async with (
             httpx2.AsyncClient(timeout=HANG_GUARD) as http,
             Client(streamable_http_client(f"{base}/mcp", http_client=http), mode="legacy") as client,

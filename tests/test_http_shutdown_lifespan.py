@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from support import ECHO_MCP_SERVER_FILE, HANG_GUARD, clean_env
-from test_http_shutdown import exited, serving_to
+from support import ECHO_MCP_SERVER_FILE, HANG_GUARD, clean_env, serve_http_process
+from test_http_shutdown import exited
 
 pytestmark = [pytest.mark.anyio, pytest.mark.skipif(sys.platform != "linux", reason="POSIX signals (CI is Linux)")]
 
@@ -75,7 +75,10 @@ async def test_a_second_sigterm_while_the_team_closes_ends_the_process_at_once(t
     marks, err = tmp_path / "marks", tmp_path / "stderr"
     env = clean_env(MCP_TEAM_MODEL="offline")
     try:
-        with serving_to(err, "--ephemeral", "--team", str(team_file(tmp_path, marks)), env=env) as (_, proc):
+        with serve_http_process("--ephemeral", "--team", str(team_file(tmp_path, marks)), env=env, stderr=err) as (
+            _,
+            proc,
+        ):
             proc.send_signal(signal.SIGTERM)  # no call held: the app's shutdown begins, and closes the server
             wait_for_eof(marks)
             proc.send_signal(signal.SIGTERM)

@@ -6,17 +6,16 @@ over a real socket (priced as gpt-4o-mini), as tests/test_cut_call_cost.py does 
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 
 import anyio
 import pytest
 
+from fake_api import Stalling
 from fake_openai_api import FakeOpenAIAPI
 from mcp_team.handoffs import RunResult, RunSettings, Team
-from mcp_team.llm import ModelRequest, ModelResponse, ModelSet, TextBlock
+from mcp_team.llm import ModelRequest, ModelSet, TextBlock
 from mcp_team.llm.faults import FaultyModel, parse_faults
-from mcp_team.llm.offline import OfflineModel
 from mcp_team.llm.openai import OpenAIModel
 from mcp_team.specialists import DEFAULT_TEAM, Specialist
 from support import HANG_GUARD
@@ -27,29 +26,17 @@ JUDGE = Specialist(name="judge", description="Rules on conflicting results.", sy
 JUDGE_TASK = "DECISION: <specialist name or neither>"  # in the task `judge.rule` writes
 
 
-class StallingJudge:
-    """The offline model as the fake API's brain, except that the judge's call is held (until `release`): sent,
-    and never answered while the test runs."""
-
-    def __init__(self) -> None:
-        self.arrived, self.release = threading.Event(), threading.Event()
-
-    def __call__(self, request: ModelRequest) -> ModelResponse:
-        text = "".join(b.text for m in request.messages for b in m.blocks if isinstance(b, TextBlock))
-        if JUDGE_TASK in text:
-            self.arrived.set()
-            self.release.wait(HANG_GUARD)
-        return anyio.run(OfflineModel().complete, request)
+def judge_held(request: ModelRequest) -> bool:
+    """The judge's call."""
+    return JUDGE_TASK in "".join(b.text for m in request.messages for b in m.blocks if isinstance(b, TextBlock))
 
 
 @pytest.fixture
-def stalling() -> Iterator[tuple[FakeOpenAIAPI, StallingJudge]]:
-    brain = StallingJudge()
-    with FakeOpenAIAPI(brain=brain) as server:
-        try:
-            yield server, brain
-        finally:
-            brain.release.set()  # the held request's thread ends with the server
+def stalling() -> Iterator[tuple[FakeOpenAIAPI, Stalling]]:
+    """The offline model as the fake API's brain, except that the judge's call is held."""
+    brain = Stalling(judge_held)
+    with FakeOpenAIAPI(brain=brain) as server, brain:  # released first: the server's threads wait on it
+        yield server, brain
 
 
 def team(api: FakeOpenAIAPI, call_timeout: float = 120.0) -> Team:
@@ -70,7 +57,7 @@ def assert_judge_cost_unknown(result: RunResult) -> None:
 
 
 async def test_a_run_cancelled_while_the_judge_rules_reports_its_cost_unknown(
-    stalling: tuple[FakeOpenAIAPI, StallingJudge],
+    stalling: tuple[FakeOpenAIAPI, Stalling],
 ) -> None:
     api, brain = stalling
     ended: list[RunResult] = []
@@ -88,7 +75,7 @@ async def test_a_run_cancelled_while_the_judge_rules_reports_its_cost_unknown(
     assert "cancelled" in result.conflicts[0].verdict
 
 
-async def test_a_judge_whose_call_timed_out_has_an_unknown_cost(stalling: tuple[FakeOpenAIAPI, StallingJudge]) -> None:
+async def test_a_judge_whose_call_timed_out_has_an_unknown_cost(stalling: tuple[FakeOpenAIAPI, Stalling]) -> None:
     api, _brain = stalling
     # 5 s: the judge's held call always times out; the others (the offline model, on 127.0.0.1) answer long
     # before, and one that did not would be retried.

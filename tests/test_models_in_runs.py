@@ -16,12 +16,12 @@ import anyio
 import pytest
 
 from conftest import Spans
+from fake_api import offline_brain
 from fake_openai_api import FakeOpenAIAPI, completion
 from mcp_team.handoffs import Team
-from mcp_team.llm import SPECIALIST, SUPERVISOR, Message, ModelRequest, ModelResponse, ModelSet, chat
+from mcp_team.llm import SPECIALIST, SUPERVISOR, Message, ModelRequest, ModelSet, chat
 from mcp_team.llm.cost import usage_cost
 from mcp_team.llm.limits import EndpointLimits, Limiters
-from mcp_team.llm.offline import OfflineModel
 from mcp_team.llm.openai import OpenAIModel
 from mcp_team.llm.text_calls import text_tool_call
 from mcp_team.specialists import DEFAULT_TEAM
@@ -37,10 +37,6 @@ REQUEST = "Research the history of the transistor, compute 12*(3+4)/2, write a s
 def no_openai_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "MCP_TEAM_MODEL", "ANTHROPIC_API_KEY"):
         monkeypatch.delenv(name, raising=False)
-
-
-def offline_brain(request: ModelRequest) -> ModelResponse:
-    return anyio.run(OfflineModel().complete, request)
 
 
 @pytest.fixture

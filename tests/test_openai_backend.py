@@ -8,10 +8,10 @@ import socket
 from collections.abc import Iterator
 from typing import Any
 
-import anyio
 import pytest
 
 from conftest import Spans
+from fake_api import offline_brain
 from fake_messages_api import FakeMessagesAPI
 from fake_openai_api import (
     FakeOpenAIAPI,
@@ -27,7 +27,6 @@ from mcp_team.handoffs.schema import Mode
 from mcp_team.llm import SPECIALIST, SUPERVISOR, ModelSet
 from mcp_team.llm.anthropic import AnthropicModel
 from mcp_team.llm.chat_completions import parse_arguments, to_messages, to_tool_params
-from mcp_team.llm.offline import OfflineModel
 from mcp_team.llm.openai import OpenAIModel, token_limit_param
 from mcp_team.llm.types import (
     Message,
@@ -74,11 +73,6 @@ def no_openai_env(monkeypatch: pytest.MonkeyPatch) -> None:
 def api() -> Iterator[FakeOpenAIAPI]:
     with FakeOpenAIAPI() as server:
         yield server
-
-
-def offline_brain(request: ModelRequest) -> ModelResponse:
-    """The fake server's "model": the offline backend reading what came over the wire."""
-    return anyio.run(OfflineModel().complete, request)
 
 
 def model_for(

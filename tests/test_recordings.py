@@ -14,6 +14,7 @@ import anyio
 import pytest
 from mcp import Client
 
+from fake_api import offline_brain
 from fake_messages_api import FakeMessagesAPI
 from mcp_team import Team
 from mcp_team.errors import ConfigError
@@ -28,7 +29,7 @@ from mcp_team.llm.wrappers import WrapperModel, map_models
 from mcp_team.server.app import build_server
 from mcp_team.specialists import DEFAULT_TEAM
 from mcp_team.telemetry.content import clear_secrets, register_secret
-from recorded_runs import API_KEY, CASES, Case, offline_brain, record
+from recorded_runs import API_KEY, CASES, Case, record
 from support import MCP_TEAM, clean_env
 
 pytestmark = pytest.mark.anyio

@@ -7,7 +7,7 @@ see tests/test_tasks_http.py.) Runs written here and runs another replica writes
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -34,24 +34,11 @@ from test_runs_listing_updates import (
     connected,
     held_two_user_server,
     listed,
+    listening,
     until_listed,
 )
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")]
-
-
-@asynccontextmanager
-async def listening(client: Client, uris: Sequence[str], updates: Updates) -> AsyncIterator[None]:
-    """A 2026-07-28 listen stream of `client` whose filter names `uris`, its events in `updates`."""
-    async with client.listen(resource_subscriptions=list(uris)) as stream, anyio.create_task_group() as tg:
-
-        async def pump() -> None:
-            async for event in stream:
-                updates.add(getattr(event, "uri", ""))
-
-        tg.start_soon(pump)
-        yield
-        tg.cancel_scope.cancel()
 
 
 async def status_of(client: Client, run_id: str) -> str:

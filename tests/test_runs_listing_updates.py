@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -91,7 +91,14 @@ async def following_the_listing(client: Client, mode: str, updates: Updates) -> 
         await client.subscribe_resource(LISTING)
         yield
         return
-    async with client.listen(resource_subscriptions=[LISTING]) as stream, anyio.create_task_group() as tg:
+    async with listening(client, [LISTING], updates):
+        yield
+
+
+@asynccontextmanager
+async def listening(client: Client, uris: Sequence[str], updates: Updates) -> AsyncIterator[None]:
+    """A 2026-07-28 listen stream of `client` whose filter names `uris`, its events in `updates`."""
+    async with client.listen(resource_subscriptions=list(uris)) as stream, anyio.create_task_group() as tg:
 
         async def pump() -> None:
             async for event in stream:
