@@ -181,7 +181,12 @@ class HttpServer(uvicorn.Server):
     Process-wide: sse-starlette's automatic drain is turned off (see `__init__`)."""
 
     def __init__(
-        self, server: MCPServer[Any], settings: HttpSettings, port: int, on_signal: Callable[[], None] | None = None
+        self,
+        server: MCPServer[Any],
+        settings: HttpSettings,
+        port: int,
+        on_signal: Callable[[], None] | None = None,
+        before_exit: Callable[[], None] | None = None,
     ) -> None:
         app = http_app(server, settings)
         config = uvicorn.Config(
@@ -192,6 +197,7 @@ class HttpServer(uvicorn.Server):
         super().__init__(config)
         self.mcp = server
         self.on_signal = on_signal
+        self.before_exit = before_exit  # what an exit at once (`_exit_now`) must still do: flush the spans
         self._loop: asyncio.AbstractEventLoop | None = None  # serving's, for a signal handler to call into
         # sse-starlette (the SDK's 2025-11-25 SSE responses) ends every one of its streams about 0.5 s after
         # uvicorn begins to exit, held POST calls included: their answers (a durable run's id, a run's result)
@@ -254,17 +260,13 @@ class HttpServer(uvicorn.Server):
     def _exit_now(self) -> None:
         """End the process at once, exit 0, after a second signal met the app's shutdown still going: what it
         was closing is left as a crash leaves it (an external server has its stdin closed; a durable run resumes
-        at the next start). Spans are flushed first, as the stop would have at its end."""
+        at the next start). `before_exit` runs first (the spans' flush, bounded), as the stop would at its end."""
         logging.getLogger("uvicorn.error").warning(
             "mcp-team: stopping now (a second signal): what was still closing (calls, external MCP servers, the run "
             "service) is left as a crash leaves it"
         )
-        if "opentelemetry.sdk.trace" in sys.modules:  # tracing is on (the API alone exports nothing)
-            from opentelemetry import trace
-
-            flush = getattr(trace.get_tracer_provider(), "force_flush", None)
-            if callable(flush):
-                flush(2000)  # bounded: a dead collector must not hold the exit
+        if self.before_exit is not None:
+            self.before_exit()
         for stream in (sys.stdout, sys.stderr):
             stream.flush()
         os._exit(0)

@@ -178,7 +178,13 @@ def serve_command(args: argparse.Namespace) -> int:
             port = sockets[0].getsockname()[1]
             print(f"mcp-team: serving streamable HTTP on http://{http.host}:{port}/mcp", file=sys.stderr)
             # The run service is told first that the calls the stop cancels leave their runs to resume.
-            served = HttpServer(server, http, port, on_signal=opened.stopping if opened is not None else None)
+            served = HttpServer(
+                server,
+                http,
+                port,
+                on_signal=opened.stopping if opened is not None else None,
+                before_exit=tracing.shutdown if tracing is not None else None,  # bounded, as in `finally` below
+            )
             with contextlib.suppress(KeyboardInterrupt):  # as uvicorn.run: Ctrl-C stops the server, cleanly
                 served.run(sockets=sockets)
             if not served.started:  # the app's start-up failed (uvicorn said why)
