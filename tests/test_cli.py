@@ -31,6 +31,8 @@ def test_offline_run_prints_the_answer_and_progress() -> None:
     assert proc.returncode == 0, proc.stderr
     assert "offline backend" in proc.stderr and "no LLM is called" in proc.stderr
     assert "12*(3+4)/2 = 42" in proc.stdout
+    # Said once at the top and once where the writer's draft ends, not once more per finding it quotes.
+    assert proc.stdout.count("no LLM is called") == 2, proc.stdout
     for name in ("researcher", "analyst", "writer", "reviewer"):
         assert re.search(rf"→ h\d+ {name}", proc.stderr) and re.search(rf"✓ h\d+ {name}", proc.stderr)
     assert "complete: 4 handoffs" in proc.stderr

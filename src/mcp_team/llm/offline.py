@@ -359,8 +359,8 @@ def _specialist(request: ModelRequest, name: str, tools: set[str]) -> list[TextB
     context = _section(task, "Context from the supervisor:")
     if name == "writer":
         lines = [f"[offline writer] Draft: {body[:300]}"]
-        if context:
-            lines += ["", "Drawing on the team's findings:", context]
+        if context:  # the findings' own notices left out: the draft ends with one of its own
+            lines += ["", "Drawing on the team's findings:", context.replace(f"\n({OFFLINE_NOTICE}.)", "")]
     else:
         lines = [f"[offline {name}] Notes on: {body[:300]}"]
         if context:
