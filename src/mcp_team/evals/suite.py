@@ -39,7 +39,7 @@ BUILTIN = "builtin"  # `mcp-team eval builtin`: the built-in routing suite
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
 
 class Expect(_Strict):

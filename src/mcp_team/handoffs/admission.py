@@ -17,7 +17,7 @@ from mcp_team.handoffs.context import RunContext, now
 from mcp_team.handoffs.schema import Handoff, HandoffRecord, HandoffStatus
 
 
-class Refusal(BaseModel, frozen=True):
+class Refusal(BaseModel, frozen=True, defer_build=True):
     """Why a handoff may not start: `kind` becomes its `error_type`, `reason` goes back to the supervisor."""
 
     kind: str

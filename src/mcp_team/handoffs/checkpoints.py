@@ -30,7 +30,7 @@ from mcp_team.telemetry import spans
 Action = Literal["approve", "revise", "reject"]
 
 
-class Checkpoint(BaseModel, frozen=True):
+class Checkpoint(BaseModel, frozen=True, defer_build=True):
     """What a person is asked to approve."""
 
     name: str = Field(description='"plan" or "before:<member>".')
@@ -40,12 +40,12 @@ class Checkpoint(BaseModel, frozen=True):
     timeout: float | None = Field(default=None, description="Seconds a person has to answer, from when first asked.")
 
 
-class Decision(BaseModel, frozen=True):
+class Decision(BaseModel, frozen=True, defer_build=True):
     action: Action
     feedback: str = Field(default="", description="With revise: what to change.")
 
 
-class CheckpointRecord(BaseModel):
+class CheckpointRecord(BaseModel, defer_build=True):
     """One question at a checkpoint and its answer, as the run's record keeps it."""
 
     name: str
@@ -82,7 +82,7 @@ def checkpoint_problems(names: Iterable[str], members: Collection[str]) -> list[
     return problems
 
 
-class Stop(BaseModel, frozen=True):
+class Stop(BaseModel, frozen=True, defer_build=True):
     """Why a checkpoint ended the run: `status` is what the run becomes."""
 
     status: Literal["cancelled", "failed"]

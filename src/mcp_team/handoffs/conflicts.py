@@ -10,17 +10,17 @@ from mcp_team.llm import Usage
 from mcp_team.llm.types import no_usage
 
 
-class Position(BaseModel):
+class Position(BaseModel, defer_build=True):
     specialist: str
     claim: str
 
 
-class Conflict(BaseModel):
+class Conflict(BaseModel, defer_build=True):
     about: str = Field(min_length=1)
     positions: list[Position] = Field(min_length=2)
 
 
-class Ruling(BaseModel):
+class Ruling(BaseModel, defer_build=True):
     """A conflict and the judge's verdict on it, as the run's record keeps it."""
 
     conflict: Conflict

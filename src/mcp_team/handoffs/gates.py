@@ -33,7 +33,7 @@ Patterns = Annotated[list[str], AfterValidator(_compiles)]
 class Gates(BaseModel):
     """The gates of one member, as the team file's `[specialists.gates]` table declares them."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     max_words: int | None = Field(default=None, ge=1, description="At most this many words.")
     required_sections: list[str] = Field(

@@ -28,7 +28,7 @@ LONGEST_CALL = 86_400.0  # one model call
 class Budgets(BaseModel):
     """Limits shared by the whole run, parallel branches included."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(defer_build=True, extra="forbid")
 
     max_handoffs: int = Field(default=24, ge=1, description="Handoffs dispatched, retries included.")
     max_model_calls: int = Field(default=80, ge=2, description="Model calls by the supervisor and specialists.")
@@ -56,7 +56,7 @@ class Budgets(BaseModel):
 class RunSettings(BaseModel):
     """How a run behaves. Defaults suit an interactive client; the team file can override them."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(defer_build=True, extra="forbid")
 
     mode: Mode = "adaptive"
     budgets: Budgets = Field(default_factory=Budgets)
@@ -98,7 +98,7 @@ class RunSettings(BaseModel):
 class HandoffArgs(BaseModel):
     """The arguments of a `handoff_to_<specialist>` tool call, as the supervisor model writes them."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(defer_build=True, extra="forbid")
 
     task: str = Field(min_length=1, description="What the specialist must do, self-contained.")
     context: str = Field(default="", description="Only the earlier results this task needs.")
@@ -136,7 +136,7 @@ class HandoffRecord(Handoff):
     subrun: RunResult | None = Field(default=None, description="A member that is a team: its sub-run's record.")
 
 
-class Failure(BaseModel):
+class Failure(BaseModel, defer_build=True):
     kind: str = Field(description="e.g. rate_limited, max_turns, unknown_specialist, dependency_failed.")
     specialist: str
     task: str = ""
@@ -149,14 +149,14 @@ class Failure(BaseModel):
     )
 
 
-class UsageReport(BaseModel):
+class UsageReport(BaseModel, defer_build=True):
     total: Usage = Field(default_factory=no_usage)
     by_specialist: dict[str, Usage] = Field(default_factory=dict)
     model_calls: int = 0
 
 
 class PlanTask(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(defer_build=True, extra="forbid")
 
     id: str = Field(min_length=1)
     specialist: str
@@ -167,13 +167,13 @@ class PlanTask(BaseModel):
 class Plan(BaseModel):
     """An inspectable plan: tasks with dependencies, and how to combine their results."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(defer_build=True, extra="forbid")
 
     tasks: list[PlanTask]
     combine: str = ""
 
 
-class RunResult(BaseModel):
+class RunResult(BaseModel, defer_build=True):
     """What a run returns, to the library caller, the CLI (`--json`) and MCP clients."""
 
     answer: str = Field(description="The synthesized answer; when the run is partial it says what is missing.")

@@ -31,7 +31,7 @@ DEFAULT_URL = "default"  # the endpoint key of a provider's own API (no base URL
 class EndpointLimits(BaseModel):
     """What one endpoint allows; None means no limit of that kind."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     max_concurrency: int = Field(default=8, ge=1, description="Model calls in flight at once.")
     requests_per_minute: float | None = Field(default=None, gt=0)

@@ -38,7 +38,7 @@ VERSION = 1
 class ModelIdentity(BaseModel):
     """What tells models apart in a recording: what they are called and how their calls are priced."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     provider: str
     name: str
@@ -59,7 +59,7 @@ class ModelIdentity(BaseModel):
         return f"{self.provider}:{self.name}"
 
 
-class Header(BaseModel):
+class Header(BaseModel, defer_build=True):
     """The first line of a recording."""
 
     type: Literal["header"] = "header"
@@ -71,13 +71,13 @@ class Header(BaseModel):
     run: dict[str, Any] = {}  # what the caller says about the run: request, mode, settings, team
 
 
-class RecordedError(BaseModel):
+class RecordedError(BaseModel, defer_build=True):
     kind: str
     message: str
     status: int | None = None
 
 
-class Exchange(BaseModel):
+class Exchange(BaseModel, defer_build=True):
     """One model call and what came back."""
 
     type: Literal["exchange"] = "exchange"

@@ -81,7 +81,7 @@ def parse_model(text: str) -> ModelRef:
 class MemberModel(BaseModel):
     """A specialist's own model (team file): a model string, and its endpoint when it is not its provider's."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     model: str | None = Field(default=None, description="Its model string; None: its role's model.")
     base_url: str | None = None

@@ -22,7 +22,7 @@ StopReason = Literal["end_turn", "tool_use", "max_tokens", "stop_sequence", "ref
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
 
 _M = TypeVar("_M", bound=BaseModel)

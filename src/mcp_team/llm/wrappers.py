@@ -47,7 +47,7 @@ class WrapperModel:
 class SamplingSettings(BaseModel):
     """A member's sampling settings (team file, `MCP_TEAM_*_SAMPLING`); None: the engine's or the model's."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     temperature: float | None = Field(default=None, ge=0, le=2)
     max_tokens: int | None = Field(default=None, ge=1, description="The output limit of each call.")

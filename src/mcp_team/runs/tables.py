@@ -62,7 +62,7 @@ class RunRecord(BaseModel):
     # Records are read back from JSON for every run. pydantic caches the strings it parses (up to 16,384, for
     # good): a record's ids, times and texts would sit in that cache after a burst of runs, scattered over the
     # memory the burst used, and keep it from being returned. Keys are the same for every record: cache those.
-    model_config = ConfigDict(cache_strings="keys")
+    model_config = ConfigDict(defer_build=True, cache_strings="keys")
 
     run_id: str
     status: RunState

@@ -18,13 +18,13 @@ TURN_CHARS = 6_000
 MAX_TURNS = 20
 
 
-class ThreadTurn(BaseModel):
+class ThreadTurn(BaseModel, defer_build=True):
     run_id: str
     request: str
     answer: str
 
 
-class ThreadHistory(BaseModel):
+class ThreadHistory(BaseModel, defer_build=True):
     turns: list[ThreadTurn] = []
     omitted: int = 0  # older turns left out for the budget
 

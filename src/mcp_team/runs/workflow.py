@@ -30,7 +30,7 @@ WORKFLOW_NAME = "mcp_team.run"
 EventSink = Callable[[RunEvent], Awaitable[None]]
 
 
-class RunInput(BaseModel):
+class RunInput(BaseModel, defer_build=True):
     run_id: str
     request: str
     mode: Mode | None = None

@@ -46,7 +46,7 @@ class TeamFileError(ConfigError):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(defer_build=True, extra="forbid")
 
 
 class SupervisorSpec(RunSettings):

@@ -20,7 +20,7 @@ class Specialist(BaseModel):
     the team's `ModelSet` (`"specialist"` by default; a role the set does not name falls back to the specialist
     model)."""
 
-    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+    model_config = ConfigDict(defer_build=True, frozen=True, arbitrary_types_allowed=True)
 
     name: str = Field(pattern=NAME_PATTERN, description="Also the MCP tool name; letters, digits, _ and -.")
     description: str = Field(min_length=1, description="One line; the supervisor routes by it.")

@@ -63,7 +63,7 @@ async def gather_concurrently(calls: Sequence[Callable[[], Awaitable[T]]]) -> li
     return results  # type: ignore[return-value]  # every slot was filled: the task group waited for all
 
 
-class SpecialistResult(BaseModel):
+class SpecialistResult(BaseModel, defer_build=True):
     specialist: str
     status: Literal["completed", "failed"]
     output: str = ""

@@ -18,7 +18,7 @@ _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 class McpServerConfig(BaseModel):
     """One external MCP server: a stdio `command` (with `args`, `env`) or a streamable HTTP `url` (with `headers`)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
 
     name: str = Field(pattern=SERVER_NAME_PATTERN, description="How the team file refers to this server.")
     command: str | None = Field(default=None, description="Executable of a stdio server.")

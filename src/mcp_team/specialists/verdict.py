@@ -15,7 +15,7 @@ FORMAT_INSTRUCTIONS = (
 )
 
 
-class Verdict(BaseModel):
+class Verdict(BaseModel, defer_build=True):
     verdict: Literal["PASS", "REVISE"]
     reasons: list[str]
 
