@@ -76,10 +76,32 @@ class RunStore:
 
     def create(self) -> None:
         metadata.create_all(self.engine)
+        self._add_indexes()
         with self.engine.begin() as conn:
             for key, value in (("schema_version", str(STORE_SCHEMA)), ("written_by", __version__)):
                 if conn.execute(sa.update(meta_table).where(meta_table.c.key == key).values(value=value)).rowcount == 0:
                     conn.execute(sa.insert(meta_table).values(key=key, value=value))
+
+    def _add_indexes(self) -> None:
+        """Create the indexes a database made by an older version lacks: `create_all` makes a table's indexes
+        only with the table. Not a schema change: older versions read and write the tables as before. Only
+        reads when nothing is missing (every start); a replica starting at the same time may create one first,
+        so it is `IF NOT EXISTS`, and PostgreSQL's lost race (a duplicate name in its catalog) is tried again."""
+        missing: list[sa.Index] = []
+        with self.engine.connect() as conn:
+            inspector = sa.inspect(conn)
+            for table in metadata.sorted_tables:
+                found = {index["name"] for index in inspector.get_indexes(table.name)}
+                missing += [index for index in table.indexes if index.name not in found]
+        for index in missing:
+            for attempt in range(3):
+                try:
+                    with self.engine.begin() as conn:
+                        conn.execute(sa.schema.CreateIndex(index, if_not_exists=True))
+                    break
+                except (sa.exc.IntegrityError, sa.exc.ProgrammingError):
+                    if attempt == 2:
+                        raise
 
     # --- writes -------------------------------------------------------------------------------
     @property

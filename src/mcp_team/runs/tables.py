@@ -41,6 +41,9 @@ runs_table = sa.Table(
     sa.Index("mcp_team_runs_started", "started_at"),
     sa.Index("mcp_team_runs_thread", "thread_id", "started_at"),
     sa.Index("mcp_team_runs_executor", "executor_id", "status"),
+    # Runs written since a time: polled every second while anyone follows runs (`changed_since`,
+    # `statuses_since`). Added after the table: `RunStore.create` adds it to databases made without it.
+    sa.Index("mcp_team_runs_updated", "updated_at"),
 )
 answers_table = sa.Table(
     # A person's answer to a checkpoint of a run that waits on another replica, until that replica takes it

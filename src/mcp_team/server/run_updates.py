@@ -14,7 +14,7 @@
 Other URIs are refused, and so are a run's record on an ephemeral server and a run the caller may not read, which
 is told of as one that does not exist (`refusal`): nothing would ever be told of them. On 2026-07-28 they are left
 out of the listen stream's acknowledgment, or the listen refused when nothing else was asked for
-(`refuse_in_listen_filters`).
+(`refuse_in_listen_filters`); so is a listen naming more than `MAX_LISTEN_URIS` URIs (each run's costs a read).
 """
 
 from __future__ import annotations
@@ -55,6 +55,10 @@ log = logging.getLogger("mcp_team.server")
 CLOSE_HOOK = "mcp_team.run_updates"  # the mark, in a connection's scratch state, that its end forgets its watches
 
 RUN_URI = re.compile(r"^team://runs/([A-Za-z0-9_.~-]{1,128})$")
+# URIs one listen filter may name: each run's is read from the store before the stream is acknowledged, and a 4 MiB
+# request holds some 30,000. A server runs 16 at once by default (MCP_TEAM_MAX_RUNS): 256 leaves a client room to
+# follow a screenful of recent runs besides, while one request costs a bounded number of reads.
+MAX_LISTEN_URIS = 256
 
 
 def run_uri(run_id: str) -> str:
@@ -159,7 +163,8 @@ def refuse_in_listen_filters(state: ServerState) -> ServerMiddleware[Any]:
     2025-11-25 (`refusal`) are refused. The listen protocol refuses part of a filter by leaving it out of the
     acknowledgment (the subset honored), which carries no reason: so when nothing else was asked for, the listen
     is answered instead with the error `resources/subscribe` gives (INVALID_PARAMS, naming each URI and why),
-    rather than acknowledged as a stream that would never tell anything."""
+    rather than acknowledged as a stream that would never tell anything. A filter naming more than
+    `MAX_LISTEN_URIS` is refused whole, before anything is read (INVALID_PARAMS, naming the limit)."""
 
     async def middleware(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         notifications = (ctx.params or {}).get("notifications") if ctx.method == "subscriptions/listen" else None
@@ -167,6 +172,8 @@ def refuse_in_listen_filters(state: ServerState) -> ServerMiddleware[Any]:
         if not isinstance(uris, list) or not all(isinstance(uri, str) for uri in uris):
             return await call_next(ctx)  # not a listen, or one the SDK says is malformed
         assert isinstance(notifications, Mapping)
+        if len(uris) > MAX_LISTEN_URIS:  # refused before reading any: each run's costs a read
+            raise MCPError(types.INVALID_PARAMS, too_many(len(uris)))
         refused = {uri: why for uri in dict.fromkeys(uris) if (why := await refusal(state, uri)) is not None}
         if not refused:
             return await call_next(ctx)
@@ -177,6 +184,14 @@ def refuse_in_listen_filters(state: ServerState) -> ServerMiddleware[Any]:
         return await call_next(replace(ctx, params={**(ctx.params or {}), "notifications": honored}))
 
     return middleware
+
+
+def too_many(named: int) -> str:
+    return (
+        f"a listen filter names {named} resources; at most {MAX_LISTEN_URIS} are followed per listen stream: "
+        f"listen to {LIST_URI} to be told when a run starts or finishes (then read its record), or name "
+        "fewer runs in each stream"
+    )
 
 
 def _when_closed(connection: Any, forget: Callable[[], None]) -> None:
