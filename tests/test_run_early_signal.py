@@ -105,3 +105,20 @@ def test_sigterm_at_a_given_point_of_the_start_up(tmp_path: Path, pause_at: str)
     proc.send_signal(signal.SIGTERM)
     err = _assert_ended_as_a_later_signal_does(proc, env)
     assert err.splitlines()[-1] == "mcp-team: cancelled", err  # before the run: nothing of it to print
+
+
+def test_sigterm_again_while_the_run_is_cancelled(tmp_path: Path) -> None:
+    """SIGTERM sent again and again, as an impatient user or a supervisor may: the first cancels the run, the
+    others wait for it to be recorded. One arriving while the run was cancelled killed the command with 143,
+    the run left running (for the next `mcp-team run` to resume unasked)."""
+    proc, env = _start(tmp_path)
+    assert proc.stderr is not None
+    for line in iter(proc.stderr.readline, b""):  # the run is under way once its first handoff starts
+        if "→ h1" in line.decode():
+            break
+    deadline = time.monotonic() + HANG_GUARD  # a guard against a hang only
+    while proc.poll() is None and time.monotonic() < deadline:
+        proc.send_signal(signal.SIGTERM)
+        time.sleep(0.002)
+    err = _assert_ended_as_a_later_signal_does(proc, env)
+    assert re.search(r"^cancelled: ", err, re.MULTILINE), err  # the run's cancelled result, not a kill

@@ -74,8 +74,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         return report(exc)
     finally:
-        if early and _signal.getsignal(_signal.SIGTERM) != _signal.SIG_DFL:
-            # `main` called in a process that goes on (a test's) leaves SIGTERM as it found it
+        if early and argv is not None and _signal.getsignal(_signal.SIGTERM) != _signal.SIG_DFL:
+            # `main` called in a process that goes on (a test's) leaves SIGTERM as it found it; the command's own
+            # process keeps it to its end (a SIGTERM ignored while a run is cancelled is still ignored at exit)
             _signal.signal(_signal.SIGTERM, _signal.SIG_DFL)
 
 
