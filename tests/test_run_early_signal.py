@@ -81,3 +81,44 @@ def test_sigterm_once_the_command_said_its_first_line(tmp_path: Path) -> None:
         assert "offline backend" in first, first
         proc.send_signal(signal.SIGTERM)  # before the fix: while the run's handler was not yet there
         _assert_ended_as_a_later_signal_does(proc, env)
+
+
+PAUSED_START = str(Path(__file__).parent / "paused_start.py")
+
+
+@pytest.mark.parametrize(
+    "pause_at",
+    [
+        "mcp_team.server.commands",  # importing the commands (typing, argparse...): before the fix, no handler yet
+        "mcp_team.server.teamfile",  # loading the team
+    ],
+)
+def test_sigterm_at_a_given_point_of_the_start_up(tmp_path: Path, pause_at: str) -> None:
+    """Not a race: the command waits at `pause_at` until the signal comes (tests/paused_start.py). Importing the
+    commands took the first ~30 ms of `mcp-team run`, and a SIGTERM there killed it with 143, nothing said."""
+    env = clean_env(MCP_TEAM_STATE_DIR=str(tmp_path), MCP_TEAM_TEST_PAUSE_AT=pause_at)
+    proc = subprocess.Popen([sys.executable, PAUSED_START, "run", "--model", "offline", REQUEST], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    assert proc.stderr is not None
+    first = proc.stderr.readline().decode()
+    assert first == "paused\n", first + proc.stderr.read().decode()
+    proc.send_signal(signal.SIGTERM)
+    err = _assert_ended_as_a_later_signal_does(proc, env)
+    assert err.splitlines()[-1] == "mcp-team: cancelled", err  # before the run: nothing of it to print
+
+
+def test_sigterm_again_while_the_run_is_cancelled(tmp_path: Path) -> None:
+    """SIGTERM sent again and again, as an impatient user or a supervisor may: the first cancels the run, the
+    others wait for it to be recorded. One arriving while the run was cancelled killed the command with 143,
+    the run left running (for the next `mcp-team run` to resume unasked)."""
+    proc, env = _start(tmp_path)
+    assert proc.stderr is not None
+    for line in iter(proc.stderr.readline, b""):  # the run is under way once its first handoff starts
+        if "→ h1" in line.decode():
+            break
+    deadline = time.monotonic() + HANG_GUARD  # a guard against a hang only
+    while proc.poll() is None and time.monotonic() < deadline:
+        proc.send_signal(signal.SIGTERM)
+        time.sleep(0.002)
+    err = _assert_ended_as_a_later_signal_does(proc, env)
+    assert re.search(r"^cancelled: ", err, re.MULTILINE), err  # the run's cancelled result, not a kill

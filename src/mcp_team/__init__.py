@@ -10,7 +10,8 @@ CLI imports this package on the server's start-up path.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+# Not `typing`'s: importing typing is most of the time between `mcp-team` starting and its `main` (server/cli.py).
+TYPE_CHECKING = False
 
 __version__ = "0.1.0"
 

@@ -7,18 +7,21 @@ imported by the commands that use them.
 
 from __future__ import annotations
 
-import argparse
+import _signal  # `signal` without its enums: imported at start-up already, so it costs nothing (see main)
 import os
-import signal
 import sys
-from collections.abc import Sequence
 
-from mcp_team.server.commands.common import EXIT_CANCELLED, EXIT_FAILED, EXIT_USAGE, error
+TYPE_CHECKING = False  # not `typing`'s: importing typing takes longer than all of the above (see main)
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Sequence
 
 EXIT_CLOSED_OUTPUT = 141  # 128 + SIGPIPE: how `yes | head -1` ends, for shells with `set -o pipefail`
 
 
 def build_parser() -> argparse.ArgumentParser:
+    import argparse
+
     parser = argparse.ArgumentParser(
         prog="mcp-team", description="A team of LLM specialists and a supervisor, as an MCP server."
     )
@@ -34,6 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
 def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     """The arguments; an unknown one is said by its command's parser, with that command's usage (the top-level
     parser said it with `usage: mcp-team [-h] COMMAND ...`)."""
+    import argparse
+
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra:
@@ -44,22 +49,24 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else list(argv)
-    early = words[:1] == ["run"] and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
-    if early:
-        # `run` cancels its run on SIGTERM as on Ctrl-C once the run starts (commands/run.py); a SIGTERM before
-        # (the imports, loading the team: a second or more) killed the command silently with 143. From here on
-        # it is a Ctrl-C: KeyboardInterrupt, said below, exit 130.
-        try:
-            signal.signal(signal.SIGTERM, signal.default_int_handler)
-        except ValueError:  # `main` called in a thread other than the main one: it cannot take signals
-            early = False
+    # `run` cancels its run on SIGTERM as on Ctrl-C once the run starts (commands/run.py). Before, from here on,
+    # a SIGTERM is a Ctrl-C: KeyboardInterrupt, said below, exit 130; with the default action it killed the
+    # command silently with 143. Here is first: the imports before it are Python's own start-up, the package's
+    # docstrings and this module's (loaded already); importing the commands (typing, argparse...) comes after.
+    early = words[:1] == ["run"] and _signal.getsignal(_signal.SIGTERM) == _signal.SIG_DFL
     try:
+        if early:
+            _interrupt_on_sigterm()
         args = parse(argv)
         args.relaunchable = argv is None  # this process is the command's own: `serve --http` may re-execute it
         code: int = args.handler(args)
         sys.stdout.flush()  # output still buffered would fail at exit, past the handling below
         return code
     except KeyboardInterrupt:
+        if early and _signal.getsignal(_signal.SIGTERM) == _signal.default_int_handler:
+            _signal.signal(_signal.SIGTERM, _signal.SIG_IGN)  # a second SIGTERM now would be a traceback
+        from mcp_team.server.commands.common import EXIT_CANCELLED
+
         print("mcp-team: cancelled", file=sys.stderr)
         return EXIT_CANCELLED
     except BaseException as exc:
@@ -67,13 +74,24 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         return report(exc)
     finally:
-        if early:  # `main` called in a process that goes on (a test's) leaves SIGTERM as it found it
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        if early and argv is not None and _signal.getsignal(_signal.SIGTERM) != _signal.SIG_DFL:
+            # `main` called in a process that goes on (a test's) leaves SIGTERM as it found it; the command's own
+            # process keeps it to its end (a SIGTERM ignored while a run is cancelled is still ignored at exit)
+            _signal.signal(_signal.SIGTERM, _signal.SIG_DFL)
+
+
+def _interrupt_on_sigterm() -> None:
+    """SIGTERM raises KeyboardInterrupt, as Ctrl-C does."""
+    try:
+        _signal.signal(_signal.SIGTERM, _signal.default_int_handler)
+    except ValueError:  # `main` called in a thread other than the main one: it cannot take signals
+        return  # (not contextlib.suppress: importing contextlib is what this comes before)
 
 
 def report(exc: BaseException) -> int:
     """A clear one-line error instead of a traceback (MCP_TEAM_DEBUG=1 shows the traceback)."""
     from mcp_team.errors import ConfigError
+    from mcp_team.server.commands.common import EXIT_FAILED, EXIT_USAGE, error
 
     leaf = exc
     while isinstance(leaf, BaseExceptionGroup) and len(leaf.exceptions) == 1:

@@ -205,7 +205,7 @@ class Interrupted(Exception):
 async def _interruptible(run: Callable[..., Awaitable[RunResult]]) -> RunResult:
     """`run(on_finish=...)`, cancelled by Ctrl-C or SIGTERM (`Interrupted`, with the cancelled result): killed by
     SIGTERM the command left its run running (a durable one for the next process to resume), and Ctrl-C printed
-    nothing of what the run had done. A second Ctrl-C ends the command at once."""
+    nothing of what the run had done. A second Ctrl-C ends the command at once; a second SIGTERM is ignored."""
     import signal
 
     import anyio
@@ -218,7 +218,11 @@ async def _interruptible(run: Callable[..., Awaitable[RunResult]]) -> RunResult:
             task_status.started()
             async for _ in signals:
                 scope.cancel()
-                return
+                break
+        # The run is being cancelled and recorded. Closing the receiver made SIGINT a KeyboardInterrupt again (a
+        # second Ctrl-C ends the command at once) and SIGTERM its default action: a second SIGTERM killed the
+        # command mid-cancel with 143, its run left running for the next process to resume. It waits instead.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
     async with anyio.create_task_group() as tg:
         with anyio.CancelScope() as run_scope:
