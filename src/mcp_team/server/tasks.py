@@ -117,7 +117,7 @@ def visible(owner: str | None) -> bool:
 
 
 # --- the methods -----------------------------------------------------------------------------------
-class TaskIdParams(types.RequestParams):
+class TaskIdParams(types.RequestParams, defer_build=True):
     task_id: str = Field(alias="taskId", min_length=1)
 
 
