@@ -1,11 +1,12 @@
 """Killing the team's external MCP servers when the process exits at once (`kill_child_groups`).
 
 The SDK's stdio client starts each external MCP server as the leader of its own process group (a new
-session), and on a normal stop closes its stdin, then signals that group. An exit at once (`os._exit`, after a
-second signal or a stop that cannot finish) skips that teardown, and a server that ignores its stdin closing
-was left running as an orphan. The SDK keeps its processes private, so they are found as what it makes them:
-this process's children that lead their own group. Nothing else of mcp-team starts child processes (the
-HTTP re-execution for malloc is this same process; uvicorn's and the engine's workers are threads).
+session), and on a normal stop closes its stdin, then signals that group. An exit at once (`os._exit` after a
+second signal or a stop that cannot finish; `run`'s second Ctrl-C, whose KeyboardInterrupt has asyncio's
+shutdown cancel the teardown) skips that, and a server that ignores its stdin closing was left running as an
+orphan. The SDK keeps its processes private, so they are found as what it makes them: this process's children
+that lead their own group. Nothing else of mcp-team starts child processes (the HTTP re-execution for malloc
+is this same process; uvicorn's and the engine's workers are threads).
 """
 
 from __future__ import annotations
