@@ -36,6 +36,7 @@ from starlette.responses import JSONResponse
 from uvicorn.lifespan.on import LifespanOn
 
 from mcp_team.errors import ConfigError
+from mcp_team.server.children import kill_child_groups
 from mcp_team.server.events import DEFAULT_MAX_BYTES, RETRY_MS, MemoryEventStore, scope_per_session
 from mcp_team.server.messages import check_http_bodies
 from mcp_team.server.views import add_run_pages
@@ -174,9 +175,9 @@ class HttpServer(uvicorn.Server):
     a second SIGTERM or Ctrl-C. Any later point of the stop takes a second signal too: a stop cut short gets
     `FORCED_GRACE` to cut its calls and end the app; a signal that comes as the app's own shutdown runs (its
     external MCP servers closing, seconds for one slow to exit; the run service stopping), which uvicorn waits
-    out, ends the process at once (`_exit_now`). A stop asked for by signals exits 0, as a clean stop, cut calls
-    or not (uvicorn would raise the signal again once done, and the process would die of it without flushing
-    its spans). `on_signal` is told first, in the signal handler.
+    out, ends the process at once (`_exit_now`, killing the external servers still running). A stop asked for
+    by signals exits 0, as a clean stop, cut calls or not (uvicorn would raise the signal again once done, and
+    the process would die of it without flushing its spans). `on_signal` is told first, in the signal handler.
 
     Process-wide: sse-starlette's automatic drain is turned off (see `__init__`)."""
 
@@ -258,13 +259,16 @@ class HttpServer(uvicorn.Server):
             await self.lifespan.shutdown()  # skipped by uvicorn, unless the signal came as it ran
 
     def _exit_now(self) -> None:
-        """End the process at once, exit 0, after a second signal met the app's shutdown still going: what it
-        was closing is left as a crash leaves it (an external server has its stdin closed; a durable run resumes
-        at the next start). `before_exit` runs first (the spans' flush, bounded), as the stop would at its end."""
+        """End the process at once, exit 0, after a second signal met the app's shutdown still going: the team's
+        external MCP servers are killed (SIGKILL: the SDK's teardown that would stop them is skipped, and one
+        that ignores its stdin closing would outlive the process); the rest is left as a crash leaves it (a
+        durable run resumes at the next start). `before_exit` runs next (the spans' flush, bounded), as the stop
+        would at its end."""
         logging.getLogger("uvicorn.error").warning(
-            "mcp-team: stopping now (a second signal): what was still closing (calls, external MCP servers, the run "
-            "service) is left as a crash leaves it"
+            "mcp-team: stopping now (a second signal): external MCP servers still running are killed; what else "
+            "was still closing (calls, the run service) is left as a crash leaves it"
         )
+        kill_child_groups()
         if self.before_exit is not None:
             self.before_exit()
         for stream in (sys.stdout, sys.stderr):

@@ -176,6 +176,15 @@ def _run_traced(
         if stop.result is None:
             raise KeyboardInterrupt from None
         result = stop.result
+    except KeyboardInterrupt:
+        # A second Ctrl-C as the run was cancelled ends the command at once: the SDK's teardown of the team's
+        # external MCP servers was cut short, and one slow to exit would outlive the command. Only in the
+        # command's own process: `main` called in another (a test's) leaves that process's children alone.
+        if getattr(args, "relaunchable", False):
+            from mcp_team.server.children import kill_child_groups
+
+            kill_child_groups()
+        raise
     except Exception:
         if replay is not None and replay.divergence is not None:
             return error(str(replay.divergence), EXIT_FAILED)

@@ -256,7 +256,12 @@ async def _serve_stdio(
                 if not stopped.is_set():
                     # The stdin reader is a blocking read in a worker thread that no cancellation can
                     # interrupt while the client keeps stdin open. The runs are cancelled by now: export
-                    # their spans and leave.
+                    # their spans and leave. The SDK's teardown of the external MCP servers (close stdin,
+                    # 2 s, SIGTERM, 2 s, SIGKILL) is cut short by the exit: kill them, or one slow to exit
+                    # outlives this process.
+                    from mcp_team.server.children import kill_child_groups
+
+                    kill_child_groups()
                     if tracing is not None:
                         tracing.shutdown()
                     os._exit(0)

@@ -1,0 +1,78 @@
+"""Where a command exits at once, the team's external MCP servers do not outlive it. The exit cuts short the SDK's
+teardown (close stdin, 2 s, SIGTERM, 2 s, SIGKILL), and a server that ignores its stdin closing and SIGTERM was
+left running as an orphan: `serve` over stdio stopped by SIGTERM while its client keeps stdin open (it exits a
+grace second later: its stdin reader cannot be interrupted), and `run` ended by a second Ctrl-C as it cancels its
+run. (`serve --http`: test_http_shutdown_lifespan.py.)"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from support import HANG_GUARD, MCP_TEAM, clean_env
+from test_http_shutdown_lifespan import KILLED_WITHIN, external_pid, gone, noted, team_file, wait_for_eof
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="POSIX signals, /proc (CI is Linux)")
+
+
+def test_serve_stopped_with_stdin_open_leaves_no_external_server_behind(tmp_path: Path) -> None:
+    marks = tmp_path / "marks"
+    with command(marks, "serve", "--team", str(team_file(tmp_path, marks))) as proc:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=HANG_GUARD) == 0
+        assert_killed(marks)
+
+
+def test_run_ended_by_a_second_ctrl_c_leaves_no_external_server_behind(tmp_path: Path) -> None:
+    marks = tmp_path / "marks"
+    with command(marks, "run", "--ephemeral", "--team", str(team_file(tmp_path, marks)), "add 1 and 2") as proc:
+        proc.send_signal(signal.SIGINT)  # the run is cancelled, and its servers closed: slowly
+        wait_for_eof(marks)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=HANG_GUARD) == 130
+        assert_killed(marks)
+
+
+@contextlib.contextmanager
+def command(marks: Path, *args: str) -> Iterator[subprocess.Popen[bytes]]:
+    """`mcp-team *args`, once the team's external server (noting to `marks`) is up; killed after, with it."""
+    proc = subprocess.Popen(
+        [MCP_TEAM, *args],
+        env=clean_env(MCP_TEAM_MODEL="offline"),
+        stdin=subprocess.PIPE,  # kept open, as a client that sends SIGTERM first does
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + HANG_GUARD
+        while not any(mark.startswith("pid ") for mark in noted(marks)):
+            assert proc.poll() is None, f"mcp-team {args[0]} exited with {proc.returncode}"
+            assert time.monotonic() < deadline, "hang guard: the team's external MCP server never started"
+            time.sleep(0.02)
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=HANG_GUARD)
+        assert proc.stdin is not None
+        proc.stdin.close()
+        for mark in noted(marks):
+            if mark.startswith("pid "):  # left to finish on its own: not in a test run
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(mark.removeprefix("pid ")), signal.SIGKILL)
+
+
+def assert_killed(marks: Path) -> None:
+    slow = external_pid(marks)
+    deadline = time.monotonic() + KILLED_WITHIN
+    while not gone(slow):
+        assert time.monotonic() < deadline, f"the external MCP server {slow} outlived mcp-team: {noted(marks)}"
+        time.sleep(0.05)
