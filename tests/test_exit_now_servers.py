@@ -33,24 +33,32 @@ def test_serve_stopped_with_stdin_open_leaves_no_external_server_behind(tmp_path
 
 def test_run_ended_by_a_second_ctrl_c_leaves_no_external_server_behind(tmp_path: Path) -> None:
     marks = tmp_path / "marks"
-    with command(marks, "run", "--ephemeral", "--team", str(team_file(tmp_path, marks)), "add 1 and 2") as proc:
+    said = tmp_path / "stderr"
+    args = ("run", "--ephemeral", "--team", str(team_file(tmp_path, marks)), "add 1 and 2")
+    with command(marks, *args, stderr=said) as proc:
         proc.send_signal(signal.SIGINT)  # the run is cancelled, and its servers closed: slowly
         wait_for_eof(marks)
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=HANG_GUARD) == 130
         assert_killed(marks)
+    # Said in one line: asyncio's shutdown logged the exception the interrupted run's task ended with, traceback too.
+    assert said.read_text().splitlines()[-1] == "mcp-team: cancelled", said.read_text()
+    assert "Traceback" not in said.read_text() and "ERROR" not in said.read_text(), said.read_text()
 
 
 @contextlib.contextmanager
-def command(marks: Path, *args: str) -> Iterator[subprocess.Popen[bytes]]:
-    """`mcp-team *args`, once the team's external server (noting to `marks`) is up; killed after, with it."""
-    proc = subprocess.Popen(
-        [MCP_TEAM, *args],
-        env=clean_env(MCP_TEAM_MODEL="offline"),
-        stdin=subprocess.PIPE,  # kept open, as a client that sends SIGTERM first does
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+def command(marks: Path, *args: str, stderr: Path | None = None) -> Iterator[subprocess.Popen[bytes]]:
+    """`mcp-team *args` (its stderr kept in the file `stderr`), once the team's external server (noting to `marks`)
+    is up; killed after, with it."""
+    with contextlib.ExitStack() as files:
+        err = subprocess.DEVNULL if stderr is None else files.enter_context(stderr.open("wb"))
+        proc = subprocess.Popen(
+            [MCP_TEAM, *args],
+            env=clean_env(MCP_TEAM_MODEL="offline"),
+            stdin=subprocess.PIPE,  # kept open, as a client that sends SIGTERM first does
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )  # the child holds its own copy of the file: the parent's closes here
     try:
         deadline = time.monotonic() + HANG_GUARD
         while not any(mark.startswith("pid ") for mark in noted(marks)):

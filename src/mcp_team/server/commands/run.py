@@ -171,11 +171,8 @@ def _run_traced(
         record = args.record or (str(Path(settings.record_dir) / f"{run_id}.jsonl") if settings.record_dir else None)
         run = functools.partial(_team_run, spec, models, args.request, args.mode, budgets, on_event, record, run_id,
                                 args.durable, args.checkpoint)  # fmt: skip
+        # Ctrl-C or SIGTERM cancels the run: what it had done is printed, as its result (None: it had none yet).
         result = anyio.run(_interruptible, run)
-    except Interrupted as stop:  # Ctrl-C or SIGTERM: the run was cancelled; what it had done is printed
-        if stop.result is None:
-            raise KeyboardInterrupt from None
-        result = stop.result
     except KeyboardInterrupt:
         # A second Ctrl-C as the run was cancelled ends the command at once: the SDK's teardown of the team's
         # external MCP servers was cut short, and one slow to exit would outlive the command. Only in the
@@ -192,6 +189,8 @@ def _run_traced(
     finally:
         if tracing is not None:
             tracing.shutdown()
+    if result is None:
+        raise KeyboardInterrupt
     print(result.model_dump_json(indent=2) if args.json else result.answer, flush=True)  # the answer comes first
     if not args.quiet:
         summary(console, result)
@@ -203,18 +202,12 @@ def _run_traced(
     return {"complete": EXIT_OK, "partial": EXIT_PARTIAL, "cancelled": EXIT_CANCELLED}.get(result.status, EXIT_FAILED)
 
 
-class Interrupted(Exception):
-    """Ctrl-C or SIGTERM stopped the run: `result` is its cancelled result (what finished), when it has one."""
-
-    def __init__(self, result: RunResult | None) -> None:
-        super().__init__("cancelled")
-        self.result = result
-
-
-async def _interruptible(run: Callable[..., Awaitable[RunResult]]) -> RunResult:
-    """`run(on_finish=...)`, cancelled by Ctrl-C or SIGTERM (`Interrupted`, with the cancelled result): killed by
-    SIGTERM the command left its run running (a durable one for the next process to resume), and Ctrl-C printed
-    nothing of what the run had done. A second Ctrl-C ends the command at once; a second SIGTERM is ignored."""
+async def _interruptible(run: Callable[..., Awaitable[RunResult]]) -> RunResult | None:
+    """`run(on_finish=...)`, cancelled by Ctrl-C or SIGTERM (then its cancelled result, what finished, or None when
+    it had none yet): killed by SIGTERM the command left its run running (a durable one for the next process to
+    resume), and Ctrl-C printed nothing of what the run had done. A second Ctrl-C ends the command at once; a
+    second SIGTERM is ignored. Returned, never raised: a second Ctrl-C stops the event loop while this task still
+    unwinds, and asyncio's shutdown logs the exception such a task ends with, traceback and all."""
     import signal
 
     import anyio
@@ -241,7 +234,7 @@ async def _interruptible(run: Callable[..., Awaitable[RunResult]]) -> RunResult:
             result = await run(on_finish=stopped.append)
         tg.cancel_scope.cancel()
     if result is None:
-        raise Interrupted(stopped[-1] if stopped else None)
+        return stopped[-1] if stopped else None
     return result
 
 
