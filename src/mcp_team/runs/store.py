@@ -36,6 +36,7 @@ from mcp_team.runs.tables import (
 
 log = logging.getLogger(__name__)
 
+_INSUFFICIENT_PRIVILEGE = "42501"  # PostgreSQL's SQLSTATE, e.g. "must be owner of table"
 KEEP_FINISHED = 256  # at most this many finished records kept for their waiting subscribers
 
 
@@ -86,7 +87,9 @@ class RunStore:
         """Create the indexes a database made by an older version lacks: `create_all` makes a table's indexes
         only with the table. Not a schema change: older versions read and write the tables as before. Only
         reads when nothing is missing (every start); a replica starting at the same time may create one first,
-        so it is `IF NOT EXISTS`, and PostgreSQL's lost race (a duplicate name in its catalog) is tried again."""
+        so it is `IF NOT EXISTS`, and PostgreSQL's lost race (a duplicate name in its catalog) is tried again.
+        A role that may write the tables but does not own them (PostgreSQL: only the owner adds an index) is
+        told how to add it, in a warning, and goes on: an index only speeds reads up."""
         missing: list[sa.Index] = []
         with self.engine.connect() as conn:
             inspector = sa.inspect(conn)
@@ -94,13 +97,21 @@ class RunStore:
                 found = {index["name"] for index in inspector.get_indexes(table.name)}
                 missing += [index for index in table.indexes if index.name not in found]
         for index in missing:
+            create = sa.schema.CreateIndex(index, if_not_exists=True)
             for attempt in range(3):
                 try:
                     with self.engine.begin() as conn:
-                        conn.execute(sa.schema.CreateIndex(index, if_not_exists=True))
+                        conn.execute(create)
                     break
-                except (sa.exc.IntegrityError, sa.exc.ProgrammingError):
-                    if attempt == 2:
+                except sa.exc.DBAPIError as exc:
+                    if getattr(exc.orig, "sqlstate", None) == _INSUFFICIENT_PRIVILEGE:
+                        log.warning(
+                            "the runs database's index %s could not be added (%s): listing and following runs "
+                            "read the whole table %s until its owner runs: %s",
+                            index.name, reason_of(exc), index.table, create.compile(dialect=self.engine.dialect),
+                        )  # fmt: skip
+                        break
+                    if attempt == 2 or not isinstance(exc, sa.exc.IntegrityError | sa.exc.ProgrammingError):
                         raise
 
     # --- writes -------------------------------------------------------------------------------

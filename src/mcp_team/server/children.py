@@ -12,6 +12,7 @@ is this same process; uvicorn's and the engine's workers are threads).
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import signal
 import sys
@@ -47,3 +48,19 @@ def _group_leading_children() -> list[int]:
         if len(fields) >= 3 and int(fields[1]) == me and int(fields[2]) == int(name):
             leaders.append(int(name))
     return leaders
+
+
+def quiet_closed_loop() -> None:
+    """Silence what asyncio says once its event loop is closed under child processes killed at exit: its child
+    watcher thread logs "Loop ... that handles pid ... is closed" as each one dies, and each one's transport, once
+    freed, fails to schedule its close ("Exception ignored ... RuntimeError: Event loop is closed", a traceback).
+    The process is ending and the servers are gone: neither says anything a user can act on. For a process that
+    exits normally after its loop (`run`'s second Ctrl-C); an `os._exit` leaves its threads no time to say it."""
+    logging.getLogger("asyncio").disabled = True
+    unraisable_hook = sys.unraisablehook
+
+    def hook(unraisable: sys.UnraisableHookArgs) -> None:
+        if not (isinstance(unraisable.exc_value, RuntimeError) and str(unraisable.exc_value) == "Event loop is closed"):
+            unraisable_hook(unraisable)
+
+    sys.unraisablehook = hook

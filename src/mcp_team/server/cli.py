@@ -53,7 +53,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     # a SIGTERM is a Ctrl-C: KeyboardInterrupt, said below, exit 130; with the default action it killed the
     # command silently with 143. Here is first: the imports before it are Python's own start-up, the package's
     # docstrings and this module's (loaded already); importing the commands (typing, argparse...) comes after.
-    early = words[:1] == ["run"] and _signal.getsignal(_signal.SIGTERM) == _signal.SIG_DFL
+    found = _signal.getsignal(_signal.SIGTERM) if words[:1] == ["run"] else None
+    early = found == _signal.SIG_DFL
     try:
         if early:
             _interrupt_on_sigterm()
@@ -74,10 +75,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         return report(exc)
     finally:
-        if early and argv is not None and _signal.getsignal(_signal.SIGTERM) != _signal.SIG_DFL:
-            # `main` called in a process that goes on (a test's) leaves SIGTERM as it found it; the command's own
-            # process keeps it to its end (a SIGTERM ignored while a run is cancelled is still ignored at exit)
-            _signal.signal(_signal.SIGTERM, _signal.SIG_DFL)
+        if found is not None and argv is not None and _signal.getsignal(_signal.SIGTERM) != found:
+            # `main` called in a process that goes on (a test's, a program's of its own handler) leaves SIGTERM as
+            # it found it: set here, or ignored as a run was cancelled (commands/run.py). The command's own
+            # process keeps it to its end (a SIGTERM ignored while a run is cancelled is still ignored at exit).
+            _restore_sigterm(found)
+
+
+def _restore_sigterm(handler: object) -> None:
+    try:
+        _signal.signal(_signal.SIGTERM, handler)
+    except ValueError:  # not the main thread: nothing here could have changed it
+        return
 
 
 def _interrupt_on_sigterm() -> None:
