@@ -10,7 +10,10 @@ about half of DBOS's per-step cost of the defaults (benchmarks/durable.py).
 from __future__ import annotations
 
 import os
+import sqlite3
 import tempfile
+import time
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -23,6 +26,27 @@ from mcp_team.runs.config import DurableConfig
 
 BUSY_TIMEOUT_MS = 30_000
 
+# DBOS on Python 3.12+ stamps its rows with `unixepoch('subsec')`, taking the Python version for SQLite's; the
+# 'subsec' modifier is SQLite 3.42's, and an interpreter linked to an older SQLite (Debian 12 has 3.40: pyenv
+# builds, its python3 packages) reads it as NULL, so DBOS could not launch ("NOT NULL constraint failed:
+# application_versions.version_timestamp") and its time comparisons matched nothing. Such a database keeps that
+# expression in its column defaults, so every process opening it defines the function, whatever its Python.
+OLD_SQLITE = sqlite3.sqlite_version_info < (3, 42)
+
+
+def _unixepoch(value: object) -> float | int | None:
+    """SQLite 3.42's `unixepoch(X)`: 'subsec' is now in seconds to the millisecond; any other X as SQLite reads it."""
+    if value in ("subsec", "subsecond"):
+        return round(time.time(), 3)
+    with closing(sqlite3.connect(":memory:")) as conn:  # a connection without this function: SQLite's own
+        result: float | int | None = conn.execute("SELECT unixepoch(?)", (value,)).fetchone()[0]
+        return result
+
+
+def _define_functions(dbapi_conn: Any) -> None:
+    if OLD_SQLITE:
+        dbapi_conn.create_function("unixepoch", 1, _unixepoch)
+
 
 def sqlite_engine(path: str) -> sa.Engine:
     engine = sa.create_engine(f"sqlite:///{path}", pool_size=1, max_overflow=0, pool_timeout=120)
@@ -34,6 +58,7 @@ def sqlite_engine(path: str) -> sa.Engine:
         dbapi_conn.execute("PRAGMA journal_mode=WAL")
         dbapi_conn.execute("PRAGMA synchronous=NORMAL")
         dbapi_conn.execute("PRAGMA foreign_keys=ON")
+        _define_functions(dbapi_conn)
 
     return engine
 
@@ -51,6 +76,7 @@ def sqlite_reader(path: Path) -> sa.Engine:
     @event.listens_for(engine, "connect")
     def _tune(dbapi_conn: Any, _record: Any) -> None:
         dbapi_conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        _define_functions(dbapi_conn)
 
     return engine
 

@@ -244,6 +244,20 @@ class HttpServer(uvicorn.Server):
             for name in _CutCalls.LOGGERS:
                 logging.getLogger(name).removeFilter(quiet)
 
+    async def _wait_tasks_to_complete(self) -> None:
+        # uvicorn's graceful wait ends with `wait_closed` on its listening sockets, which since Python 3.12.1 waits
+        # for every open connection too (3.11's returned at once) and never looks at `force_exit`: a second signal
+        # left the held calls, and the process, waiting out the shutdown timeout. Here a second signal ends the
+        # wait as uvicorn's own loops do (polling as they do); `shutdown` then cuts the calls (`_cut_now`).
+        wait = asyncio.ensure_future(super()._wait_tasks_to_complete())
+        try:
+            while not (wait.done() or self.force_exit):
+                await asyncio.wait({wait}, timeout=0.1)
+        finally:
+            wait.cancel()
+        if wait.done() and not wait.cancelled():
+            wait.result()
+
     async def _cut_now(self) -> None:
         """After a second signal: cut the calls still in progress, then end the app's lifespan. uvicorn leaves
         both to the event loop's end, which cancels the lifespan too (a traceback, and the SDK's sessions and
