@@ -1,4 +1,4 @@
-"""Killing the team's external MCP servers when the process exits at once (`kill_child_groups`).
+"""Exiting at once (`exit_now`), killing the team's external MCP servers first (`kill_child_groups`).
 
 The SDK's stdio client starts each external MCP server as the leader of its own process group (a new
 session), and on a normal stop closes its stdin, then signals that group. An exit at once (`os._exit` after a
@@ -16,6 +16,18 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Callable
+
+
+def exit_now(before_exit: Callable[[], None] | None = None) -> None:
+    """End the process at once, exit 0: the external MCP servers killed, then `before_exit` (the spans' flush,
+    bounded), then the standard streams flushed. What else was still closing is left as a crash leaves it."""
+    kill_child_groups()
+    if before_exit is not None:
+        before_exit()
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os._exit(0)
 
 
 def kill_child_groups() -> None:

@@ -57,7 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     early = found == _signal.SIG_DFL
     try:
         if early:
-            _interrupt_on_sigterm()
+            _set_sigterm(_signal.default_int_handler)  # SIGTERM raises KeyboardInterrupt, as Ctrl-C
         args = parse(argv)
         args.relaunchable = argv is None  # this process is the command's own: `serve --http` may re-execute it
         code: int = args.handler(args)
@@ -79,20 +79,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             # `main` called in a process that goes on (a test's, a program's of its own handler) leaves SIGTERM as
             # it found it: set here, or ignored as a run was cancelled (commands/run.py). The command's own
             # process keeps it to its end (a SIGTERM ignored while a run is cancelled is still ignored at exit).
-            _restore_sigterm(found)
+            _set_sigterm(found)
 
 
-def _restore_sigterm(handler: object) -> None:
+def _set_sigterm(handler: object) -> None:
     try:
         _signal.signal(_signal.SIGTERM, handler)
-    except ValueError:  # not the main thread: nothing here could have changed it
-        return
-
-
-def _interrupt_on_sigterm() -> None:
-    """SIGTERM raises KeyboardInterrupt, as Ctrl-C does."""
-    try:
-        _signal.signal(_signal.SIGTERM, _signal.default_int_handler)
     except ValueError:  # `main` called in a thread other than the main one: it cannot take signals
         return  # (not contextlib.suppress: importing contextlib is what this comes before)
 

@@ -13,10 +13,8 @@ import asyncio
 import hmac
 import ipaddress
 import logging
-import os
 import signal
 import socket
-import sys
 from collections.abc import Callable
 from types import FrameType
 from typing import Any
@@ -36,7 +34,7 @@ from starlette.responses import JSONResponse
 from uvicorn.lifespan.on import LifespanOn
 
 from mcp_team.errors import ConfigError
-from mcp_team.server.children import kill_child_groups
+from mcp_team.server.children import exit_now
 from mcp_team.server.events import DEFAULT_MAX_BYTES, RETRY_MS, MemoryEventStore, scope_per_session
 from mcp_team.server.messages import check_http_bodies
 from mcp_team.server.views import add_run_pages
@@ -282,12 +280,7 @@ class HttpServer(uvicorn.Server):
             "mcp-team: stopping now (a second signal): external MCP servers still running are killed; what else "
             "was still closing (calls, the run service) is left as a crash leaves it"
         )
-        kill_child_groups()
-        if self.before_exit is not None:
-            self.before_exit()
-        for stream in (sys.stdout, sys.stderr):
-            stream.flush()
-        os._exit(0)
+        exit_now(self.before_exit)
 
 
 class _AppLifespan(LifespanOn):

@@ -259,12 +259,9 @@ async def _serve_stdio(
                     # their spans and leave. The SDK's teardown of the external MCP servers (close stdin,
                     # 2 s, SIGTERM, 2 s, SIGKILL) is cut short by the exit: kill them, or one slow to exit
                     # outlives this process.
-                    from mcp_team.server.children import kill_child_groups
+                    from mcp_team.server.children import exit_now
 
-                    kill_child_groups()
-                    if tracing is not None:
-                        tracing.shutdown()
-                    os._exit(0)
+                    exit_now(tracing.shutdown if tracing is not None else None)
                 return
 
     async with anyio.create_task_group() as tg:
