@@ -25,6 +25,6 @@ class Ruling(BaseModel, defer_build=True):
 
     conflict: Conflict
     judge: str
-    status: Literal["completed", "failed"]
+    status: Literal["completed", "failed", "cancelled"]  # cancelled: the run was, while the judge ruled
     verdict: str = Field(description="The judge's decision and reasons; the error when it failed.")
     usage: Usage = Field(default_factory=no_usage)

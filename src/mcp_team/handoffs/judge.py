@@ -111,7 +111,7 @@ async def rule(ctx: RunContext) -> list[Ruling]:
                     spans.mark_error(span, result.error_type or "failed", message=result.error or "")
         except anyio.get_cancelled_exc_class():
             verdict = "the judge was cancelled before it ruled"
-            ctx.rulings.append(Ruling(conflict=conflict, judge=judge.name, status="failed", verdict=verdict,
+            ctx.rulings.append(Ruling(conflict=conflict, judge=judge.name, status="cancelled", verdict=verdict,
                                       usage=meter.usage))  # fmt: skip
             raise
         verdict = result.output if result.status == "completed" else f"the judge failed: {result.error}"
