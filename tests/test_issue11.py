@@ -452,13 +452,27 @@ async def test_serve_takes_call_timeout_too() -> None:
 
 
 @pytest.mark.anyio
-async def test_a_specialist_tool_call_leaves_a_run_record_and_a_trace_file(tmp_path: Path) -> None:
-    async with serve("legacy", "--trace-dir", str(tmp_path)) as (client, _):
-        result = await client.call_tool("researcher", {"task": "Why do bees matter?"})
-        assert not result.is_error
-        found = await runs(client)
-    assert len(found) == 1
-    assert (tmp_path / f"{found[0]['run_id']}.json").exists()
+async def test_served_runs_leave_records_and_trace_files_without_dangling_parents(tmp_path: Path) -> None:
+    """One server with a trace directory, two runs: a specialist tool call leaves a run record and a trace
+    file; a run_team run's trace file has no parentSpanId pointing to a span outside the file (fixed here)."""
+    tracer = trace.get_tracer("tests")
+    with tracer.start_as_current_span("client turn"):  # the SDK's client sends this span as traceparent
+        async with serve("legacy", "--trace-dir", str(tmp_path)) as (client, _):
+            specialist = await client.call_tool("researcher", {"task": "Why do bees matter?"})
+            found = await runs(client)  # before run_team: the specialist's run is the only one
+            team = await client.call_tool("run_team", {"request": "Research bees"})
+    cases = Cases()
+    with cases.case("specialist call"):
+        assert not specialist.is_error
+        assert len(found) == 1
+        assert (tmp_path / f"{found[0]['run_id']}.json").exists()
+    with cases.case("no dangling parent"):
+        doc = json.loads((tmp_path / f"{team.structured_content['run_id']}.json").read_text())
+        spans = [span for rs in doc["resourceSpans"] for ss in rs["scopeSpans"] for span in ss["spans"]]
+        ids = {s["spanId"] for s in spans}
+        dangling = [s["parentSpanId"] for s in spans if s.get("parentSpanId") and s["parentSpanId"] not in ids]
+        assert spans and not dangling
+    cases.verify()
 
 
 @pytest.mark.anyio
@@ -485,20 +499,6 @@ async def test_a_2026_sampling_run_writes_its_trace_file(tmp_path: Path) -> None
         result = await client.call_tool("run_team", {"request": "Why do bees matter?"})
     assert not result.is_error, text_of(result)
     assert (tmp_path / f"{result.structured_content['run_id']}.json").exists()
-
-
-@pytest.mark.anyio
-async def test_a_served_runs_trace_file_has_no_dangling_parent(tmp_path: Path) -> None:
-    """Fixed here: a run's trace file has no parentSpanId pointing to a span outside the file."""
-    tracer = trace.get_tracer("tests")
-    with tracer.start_as_current_span("client turn"):  # the SDK's client sends this span as traceparent
-        async with serve("legacy", "--trace-dir", str(tmp_path)) as (client, _):
-            result = await client.call_tool("run_team", {"request": "Research bees"})
-    doc = json.loads((tmp_path / f"{result.structured_content['run_id']}.json").read_text())
-    spans = [span for rs in doc["resourceSpans"] for ss in rs["scopeSpans"] for span in ss["spans"]]
-    ids = {s["spanId"] for s in spans}
-    dangling = [s["parentSpanId"] for s in spans if s.get("parentSpanId") and s["parentSpanId"] not in ids]
-    assert spans and not dangling
 
 
 @pytest.mark.parametrize("fault", ["rate_limit:researcher:1", "revise:reviewer"])
