@@ -1,5 +1,7 @@
-"""Issue 11: one test per defect, each through a real client (`mcp-team serve` over stdio or HTTP, or the
-`mcp-team` command), on both protocol revisions where the revision matters.
+"""Issue 11: a test per defect, each through a real client (`mcp-team serve` over stdio or HTTP, or the
+`mcp-team` command), on both protocol revisions where the revision matters. Defects checked the same way
+(a refused request, a bad stdio line) are named cases of one test sharing one server (`Cases`): a server
+costs seconds of CPU to start, a case a few milliseconds.
 
 A defect not fixed yet is a strict xfail whose reason names the root cause and where the fix goes, so the
 test turns the suite red the moment it passes (remove the marker then). Tests without a marker guard a
@@ -361,8 +363,8 @@ def test_stdio_answers_every_bad_line() -> None:
     cases.verify()
 
 
-def _team_file(tmp: Path, secret: str) -> Path:
-    """A team whose external MCP server gets `secret` in its env: a value mcp-team must never show."""
+def _team_file(tmp: Path, secret: str, pin: str) -> Path:
+    """A team whose external MCP server gets `secret` and `pin` in its env: values mcp-team must never show."""
     path = tmp / "team.toml"
     path.write_text(
         f"""
@@ -370,7 +372,7 @@ def _team_file(tmp: Path, secret: str) -> Path:
 name = "echo"
 command = {json.dumps(sys.executable)}
 args = [{json.dumps(str(ECHO_SERVER))}]
-env = {{ ECHO_TOKEN = {json.dumps(secret)} }}
+env = {{ ECHO_TOKEN = {json.dumps(secret)}, ECHO_PIN = {json.dumps(pin)} }}
 
 [[specialists]]
 name = "researcher"
@@ -388,29 +390,29 @@ prompt = "Write."
 
 
 @pytest.mark.anyio
-async def test_the_run_team_result_is_redacted(tmp_path: Path) -> None:
-    """Fixed here: server/middleware.py redact_tool_results redacts every tool result (run_team returned the
-    engine's RunResult unredacted; only the stored record was)."""
-    secret = "tok-9f8e7d6c5b4a3921"
-    async with serve("legacy", "--team", str(_team_file(tmp_path, secret))) as (client, _):
+async def test_secrets_long_and_short_are_redacted_and_the_operator_warned(tmp_path: Path) -> None:
+    """Two cases on one server whose team file holds a secret and a short one (a pin). Fixed here:
+    - server/middleware.py redact_tool_results redacts every tool result (run_team returned the engine's
+      RunResult unredacted; only the stored record was);
+    - telemetry/content.py register_secret ignored secrets under 8 characters without a word."""
+    secret, pin = "tok-9f8e7d6c5b4a3921", "k9x2q7"
+    async with serve("legacy", "--team", str(_team_file(tmp_path, secret, pin))) as (client, errlog):
         result = await client.call_tool("run_team", {"request": f"Research the token {secret} and write it up"})
         record = (await client.read_resource(f"team://runs/{result.structured_content['run_id']}")).contents[0]
         own = await client.call_tool("researcher", {"task": f"Research the token {secret}"})
-    assert isinstance(record, types.TextResourceContents) and secret not in record.text  # the record is redacted
-    assert secret not in json.dumps(result.structured_content) and secret not in text_of(result)
-    assert not own.is_error and "[redacted]" in text_of(own) and secret not in text_of(own)  # a specialist's tool
-
-
-@pytest.mark.anyio
-async def test_short_secrets_are_redacted_and_the_operator_warned(tmp_path: Path) -> None:
-    """Fixed here: telemetry/content.py register_secret ignored secrets under 8 characters without a word."""
-    secret = "k9x2q7"
-    async with serve("legacy", "--team", str(_team_file(tmp_path, secret))) as (client, errlog):
-        result = await client.call_tool("run_team", {"request": f"Research the code {secret} and write it up"})
-        record = (await client.read_resource(f"team://runs/{result.structured_content['run_id']}")).contents[0]
+        pin_result = await client.call_tool("run_team", {"request": f"Research the code {pin} and write it up"})
+        pin_run = f"team://runs/{pin_result.structured_content['run_id']}"
+        pin_record = (await client.read_resource(pin_run)).contents[0]
         warnings = errlog.read_text()
-    assert isinstance(record, types.TextResourceContents) and secret not in record.text
-    assert "short" in warnings and secret not in warnings
+    cases = Cases()
+    with cases.case("run_team result"):
+        assert isinstance(record, types.TextResourceContents) and secret not in record.text  # the record
+        assert secret not in json.dumps(result.structured_content) and secret not in text_of(result)
+        assert not own.is_error and "[redacted]" in text_of(own) and secret not in text_of(own)  # a tool's
+    with cases.case("short secret"):
+        assert isinstance(pin_record, types.TextResourceContents) and pin not in pin_record.text
+        assert "short" in warnings and pin not in warnings
+    cases.verify()
 
 
 def test_an_empty_http_token_is_refused_at_start_up() -> None:
