@@ -1,5 +1,7 @@
-"""Issue 11: one test per defect, each through a real client (`mcp-team serve` over stdio or HTTP, or the
-`mcp-team` command), on both protocol revisions where the revision matters.
+"""Issue 11: a test per defect, each through a real client (`mcp-team serve` over stdio or HTTP, or the
+`mcp-team` command), on both protocol revisions where the revision matters. Defects checked the same way
+(a refused request, a bad stdio line) are named cases of one test sharing one server (`Cases`): a server
+costs seconds of CPU to start, a case a few milliseconds.
 
 A defect not fixed yet is a strict xfail whose reason names the root cause and where the fix goes, so the
 test turns the suite red the moment it passes (remove the marker then). Tests without a marker guard a
@@ -13,8 +15,9 @@ import re
 import subprocess
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Awaitable
-from contextlib import asynccontextmanager
+import threading
+from collections.abc import AsyncIterator, Awaitable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any, TextIO, cast
 
@@ -33,7 +36,6 @@ pytestmark = [pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")]
 REVISIONS = pytest.mark.parametrize("mode", ["legacy", "auto"], ids=["2025-11-25", "2026-07-28"])
 REQUEST = "Research bees, calculate 2+2 and write a report, then review it"
 ECHO_SERVER = Path(__file__).parent / "fixtures" / "echo_mcp_server.py"
-PING = {"jsonrpc": "2.0", "id": 99, "method": "ping"}
 
 
 def xfail(reason: str) -> pytest.MarkDecorator:
@@ -61,21 +63,63 @@ def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
 
 
 def run_json(*args: str) -> dict[str, Any]:
-    proc = run_cli("run", "--json", *args)
+    """`mcp-team run --json --ephemeral`: these runs are about what the engine does, not about durability
+    (an in-memory run starts without DBOS, a second of CPU less)."""
+    proc = run_cli("run", "--json", "--ephemeral", *args)
     assert proc.stdout, proc.stderr
     result: dict[str, Any] = json.loads(proc.stdout)
     return result
 
 
-def raw_stdio(*lines: str) -> list[dict[str, Any]]:
-    """The handshake, `lines`, then a ping, over `mcp-team serve`'s stdio; every answer. The ping's answer
-    proves the server read everything before it."""
-    text = stdio_lines(initialize(), INITIALIZED) + "".join(line + "\n" for line in lines) + stdio_lines(PING)
-    proc = subprocess.run(
-        [MCP_TEAM, "serve"], input=text, capture_output=True, text=True, timeout=HANG_GUARD,
+def raw_stdio(cases: dict[str, str]) -> dict[str, list[dict[str, Any]]]:
+    """Over one `mcp-team serve`'s stdio: the handshake, then each case's line followed by a ping of its own,
+    the next case only once that ping is answered; for each case, its answers, its ping's last. A ping's
+    answer proves the server read the line before it and went on. (Lines are not sent all at once: the
+    server answers a line it cannot parse at once, ahead of an earlier ping still being dispatched.)"""
+    by_case: dict[str, list[dict[str, Any]]] = {}
+    with tempfile.TemporaryFile() as err, subprocess.Popen(
+        [MCP_TEAM, "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True,
         env=clean_env(MCP_TEAM_MODEL="offline"),
-    )  # fmt: skip
-    return [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+    ) as proc:  # fmt: skip
+        assert proc.stdin and proc.stdout
+        guard = threading.Timer(HANG_GUARD, proc.kill)  # a hang ends the output, which fails the case
+        guard.start()
+        try:
+            proc.stdin.write(stdio_lines(initialize(), INITIALIZED))
+            for n, (name, line) in enumerate(cases.items()):
+                ping = {"jsonrpc": "2.0", "id": 1000 + n, "method": "ping"}
+                proc.stdin.write(line + "\n" + stdio_lines(ping))
+                proc.stdin.flush()
+                got = by_case[name] = []
+                for out in filter(str.strip, proc.stdout):
+                    answer = json.loads(out)
+                    if answer.get("id") != 1:  # the handshake's
+                        got.append(answer)
+                    if answer.get("id") == ping["id"]:
+                        break
+            proc.stdin.close()
+        finally:
+            guard.cancel()
+    return by_case
+
+
+class Cases:
+    """Independent checks made in turn on one server (which they share to start one process, not one per
+    check): a failing case is kept under its name, so it neither hides the cases after it nor escapes into
+    the client's task group; `verify`, after the server is closed, fails with every failed case."""
+
+    def __init__(self) -> None:
+        self.failures: list[str] = []
+
+    @contextmanager
+    def case(self, name: str) -> Iterator[None]:
+        try:
+            yield
+        except Exception as exc:  # an assertion, or a call that raised: either way this case failed
+            self.failures.append(f"[{name}] {type(exc).__name__}: {exc}")
+
+    def verify(self) -> None:
+        assert not self.failures, "failed cases:\n" + "\n\n".join(self.failures)
 
 
 async def mcp_error(call: Awaitable[Any]) -> MCPError:
@@ -102,70 +146,105 @@ async def runs(client: Client) -> list[dict[str, Any]]:
 
 
 @pytest.mark.anyio
-async def test_logging_capability_and_set_level_on_2025() -> None:
-    """Fixed here: server/log_level.py handles logging/setLevel, which also declares the capability."""
-    async with serve("legacy") as (client, _):
-        assert client.server_capabilities.logging is not None
-        assert isinstance(await client.set_logging_level("error"), types.EmptyResult)  # was -32601
-
-
-@pytest.mark.anyio
-async def test_no_log_below_the_level_asked_for_on_2025() -> None:
+async def test_logging_capability_and_no_log_below_the_level_asked_for_on_2025() -> None:
+    """Fixed here: server/log_level.py handles logging/setLevel, which also declares the capability.
+    One server: the level is the session's, so setting it again on the same session is what a client does."""
     logs: list[str] = []
 
     async def on_log(params: types.LoggingMessageNotificationParams) -> None:
         logs.append(params.level)
 
-    fault = ("--fault", "server_error:researcher:1")
+    fault = ("--fault", "server_error:researcher")  # every run's researcher fails: a warning each run
     async with serve("legacy", *fault, logging_callback=on_log) as (client, _):
-        await client.set_logging_level("error")
+        capability = client.server_capabilities.logging
+        set_level = await client.set_logging_level("error")  # was -32601
         await client.call_tool("run_team", {"request": REQUEST})
-    assert "warning" not in logs
-    async with serve("legacy", *fault, logging_callback=on_log) as (client, _):
+        at_error = list(logs)
         await client.set_logging_level("info")
         await client.call_tool("run_team", {"request": REQUEST})
+    assert capability is not None
+    assert isinstance(set_level, types.EmptyResult)
+    assert "warning" not in at_error, at_error
     assert "warning" in logs  # the failed handoff is logged to a client that asked for it
 
 
 @pytest.mark.anyio
 async def test_no_log_below_the_level_asked_for_on_2026() -> None:
-    """2026-07-28: the per-request opt-in (`io.modelcontextprotocol/logLevel`) is honoured by the SDK."""
+    """2026-07-28: the per-request opt-in (`io.modelcontextprotocol/logLevel` in a request's `_meta`) is
+    honoured by the SDK; one server, each call opting in (or not) on its own."""
     logs: list[str] = []
 
     async def on_log(params: types.LoggingMessageNotificationParams) -> None:
         logs.append(params.level)
 
-    fault = ("--fault", "server_error:researcher:1")
-    async with serve("auto", *fault, logging_callback=on_log) as (client, _):  # no opt-in: no log at all
-        await client.call_tool("run_team", {"request": REQUEST})
-    assert logs == []
-    async with serve("auto", *fault, logging_callback=on_log, log_level="error") as (client, _):
-        await client.call_tool("run_team", {"request": REQUEST})
-    assert logs == []
-    async with serve("auto", *fault, logging_callback=on_log, log_level="warning") as (client, _):
-        await client.call_tool("run_team", {"request": REQUEST})
-    assert "warning" in logs
+    fault = ("--fault", "server_error:researcher")  # every run's researcher fails: a warning each run
+    seen: dict[str | None, list[str]] = {}
+    async with serve("auto", *fault, logging_callback=on_log) as (client, _):
+        for level in (None, "error", "warning"):  # no opt-in: no log at all
+            logs.clear()
+            meta = cast(types.RequestParamsMeta, {types.LOG_LEVEL_META_KEY: level}) if level else None
+            await client.call_tool("run_team", {"request": REQUEST}, meta=meta)
+            seen[level] = list(logs)
+    assert seen[None] == [], seen
+    assert seen["error"] == [], seen
+    assert "warning" in seen["warning"], seen
 
 
 @REVISIONS
 @pytest.mark.anyio
-async def test_unknown_prompt_is_invalid_params_naming_it(mode: str) -> None:
-    """Fixed here: server/strict.py checks prompts/get before the SDK's handler (which raised ValueError)."""
+async def test_bad_requests_are_refused_naming_what_is_wrong(mode: str) -> None:
+    """Requests the server refuses, each a case on one `mcp-team serve` (a refusal changes nothing, so the
+    cases share it; the last case checks that). Fixed here, by case:
+    - unknown prompt: server/strict.py checks prompts/get before the SDK's handler (which raised ValueError);
+    - 1 MB request: server/limits.py ServerLimits (MCP_TEAM_MAX_REQUEST_CHARS), checked by the tools;
+    - unknown tool arguments: server/strict.py compares the arguments with the tool's input schema (the SDK
+      dropped unknown ones), and the schemas say additionalProperties: false;
+    - budgets: server/limits.py client_budgets caps each override at the team's budget; the deadline is
+      declared allow_inf_nan=False;
+    - unknown resource: server/strict.py answers -32002 on 2025-11-25 (the SDK said -32602 on every revision).
+    """
+    cases = Cases()
     async with serve(mode) as (client, errlog):
-        error = await mcp_error(client.get_prompt("nope", {}))
+        with cases.case("1 MB request"):  # first: no run exists yet, so none may exist after it
+            result = await client.call_tool("run_team", {"request": "Research bees. " + "x" * 1_000_000})
+            assert result.is_error and "limit" in text_of(result)
+            assert await runs(client) == []  # refused before the run started: nothing was spent
+        with cases.case("1 MB context"):
+            result = await client.call_tool("researcher", {"task": "Summarize", "context": "y" * 1_000_000})
+            assert result.is_error and "limit" in text_of(result)
+        with cases.case("unknown prompt"):
+            error = await mcp_error(client.get_prompt("nope", {}))
+            assert error.code == types.INVALID_PARAMS
+            assert "nope" in error.message and "supervisor" in error.message  # what exists
+        with cases.case("missing prompt argument"):
+            error = await mcp_error(client.get_prompt("researcher", {}))
+            assert error.code == types.INVALID_PARAMS and "task" in error.message
+        with cases.case("unknown tool arguments"):
+            result = await client.call_tool("run_team", {"request": "Research bees", "max_handofs": 3})
+            schemas = [t.input_schema for t in (await client.list_tools()).tools]
+            assert result.is_error
+            assert "max_handofs" in text_of(result) and "max_handoffs" in text_of(result)
+            assert schemas and all(s["additionalProperties"] is False for s in schemas)
+        overrides: dict[str, Any] = {"max_tokens": 2**70, "max_handoffs": 10**12, "deadline_seconds": "inf",
+                                     "max_model_calls": 10**9}  # fmt: skip
+        for name, value in overrides.items():
+            with cases.case(f"lifting {name}"):  # a client cannot lift the operator's budgets
+                result = await client.call_tool("run_team", {"request": "Research bees", name: value})
+                assert result.is_error and name in text_of(result)
+        with cases.case("unknown tool"):
+            error = await mcp_error(client.call_tool("nope", {}))
+            assert error.code == types.INVALID_PARAMS
+            assert "nope" in error.message and "run_team" in error.message
+        with cases.case("unknown resource"):  # its code follows the revision
+            code = -32002 if mode == "legacy" else types.INVALID_PARAMS
+            error = await mcp_error(client.read_resource("team://runs/nope"))
+            unmatched = await mcp_error(client.read_resource("team://nope"))
+            assert error.code == code and "nope" in error.message
+            assert unmatched.code == code and "team://specialists" in unmatched.message  # lists what exists
+        with cases.case("nothing started"):  # the refusals above shared the server because none changes it
+            assert await runs(client) == []
         log = errlog.read_text()
-    assert error.code == types.INVALID_PARAMS
-    assert "nope" in error.message and "supervisor" in error.message  # what exists
-    assert "Traceback" not in log
-
-
-@REVISIONS
-@pytest.mark.anyio
-async def test_missing_prompt_argument_is_invalid_params_naming_it(mode: str) -> None:
-    async with serve(mode) as (client, errlog):
-        error = await mcp_error(client.get_prompt("researcher", {}))
-        log = errlog.read_text()
-    assert error.code == types.INVALID_PARAMS and "task" in error.message
+    cases.verify()
     assert "Traceback" not in log
 
 
@@ -186,22 +265,6 @@ async def test_progress_never_goes_backwards_nor_reaches_done_early(mode: str) -
     assert all(r < 1 for r in ratios[:-1]), seen
 
 
-@pytest.mark.anyio
-async def test_a_1mb_request_is_refused_before_any_model_call() -> None:
-    """Fixed here: server/limits.py ServerLimits (MCP_TEAM_MAX_REQUEST_CHARS), checked by the tools."""
-    async with serve("legacy") as (client, _):
-        result = await client.call_tool("run_team", {"request": "Research bees. " + "x" * 1_000_000})
-        assert result.is_error and "limit" in text_of(result)
-        assert await runs(client) == []  # refused before the run started: nothing was spent
-
-
-@pytest.mark.anyio
-async def test_a_1mb_context_is_refused() -> None:
-    async with serve("legacy") as (client, _):
-        result = await client.call_tool("researcher", {"task": "Summarize", "context": "y" * 1_000_000})
-    assert result.is_error and "limit" in text_of(result)
-
-
 def test_http_messages_over_the_limit_get_413() -> None:
     """413 above MCP_TEAM_MAX_MESSAGE_BYTES, with a JSON-RPC error naming the limit (server/messages.py)."""
     env = clean_env(MCP_TEAM_MODEL="offline", MCP_TEAM_MAX_MESSAGE_BYTES="65536")
@@ -211,26 +274,6 @@ def test_http_messages_over_the_limit_get_413() -> None:
         refused = httpx2.post(f"{base}/mcp", json=big, headers=headers, timeout=HANG_GUARD)
         assert refused.status_code == 413 and "the limit is 65536" in refused.json()["error"]["message"]
         assert httpx2.post(f"{base}/mcp", json=initialize(), headers=headers, timeout=HANG_GUARD).status_code == 200
-
-
-def test_stdio_message_size_limit() -> None:
-    """Fixed here: `mcp-team serve` serves stdio through the gate (server/stdio.py serve_stdio)."""
-    line = json.dumps({"jsonrpc": "2.0", "id": 8, "method": "ping", "params": {"pad": "x" * 5_000_000}})
-    answers = raw_stdio(line)
-    assert answers[1]["error"]["code"] == -32600 and "limit" in answers[1]["error"]["message"]
-
-
-@REVISIONS
-@pytest.mark.anyio
-async def test_unknown_tool_arguments_are_refused_naming_them(mode: str) -> None:
-    """Fixed here: server/strict.py compares the arguments with the tool's input schema (the SDK dropped
-    unknown ones), and the schemas say additionalProperties: false."""
-    async with serve(mode) as (client, _):
-        result = await client.call_tool("run_team", {"request": "Research bees", "max_handofs": 3})
-        schemas = [t.input_schema for t in (await client.list_tools()).tools]
-    assert result.is_error
-    assert "max_handofs" in text_of(result) and "max_handoffs" in text_of(result)
-    assert schemas and all(s["additionalProperties"] is False for s in schemas)
 
 
 async def _sampling_answer(context: Any, params: types.CreateMessageRequestParams) -> Any:
@@ -260,20 +303,6 @@ async def test_no_tool_choice_for_a_specialist_without_tools(mode: str) -> None:
 
 
 # --- second list ----------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    "override",
-    [{"max_tokens": 2**70}, {"max_handoffs": 10**12}, {"deadline_seconds": "inf"}, {"max_model_calls": 10**9}],
-    ids=["max_tokens", "max_handoffs", "deadline", "max_model_calls"],
-)
-@pytest.mark.anyio
-async def test_a_client_cannot_lift_the_operators_budgets(override: dict[str, Any]) -> None:
-    """Fixed here: server/limits.py client_budgets caps each override at the team's budget; the deadline is
-    declared allow_inf_nan=False."""
-    async with serve("legacy") as (client, _):
-        result = await client.call_tool("run_team", {"request": "Research bees", **override})
-    assert result.is_error and next(iter(override)) in text_of(result)
 
 
 @pytest.mark.anyio
@@ -306,24 +335,36 @@ def test_the_reserved_closing_call_is_used() -> None:
     assert result["usage"]["model_calls"] == 2, result["usage"]
 
 
-@pytest.mark.parametrize(
-    ("line", "request_id", "code"),
-    [
-        ('{"jsonrpc":"2.0","id":5,"method":"tools/call","params":"x"}', 5, -32602),
-        ("[" * 100_000 + "]" * 100_000, None, -32700),
-        ("hello, server", None, -32700),
-        ('{"jsonrpc": "2.0", "id": 3, "method": ', None, -32700),
-    ],
-    ids=["params-x", "deep-nesting", "garbage", "invalid-json"],
-)
-def test_stdio_answers_every_bad_line(line: str, request_id: int | None, code: int) -> None:
-    answers = raw_stdio(line)
-    assert [(a.get("id"), a.get("error", {}).get("code")) for a in answers[1:-1]] == [(request_id, code)]
-    assert answers[-1]["id"] == 99
+BAD_LINES: dict[str, tuple[str, int | None, int]] = {
+    "params-x": ('{"jsonrpc":"2.0","id":5,"method":"tools/call","params":"x"}', 5, -32602),
+    "deep-nesting": ("[" * 100_000 + "]" * 100_000, None, -32700),
+    "garbage": ("hello, server", None, -32700),
+    "invalid-json": ('{"jsonrpc": "2.0", "id": 3, "method": ', None, -32700),
+}
 
 
-def _team_file(tmp: Path, secret: str) -> Path:
-    """A team whose external MCP server gets `secret` in its env: a value mcp-team must never show."""
+def test_stdio_answers_every_bad_line() -> None:
+    """Each bad line, then a line over the size limit, on one stdio session: each gets its answer, and the
+    ping after each proves the server read it and went on. The size limit was fixed here: `mcp-team serve`
+    serves stdio through the gate (server/stdio.py serve_stdio)."""
+    too_big = json.dumps({"jsonrpc": "2.0", "id": 8, "method": "ping", "params": {"pad": "x" * 5_000_000}})
+    answers = raw_stdio({**{name: line for name, (line, _, _) in BAD_LINES.items()}, "over-the-limit": too_big})
+    cases = Cases()
+    for n, (name, (_, request_id, code)) in enumerate(BAD_LINES.items()):
+        with cases.case(name):
+            got = answers[name]
+            assert got and got[-1].get("id") == 1000 + n, got  # its ping's answer: the server went on
+            assert [(a.get("id"), a.get("error", {}).get("code")) for a in got[:-1]] == [(request_id, code)], got
+    with cases.case("over-the-limit"):
+        got = answers["over-the-limit"]
+        error = got[0].get("error", {})
+        assert error.get("code") == -32600 and "limit" in error.get("message", ""), got
+        assert got[-1].get("id") == 1000 + len(BAD_LINES), got  # and the server went on
+    cases.verify()
+
+
+def _team_file(tmp: Path, secret: str, pin: str) -> Path:
+    """A team whose external MCP server gets `secret` and `pin` in its env: values mcp-team must never show."""
     path = tmp / "team.toml"
     path.write_text(
         f"""
@@ -331,7 +372,7 @@ def _team_file(tmp: Path, secret: str) -> Path:
 name = "echo"
 command = {json.dumps(sys.executable)}
 args = [{json.dumps(str(ECHO_SERVER))}]
-env = {{ ECHO_TOKEN = {json.dumps(secret)} }}
+env = {{ ECHO_TOKEN = {json.dumps(secret)}, ECHO_PIN = {json.dumps(pin)} }}
 
 [[specialists]]
 name = "researcher"
@@ -349,29 +390,29 @@ prompt = "Write."
 
 
 @pytest.mark.anyio
-async def test_the_run_team_result_is_redacted(tmp_path: Path) -> None:
-    """Fixed here: server/middleware.py redact_tool_results redacts every tool result (run_team returned the
-    engine's RunResult unredacted; only the stored record was)."""
-    secret = "tok-9f8e7d6c5b4a3921"
-    async with serve("legacy", "--team", str(_team_file(tmp_path, secret))) as (client, _):
+async def test_secrets_long_and_short_are_redacted_and_the_operator_warned(tmp_path: Path) -> None:
+    """Two cases on one server whose team file holds a secret and a short one (a pin). Fixed here:
+    - server/middleware.py redact_tool_results redacts every tool result (run_team returned the engine's
+      RunResult unredacted; only the stored record was);
+    - telemetry/content.py register_secret ignored secrets under 8 characters without a word."""
+    secret, pin = "tok-9f8e7d6c5b4a3921", "k9x2q7"
+    async with serve("legacy", "--team", str(_team_file(tmp_path, secret, pin))) as (client, errlog):
         result = await client.call_tool("run_team", {"request": f"Research the token {secret} and write it up"})
         record = (await client.read_resource(f"team://runs/{result.structured_content['run_id']}")).contents[0]
         own = await client.call_tool("researcher", {"task": f"Research the token {secret}"})
-    assert isinstance(record, types.TextResourceContents) and secret not in record.text  # the record is redacted
-    assert secret not in json.dumps(result.structured_content) and secret not in text_of(result)
-    assert not own.is_error and "[redacted]" in text_of(own) and secret not in text_of(own)  # a specialist's tool
-
-
-@pytest.mark.anyio
-async def test_short_secrets_are_redacted_and_the_operator_warned(tmp_path: Path) -> None:
-    """Fixed here: telemetry/content.py register_secret ignored secrets under 8 characters without a word."""
-    secret = "k9x2q7"
-    async with serve("legacy", "--team", str(_team_file(tmp_path, secret))) as (client, errlog):
-        result = await client.call_tool("run_team", {"request": f"Research the code {secret} and write it up"})
-        record = (await client.read_resource(f"team://runs/{result.structured_content['run_id']}")).contents[0]
+        pin_result = await client.call_tool("run_team", {"request": f"Research the code {pin} and write it up"})
+        pin_run = f"team://runs/{pin_result.structured_content['run_id']}"
+        pin_record = (await client.read_resource(pin_run)).contents[0]
         warnings = errlog.read_text()
-    assert isinstance(record, types.TextResourceContents) and secret not in record.text
-    assert "short" in warnings and secret not in warnings
+    cases = Cases()
+    with cases.case("run_team result"):
+        assert isinstance(record, types.TextResourceContents) and secret not in record.text  # the record
+        assert secret not in json.dumps(result.structured_content) and secret not in text_of(result)
+        assert not own.is_error and "[redacted]" in text_of(own) and secret not in text_of(own)  # a tool's
+    with cases.case("short secret"):
+        assert isinstance(pin_record, types.TextResourceContents) and pin not in pin_record.text
+        assert "short" in warnings and pin not in warnings
+    cases.verify()
 
 
 def test_an_empty_http_token_is_refused_at_start_up() -> None:
@@ -398,7 +439,8 @@ def test_supervisor_fault_kinds_drive_planned_mode(fault: str) -> None:
 
 
 def test_call_timeout_is_a_cli_option() -> None:
-    proc = run_cli("run", "--json", "--call-timeout", "1", "--fault", "timeout:researcher:1", "Research bees")
+    timeout = ("--call-timeout", "1", "--fault", "timeout:researcher:1")
+    proc = run_cli("run", "--json", "--ephemeral", *timeout, "Research bees")
     assert proc.returncode in (0, 3), proc.stderr
     assert any(f["kind"] == "timeout" for f in json.loads(proc.stdout)["failures"])
 
@@ -412,13 +454,27 @@ async def test_serve_takes_call_timeout_too() -> None:
 
 
 @pytest.mark.anyio
-async def test_a_specialist_tool_call_leaves_a_run_record_and_a_trace_file(tmp_path: Path) -> None:
-    async with serve("legacy", "--trace-dir", str(tmp_path)) as (client, _):
-        result = await client.call_tool("researcher", {"task": "Why do bees matter?"})
-        assert not result.is_error
-        found = await runs(client)
-    assert len(found) == 1
-    assert (tmp_path / f"{found[0]['run_id']}.json").exists()
+async def test_served_runs_leave_records_and_trace_files_without_dangling_parents(tmp_path: Path) -> None:
+    """One server with a trace directory, two runs: a specialist tool call leaves a run record and a trace
+    file; a run_team run's trace file has no parentSpanId pointing to a span outside the file (fixed here)."""
+    tracer = trace.get_tracer("tests")
+    with tracer.start_as_current_span("client turn"):  # the SDK's client sends this span as traceparent
+        async with serve("legacy", "--trace-dir", str(tmp_path)) as (client, _):
+            specialist = await client.call_tool("researcher", {"task": "Why do bees matter?"})
+            found = await runs(client)  # before run_team: the specialist's run is the only one
+            team = await client.call_tool("run_team", {"request": "Research bees"})
+    cases = Cases()
+    with cases.case("specialist call"):
+        assert not specialist.is_error
+        assert len(found) == 1
+        assert (tmp_path / f"{found[0]['run_id']}.json").exists()
+    with cases.case("no dangling parent"):
+        doc = json.loads((tmp_path / f"{team.structured_content['run_id']}.json").read_text())
+        spans = [span for rs in doc["resourceSpans"] for ss in rs["scopeSpans"] for span in ss["spans"]]
+        ids = {s["spanId"] for s in spans}
+        dangling = [s["parentSpanId"] for s in spans if s.get("parentSpanId") and s["parentSpanId"] not in ids]
+        assert spans and not dangling
+    cases.verify()
 
 
 @pytest.mark.anyio
@@ -447,20 +503,6 @@ async def test_a_2026_sampling_run_writes_its_trace_file(tmp_path: Path) -> None
     assert (tmp_path / f"{result.structured_content['run_id']}.json").exists()
 
 
-@pytest.mark.anyio
-async def test_a_served_runs_trace_file_has_no_dangling_parent(tmp_path: Path) -> None:
-    """Fixed here: a run's trace file has no parentSpanId pointing to a span outside the file."""
-    tracer = trace.get_tracer("tests")
-    with tracer.start_as_current_span("client turn"):  # the SDK's client sends this span as traceparent
-        async with serve("legacy", "--trace-dir", str(tmp_path)) as (client, _):
-            result = await client.call_tool("run_team", {"request": "Research bees"})
-    doc = json.loads((tmp_path / f"{result.structured_content['run_id']}.json").read_text())
-    spans = [span for rs in doc["resourceSpans"] for ss in rs["scopeSpans"] for span in ss["spans"]]
-    ids = {s["spanId"] for s in spans}
-    dangling = [s["parentSpanId"] for s in spans if s.get("parentSpanId") and s["parentSpanId"] not in ids]
-    assert spans and not dangling
-
-
 @pytest.mark.parametrize("fault", ["rate_limit:researcher:1", "revise:reviewer"])
 def test_engine_notes_do_not_leak_into_the_answer(fault: str) -> None:
     answer = run_json("--fault", fault, REQUEST)["answer"]
@@ -476,34 +518,6 @@ def test_run_flags_merge_over_the_team_files_budgets(tmp_path: Path) -> None:
 
 
 # --- what to build ----------------------------------------------------------------------------------
-
-
-@REVISIONS
-@pytest.mark.anyio
-async def test_unknown_tool_is_a_protocol_error_listing_the_tools(mode: str) -> None:
-    async with serve(mode) as (client, _):
-        error = await mcp_error(client.call_tool("nope", {}))
-    assert error.code == types.INVALID_PARAMS
-    assert "nope" in error.message and "run_team" in error.message
-
-
-@pytest.mark.parametrize(
-    ("mode", "code"),
-    [
-        pytest.param("legacy", -32002, id="2025-11-25"),
-        pytest.param("auto", types.INVALID_PARAMS, id="2026-07-28"),
-    ],
-)
-@pytest.mark.anyio
-async def test_unknown_resource_code_follows_the_revision(mode: str, code: int) -> None:
-    """Fixed here: server/strict.py answers -32002 on 2025-11-25 (the SDK said -32602 on every revision)."""
-    async with serve(mode) as (client, errlog):
-        error = await mcp_error(client.read_resource("team://runs/nope"))
-        unmatched = await mcp_error(client.read_resource("team://nope"))
-        log = errlog.read_text()
-    assert error.code == code and "nope" in error.message
-    assert unmatched.code == code and "team://specialists" in unmatched.message  # lists what exists
-    assert "Traceback" not in log
 
 
 @pytest.mark.anyio
