@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import signal
@@ -32,10 +33,11 @@ RunCli = Callable[..., subprocess.CompletedProcess[str]]
 
 
 @pytest.fixture
-def cli_here(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> RunCli:
+def cli_here(monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> RunCli:
     """`run_cli`, but `cli.main` in this process, with the environment a child would get: for what a command
     says and its exit code, where the process is not the subject (a child costs ~1 s of CPU, mostly imports).
-    Each kind of error these check is also checked once in a real process."""
+    Each kind of error these check is also checked once in a real process, and each backend. What reaches the
+    file descriptors is captured too (a log handler holding the stream it found), not only sys.stdout/stderr."""
 
     def run_here(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
         child = clean_env(**(env or {}))
@@ -44,9 +46,13 @@ def cli_here(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
                 patch.delenv(key)
             for key, value in child.items():
                 patch.setenv(key, value)
-            capsys.readouterr()
+            # Without the handlers pytest gave the root logger, the command's own (warnings to stderr, redacted)
+            # are installed as in a process of its own, and removed after.
+            patch.setattr(logging.root, "handlers", [])
+            patch.setattr(logging.root, "level", logging.root.level)
+            capfd.readouterr()
             code = cli.main(list(args))
-            out, err = capsys.readouterr()
+            out, err = capfd.readouterr()
         return subprocess.CompletedProcess(list(args), code, out, err)
 
     return run_here
@@ -124,8 +130,8 @@ def test_what_would_fail_after_the_run_is_refused_before_it(tmp_path: Path, cli_
 
 
 def test_a_fault_may_target_the_planner(cli_here: RunCli) -> None:
-    proc = run_cli("run", "--model", "offline", "--ephemeral", "--mode", "planned", "--fault", "rate_limit:planner:1",
-                   "Research bees")  # fmt: skip
+    args = ["run", "--model", "offline", "--ephemeral", "--mode", "planned", "--fault", "rate_limit:planner:1"]
+    proc = cli_here(*args, "Research bees")  # in this process: what the run says is the subject
     assert proc.returncode == 0, proc.stderr
     assert "the planner's model call failed (rate_limited); retrying" in proc.stderr
     assert "conflict" in cli_here("run", "--help").stdout  # every fault kind is in the help
@@ -210,9 +216,10 @@ def test_a_run_resuming_an_earlier_killed_one_says_so(tmp_path: Path, cli_here: 
     assert left == told, again.stderr
 
 
-def test_partial_run_exits_3_and_lists_what_is_missing() -> None:
-    proc = run_cli("run", "--model", "offline", "--ephemeral", "--fault", "server_error:researcher",
-                   "Research bees, calculate 2+2")  # fmt: skip
+def test_partial_run_exits_3_and_lists_what_is_missing(cli_here: RunCli) -> None:
+    # in this process: the exit code and what is said are the subject
+    args = ["run", "--model", "offline", "--ephemeral", "--fault", "server_error:researcher"]
+    proc = cli_here(*args, "Research bees, calculate 2+2")
     assert proc.returncode == 3, proc.stderr
     assert "Incomplete. This answer is missing:" in proc.stdout and "researcher" in proc.stdout
     assert "✗" in proc.stderr and "server_error" in proc.stderr
@@ -238,12 +245,13 @@ def test_run_through_the_anthropic_backend_against_a_local_messages_api() -> Non
     assert SECRET not in proc.stdout + proc.stderr
 
 
-def test_anthropic_backend_failure_is_reported_without_the_key() -> None:
+def test_anthropic_backend_failure_is_reported_without_the_key(cli_here: RunCli) -> None:
+    # in this process: the anthropic backend is run in a process of its own above
     with FakeMessagesAPI() as api:
         for _ in range(2):
             api.reply(401, {"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}})
         env = {"ANTHROPIC_API_KEY": SECRET, "ANTHROPIC_BASE_URL": api.base_url}
-        proc = run_cli("run", "--ephemeral", "--json", "Research bees", env=env)
+        proc = cli_here("run", "--ephemeral", "--json", "Research bees", env=env)
 
     assert proc.returncode == 1
     result = json.loads(proc.stdout)
@@ -271,14 +279,15 @@ def test_run_through_the_openai_backend_against_a_local_chat_completions_api() -
     assert OPENAI_SECRET not in proc.stdout + proc.stderr
 
 
-def test_a_local_server_needs_only_a_base_url_and_model_names() -> None:
+def test_a_local_server_needs_only_a_base_url_and_model_names(cli_here: RunCli) -> None:
+    # in this process: the openai backend is run in a process of its own above
     with FakeOpenAIAPI(brain=offline_brain, parallel=False, usage=False) as api:
         env = {
             "OPENAI_BASE_URL": api.base_url,
             "MCP_TEAM_SUPERVISOR_MODEL": "openai:qwen2.5:7b",
             "MCP_TEAM_SPECIALIST_MODEL": "openai:llama3.2:3b",
         }
-        proc = run_cli("run", "--ephemeral", REQUEST, env=env)
+        proc = cli_here("run", "--ephemeral", REQUEST, env=env)
         bodies = list(api.requests)
 
     assert proc.returncode == 0, proc.stderr
@@ -288,7 +297,8 @@ def test_a_local_server_needs_only_a_base_url_and_model_names() -> None:
     assert "complete: 4 handoffs" in proc.stderr
 
 
-def test_supervisor_on_anthropic_and_specialists_on_openai() -> None:
+def test_supervisor_on_anthropic_and_specialists_on_openai(cli_here: RunCli) -> None:
+    # in this process: each backend is run in a process of its own above
     with FakeMessagesAPI(brain=offline_brain) as claude, FakeOpenAIAPI(brain=offline_brain) as gpt:
         env = {
             "ANTHROPIC_API_KEY": SECRET,
@@ -297,7 +307,7 @@ def test_supervisor_on_anthropic_and_specialists_on_openai() -> None:
             "OPENAI_BASE_URL": gpt.base_url,
             "MCP_TEAM_SPECIALIST_MODEL": "openai:gpt-4o-mini",
         }
-        proc = run_cli("run", "--ephemeral", "--json", REQUEST, env=env)
+        proc = cli_here("run", "--ephemeral", "--json", REQUEST, env=env)
         supervisor_bodies, specialist_bodies = list(claude.requests), list(gpt.requests)
 
     assert proc.returncode == 0, proc.stderr
