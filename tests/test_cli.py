@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import logging
+import os
 import re
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -15,6 +18,7 @@ from fake_api import offline_brain
 from fake_messages_api import FakeMessagesAPI
 from fake_openai_api import FakeOpenAIAPI
 from mcp_team.handoffs import RunResult
+from mcp_team.server import cli
 from support import ADDER_TEAM, MCP_TEAM, clean_env
 
 REQUEST = "Research the history of the transistor, compute 12*(3+4)/2, write a short report, then review it."
@@ -25,8 +29,37 @@ def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
     return subprocess.run([MCP_TEAM, *args], capture_output=True, text=True, timeout=60, env=clean_env(**(env or {})))
 
 
+RunCli = Callable[..., subprocess.CompletedProcess[str]]
+
+
+@pytest.fixture
+def cli_here(monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> RunCli:
+    """`run_cli`, but `cli.main` in this process, with the environment a child would get: for what a command
+    says and its exit code, where the process is not the subject (a child costs ~1 s of CPU, mostly imports).
+    Each kind of error these check is also checked once in a real process, and each backend. What reaches the
+    file descriptors is captured too (a log handler holding the stream it found), not only sys.stdout/stderr."""
+
+    def run_here(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        child = clean_env(**(env or {}))
+        with monkeypatch.context() as patch:
+            for key in set(os.environ) - set(child):
+                patch.delenv(key)
+            for key, value in child.items():
+                patch.setenv(key, value)
+            # Without the handlers pytest gave the root logger, the command's own (warnings to stderr, redacted)
+            # are installed as in a process of its own, and removed after.
+            patch.setattr(logging.root, "handlers", [])
+            patch.setattr(logging.root, "level", logging.root.level)
+            capfd.readouterr()
+            code = cli.main(list(args))
+            out, err = capfd.readouterr()
+        return subprocess.CompletedProcess(list(args), code, out, err)
+
+    return run_here
+
+
 def test_offline_run_prints_the_answer_and_progress() -> None:
-    proc = run_cli("run", "--model", "offline", REQUEST)
+    proc = run_cli("run", "--model", "offline", "--ephemeral", REQUEST)
 
     assert proc.returncode == 0, proc.stderr
     assert "offline backend" in proc.stderr and "no LLM is called" in proc.stderr
@@ -62,20 +95,20 @@ def test_no_model_configured_is_a_clear_error_listing_the_options() -> None:
     assert proc.stdout == "" and "Traceback" not in proc.stderr
 
 
-def test_bad_input_gets_a_clear_error() -> None:
-    assert "the request is empty" in run_cli("run", "--model", "offline", "  ").stderr
-    budget = run_cli("run", "--model", "offline", "--max-handoffs", "0", "x")
+def test_bad_input_gets_a_clear_error(cli_here: RunCli) -> None:
+    assert "the request is empty" in cli_here("run", "--model", "offline", "  ").stderr
+    budget = run_cli("run", "--model", "offline", "--max-handoffs", "0", "x")  # one in a process of its own
     assert (
         budget.returncode == 2 and "--max-handoffs" in budget.stderr and "greater than or equal to 1" in budget.stderr
     )
-    fault = run_cli("run", "--model", "offline", "--fault", "meteor", "x")
+    fault = cli_here("run", "--model", "offline", "--fault", "meteor", "x")
     assert fault.returncode == 2 and "bad fault 'meteor'" in fault.stderr and "rate_limit" in fault.stderr
-    nobody = run_cli("run", "--model", "offline", "--fault", "rate_limit:nobody:1", "x")  # would never happen
+    nobody = cli_here("run", "--model", "offline", "--fault", "rate_limit:nobody:1", "x")  # would never happen
     assert nobody.returncode == 2 and "rate_limit:nobody names no member of this team" in nobody.stderr
     assert all("Traceback" not in p.stderr for p in (budget, fault))
 
 
-def test_what_would_fail_after_the_run_is_refused_before_it(tmp_path: Path) -> None:
+def test_what_would_fail_after_the_run_is_refused_before_it(tmp_path: Path, cli_here: RunCli) -> None:
     # Each a usage error before any model call: a request that is not UTF-8 (a terminal in Latin-1), a trace
     # file that cannot be written, a deadline past what a date can hold, a flag named by its name.
     cases = [
@@ -86,45 +119,51 @@ def test_what_would_fail_after_the_run_is_refused_before_it(tmp_path: Path) -> N
         (["--deadline", "-1", "x"], "--deadline: Input should be greater than 0"),
         (["--call-timeout", "1e9", "x"], "must be a positive number of seconds, at most 86400 (a day)"),
     ]
-    for args, message in cases:
-        proc = run_cli("run", "--model", "offline", *args)
-        assert proc.returncode == 2 and message in proc.stderr, proc.stderr
-        assert "Traceback" not in proc.stderr and proc.stdout == ""
+    for i, (args, message) in enumerate(cases):
+        # the request that is not UTF-8 as a terminal gives it, to a process of its own; the rest here
+        proc = (run_cli if i == 0 else cli_here)("run", "--model", "offline", *args)
+        assert proc.returncode == 2 and message in proc.stderr, (args, proc.stderr)
+        assert "Traceback" not in proc.stderr and proc.stdout == "", args
     nested = tmp_path / "new" / "dir" / "trace.json"  # a directory that is not there yet is made, as --record's
-    proc = run_cli("run", "--model", "offline", "--quiet", "--jaeger-json", str(nested), "Research bees")
+    proc = run_cli("run", "--model", "offline", "--ephemeral", "--quiet", "--jaeger-json", str(nested), "Research bees")
     assert proc.returncode == 0 and json.loads(nested.read_text())["resourceSpans"], proc.stderr
 
 
-def test_a_fault_may_target_the_planner() -> None:
-    proc = run_cli("run", "--model", "offline", "--mode", "planned", "--fault", "rate_limit:planner:1", "Research bees")
+def test_a_fault_may_target_the_planner(cli_here: RunCli) -> None:
+    args = ["run", "--model", "offline", "--ephemeral", "--mode", "planned", "--fault", "rate_limit:planner:1"]
+    proc = cli_here(*args, "Research bees")  # in this process: what the run says is the subject
     assert proc.returncode == 0, proc.stderr
     assert "the planner's model call failed (rate_limited); retrying" in proc.stderr
-    assert "conflict" in run_cli("run", "--help").stdout  # every fault kind is in the help
+    assert "conflict" in cli_here("run", "--help").stdout  # every fault kind is in the help
 
 
-def test_a_bad_environment_variable_is_named_as_it_was_set() -> None:
+def test_a_bad_environment_variable_is_named_as_it_was_set(cli_here: RunCli) -> None:
+    # one in a process of its own, the rest here
     rate = run_cli("run", "--model", "offline", "x", env={"MCP_TEAM_REQUESTS_PER_MINUTE": "abc"})
     assert rate.returncode == 2 and "invalid settings: MCP_TEAM_REQUESTS_PER_MINUTE: " in rate.stderr, rate.stderr
-    sampling = run_cli("run", "--model", "offline", "x", env={"MCP_TEAM_SUPERVISOR_SAMPLING": '{"temperature": "hot"}'})
+    hot = {"MCP_TEAM_SUPERVISOR_SAMPLING": '{"temperature": "hot"}'}
+    sampling = cli_here("run", "--model", "offline", "x", env=hot)
     assert sampling.returncode == 2 and "MCP_TEAM_SUPERVISOR_SAMPLING.temperature: " in sampling.stderr
-    prices = run_cli("run", "--model", "offline", "x", env={"MCP_TEAM_PRICES": "nope"})
+    prices = cli_here("run", "--model", "offline", "x", env={"MCP_TEAM_PRICES": "nope"})
     assert prices.returncode == 2 and "invalid settings: MCP_TEAM_PRICES is not valid JSON" in prices.stderr
-    port = run_cli("serve", "--http", "--model", "offline", "--ephemeral", env={"MCP_TEAM_PORT": "99999"})
+    port = cli_here("serve", "--http", "--model", "offline", "--ephemeral", env={"MCP_TEAM_PORT": "99999"})
     assert port.returncode == 2 and "invalid settings: --port / MCP_TEAM_PORT: " in port.stderr, port.stderr
-    runs = run_cli("serve", "--http", "--model", "offline", "--ephemeral", env={"MCP_TEAM_MAX_RUNS": "abc"})
+    runs = cli_here("serve", "--http", "--model", "offline", "--ephemeral", env={"MCP_TEAM_MAX_RUNS": "abc"})
     assert runs.returncode == 2 and "invalid settings: MCP_TEAM_MAX_RUNS: " in runs.stderr, runs.stderr
     # Set by a variable, not a flag: named as the variable (it was `argument --call-timeout: invalid float value`,
     # with the whole usage); a setting a flag sets too names both; a validator's words come without pydantic's.
-    timeout = run_cli("run", "--model", "offline", "x", env={"MCP_TEAM_CALL_TIMEOUT": "abc"})
+    timeout = cli_here("run", "--model", "offline", "x", env={"MCP_TEAM_CALL_TIMEOUT": "abc"})
     assert timeout.returncode == 2 and "MCP_TEAM_CALL_TIMEOUT must be a number of seconds, got 'abc'" in timeout.stderr
     assert "usage:" not in timeout.stderr
-    model = run_cli("run", "--model", "nonsense", "x")
+    model = cli_here("run", "--model", "nonsense", "x")
     assert "invalid settings: --model / MCP_TEAM_MODEL: 'nonsense' names no provider" in model.stderr, model.stderr
     assert "Value error" not in model.stderr
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
-def test_a_run_stopped_by_a_signal_is_cancelled_and_printed(tmp_path: Path, sig: signal.Signals) -> None:
+def test_a_run_stopped_by_a_signal_is_cancelled_and_printed(
+    tmp_path: Path, sig: signal.Signals, cli_here: RunCli
+) -> None:
     """SIGTERM left the run `running` (and the next command resumed it in silence); Ctrl-C with --json printed
     nothing. Both now cancel the run, record it cancelled and print what it had done, exit 130."""
     env = clean_env(MCP_TEAM_STATE_DIR=str(tmp_path), MCP_TEAM_OFFLINE_LATENCY_MS="1000")
@@ -141,7 +180,7 @@ def test_a_run_stopped_by_a_signal_is_cancelled_and_printed(tmp_path: Path, sig:
     result = RunResult.model_validate_json(out)
     assert result.status == "cancelled" and result.handoffs, result
     assert re.search(r"cancelled: \d+ handoffs?, \d+ model calls?, ", err), err
-    shown = run_cli("runs", "show", result.run_id, "--json", env={"MCP_TEAM_STATE_DIR": str(tmp_path)})
+    shown = cli_here("runs", "show", result.run_id, "--json", env={"MCP_TEAM_STATE_DIR": str(tmp_path)})
     assert json.loads(shown.stdout)["status"] == "cancelled", shown.stdout
     assert "ERROR" not in err and "Traceback" not in err, err
 
@@ -154,7 +193,7 @@ def test_a_call_timeout_names_the_timeout_as_set_and_how_to_raise_it(tmp_path: P
     assert any("took longer than 0.5 s; raise the call timeout (MCP_TEAM_CALL_TIMEOUT" in r for r in reasons), reasons
 
 
-def test_a_run_resuming_an_earlier_killed_one_says_so(tmp_path: Path) -> None:
+def test_a_run_resuming_an_earlier_killed_one_says_so(tmp_path: Path, cli_here: RunCli) -> None:
     env = clean_env(MCP_TEAM_STATE_DIR=str(tmp_path), MCP_TEAM_OFFLINE_LATENCY_MS="1000")
     killed = subprocess.Popen([MCP_TEAM, "run", "--model", "offline", REQUEST], env=env, text=True,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
@@ -172,13 +211,15 @@ def test_a_run_resuming_an_earlier_killed_one_says_so(tmp_path: Path) -> None:
         again.stderr
     )
     # The resumed run has more calls left than the new one makes: when the command ends first, it says so.
-    left = json.loads(run_cli("runs", "show", run_id, "--json", env=state).stdout)["status"] == "running"
+    left = json.loads(cli_here("runs", "show", run_id, "--json", env=state).stdout)["status"] == "running"
     told = f"1 earlier run(s) did not finish before this one: {run_id}; they go on at the next" in again.stderr
     assert left == told, again.stderr
 
 
-def test_partial_run_exits_3_and_lists_what_is_missing() -> None:
-    proc = run_cli("run", "--model", "offline", "--fault", "server_error:researcher", "Research bees, calculate 2+2")
+def test_partial_run_exits_3_and_lists_what_is_missing(cli_here: RunCli) -> None:
+    # in this process: the exit code and what is said are the subject
+    args = ["run", "--model", "offline", "--ephemeral", "--fault", "server_error:researcher"]
+    proc = cli_here(*args, "Research bees, calculate 2+2")
     assert proc.returncode == 3, proc.stderr
     assert "Incomplete. This answer is missing:" in proc.stdout and "researcher" in proc.stdout
     assert "✗" in proc.stderr and "server_error" in proc.stderr
@@ -186,7 +227,8 @@ def test_partial_run_exits_3_and_lists_what_is_missing() -> None:
 
 def test_run_through_the_anthropic_backend_against_a_local_messages_api() -> None:
     with FakeMessagesAPI(brain=offline_brain) as api:
-        proc = run_cli("run", "--json", REQUEST, env={"ANTHROPIC_API_KEY": SECRET, "ANTHROPIC_BASE_URL": api.base_url})
+        env = {"ANTHROPIC_API_KEY": SECRET, "ANTHROPIC_BASE_URL": api.base_url}
+        proc = run_cli("run", "--ephemeral", "--json", REQUEST, env=env)
         bodies = list(api.requests)
 
     assert proc.returncode == 0, proc.stderr
@@ -203,13 +245,13 @@ def test_run_through_the_anthropic_backend_against_a_local_messages_api() -> Non
     assert SECRET not in proc.stdout + proc.stderr
 
 
-def test_anthropic_backend_failure_is_reported_without_the_key() -> None:
+def test_anthropic_backend_failure_is_reported_without_the_key(cli_here: RunCli) -> None:
+    # in this process: the anthropic backend is run in a process of its own above
     with FakeMessagesAPI() as api:
         for _ in range(2):
             api.reply(401, {"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}})
-        proc = run_cli(
-            "run", "--json", "Research bees", env={"ANTHROPIC_API_KEY": SECRET, "ANTHROPIC_BASE_URL": api.base_url}
-        )
+        env = {"ANTHROPIC_API_KEY": SECRET, "ANTHROPIC_BASE_URL": api.base_url}
+        proc = cli_here("run", "--ephemeral", "--json", "Research bees", env=env)
 
     assert proc.returncode == 1
     result = json.loads(proc.stdout)
@@ -224,7 +266,7 @@ OPENAI_SECRET = "sk-proj-test-SECRET-0123456789"
 def test_run_through_the_openai_backend_against_a_local_chat_completions_api() -> None:
     with FakeOpenAIAPI(brain=offline_brain) as api:
         env = {"OPENAI_API_KEY": OPENAI_SECRET, "OPENAI_BASE_URL": api.base_url}
-        proc = run_cli("run", "--json", "--model", "openai:gpt-4o-mini", REQUEST, env=env)
+        proc = run_cli("run", "--ephemeral", "--json", "--model", "openai:gpt-4o-mini", REQUEST, env=env)
         bodies = list(api.requests)
 
     assert proc.returncode == 0, proc.stderr
@@ -237,14 +279,15 @@ def test_run_through_the_openai_backend_against_a_local_chat_completions_api() -
     assert OPENAI_SECRET not in proc.stdout + proc.stderr
 
 
-def test_a_local_server_needs_only_a_base_url_and_model_names() -> None:
+def test_a_local_server_needs_only_a_base_url_and_model_names(cli_here: RunCli) -> None:
+    # in this process: the openai backend is run in a process of its own above
     with FakeOpenAIAPI(brain=offline_brain, parallel=False, usage=False) as api:
         env = {
             "OPENAI_BASE_URL": api.base_url,
             "MCP_TEAM_SUPERVISOR_MODEL": "openai:qwen2.5:7b",
             "MCP_TEAM_SPECIALIST_MODEL": "openai:llama3.2:3b",
         }
-        proc = run_cli("run", REQUEST, env=env)
+        proc = cli_here("run", "--ephemeral", REQUEST, env=env)
         bodies = list(api.requests)
 
     assert proc.returncode == 0, proc.stderr
@@ -254,7 +297,8 @@ def test_a_local_server_needs_only_a_base_url_and_model_names() -> None:
     assert "complete: 4 handoffs" in proc.stderr
 
 
-def test_supervisor_on_anthropic_and_specialists_on_openai() -> None:
+def test_supervisor_on_anthropic_and_specialists_on_openai(cli_here: RunCli) -> None:
+    # in this process: each backend is run in a process of its own above
     with FakeMessagesAPI(brain=offline_brain) as claude, FakeOpenAIAPI(brain=offline_brain) as gpt:
         env = {
             "ANTHROPIC_API_KEY": SECRET,
@@ -263,7 +307,7 @@ def test_supervisor_on_anthropic_and_specialists_on_openai() -> None:
             "OPENAI_BASE_URL": gpt.base_url,
             "MCP_TEAM_SPECIALIST_MODEL": "openai:gpt-4o-mini",
         }
-        proc = run_cli("run", "--json", REQUEST, env=env)
+        proc = cli_here("run", "--ephemeral", "--json", REQUEST, env=env)
         supervisor_bodies, specialist_bodies = list(claude.requests), list(gpt.requests)
 
     assert proc.returncode == 0, proc.stderr
@@ -283,53 +327,67 @@ def test_a_model_without_a_provider_is_a_usage_error() -> None:
     assert "Traceback" not in proc.stderr
 
 
-# Run in a child: which of the MCP SDK's modules a command imported (its stderr's `modules:` line).
+# Run in a child: which of the MCP SDK's modules each command imported, the commands one after another in the
+# child (its stderr's `modules after ...:` lines). A module stays imported: a command's list holds the ones before.
 _MCP_MODULES_AFTER = """
 import json, sys
 from mcp_team.server.cli import main
-try:
-    main(sys.argv[1:])
-except SystemExit:
-    pass
-loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("mcp", "mcp_types"))
-print("modules:", json.dumps(loaded), file=sys.stderr)
+for args in json.loads(sys.argv[1]):
+    try:
+        main(args)
+    except SystemExit:
+        pass
+    loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("mcp", "mcp_types"))
+    print("modules after", json.dumps(args) + ":", json.dumps(loaded), file=sys.stderr)
 """
 
 
-def _mcp_modules_after(*args: str, cwd: Path | None = None) -> list[str]:
+def _mcp_modules_after(*commands: list[str]) -> dict[str, list[str]]:
+    """Each command's `" ".join(args)`, and the MCP SDK's modules imported once it (and those before it) ran."""
     proc = subprocess.run(
-        [sys.executable, "-c", _MCP_MODULES_AFTER, *args], capture_output=True, text=True, timeout=60,
-        env=clean_env(), cwd=cwd,
+        [sys.executable, "-c", _MCP_MODULES_AFTER, json.dumps(commands)], capture_output=True, text=True,
+        timeout=60, env=clean_env(),
     )  # fmt: skip
     assert "Traceback" not in proc.stderr, proc.stderr
-    listed = [line for line in proc.stderr.splitlines() if line.startswith("modules: ")]
-    assert len(listed) == 1, proc.stderr
-    return list(json.loads(listed[0].removeprefix("modules: ")))
+    listed = {}
+    for line in proc.stderr.splitlines():
+        if line.startswith("modules after "):
+            args, _, loaded = line.removeprefix("modules after ").partition(": ")
+            listed[" ".join(json.loads(args))] = list(json.loads(loaded))
+    assert len(listed) == len(commands), proc.stderr
+    return listed
 
 
 def test_commands_that_talk_to_no_mcp_server_start_without_the_mcp_sdk(tmp_path: Path) -> None:
     # Importing the SDK is about half a second of every start: `run` of a team without MCP servers and `runs`
     # (which reads the store) have no use for it.
-    assert _mcp_modules_after("run", "--model", "offline", "Calculate 2+2") == []
-    assert _mcp_modules_after("runs", "list") == []
-    # a team that names an MCP server gets the client for it
-    (tmp_path / "team.toml").write_text(ADDER_TEAM)
-    loaded = _mcp_modules_after("run", "--team", "team.toml", "--model", "offline", "add 2 and 2", cwd=tmp_path)
-    assert "mcp.client.stdio" in loaded
+    (tmp_path / "team.toml").write_text(ADDER_TEAM)  # not in the commands' directory: found there, it is used
+    run = ["run", "--model", "offline", "Calculate 2+2"]
+    # a team that names an MCP server gets the client for it (last: what it imports stays)
+    team = ["run", "--ephemeral", "--team", str(tmp_path / "team.toml"), "--model", "offline", "add 2 and 2"]
+    loaded = _mcp_modules_after(run, ["runs", "list"], team)
+    assert loaded["run --model offline Calculate 2+2"] == []
+    assert loaded["runs list"] == []
+    assert "mcp.client.stdio" in loaded[" ".join(team)]
 
 
-def test_flags_that_would_be_ignored_or_overflow_are_usage_errors(tmp_path: Path) -> None:
+def test_flags_that_would_be_ignored_or_overflow_are_usage_errors(tmp_path: Path, cli_here: RunCli) -> None:
     cases = [
-        (["runs", "--limit", "99999999999999999999"], "--limit must be between 1 and 1,000,000"),
-        (["init", str(tmp_path / "no" / "team.toml")], f"the directory {tmp_path / 'no'} does not exist"),
-        (["init", str(tmp_path)], f"{tmp_path} is a directory; give a file name"),
-        (["run", "--bogus", "x"], "usage: mcp-team run [-h]"),  # the command's usage, not `mcp-team COMMAND ...`
-        (["run", "--bogus", "x"], "mcp-team run: error: unrecognized arguments: --bogus"),
+        (["runs", "--limit", "99999999999999999999"], ["--limit must be between 1 and 1,000,000"]),
+        (["init", str(tmp_path / "no" / "team.toml")], [f"the directory {tmp_path / 'no'} does not exist"]),
+        (["init", str(tmp_path)], [f"{tmp_path} is a directory; give a file name"]),
+        # the command's usage, not `mcp-team COMMAND ...`
+        (["run", "--bogus", "x"], ["usage: mcp-team run [-h]", "mcp-team run: error: unrecognized arguments: --bogus"]),
     ]
-    for args, says in cases:
-        proc = subprocess.run([MCP_TEAM, *args], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
-                              env=clean_env(MCP_TEAM_MODEL="offline", MCP_TEAM_STATE_DIR=str(tmp_path)))  # fmt: skip
-        assert proc.returncode == 2 and says in proc.stderr and "Traceback" not in proc.stderr, (args, proc.stderr)
+    env = {"MCP_TEAM_MODEL": "offline", "MCP_TEAM_STATE_DIR": str(tmp_path)}
+    for args, words in cases:
+        if args[0] == "run":  # an argparse error, in a process of its own; the rest here
+            proc = subprocess.run([MCP_TEAM, *args], capture_output=True, text=True, timeout=60,
+                                  stdin=subprocess.DEVNULL, env=clean_env(**env))  # fmt: skip
+        else:
+            proc = cli_here(*args, env=env)
+        for says in words:
+            assert proc.returncode == 2 and says in proc.stderr and "Traceback" not in proc.stderr, (args, proc.stderr)
     # Said, not refused: a client's config with a stray --port must still start its stdio server.
     stray = subprocess.run([MCP_TEAM, "serve", "--port", "9999"], capture_output=True, text=True, timeout=60,
                            stdin=subprocess.DEVNULL, env=clean_env(MCP_TEAM_MODEL="offline"))  # fmt: skip

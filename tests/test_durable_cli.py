@@ -4,7 +4,9 @@ one-line error naming what to fix, exit code 2, no traceback, and nothing in the
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 import select
 import sqlite3
 import subprocess
@@ -16,6 +18,7 @@ from typing import IO, Any
 
 import pytest
 
+from mcp_team.server import cli as mcp_team_cli
 from support import HANG_GUARD, INITIALIZED, MCP_TEAM, clean_env, initialize, stdio_lines
 
 
@@ -27,6 +30,31 @@ def cli(
                           env=clean_env(**extra), input=stdin)  # fmt: skip
 
 
+Here = Callable[..., subprocess.CompletedProcess[str]]
+
+
+@pytest.fixture
+def here(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Here:
+    """`cli`, but `cli.main` in this process with the environment `cli` gives a child (no stdin): for a start-up
+    error's words and exit code where the process is not the subject (a child costs ~1-3 s of CPU, mostly
+    imports). Every kind of error is checked in a real process too; a stdio server always is (it answers first)."""
+
+    def run_here(*args: str, state: Path | None = None, **env: str) -> subprocess.CompletedProcess[str]:
+        extra = {"MCP_TEAM_MODEL": "offline", **({"MCP_TEAM_STATE_DIR": str(state)} if state else {}), **env}
+        child = clean_env(**extra)
+        with monkeypatch.context() as patch:
+            for key in set(os.environ) - set(child):
+                patch.delenv(key)
+            for key, value in child.items():
+                patch.setenv(key, value)
+            capsys.readouterr()
+            code = mcp_team_cli.main(list(args))
+            out, err = capsys.readouterr()
+        return subprocess.CompletedProcess(["(in-process) mcp-team", *args], code, out, err)
+
+    return run_here
+
+
 def dump(db: Path) -> list[str]:
     """Every table's schema and rows (the bytes of the file may change when SQLite checkpoints its log)."""
     with sqlite3.connect(db) as conn:
@@ -34,37 +62,43 @@ def dump(db: Path) -> list[str]:
 
 
 def assert_usage_error(proc: subprocess.CompletedProcess[str], *words: str) -> None:
-    assert proc.returncode == 2, (proc.returncode, proc.stderr)
-    assert "Traceback" not in proc.stderr, proc.stderr
+    said = (proc.args, proc.stderr)  # which command failed
+    assert proc.returncode == 2, (proc.returncode, *said)
+    assert "Traceback" not in proc.stderr, said
     error = [line for line in proc.stderr.splitlines() if line.startswith("mcp-team: error: ")]
-    assert len(error) == 1, proc.stderr
+    assert len(error) == 1, said
     for word in words:
-        assert word in error[0], error[0]
+        assert word in error[0], (proc.args, error[0])
 
 
-@pytest.mark.parametrize("command", [["run", "hi"], ["serve"], ["runs"]])
-def test_a_wrong_database_url_is_a_clear_error(command: list[str]) -> None:
-    proc = cli(*command, "--database-url", "mysql://db/runs", stdin="")
-    assert_usage_error(proc, "unsupported database 'mysql'", "--database-url")
-    relative = cli(*command, "--database-url", "sqlite:///", stdin="")
-    assert_usage_error(relative, "needs a path")
+def test_a_wrong_database_url_is_a_clear_error(here: Here) -> None:
+    # refused before a stdio server starts serving, as by every command: `run` in a process, the rest here
+    for command in (["run", "hi"], ["serve"], ["runs"]):
+        start = functools.partial(cli, stdin="") if command[0] == "run" else here
+        proc = start(*command, "--database-url", "mysql://db/runs")
+        assert_usage_error(proc, "unsupported database 'mysql'", "--database-url")
+        relative = start(*command, "--database-url", "sqlite:///")
+        assert_usage_error(relative, "needs a path")
 
 
-@pytest.mark.parametrize("command", [["run", "hi"], ["serve"], ["serve", "--http", "--port", "1"], ["runs"]])
-def test_a_state_directory_that_is_a_file_or_under_one_is_a_clear_error(tmp_path: Path, command: list[str]) -> None:
+def test_a_state_directory_that_is_a_file_or_under_one_is_a_clear_error(tmp_path: Path, here: Here) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
-    # serve over stdio opens durable runs once it has answered initialize: it says why when the client leaves
+    # serve over stdio opens durable runs once it has answered initialize: it says why when the client leaves.
+    # It is a process of its own (it serves this process's stdio); the other commands are refused at once, here.
     lines = stdio_lines(initialize(), INITIALIZED)
-    proc = cli(*command, "--state-dir", str(blocker), stdin=lines)
-    assert_usage_error(proc, f"the state directory {blocker} is not a directory", "--state-dir")
-    under = cli(*command, "--state-dir", str(blocker / "state"), stdin=lines)
-    assert_usage_error(under, f"{blocker / 'state'} cannot be created: {blocker} is not a directory", "--state-dir")
-    # Put there by --database-url: the fix is the URL, not --state-dir
-    url = cli(*command, "--database-url", f"sqlite:///{blocker}/runs.sqlite", stdin=lines)
-    assert_usage_error(url, f"the directory of --database-url {blocker} is not a directory", "--database-url")
-    assert "--state-dir" not in url.stderr
-    assert blocker.read_text() == "not a directory"
+    for command in (["serve"], ["run", "hi"], ["serve", "--http", "--port", "1"], ["runs"]):
+        start = functools.partial(cli, stdin=lines) if command == ["serve"] else here
+        proc = start(*command, "--state-dir", str(blocker))
+        assert_usage_error(proc, f"the state directory {blocker} is not a directory", "--state-dir")
+        under = start(*command, "--state-dir", str(blocker / "state"))
+        said = f"{blocker / 'state'} cannot be created: {blocker} is not a directory"
+        assert_usage_error(under, said, "--state-dir")
+        # Put there by --database-url: the fix is the URL, not --state-dir
+        url = start(*command, "--database-url", f"sqlite:///{blocker}/runs.sqlite")
+        assert_usage_error(url, f"the directory of --database-url {blocker} is not a directory", "--database-url")
+        assert "--state-dir" not in url.stderr, command
+        assert blocker.read_text() == "not a directory", command
 
 
 def not_a_database(state: Path) -> None:
@@ -88,21 +122,22 @@ def damaged_database(state: Path) -> None:
 
 
 @pytest.mark.parametrize("make", [not_a_database, damaged_database])
-@pytest.mark.parametrize(
-    "command", [["run", "hi"], ["runs"], ["runs", "show", "x"], ["serve", "--http", "--port", "1"]]
-)
 def test_a_file_that_is_no_database_or_a_damaged_one_is_a_clear_error(
-    tmp_path: Path, command: list[str], make: Callable[[Path], None]
+    tmp_path: Path, make: Callable[[Path], None], here: Here
 ) -> None:
-    make(tmp_path)
-    before = (tmp_path / "runs.sqlite").read_bytes()
-    proc = cli(*command, state=tmp_path)
-    assert_usage_error(proc, f"{tmp_path / 'runs.sqlite'}", "move it aside", "--state-dir")
-    assert "file is not a database" in proc.stderr or "malformed" in proc.stderr, proc.stderr
-    assert (tmp_path / "runs.sqlite").read_bytes() == before
+    # `run` in a process of its own; the other commands here
+    for command in (["run", "hi"], ["runs"], ["runs", "show", "x"], ["serve", "--http", "--port", "1"]):
+        state = tmp_path / "-".join(command)
+        state.mkdir()
+        make(state)
+        before = (state / "runs.sqlite").read_bytes()
+        proc = (cli if command[0] == "run" else here)(*command, state=state)
+        assert_usage_error(proc, f"{state / 'runs.sqlite'}", "move it aside", "--state-dir")
+        assert "file is not a database" in proc.stderr or "malformed" in proc.stderr, (command, proc.stderr)
+        assert (state / "runs.sqlite").read_bytes() == before, command
 
 
-def test_a_database_from_a_newer_version_is_refused_and_left_as_it_is(tmp_path: Path) -> None:
+def test_a_database_from_a_newer_version_is_refused_and_left_as_it_is(tmp_path: Path, here: Here) -> None:
     first = cli("run", "--quiet", "Write a haiku", state=tmp_path)
     assert first.returncode == 0, first.stderr
     db = tmp_path / "runs.sqlite"
@@ -110,7 +145,7 @@ def test_a_database_from_a_newer_version_is_refused_and_left_as_it_is(tmp_path: 
         conn.execute("UPDATE mcp_team_meta SET value = '99' WHERE key = 'schema_version'")
     before = dump(db)
     for command in (["run", "Write a haiku"], ["runs"], ["serve", "--http", "--port", "1"]):
-        proc = cli(*command, state=tmp_path)
+        proc = (cli if command[0] == "run" else here)(*command, state=tmp_path)  # `run` in a process, the rest here
         assert_usage_error(proc, "written by a newer mcp-team", "Upgrade mcp-team", "Nothing was changed")
     assert dump(db) == before
     with sqlite3.connect(db) as conn:
