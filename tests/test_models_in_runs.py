@@ -8,6 +8,7 @@ Through the library API and the `mcp-team` command, with the OpenAI-compatible b
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,10 +24,15 @@ from mcp_team.llm import SPECIALIST, SUPERVISOR, Message, ModelRequest, ModelSet
 from mcp_team.llm.cost import usage_cost
 from mcp_team.llm.limits import EndpointLimits, Limiters
 from mcp_team.llm.openai import OpenAIModel
+from mcp_team.llm.settings import ModelSettings
 from mcp_team.llm.text_calls import text_tool_call
+from mcp_team.server.app import build_server
+from mcp_team.server.cli import main
+from mcp_team.server.teamfile import load_team
 from mcp_team.specialists import DEFAULT_TEAM
 from mcp_team.telemetry.attributes import FALLBACK_MODEL, OP_CHAT, USAGE_COST_USD
-from support import HANG_GUARD, MCP_TEAM, clean_env
+from mcp_team.telemetry.content import clear_secrets
+from support import HANG_GUARD, MCP_TEAM, SCRUBBED_PREFIXES, clean_env
 
 KEY = "sk-proj-test-SECRET-0123456789"
 MODEL = "gpt-4o-mini"
@@ -58,6 +64,26 @@ def cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
+def cli_here(capsys: pytest.CaptureFixture[str], *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """`mcp-team ARGS` through `main` in this process, in the environment `clean_env` gives a child, with its
+    exit code and output as `cli` gives them: for what a command says, where its process is not the point
+    (a process costs a second or more of imports). The secrets it registers are forgotten after, as at a
+    process's end. Runs here are `--ephemeral`: DBOS is a process's, not a test's."""
+    with pytest.MonkeyPatch.context() as patch:
+        for name in os.environ:
+            if name.upper().startswith(SCRUBBED_PREFIXES):
+                patch.delenv(name)
+        for name, value in clean_env(**env).items():
+            patch.setenv(name, value)
+        capsys.readouterr()
+        try:
+            code = main(list(args))
+        finally:
+            clear_secrets()
+        out, err = capsys.readouterr()
+    return subprocess.CompletedProcess([MCP_TEAM, *args], code, out, err)
+
+
 # --- cost ---------------------------------------------------------------------------------------
 
 
@@ -87,29 +113,34 @@ async def test_an_unknown_models_cost_is_null_not_zero(gpt: FakeOpenAIAPI, spans
     assert not [s for s in spans.all if s.attributes and USAGE_COST_USD in s.attributes]
 
 
-def test_the_cli_prints_the_cost_and_max_cost_winds_the_run_down(gpt: FakeOpenAIAPI) -> None:
+def test_the_cli_prints_the_cost_and_max_cost_winds_the_run_down(
+    gpt: FakeOpenAIAPI, capsys: pytest.CaptureFixture[str]
+) -> None:
     env = {"OPENAI_BASE_URL": gpt.base_url, "MCP_TEAM_PRICES": json.dumps({gpt.base_url: "openai"})}
-    full = cli("run", "--json", "--model", f"openai:{MODEL}", REQUEST, **env)
+    # The command's own process says the cost (the module's one `run` in a process); the capped run is the same
+    # command, in this one.
+    full = cli("run", "--json", "--ephemeral", "--model", f"openai:{MODEL}", REQUEST, **env)
     result = json.loads(full.stdout)
     cost = result["usage"]["total"]["cost_usd"]
     assert result["status"] == "complete" and cost > 0
     assert f"${cost:.4f}" in full.stderr  # the summary line, next to the tokens
 
-    capped = json.loads(
-        cli("run", "--json", "--model", f"openai:{MODEL}", "--max-cost", "0.0002", REQUEST, **env).stdout
+    capped_run = cli_here(
+        capsys, "run", "--json", "--ephemeral", "--model", f"openai:{MODEL}", "--max-cost", "0.0002", REQUEST, **env
     )
+    capped = json.loads(capped_run.stdout)
     assert "cost budget ($0.0002)" in (capped["stopped_by"] or ""), capped["stopped_by"]
     assert capped["usage"]["total"]["cost_usd"] < cost
     assert capped["status"] in ("partial", "failed")
 
 
-def test_the_cli_says_an_unknown_cost_is_unknown() -> None:
-    proc = cli("run", "--model", "offline", "Research bees")
+def test_the_cli_says_an_unknown_cost_is_unknown(capsys: pytest.CaptureFixture[str]) -> None:
+    proc = cli_here(capsys, "run", "--ephemeral", "--model", "offline", "Research bees")
     assert "cost unknown" in proc.stderr and "$0" not in proc.stderr
 
 
-def test_max_cost_is_refused_when_not_a_positive_number() -> None:
-    proc = cli("run", "--model", "offline", "--max-cost", "-1", "Research bees")
+def test_max_cost_is_refused_when_not_a_positive_number(capsys: pytest.CaptureFixture[str]) -> None:
+    proc = cli_here(capsys, "run", "--ephemeral", "--model", "offline", "--max-cost", "-1", "Research bees")
     assert proc.returncode == 2 and "max-cost" in proc.stderr and "Traceback" not in proc.stderr
 
 
@@ -163,7 +194,7 @@ async def test_a_fallback_model_answers_when_the_primary_keeps_failing(spans: Sp
     assert {s.name.split(" ")[0] for s in marked} == {OP_CHAT, "execute_tool"}  # the calls and the handoffs
 
 
-def test_fallbacks_from_the_environment_and_a_team_file(tmp_path: Path) -> None:
+def test_fallbacks_from_the_environment_and_a_team_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with FakeOpenAIAPI() as down:
         down.fail(500, "boom", times=1000)
         team = tmp_path / "team.toml"
@@ -173,8 +204,11 @@ def test_fallbacks_from_the_environment_and_a_team_file(tmp_path: Path) -> None:
             'fallback_model = "offline"\n'
         )
         env = {"OPENAI_BASE_URL": down.base_url, "MCP_TEAM_MAX_RETRIES": "0"}
-        proc = cli("run", "--json", "--team", str(team), "--model", f"openai:{MODEL}", "Research bees", **env)
-        checked = cli("check", "--team", str(team), **env)
+        proc = cli_here(
+            capsys, "run", "--json", "--ephemeral", "--team", str(team), "--model", f"openai:{MODEL}", "Research bees",
+            **env,
+        )  # fmt: skip
+        checked = cli_here(capsys, "check", "--team", str(team), **env)
     result = json.loads(proc.stdout)
     assert result["status"] == "complete", result["failures"]
     assert [h["fallback"] for h in result["handoffs"]] == [
@@ -183,7 +217,7 @@ def test_fallbacks_from_the_environment_and_a_team_file(tmp_path: Path) -> None:
     assert "(fallback offline)" in checked.stdout and f"openai:{MODEL}" in checked.stdout
 
 
-def test_check_shows_each_members_model(tmp_path: Path) -> None:
+def test_check_shows_each_members_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     team = tmp_path / "team.toml"
     team.write_text(
         '[models]\nsupervisor = "openai:gpt-4o"\n\n'
@@ -191,20 +225,20 @@ def test_check_shows_each_members_model(tmp_path: Path) -> None:
         'model = "openai:qwen2.5:7b"\nbase_url = "http://127.0.0.1:11434/v1"\n\n'
         '[[specialists]]\nname = "writer"\ndescription = "Writes."\nprompt = "Write."\n'
     )
-    proc = cli("check", "--team", str(team), OPENAI_API_KEY="sk-test")
+    proc = cli_here(capsys, "check", "--team", str(team), OPENAI_API_KEY="sk-test")
     assert proc.returncode == 0, proc.stderr
     assert "openai:qwen2.5:7b at http://127.0.0.1:11434/v1" in proc.stdout
     assert "openai:gpt-4o-mini" in proc.stdout  # the writer: the specialists' default
     assert "supervisor (and planner): openai:gpt-4o" in proc.stdout
 
 
-def test_a_bad_member_model_is_reported_with_its_key_path(tmp_path: Path) -> None:
+def test_a_bad_member_model_is_reported_with_its_key_path(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     team = tmp_path / "team.toml"
     team.write_text(
         '[[specialists]]\nname = "researcher"\ndescription = "Finds facts."\nprompt = "Find facts."\n'
         'model = "mistral:large"\n'
     )
-    proc = cli("check", "--team", str(team))
+    proc = cli_here(capsys, "check", "--team", str(team))
     assert proc.returncode == 1 and "specialists[0].model" in proc.stderr and "mistral" in proc.stderr
 
 
@@ -254,7 +288,9 @@ async def test_a_supervisor_turn_written_as_json_text_goes_back_and_is_never_the
 # --- sampling settings ---------------------------------------------------------------------------
 
 
-def test_sampling_settings_per_role_and_member_are_sent(gpt: FakeOpenAIAPI, tmp_path: Path) -> None:
+def test_sampling_settings_per_role_and_member_are_sent(
+    gpt: FakeOpenAIAPI, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     team = tmp_path / "team.toml"
     team.write_text(
         "[models]\nspecialist_sampling = { temperature = 0.7 }\n\n"
@@ -263,9 +299,10 @@ def test_sampling_settings_per_role_and_member_are_sent(gpt: FakeOpenAIAPI, tmp_
         '[[specialists]]\nname = "writer"\ndescription = "Writes reports."\nprompt = "Write."\n'
     )
     env = {"OPENAI_BASE_URL": gpt.base_url}
-    proc = cli(
-        "run", "--json", "--team", str(team), "--model", f"openai:{MODEL}", "Research bees and write a report", **env
-    )
+    proc = cli_here(
+        capsys, "run", "--json", "--ephemeral", "--team", str(team), "--model", f"openai:{MODEL}",
+        "Research bees and write a report", **env,
+    )  # fmt: skip
     assert json.loads(proc.stdout)["status"] == "complete", proc.stderr
     sent = {}
     for body in gpt.requests:
@@ -283,17 +320,15 @@ def test_sampling_settings_per_role_and_member_are_sent(gpt: FakeOpenAIAPI, tmp_
 
 
 @pytest.mark.anyio
-async def test_run_team_max_cost_is_capped_by_the_team_file(tmp_path: Path) -> None:
-    from mcp import Client, StdioServerParameters
-    from mcp.client.stdio import stdio_client
+async def test_run_team_max_cost_is_capped_by_the_team_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from mcp import Client
 
     team = tmp_path / "team.toml"
-    assert cli("init", str(team)).returncode == 0
+    assert cli_here(capsys, "init", str(team)).returncode == 0
     team.write_text(team.read_text().replace("[supervisor.budgets]", "[supervisor.budgets]\nmax_cost = 0.5", 1))
-    params = StdioServerParameters(
-        command=MCP_TEAM, args=["serve", "--team", str(team)], env=clean_env(MCP_TEAM_MODEL="offline")
-    )
-    async with Client(stdio_client(params), mode="legacy") as client:
+    # The server `serve --team` builds, with an MCP client on it in memory: the cap is the tool's, not stdio's.
+    server = build_server(ModelSettings(model="offline"), load_team(str(team)))
+    async with Client(server, mode="legacy") as client:
         above = await client.call_tool("run_team", {"request": "Research bees", "max_cost": 1})
         below = await client.call_tool("run_team", {"request": "Research bees", "max_cost": 0.25})
     text = " ".join(getattr(c, "text", "") for c in above.content)
@@ -325,12 +360,16 @@ prompt = "Write."
 """
 
 
-def test_a_fallback_specialist_takes_over_when_the_circuit_opens(tmp_path: Path) -> None:
+def test_a_fallback_specialist_takes_over_when_the_circuit_opens(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     team = tmp_path / "team.toml"
     team.write_text(FALLBACK_TEAM)
-    proc = cli(
+    proc = cli_here(
+        capsys,
         "run",
         "--json",
+        "--ephemeral",
         "--model",
         "offline",
         "--team",
@@ -347,10 +386,10 @@ def test_a_fallback_specialist_takes_over_when_the_circuit_opens(tmp_path: Path)
     assert result["status"] == "complete", result["failures"]
 
 
-def test_a_fallback_specialist_must_be_another_member(tmp_path: Path) -> None:
+def test_a_fallback_specialist_must_be_another_member(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     team = tmp_path / "team.toml"
     team.write_text(FALLBACK_TEAM.replace('fallback = "scout"', 'fallback = "ghost"'))
-    proc = cli("check", "--team", str(team))
+    proc = cli_here(capsys, "check", "--team", str(team))
     assert proc.returncode == 1 and "specialists[0].fallback: 'ghost' must be another specialist" in proc.stderr
 
 
