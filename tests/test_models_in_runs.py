@@ -8,6 +8,7 @@ Through the library API and the `mcp-team` command, with the OpenAI-compatible b
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 from collections.abc import Iterator
@@ -64,21 +65,30 @@ def cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
-def cli_here(capsys: pytest.CaptureFixture[str], *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    """`mcp-team ARGS` through `main` in this process, in the environment `clean_env` gives a child, with its
-    exit code and output as `cli` gives them: for what a command says, where its process is not the point
-    (a process costs a second or more of imports). The secrets it registers are forgotten after, as at a
-    process's end. Runs here are `--ephemeral`: DBOS is a process's, not a test's."""
+def cli_here(
+    capsys: pytest.CaptureFixture[str], *args: str, cwd: Path | None = None, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """`mcp-team ARGS` through `main` in this process, with its exit code and output as `subprocess.run` gives
+    them: for what a command says, where its process is not the point (a process costs a second or more of
+    imports). As in a child: the environment `clean_env` gives, `cwd`, warnings logged to stderr, and the
+    secrets it registers forgotten after. Runs here are --ephemeral: DBOS is a process's, not a test's."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
     with pytest.MonkeyPatch.context() as patch:
-        for name in os.environ:
+        for name in list(os.environ):
             if name.upper().startswith(SCRUBBED_PREFIXES):
                 patch.delenv(name)
         for name, value in clean_env(**env).items():
             patch.setenv(name, value)
+        if cwd is not None:
+            patch.chdir(cwd)
         capsys.readouterr()
+        root.handlers = []  # so that `log_to_stderr` logs to stderr, as in a child, not to pytest's capture
         try:
             code = main(list(args))
         finally:
+            root.handlers = handlers
+            root.setLevel(level)
             clear_secrets()
         out, err = capsys.readouterr()
     return subprocess.CompletedProcess([MCP_TEAM, *args], code, out, err)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -30,20 +31,30 @@ def by_id(spans: list[dict]) -> dict[str, dict]:
     return {s["span_id"]: s for s in spans}
 
 
-def cli_here(capsys: pytest.CaptureFixture[str], *args: str) -> subprocess.CompletedProcess[str]:
-    """`mcp-team ARGS` through `main` in this process, in the environment `clean_env` gives a child, with its
-    exit code and output as `subprocess.run` gives them: for what a command says, where its process is not
-    the point. Not for a command that traces: the tracer provider is the process's (conftest's here)."""
+def cli_here(
+    capsys: pytest.CaptureFixture[str], *args: str, cwd: Path | None = None, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """`mcp-team ARGS` through `main` in this process, with its exit code and output as `subprocess.run` gives
+    them: for what a command says, where its process is not the point (a process costs a second or more of
+    imports). As in a child: the environment `clean_env` gives, `cwd`, warnings logged to stderr, and the
+    secrets it registers forgotten after. Runs here are --ephemeral: DBOS is a process's, not a test's."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
     with pytest.MonkeyPatch.context() as patch:
-        for name in os.environ:
+        for name in list(os.environ):
             if name.upper().startswith(SCRUBBED_PREFIXES):
                 patch.delenv(name)
-        for name, value in clean_env().items():
+        for name, value in clean_env(**env).items():
             patch.setenv(name, value)
+        if cwd is not None:
+            patch.chdir(cwd)
         capsys.readouterr()
+        root.handlers = []  # so that `log_to_stderr` logs to stderr, as in a child, not to pytest's capture
         try:
             code = main(list(args))
         finally:
+            root.handlers = handlers
+            root.setLevel(level)
             content.clear_secrets()
         out, err = capsys.readouterr()
     return subprocess.CompletedProcess([MCP_TEAM, *args], code, out, err)
