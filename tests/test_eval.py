@@ -4,11 +4,12 @@ replayed), and clear errors for bad suites."""
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import os
 import subprocess
-from collections.abc import Callable
+from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 from typing import Any
 
@@ -55,16 +56,15 @@ def eval_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Comple
     )
 
 
-def cli_here(
-    capsys: pytest.CaptureFixture[str], *args: str, cwd: Path | None = None, **env: str
-) -> subprocess.CompletedProcess[str]:
+def cli_here(*args: str, cwd: Path | None = None, **env: str) -> subprocess.CompletedProcess[str]:
     """`mcp-team ARGS` through `main` in this process, with its exit code and output as `subprocess.run` gives
     them: for what a command says, where its process is not the point (a process costs a second or more of
     imports). As in a child: the environment `clean_env` gives, `cwd`, warnings logged to stderr, and the
     secrets it registers forgotten after. Runs here are --ephemeral: DBOS is a process's, not a test's."""
     root = logging.getLogger()
     handlers, level = root.handlers[:], root.level
-    with pytest.MonkeyPatch.context() as patch:
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.MonkeyPatch.context() as patch, redirect_stdout(out), redirect_stderr(err):
         for name in list(os.environ):
             if name.upper().startswith(SCRUBBED_PREFIXES):
                 patch.delenv(name)
@@ -72,7 +72,6 @@ def cli_here(
             patch.setenv(name, value)
         if cwd is not None:
             patch.chdir(cwd)
-        capsys.readouterr()
         root.handlers = []  # so that `log_to_stderr` logs to stderr, as in a child, not to pytest's capture
         try:
             code = main(list(args))
@@ -80,21 +79,12 @@ def cli_here(
             root.handlers = handlers
             root.setLevel(level)
             clear_secrets()
-        out, err = capsys.readouterr()
-    return subprocess.CompletedProcess([MCP_TEAM, *args], code, out, err)
+    return subprocess.CompletedProcess([MCP_TEAM, *args], code, out.getvalue(), err.getvalue())
 
 
-@pytest.fixture
-def eval_here(capsys: pytest.CaptureFixture[str]) -> Callable[..., subprocess.CompletedProcess[str]]:
+def eval_here(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """`eval_cli` through `main` in this process (see `cli_here`): the module keeps one eval in a process."""
-
-    def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-        return cli_here(capsys, "eval", *args, **(env or {}))
-
-    return run
-
-
-EvalHere = Callable[..., subprocess.CompletedProcess[str]]
+    return cli_here("eval", *args, **(env or {}))
 
 
 @pytest.fixture
@@ -132,7 +122,7 @@ def test_a_suite_that_passes_exits_0_with_the_table_and_a_json_report(suite: Pat
     }
 
 
-def test_one_failing_case_fails_the_eval_and_says_why(suite: Path, tmp_path: Path, eval_here: EvalHere) -> None:
+def test_one_failing_case_fails_the_eval_and_says_why(suite: Path, tmp_path: Path) -> None:
     suite.write_text(SUITE.replace('expect.called = ["coder"]', 'expect.called = ["coder", "reviewer"]'))
     proc = eval_here(str(suite), "--model", "offline", "--json", str(tmp_path / "report.json"), "--quiet")
 
@@ -144,7 +134,7 @@ def test_one_failing_case_fails_the_eval_and_says_why(suite: Path, tmp_path: Pat
     assert [(c["name"], c["passed"]) for c in report["cases"]] == [("bees", True), ("sum", True), ("fizz", False)]
 
 
-def test_the_single_agent_baseline_is_compared_side_by_side(suite: Path, tmp_path: Path, eval_here: EvalHere) -> None:
+def test_the_single_agent_baseline_is_compared_side_by_side(suite: Path, tmp_path: Path) -> None:
     proc = eval_here(
         str(suite), "--model", "offline", "--baseline", "single-agent", "--json", str(tmp_path / "r.json"), "--quiet"
     )
@@ -165,7 +155,7 @@ def test_the_single_agent_baseline_is_compared_side_by_side(suite: Path, tmp_pat
     assert "= 4" in run["answer"]  # the single agent used the analyst's calculate tool itself
 
 
-def test_repeat_gives_a_pass_rate_per_case(suite: Path, tmp_path: Path, eval_here: EvalHere) -> None:
+def test_repeat_gives_a_pass_rate_per_case(suite: Path, tmp_path: Path) -> None:
     proc = eval_here(str(suite), "--model", "offline", "--repeat", "3", "--json", str(tmp_path / "r.json"), "--quiet")
 
     assert proc.returncode == 0, proc.stderr
@@ -175,15 +165,13 @@ def test_repeat_gives_a_pass_rate_per_case(suite: Path, tmp_path: Path, eval_her
     assert report["repeat"] == 3 and all(len(c["runs"]) == 3 and c["pass_rate"] == 1.0 for c in report["cases"])
 
 
-def test_a_report_that_could_not_be_written_is_refused_before_any_run(
-    suite: Path, tmp_path: Path, eval_here: EvalHere
-) -> None:
+def test_a_report_that_could_not_be_written_is_refused_before_any_run(suite: Path, tmp_path: Path) -> None:
     proc = eval_here(str(suite), "--model", "offline", "--json", str(tmp_path / "no" / "r.json"))
     assert proc.returncode == 2 and "its directory does not exist" in proc.stderr, proc.stderr
     assert "case(s) from" not in proc.stderr  # no case ran
 
 
-def test_the_builtin_routing_suite_passes_offline_and_says_it_is_not_a_model(eval_here: EvalHere) -> None:
+def test_the_builtin_routing_suite_passes_offline_and_says_it_is_not_a_model() -> None:
     suite, _ = load_suite("builtin")
     assert len(suite.cases) >= 30
     tags = {t for case in suite.cases for t in case.tags}
@@ -196,9 +184,7 @@ def test_the_builtin_routing_suite_passes_offline_and_says_it_is_not_a_model(eva
     assert "offline backend: deterministic answers, no LLM is called" in proc.stdout
 
 
-def test_any_backend_the_anthropic_test_server_then_its_recordings_replayed(
-    suite: Path, tmp_path: Path, eval_here: EvalHere
-) -> None:
+def test_any_backend_the_anthropic_test_server_then_its_recordings_replayed(suite: Path, tmp_path: Path) -> None:
     recordings = tmp_path / "recordings"
     with FakeMessagesAPI(brain=offline_brain) as api:
         env = {
@@ -241,9 +227,7 @@ def test_any_backend_the_anthropic_test_server_then_its_recordings_replayed(
         ('name = "empty"\n', "cases: Field required"),
     ],
 )
-def test_a_bad_suite_is_a_usage_error_naming_the_problem(
-    tmp_path: Path, text: str, message: str, eval_here: EvalHere
-) -> None:
+def test_a_bad_suite_is_a_usage_error_naming_the_problem(tmp_path: Path, text: str, message: str) -> None:
     path = tmp_path / "bad.toml"
     path.write_text(text)
     proc = eval_here(str(path), "--model", "offline")
@@ -251,7 +235,7 @@ def test_a_bad_suite_is_a_usage_error_naming_the_problem(
     assert "Traceback" not in proc.stderr
 
 
-def test_a_missing_suite_points_at_the_builtin_one(tmp_path: Path, eval_here: EvalHere) -> None:
+def test_a_missing_suite_points_at_the_builtin_one(tmp_path: Path) -> None:
     proc = eval_here(str(tmp_path / "nope.toml"), "--model", "offline")
     assert proc.returncode == 2 and "no such suite file" in proc.stderr and "mcp-team eval builtin" in proc.stderr
 

@@ -7,11 +7,13 @@ Through the library API and the `mcp-team` command, with the OpenAI-compatible b
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import os
 import subprocess
 from collections.abc import Iterator
+from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import anyio
@@ -65,16 +67,15 @@ def cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
-def cli_here(
-    capsys: pytest.CaptureFixture[str], *args: str, cwd: Path | None = None, **env: str
-) -> subprocess.CompletedProcess[str]:
+def cli_here(*args: str, cwd: Path | None = None, **env: str) -> subprocess.CompletedProcess[str]:
     """`mcp-team ARGS` through `main` in this process, with its exit code and output as `subprocess.run` gives
     them: for what a command says, where its process is not the point (a process costs a second or more of
     imports). As in a child: the environment `clean_env` gives, `cwd`, warnings logged to stderr, and the
     secrets it registers forgotten after. Runs here are --ephemeral: DBOS is a process's, not a test's."""
     root = logging.getLogger()
     handlers, level = root.handlers[:], root.level
-    with pytest.MonkeyPatch.context() as patch:
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.MonkeyPatch.context() as patch, redirect_stdout(out), redirect_stderr(err):
         for name in list(os.environ):
             if name.upper().startswith(SCRUBBED_PREFIXES):
                 patch.delenv(name)
@@ -82,7 +83,6 @@ def cli_here(
             patch.setenv(name, value)
         if cwd is not None:
             patch.chdir(cwd)
-        capsys.readouterr()
         root.handlers = []  # so that `log_to_stderr` logs to stderr, as in a child, not to pytest's capture
         try:
             code = main(list(args))
@@ -90,8 +90,7 @@ def cli_here(
             root.handlers = handlers
             root.setLevel(level)
             clear_secrets()
-        out, err = capsys.readouterr()
-    return subprocess.CompletedProcess([MCP_TEAM, *args], code, out, err)
+    return subprocess.CompletedProcess([MCP_TEAM, *args], code, out.getvalue(), err.getvalue())
 
 
 # --- cost ---------------------------------------------------------------------------------------
@@ -123,9 +122,7 @@ async def test_an_unknown_models_cost_is_null_not_zero(gpt: FakeOpenAIAPI, spans
     assert not [s for s in spans.all if s.attributes and USAGE_COST_USD in s.attributes]
 
 
-def test_the_cli_prints_the_cost_and_max_cost_winds_the_run_down(
-    gpt: FakeOpenAIAPI, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_the_cli_prints_the_cost_and_max_cost_winds_the_run_down(gpt: FakeOpenAIAPI) -> None:
     env = {"OPENAI_BASE_URL": gpt.base_url, "MCP_TEAM_PRICES": json.dumps({gpt.base_url: "openai"})}
     # The command's own process says the cost (the module's one `run` in a process); the capped run is the same
     # command, in this one.
@@ -136,7 +133,7 @@ def test_the_cli_prints_the_cost_and_max_cost_winds_the_run_down(
     assert f"${cost:.4f}" in full.stderr  # the summary line, next to the tokens
 
     capped_run = cli_here(
-        capsys, "run", "--json", "--ephemeral", "--model", f"openai:{MODEL}", "--max-cost", "0.0002", REQUEST, **env
+        "run", "--json", "--ephemeral", "--model", f"openai:{MODEL}", "--max-cost", "0.0002", REQUEST, **env
     )
     capped = json.loads(capped_run.stdout)
     assert "cost budget ($0.0002)" in (capped["stopped_by"] or ""), capped["stopped_by"]
@@ -144,13 +141,13 @@ def test_the_cli_prints_the_cost_and_max_cost_winds_the_run_down(
     assert capped["status"] in ("partial", "failed")
 
 
-def test_the_cli_says_an_unknown_cost_is_unknown(capsys: pytest.CaptureFixture[str]) -> None:
-    proc = cli_here(capsys, "run", "--ephemeral", "--model", "offline", "Research bees")
+def test_the_cli_says_an_unknown_cost_is_unknown() -> None:
+    proc = cli_here("run", "--ephemeral", "--model", "offline", "Research bees")
     assert "cost unknown" in proc.stderr and "$0" not in proc.stderr
 
 
-def test_max_cost_is_refused_when_not_a_positive_number(capsys: pytest.CaptureFixture[str]) -> None:
-    proc = cli_here(capsys, "run", "--ephemeral", "--model", "offline", "--max-cost", "-1", "Research bees")
+def test_max_cost_is_refused_when_not_a_positive_number() -> None:
+    proc = cli_here("run", "--ephemeral", "--model", "offline", "--max-cost", "-1", "Research bees")
     assert proc.returncode == 2 and "max-cost" in proc.stderr and "Traceback" not in proc.stderr
 
 
@@ -204,7 +201,7 @@ async def test_a_fallback_model_answers_when_the_primary_keeps_failing(spans: Sp
     assert {s.name.split(" ")[0] for s in marked} == {OP_CHAT, "execute_tool"}  # the calls and the handoffs
 
 
-def test_fallbacks_from_the_environment_and_a_team_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_fallbacks_from_the_environment_and_a_team_file(tmp_path: Path) -> None:
     with FakeOpenAIAPI() as down:
         down.fail(500, "boom", times=1000)
         team = tmp_path / "team.toml"
@@ -215,10 +212,10 @@ def test_fallbacks_from_the_environment_and_a_team_file(tmp_path: Path, capsys: 
         )
         env = {"OPENAI_BASE_URL": down.base_url, "MCP_TEAM_MAX_RETRIES": "0"}
         proc = cli_here(
-            capsys, "run", "--json", "--ephemeral", "--team", str(team), "--model", f"openai:{MODEL}", "Research bees",
+            "run", "--json", "--ephemeral", "--team", str(team), "--model", f"openai:{MODEL}", "Research bees",
             **env,
         )  # fmt: skip
-        checked = cli_here(capsys, "check", "--team", str(team), **env)
+        checked = cli_here("check", "--team", str(team), **env)
     result = json.loads(proc.stdout)
     assert result["status"] == "complete", result["failures"]
     assert [h["fallback"] for h in result["handoffs"]] == [
@@ -227,7 +224,7 @@ def test_fallbacks_from_the_environment_and_a_team_file(tmp_path: Path, capsys: 
     assert "(fallback offline)" in checked.stdout and f"openai:{MODEL}" in checked.stdout
 
 
-def test_check_shows_each_members_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_check_shows_each_members_model(tmp_path: Path) -> None:
     team = tmp_path / "team.toml"
     team.write_text(
         '[models]\nsupervisor = "openai:gpt-4o"\n\n'
@@ -235,20 +232,20 @@ def test_check_shows_each_members_model(tmp_path: Path, capsys: pytest.CaptureFi
         'model = "openai:qwen2.5:7b"\nbase_url = "http://127.0.0.1:11434/v1"\n\n'
         '[[specialists]]\nname = "writer"\ndescription = "Writes."\nprompt = "Write."\n'
     )
-    proc = cli_here(capsys, "check", "--team", str(team), OPENAI_API_KEY="sk-test")
+    proc = cli_here("check", "--team", str(team), OPENAI_API_KEY="sk-test")
     assert proc.returncode == 0, proc.stderr
     assert "openai:qwen2.5:7b at http://127.0.0.1:11434/v1" in proc.stdout
     assert "openai:gpt-4o-mini" in proc.stdout  # the writer: the specialists' default
     assert "supervisor (and planner): openai:gpt-4o" in proc.stdout
 
 
-def test_a_bad_member_model_is_reported_with_its_key_path(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_bad_member_model_is_reported_with_its_key_path(tmp_path: Path) -> None:
     team = tmp_path / "team.toml"
     team.write_text(
         '[[specialists]]\nname = "researcher"\ndescription = "Finds facts."\nprompt = "Find facts."\n'
         'model = "mistral:large"\n'
     )
-    proc = cli_here(capsys, "check", "--team", str(team))
+    proc = cli_here("check", "--team", str(team))
     assert proc.returncode == 1 and "specialists[0].model" in proc.stderr and "mistral" in proc.stderr
 
 
@@ -298,9 +295,7 @@ async def test_a_supervisor_turn_written_as_json_text_goes_back_and_is_never_the
 # --- sampling settings ---------------------------------------------------------------------------
 
 
-def test_sampling_settings_per_role_and_member_are_sent(
-    gpt: FakeOpenAIAPI, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_sampling_settings_per_role_and_member_are_sent(gpt: FakeOpenAIAPI, tmp_path: Path) -> None:
     team = tmp_path / "team.toml"
     team.write_text(
         "[models]\nspecialist_sampling = { temperature = 0.7 }\n\n"
@@ -310,7 +305,7 @@ def test_sampling_settings_per_role_and_member_are_sent(
     )
     env = {"OPENAI_BASE_URL": gpt.base_url}
     proc = cli_here(
-        capsys, "run", "--json", "--ephemeral", "--team", str(team), "--model", f"openai:{MODEL}",
+        "run", "--json", "--ephemeral", "--team", str(team), "--model", f"openai:{MODEL}",
         "Research bees and write a report", **env,
     )  # fmt: skip
     assert json.loads(proc.stdout)["status"] == "complete", proc.stderr
@@ -330,11 +325,11 @@ def test_sampling_settings_per_role_and_member_are_sent(
 
 
 @pytest.mark.anyio
-async def test_run_team_max_cost_is_capped_by_the_team_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+async def test_run_team_max_cost_is_capped_by_the_team_file(tmp_path: Path) -> None:
     from mcp import Client
 
     team = tmp_path / "team.toml"
-    assert cli_here(capsys, "init", str(team)).returncode == 0
+    assert cli_here("init", str(team)).returncode == 0
     team.write_text(team.read_text().replace("[supervisor.budgets]", "[supervisor.budgets]\nmax_cost = 0.5", 1))
     # The server `serve --team` builds, with an MCP client on it in memory: the cap is the tool's, not stdio's.
     server = build_server(ModelSettings(model="offline"), load_team(str(team)))
@@ -370,13 +365,10 @@ prompt = "Write."
 """
 
 
-def test_a_fallback_specialist_takes_over_when_the_circuit_opens(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_a_fallback_specialist_takes_over_when_the_circuit_opens(tmp_path: Path) -> None:
     team = tmp_path / "team.toml"
     team.write_text(FALLBACK_TEAM)
     proc = cli_here(
-        capsys,
         "run",
         "--json",
         "--ephemeral",
@@ -396,10 +388,10 @@ def test_a_fallback_specialist_takes_over_when_the_circuit_opens(
     assert result["status"] == "complete", result["failures"]
 
 
-def test_a_fallback_specialist_must_be_another_member(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_fallback_specialist_must_be_another_member(tmp_path: Path) -> None:
     team = tmp_path / "team.toml"
     team.write_text(FALLBACK_TEAM.replace('fallback = "scout"', 'fallback = "ghost"'))
-    proc = cli_here(capsys, "check", "--team", str(team))
+    proc = cli_here("check", "--team", str(team))
     assert proc.returncode == 1 and "specialists[0].fallback: 'ghost' must be another specialist" in proc.stderr
 
 

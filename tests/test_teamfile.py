@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import os
 import subprocess
 import sys
+from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import anyio
@@ -191,16 +193,15 @@ def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([MCP_TEAM, *args], capture_output=True, text=True, timeout=60, cwd=cwd, env=clean_env())
 
 
-def cli_here(
-    capsys: pytest.CaptureFixture[str], *args: str, cwd: Path | None = None, **env: str
-) -> subprocess.CompletedProcess[str]:
+def cli_here(*args: str, cwd: Path | None = None, **env: str) -> subprocess.CompletedProcess[str]:
     """`mcp-team ARGS` through `main` in this process, with its exit code and output as `subprocess.run` gives
     them: for what a command says, where its process is not the point (a process costs a second or more of
     imports). As in a child: the environment `clean_env` gives, `cwd`, warnings logged to stderr, and the
     secrets it registers forgotten after. Runs here are --ephemeral: DBOS is a process's, not a test's."""
     root = logging.getLogger()
     handlers, level = root.handlers[:], root.level
-    with pytest.MonkeyPatch.context() as patch:
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.MonkeyPatch.context() as patch, redirect_stdout(out), redirect_stderr(err):
         for name in list(os.environ):
             if name.upper().startswith(SCRUBBED_PREFIXES):
                 patch.delenv(name)
@@ -208,7 +209,6 @@ def cli_here(
             patch.setenv(name, value)
         if cwd is not None:
             patch.chdir(cwd)
-        capsys.readouterr()
         root.handlers = []  # so that `log_to_stderr` logs to stderr, as in a child, not to pytest's capture
         try:
             code = main(list(args))
@@ -216,11 +216,10 @@ def cli_here(
             root.handlers = handlers
             root.setLevel(level)
             clear_secrets()
-        out, err = capsys.readouterr()
-    return subprocess.CompletedProcess([MCP_TEAM, *args], code, out, err)
+    return subprocess.CompletedProcess([MCP_TEAM, *args], code, out.getvalue(), err.getvalue())
 
 
-def test_init_writes_the_default_team_and_check_accepts_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_init_writes_the_default_team_and_check_accepts_it(tmp_path: Path) -> None:
     init = run_cli("init", cwd=tmp_path)  # the module's one team command in a process of its own
     assert init.returncode == 0, init.stderr
     team = load_team_file(tmp_path / "team.toml").build()
@@ -235,17 +234,17 @@ def test_init_writes_the_default_team_and_check_accepts_it(tmp_path: Path, capsy
         assert [t.name for t in ours.tools] == [t.name for t in default.tools]
     assert "# mcp-team team file" in (tmp_path / "team.toml").read_text()
 
-    check = cli_here(capsys, "check", cwd=tmp_path)  # finds ./team.toml by itself
+    check = cli_here("check", cwd=tmp_path)  # finds ./team.toml by itself
     assert check.returncode == 0, check.stderr
     for name in ("researcher", "analyst", "writer", "coder", "reviewer", "calculate"):
         assert name in check.stdout
 
-    again = cli_here(capsys, "init", cwd=tmp_path)
+    again = cli_here("init", cwd=tmp_path)
     assert again.returncode == 2 and "already exists; pass --force" in again.stderr
 
 
-def test_init_presets(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    listing = cli_here(capsys, "init", "--list", cwd=tmp_path)
+def test_init_presets(tmp_path: Path) -> None:
+    listing = cli_here("init", "--list", cwd=tmp_path)
     assert listing.stdout.split() == [
         "competitive-intelligence",
         "patient-case",
@@ -255,30 +254,30 @@ def test_init_presets(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
         "contract-review",
         "research-desk",
     ]
-    made = cli_here(capsys, "init", "--preset", "portfolio", "mine.toml", cwd=tmp_path)
+    made = cli_here("init", "--preset", "portfolio", "mine.toml", cwd=tmp_path)
     assert made.returncode == 0 and load_team_file(tmp_path / "mine.toml").build()
-    bad = cli_here(capsys, "init", "--preset", "astrology", cwd=tmp_path)
+    bad = cli_here("init", "--preset", "astrology", cwd=tmp_path)
     assert bad.returncode == 2 and "unknown preset 'astrology'" in bad.stderr
     (tmp_path / "team.toml").write_text("", encoding="utf-8")  # over a file: the unknown preset is said first
-    again = cli_here(capsys, "init", "--preset", "astrology", cwd=tmp_path)
+    again = cli_here("init", "--preset", "astrology", cwd=tmp_path)
     assert again.returncode == 2 and "unknown preset 'astrology'" in again.stderr
 
 
-def test_check_rejects_an_invalid_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_check_rejects_an_invalid_file(tmp_path: Path) -> None:
     write(tmp_path, ONE_SPECIALIST + 'tools = ["telepathy"]\n', "bad.toml")
-    check = cli_here(capsys, "check", "bad.toml", cwd=tmp_path)
+    check = cli_here("check", "bad.toml", cwd=tmp_path)
     assert check.returncode == 1
     assert "bad.toml: invalid team file" in check.stderr and "unknown tool 'telepathy'" in check.stderr
     assert "Traceback" not in check.stderr
 
 
-def test_check_takes_team_like_run_and_serve(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_check_takes_team_like_run_and_serve(tmp_path: Path) -> None:
     write(tmp_path, ONE_SPECIALIST, "poets.toml")
     write(tmp_path, ONE_SPECIALIST + 'tools = ["telepathy"]\n', "bad.toml")
 
-    good = cli_here(capsys, "check", "--team", "poets.toml", cwd=tmp_path)
-    bad = cli_here(capsys, "check", "--team", "bad.toml", cwd=tmp_path)
-    both = cli_here(capsys, "check", "poets.toml", "--team", "bad.toml", cwd=tmp_path)
+    good = cli_here("check", "--team", "poets.toml", cwd=tmp_path)
+    bad = cli_here("check", "--team", "bad.toml", cwd=tmp_path)
+    both = cli_here("check", "poets.toml", "--team", "bad.toml", cwd=tmp_path)
 
     assert good.returncode == 0, good.stderr
     assert "poets.toml: 1 specialists" in good.stdout and "poet" in good.stdout
@@ -410,21 +409,19 @@ async def test_served_team_reports_its_external_servers(tmp_path: Path) -> None:
     assert next(s for s in team["specialists"] if s["name"] == "adder")["tools"] == ["add"]
 
 
-def test_a_tool_the_mcp_server_does_not_offer_is_a_clear_error(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_a_tool_the_mcp_server_does_not_offer_is_a_clear_error(tmp_path: Path) -> None:
     body = ADDER_TEAM.replace('allowed_tools = ["add", "echo"]\n', "").replace('"echo/add"', '"echo/multiply"')
     write(tmp_path, body)
     # --ephemeral: what is said of the tool comes before a run, durable or not (DBOS is a process's, not a test's).
-    proc = cli_here(capsys, "run", "--ephemeral", "--model", "offline", "Add 2 and 3", cwd=tmp_path)
+    proc = cli_here("run", "--ephemeral", "--model", "offline", "Add 2 and 3", cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr
     assert "specialist adder" in proc.stderr and "multiply" in proc.stderr
     assert "Traceback" not in proc.stderr
 
 
-def test_init_force_overwrites(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_init_force_overwrites(tmp_path: Path) -> None:
     write(tmp_path, ONE_SPECIALIST)
-    forced = cli_here(capsys, "init", "--force", cwd=tmp_path)
+    forced = cli_here("init", "--force", cwd=tmp_path)
     assert forced.returncode == 0, forced.stderr
     assert [s.name for s in load_team_file(tmp_path / "team.toml").build()] == [s.name for s in DEFAULT_TEAM]
 

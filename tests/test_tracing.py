@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import os
 import signal
 import subprocess
+from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
@@ -31,16 +33,15 @@ def by_id(spans: list[dict]) -> dict[str, dict]:
     return {s["span_id"]: s for s in spans}
 
 
-def cli_here(
-    capsys: pytest.CaptureFixture[str], *args: str, cwd: Path | None = None, **env: str
-) -> subprocess.CompletedProcess[str]:
+def cli_here(*args: str, cwd: Path | None = None, **env: str) -> subprocess.CompletedProcess[str]:
     """`mcp-team ARGS` through `main` in this process, with its exit code and output as `subprocess.run` gives
     them: for what a command says, where its process is not the point (a process costs a second or more of
     imports). As in a child: the environment `clean_env` gives, `cwd`, warnings logged to stderr, and the
     secrets it registers forgotten after. Runs here are --ephemeral: DBOS is a process's, not a test's."""
     root = logging.getLogger()
     handlers, level = root.handlers[:], root.level
-    with pytest.MonkeyPatch.context() as patch:
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.MonkeyPatch.context() as patch, redirect_stdout(out), redirect_stderr(err):
         for name in list(os.environ):
             if name.upper().startswith(SCRUBBED_PREFIXES):
                 patch.delenv(name)
@@ -48,7 +49,6 @@ def cli_here(
             patch.setenv(name, value)
         if cwd is not None:
             patch.chdir(cwd)
-        capsys.readouterr()
         root.handlers = []  # so that `log_to_stderr` logs to stderr, as in a child, not to pytest's capture
         try:
             code = main(list(args))
@@ -56,8 +56,7 @@ def cli_here(
             root.handlers = handlers
             root.setLevel(level)
             content.clear_secrets()
-        out, err = capsys.readouterr()
-    return subprocess.CompletedProcess([MCP_TEAM, *args], code, out, err)
+    return subprocess.CompletedProcess([MCP_TEAM, *args], code, out.getvalue(), err.getvalue())
 
 
 async def test_stdio_server_exports_every_span_before_the_client_closes_it() -> None:
@@ -173,9 +172,7 @@ async def test_secrets_never_reach_spans_or_records_even_with_content_capture(
     assert "[redacted]" in record
 
 
-def test_run_writes_an_otlp_json_trace_file_and_trace_shows_it(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_run_writes_an_otlp_json_trace_file_and_trace_shows_it(tmp_path: Path) -> None:
     target = tmp_path / "run.json"
     proc = subprocess.run(
         [
@@ -215,15 +212,15 @@ def test_run_writes_an_otlp_json_trace_file_and_trace_shows_it(
     assert f"run {run_id}" in shown.stdout and "→ analyst" in shown.stdout and "tool calculate" in shown.stdout
 
     # What `trace` says of files it cannot show: the same command, in this process.
-    missing = cli_here(capsys, "trace", "nope", "--dir", str(tmp_path / "traces"))
+    missing = cli_here("trace", "nope", "--dir", str(tmp_path / "traces"))
     assert missing.returncode == 1 and "no trace for run 'nope'" in missing.stderr and run_id in missing.stderr
-    nowhere = cli_here(capsys, "trace", "nope", "--dir", str(tmp_path / "nowhere"))
+    nowhere = cli_here("trace", "nope", "--dir", str(tmp_path / "nowhere"))
     assert nowhere.returncode == 1 and "(no such directory)" in nowhere.stderr, nowhere.stderr
 
     # A Jaeger v1 JSON file of an older mcp-team is named as such, with what to do.
     old = tmp_path / "old.json"
     old.write_text(json.dumps({"data": [{"traceID": "0" * 32, "spans": [], "processes": {}}]}))
-    refused = cli_here(capsys, "trace", str(old))
+    refused = cli_here("trace", str(old))
     assert refused.returncode == 1 and "Traceback" not in refused.stderr
     assert "Jaeger v1 JSON file, written by an older mcp-team" in refused.stderr and "--trace-dir" in refused.stderr
 
@@ -234,7 +231,7 @@ def test_run_writes_an_otlp_json_trace_file_and_trace_shows_it(
         ("gone.json", "gone.json: no such trace file"),
         ("traces", "traces is a directory; give a trace file, or a run id with --dir"),
     ]:
-        proc = cli_here(capsys, "trace", str(tmp_path / given))
+        proc = cli_here("trace", str(tmp_path / given))
         assert proc.returncode in (1, 2) and says in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
         assert given == "traces" or proc.stderr.count(str(tmp_path)) == 1  # the path once, not twice
 
