@@ -67,7 +67,7 @@ def cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
-def cli_here(*args: str, cwd: Path | None = None, **env: str) -> subprocess.CompletedProcess[str]:
+def cli_here(*args: str, cwd: str | Path | None = None, **env: str) -> subprocess.CompletedProcess[str]:
     """`mcp-team ARGS` through `main` in this process, with its exit code and output as `subprocess.run` gives
     them: for what a command says, where its process is not the point (a process costs a second or more of
     imports). As in a child: the environment `clean_env` gives, `cwd`, warnings logged to stderr, and the
