@@ -4,8 +4,12 @@ replayed), and clear errors for bad suites."""
 
 from __future__ import annotations
 
+import io
 import json
+import logging
+import os
 import subprocess
+from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +24,10 @@ from mcp_team.handoffs import RunSettings
 from mcp_team.llm import Model, ModelRequest, ModelResponse, ModelSet
 from mcp_team.llm.offline import OfflineModel
 from mcp_team.llm.wrappers import WrapperModel
+from mcp_team.server.cli import main
 from mcp_team.specialists import DEFAULT_TEAM
-from support import HANG_GUARD, MCP_TEAM, clean_env
+from mcp_team.telemetry.content import clear_secrets
+from support import HANG_GUARD, MCP_TEAM, SCRUBBED_PREFIXES, clean_env
 
 SUITE = """\
 name = "small"
@@ -48,6 +54,37 @@ def eval_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Comple
     return subprocess.run(
         [MCP_TEAM, "eval", *args], capture_output=True, text=True, timeout=HANG_GUARD, env=clean_env(**(env or {}))
     )
+
+
+def cli_here(*args: str, cwd: str | Path | None = None, **env: str) -> subprocess.CompletedProcess[str]:
+    """`mcp-team ARGS` through `main` in this process, with its exit code and output as `subprocess.run` gives
+    them: for what a command says, where its process is not the point (a process costs a second or more of
+    imports). As in a child: the environment `clean_env` gives, `cwd`, warnings logged to stderr, and the
+    secrets it registers forgotten after. Runs here are --ephemeral: DBOS is a process's, not a test's."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.MonkeyPatch.context() as patch, redirect_stdout(out), redirect_stderr(err):
+        for name in list(os.environ):
+            if name.upper().startswith(SCRUBBED_PREFIXES):
+                patch.delenv(name)
+        for name, value in clean_env(**env).items():
+            patch.setenv(name, value)
+        if cwd is not None:
+            patch.chdir(cwd)
+        root.handlers = []  # so that `log_to_stderr` logs to stderr, as in a child, not to pytest's capture
+        try:
+            code = main(list(args))
+        finally:
+            root.handlers = handlers
+            root.setLevel(level)
+            clear_secrets()
+    return subprocess.CompletedProcess([MCP_TEAM, *args], code, out.getvalue(), err.getvalue())
+
+
+def eval_here(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """`eval_cli` through `main` in this process (see `cli_here`): the module keeps one eval in a process."""
+    return cli_here("eval", *args, **(env or {}))
 
 
 @pytest.fixture
@@ -87,7 +124,7 @@ def test_a_suite_that_passes_exits_0_with_the_table_and_a_json_report(suite: Pat
 
 def test_one_failing_case_fails_the_eval_and_says_why(suite: Path, tmp_path: Path) -> None:
     suite.write_text(SUITE.replace('expect.called = ["coder"]', 'expect.called = ["coder", "reviewer"]'))
-    proc = eval_cli(str(suite), "--model", "offline", "--json", str(tmp_path / "report.json"), "--quiet")
+    proc = eval_here(str(suite), "--model", "offline", "--json", str(tmp_path / "report.json"), "--quiet")
 
     assert proc.returncode == 1
     assert "small: 2/3 cases pass" in proc.stdout and "FAIL" in proc.stdout
@@ -98,7 +135,7 @@ def test_one_failing_case_fails_the_eval_and_says_why(suite: Path, tmp_path: Pat
 
 
 def test_the_single_agent_baseline_is_compared_side_by_side(suite: Path, tmp_path: Path) -> None:
-    proc = eval_cli(
+    proc = eval_here(
         str(suite), "--model", "offline", "--baseline", "single-agent", "--json", str(tmp_path / "r.json"), "--quiet"
     )
 
@@ -119,7 +156,7 @@ def test_the_single_agent_baseline_is_compared_side_by_side(suite: Path, tmp_pat
 
 
 def test_repeat_gives_a_pass_rate_per_case(suite: Path, tmp_path: Path) -> None:
-    proc = eval_cli(str(suite), "--model", "offline", "--repeat", "3", "--json", str(tmp_path / "r.json"), "--quiet")
+    proc = eval_here(str(suite), "--model", "offline", "--repeat", "3", "--json", str(tmp_path / "r.json"), "--quiet")
 
     assert proc.returncode == 0, proc.stderr
     rows = [line for line in proc.stdout.splitlines() if line.startswith("│")]
@@ -129,7 +166,7 @@ def test_repeat_gives_a_pass_rate_per_case(suite: Path, tmp_path: Path) -> None:
 
 
 def test_a_report_that_could_not_be_written_is_refused_before_any_run(suite: Path, tmp_path: Path) -> None:
-    proc = eval_cli(str(suite), "--model", "offline", "--json", str(tmp_path / "no" / "r.json"))
+    proc = eval_here(str(suite), "--model", "offline", "--json", str(tmp_path / "no" / "r.json"))
     assert proc.returncode == 2 and "its directory does not exist" in proc.stderr, proc.stderr
     assert "case(s) from" not in proc.stderr  # no case ran
 
@@ -141,7 +178,7 @@ def test_the_builtin_routing_suite_passes_offline_and_says_it_is_not_a_model() -
     assert {"research", "analysis", "writing", "code", "review", "mixed", "single", "planned"} <= tags
     assert {"competitive-intelligence", "contract-review", "curriculum", "patient-case", "portfolio"} <= tags
 
-    proc = eval_cli("builtin", "--model", "offline", "--quiet")
+    proc = eval_here("builtin", "--model", "offline", "--quiet")
     assert proc.returncode == 0, proc.stdout
     assert f"{len(suite.cases)}/{len(suite.cases)} cases pass" in proc.stdout
     assert "offline backend: deterministic answers, no LLM is called" in proc.stdout
@@ -155,14 +192,14 @@ def test_any_backend_the_anthropic_test_server_then_its_recordings_replayed(suit
             "ANTHROPIC_BASE_URL": api.base_url,
             "MCP_TEAM_PRICES": json.dumps({api.base_url: "anthropic"}),  # priced as Anthropic's own API
         }
-        live = eval_cli(str(suite), "--record", str(recordings), "--json", str(tmp_path / "live.json"), env=env)
+        live = eval_here(str(suite), "--record", str(recordings), "--json", str(tmp_path / "live.json"), env=env)
         sent = len(api.requests)
     assert live.returncode == 0, live.stderr
     assert "$0.0" in live.stdout and "no LLM is called" not in live.stdout + live.stderr
     assert sorted(p.name for p in recordings.iterdir()) == ["bees.jsonl", "fizz.jsonl", "sum.jsonl"]
 
     # No server, no key: the recordings alone give the same routing, tokens and cost.
-    replayed = eval_cli(str(suite), "--model", f"replay:{recordings}", "--json", str(tmp_path / "replayed.json"))
+    replayed = eval_here(str(suite), "--model", f"replay:{recordings}", "--json", str(tmp_path / "replayed.json"))
     assert replayed.returncode == 0, replayed.stderr
     assert "no model is called" in replayed.stderr
     live_report, replay_report = report_of(tmp_path / "live.json"), report_of(tmp_path / "replayed.json")
@@ -173,7 +210,7 @@ def test_any_backend_the_anthropic_test_server_then_its_recordings_replayed(suit
 
     # A case whose request changed is not in its recording: it fails, saying where the run diverged.
     suite.write_text(SUITE.replace("Calculate 2+2", "Calculate 3+3"))
-    changed = eval_cli(str(suite), "--model", f"replay:{recordings}", "--quiet")
+    changed = eval_here(str(suite), "--model", f"replay:{recordings}", "--quiet")
     assert changed.returncode == 1
     assert "✗ sum: Divergence: the run diverged from the recording" in changed.stdout
     assert "(error)" in changed.stdout
@@ -193,13 +230,13 @@ def test_any_backend_the_anthropic_test_server_then_its_recordings_replayed(suit
 def test_a_bad_suite_is_a_usage_error_naming_the_problem(tmp_path: Path, text: str, message: str) -> None:
     path = tmp_path / "bad.toml"
     path.write_text(text)
-    proc = eval_cli(str(path), "--model", "offline")
+    proc = eval_here(str(path), "--model", "offline")
     assert proc.returncode == 2 and message in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr
 
 
 def test_a_missing_suite_points_at_the_builtin_one(tmp_path: Path) -> None:
-    proc = eval_cli(str(tmp_path / "nope.toml"), "--model", "offline")
+    proc = eval_here(str(tmp_path / "nope.toml"), "--model", "offline")
     assert proc.returncode == 2 and "no such suite file" in proc.stderr and "mcp-team eval builtin" in proc.stderr
 
 

@@ -7,9 +7,13 @@ Through the library API and the `mcp-team` command, with the OpenAI-compatible b
 
 from __future__ import annotations
 
+import io
 import json
+import logging
+import os
 import subprocess
 from collections.abc import Iterator
+from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import anyio
@@ -23,10 +27,15 @@ from mcp_team.llm import SPECIALIST, SUPERVISOR, Message, ModelRequest, ModelSet
 from mcp_team.llm.cost import usage_cost
 from mcp_team.llm.limits import EndpointLimits, Limiters
 from mcp_team.llm.openai import OpenAIModel
+from mcp_team.llm.settings import ModelSettings
 from mcp_team.llm.text_calls import text_tool_call
+from mcp_team.server.app import build_server
+from mcp_team.server.cli import main
+from mcp_team.server.teamfile import load_team
 from mcp_team.specialists import DEFAULT_TEAM
 from mcp_team.telemetry.attributes import FALLBACK_MODEL, OP_CHAT, USAGE_COST_USD
-from support import HANG_GUARD, MCP_TEAM, clean_env
+from mcp_team.telemetry.content import clear_secrets
+from support import HANG_GUARD, MCP_TEAM, SCRUBBED_PREFIXES, clean_env
 
 KEY = "sk-proj-test-SECRET-0123456789"
 MODEL = "gpt-4o-mini"
@@ -56,6 +65,32 @@ def cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [MCP_TEAM, *args], capture_output=True, text=True, timeout=HANG_GUARD, env=clean_env(**env)
     )  # fmt: skip
+
+
+def cli_here(*args: str, cwd: str | Path | None = None, **env: str) -> subprocess.CompletedProcess[str]:
+    """`mcp-team ARGS` through `main` in this process, with its exit code and output as `subprocess.run` gives
+    them: for what a command says, where its process is not the point (a process costs a second or more of
+    imports). As in a child: the environment `clean_env` gives, `cwd`, warnings logged to stderr, and the
+    secrets it registers forgotten after. Runs here are --ephemeral: DBOS is a process's, not a test's."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.MonkeyPatch.context() as patch, redirect_stdout(out), redirect_stderr(err):
+        for name in list(os.environ):
+            if name.upper().startswith(SCRUBBED_PREFIXES):
+                patch.delenv(name)
+        for name, value in clean_env(**env).items():
+            patch.setenv(name, value)
+        if cwd is not None:
+            patch.chdir(cwd)
+        root.handlers = []  # so that `log_to_stderr` logs to stderr, as in a child, not to pytest's capture
+        try:
+            code = main(list(args))
+        finally:
+            root.handlers = handlers
+            root.setLevel(level)
+            clear_secrets()
+    return subprocess.CompletedProcess([MCP_TEAM, *args], code, out.getvalue(), err.getvalue())
 
 
 # --- cost ---------------------------------------------------------------------------------------
@@ -89,27 +124,30 @@ async def test_an_unknown_models_cost_is_null_not_zero(gpt: FakeOpenAIAPI, spans
 
 def test_the_cli_prints_the_cost_and_max_cost_winds_the_run_down(gpt: FakeOpenAIAPI) -> None:
     env = {"OPENAI_BASE_URL": gpt.base_url, "MCP_TEAM_PRICES": json.dumps({gpt.base_url: "openai"})}
-    full = cli("run", "--json", "--model", f"openai:{MODEL}", REQUEST, **env)
+    # The command's own process says the cost (the module's one `run` in a process); the capped run is the same
+    # command, in this one.
+    full = cli("run", "--json", "--ephemeral", "--model", f"openai:{MODEL}", REQUEST, **env)
     result = json.loads(full.stdout)
     cost = result["usage"]["total"]["cost_usd"]
     assert result["status"] == "complete" and cost > 0
     assert f"${cost:.4f}" in full.stderr  # the summary line, next to the tokens
 
-    capped = json.loads(
-        cli("run", "--json", "--model", f"openai:{MODEL}", "--max-cost", "0.0002", REQUEST, **env).stdout
+    capped_run = cli_here(
+        "run", "--json", "--ephemeral", "--model", f"openai:{MODEL}", "--max-cost", "0.0002", REQUEST, **env
     )
+    capped = json.loads(capped_run.stdout)
     assert "cost budget ($0.0002)" in (capped["stopped_by"] or ""), capped["stopped_by"]
     assert capped["usage"]["total"]["cost_usd"] < cost
     assert capped["status"] in ("partial", "failed")
 
 
 def test_the_cli_says_an_unknown_cost_is_unknown() -> None:
-    proc = cli("run", "--model", "offline", "Research bees")
+    proc = cli_here("run", "--ephemeral", "--model", "offline", "Research bees")
     assert "cost unknown" in proc.stderr and "$0" not in proc.stderr
 
 
 def test_max_cost_is_refused_when_not_a_positive_number() -> None:
-    proc = cli("run", "--model", "offline", "--max-cost", "-1", "Research bees")
+    proc = cli_here("run", "--ephemeral", "--model", "offline", "--max-cost", "-1", "Research bees")
     assert proc.returncode == 2 and "max-cost" in proc.stderr and "Traceback" not in proc.stderr
 
 
@@ -173,8 +211,11 @@ def test_fallbacks_from_the_environment_and_a_team_file(tmp_path: Path) -> None:
             'fallback_model = "offline"\n'
         )
         env = {"OPENAI_BASE_URL": down.base_url, "MCP_TEAM_MAX_RETRIES": "0"}
-        proc = cli("run", "--json", "--team", str(team), "--model", f"openai:{MODEL}", "Research bees", **env)
-        checked = cli("check", "--team", str(team), **env)
+        proc = cli_here(
+            "run", "--json", "--ephemeral", "--team", str(team), "--model", f"openai:{MODEL}", "Research bees",
+            **env,
+        )  # fmt: skip
+        checked = cli_here("check", "--team", str(team), **env)
     result = json.loads(proc.stdout)
     assert result["status"] == "complete", result["failures"]
     assert [h["fallback"] for h in result["handoffs"]] == [
@@ -191,7 +232,7 @@ def test_check_shows_each_members_model(tmp_path: Path) -> None:
         'model = "openai:qwen2.5:7b"\nbase_url = "http://127.0.0.1:11434/v1"\n\n'
         '[[specialists]]\nname = "writer"\ndescription = "Writes."\nprompt = "Write."\n'
     )
-    proc = cli("check", "--team", str(team), OPENAI_API_KEY="sk-test")
+    proc = cli_here("check", "--team", str(team), OPENAI_API_KEY="sk-test")
     assert proc.returncode == 0, proc.stderr
     assert "openai:qwen2.5:7b at http://127.0.0.1:11434/v1" in proc.stdout
     assert "openai:gpt-4o-mini" in proc.stdout  # the writer: the specialists' default
@@ -204,7 +245,7 @@ def test_a_bad_member_model_is_reported_with_its_key_path(tmp_path: Path) -> Non
         '[[specialists]]\nname = "researcher"\ndescription = "Finds facts."\nprompt = "Find facts."\n'
         'model = "mistral:large"\n'
     )
-    proc = cli("check", "--team", str(team))
+    proc = cli_here("check", "--team", str(team))
     assert proc.returncode == 1 and "specialists[0].model" in proc.stderr and "mistral" in proc.stderr
 
 
@@ -263,9 +304,10 @@ def test_sampling_settings_per_role_and_member_are_sent(gpt: FakeOpenAIAPI, tmp_
         '[[specialists]]\nname = "writer"\ndescription = "Writes reports."\nprompt = "Write."\n'
     )
     env = {"OPENAI_BASE_URL": gpt.base_url}
-    proc = cli(
-        "run", "--json", "--team", str(team), "--model", f"openai:{MODEL}", "Research bees and write a report", **env
-    )
+    proc = cli_here(
+        "run", "--json", "--ephemeral", "--team", str(team), "--model", f"openai:{MODEL}",
+        "Research bees and write a report", **env,
+    )  # fmt: skip
     assert json.loads(proc.stdout)["status"] == "complete", proc.stderr
     sent = {}
     for body in gpt.requests:
@@ -284,16 +326,14 @@ def test_sampling_settings_per_role_and_member_are_sent(gpt: FakeOpenAIAPI, tmp_
 
 @pytest.mark.anyio
 async def test_run_team_max_cost_is_capped_by_the_team_file(tmp_path: Path) -> None:
-    from mcp import Client, StdioServerParameters
-    from mcp.client.stdio import stdio_client
+    from mcp import Client
 
     team = tmp_path / "team.toml"
-    assert cli("init", str(team)).returncode == 0
+    assert cli_here("init", str(team)).returncode == 0
     team.write_text(team.read_text().replace("[supervisor.budgets]", "[supervisor.budgets]\nmax_cost = 0.5", 1))
-    params = StdioServerParameters(
-        command=MCP_TEAM, args=["serve", "--team", str(team)], env=clean_env(MCP_TEAM_MODEL="offline")
-    )
-    async with Client(stdio_client(params), mode="legacy") as client:
+    # The server `serve --team` builds, with an MCP client on it in memory: the cap is the tool's, not stdio's.
+    server = build_server(ModelSettings(model="offline"), load_team(str(team)))
+    async with Client(server, mode="legacy") as client:
         above = await client.call_tool("run_team", {"request": "Research bees", "max_cost": 1})
         below = await client.call_tool("run_team", {"request": "Research bees", "max_cost": 0.25})
     text = " ".join(getattr(c, "text", "") for c in above.content)
@@ -328,9 +368,10 @@ prompt = "Write."
 def test_a_fallback_specialist_takes_over_when_the_circuit_opens(tmp_path: Path) -> None:
     team = tmp_path / "team.toml"
     team.write_text(FALLBACK_TEAM)
-    proc = cli(
+    proc = cli_here(
         "run",
         "--json",
+        "--ephemeral",
         "--model",
         "offline",
         "--team",
@@ -350,7 +391,7 @@ def test_a_fallback_specialist_takes_over_when_the_circuit_opens(tmp_path: Path)
 def test_a_fallback_specialist_must_be_another_member(tmp_path: Path) -> None:
     team = tmp_path / "team.toml"
     team.write_text(FALLBACK_TEAM.replace('fallback = "scout"', 'fallback = "ghost"'))
-    proc = cli("check", "--team", str(team))
+    proc = cli_here("check", "--team", str(team))
     assert proc.returncode == 1 and "specialists[0].fallback: 'ghost' must be another specialist" in proc.stderr
 
 

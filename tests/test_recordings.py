@@ -5,9 +5,13 @@ changed prompt stops the replay with the difference; the server and the CLI reco
 from __future__ import annotations
 
 import functools
+import io
 import json
+import logging
+import os
 import random
 import subprocess
+from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import anyio
@@ -27,10 +31,11 @@ from mcp_team.llm.replay import Recording, replay_models
 from mcp_team.llm.settings import ModelSettings, build_models
 from mcp_team.llm.wrappers import WrapperModel, map_models
 from mcp_team.server.app import build_server
+from mcp_team.server.cli import main
 from mcp_team.specialists import DEFAULT_TEAM
 from mcp_team.telemetry.content import clear_secrets, register_secret
-from recorded_runs import API_KEY, CASES, Case, record
-from support import MCP_TEAM, clean_env
+from recorded_runs import API_KEY, CASES, Case
+from support import MCP_TEAM, SCRUBBED_PREFIXES, clean_env
 
 pytestmark = pytest.mark.anyio
 
@@ -65,14 +70,18 @@ def test_the_committed_recordings_were_made_through_the_anthropic_backend() -> N
 @pytest.fixture(scope="module")
 def fresh(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Each case recorded again, now, on the anthropic backend against the fake Messages API: the retry through
-    `mcp-team run --record` as a user runs it, the others in this process (the same models, without the
-    start-up of a process each)."""
+    `mcp-team run --record` as a user runs it (the command's `main`, in this process: what it writes is the
+    point; the replay below keeps a process of its own), the others through the library (the same models)."""
     folder = tmp_path_factory.mktemp("recordings")
     paths = {case.name: folder / f"{case.name}.jsonl" for case in CASES}
     with FakeMessagesAPI(brain=offline_brain) as api:
         for case in CASES:
             if case.faults:
-                proc = record(case, paths[case.name], api)
+                faults = [arg for fault in case.faults for arg in ("--fault", fault)]
+                proc = cli_here(
+                    "run", "--json", "--quiet", "--record", str(paths[case.name]), "--mode", case.mode, *faults,
+                    case.request, ANTHROPIC_API_KEY=API_KEY, ANTHROPIC_BASE_URL=api.base_url,
+                )  # fmt: skip
                 assert proc.returncode == 0, proc.stderr
                 assert json.loads(proc.stdout)["status"] == "complete"
                 continue
@@ -140,7 +149,8 @@ async def test_parallel_branches_finishing_in_the_other_order_give_the_recorded_
 
 
 def test_the_cli_replays_a_recording_without_any_model(fresh: dict[str, Path]) -> None:
-    # No API key, no server: the recording alone. The request and mode come from the recording.
+    # No API key, no server: the recording alone. The request and mode come from the recording. (The module's one
+    # command in a process of its own.)
     proc = _cli("run", "--json", "--model", f"replay:{fresh['planned-dag']}")
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
@@ -176,7 +186,7 @@ async def test_a_changed_prompt_stops_the_replay_naming_the_difference(fresh: di
 
 
 def test_the_cli_stops_a_diverging_replay_with_the_difference(fresh: dict[str, Path]) -> None:
-    proc = _cli("run", "--model", f"replay:{fresh['retry-after-fault']}", "Research wasps and calculate 2+2")
+    proc = cli_here("run", "--model", f"replay:{fresh['retry-after-fault']}", "Research wasps and calculate 2+2")
     assert proc.returncode == 1
     assert "the supervisor's act request is not in the recording" in proc.stderr
     assert "-Research bees and calculate 2+2" in proc.stderr and "+Research wasps and calculate 2+2" in proc.stderr
@@ -184,11 +194,11 @@ def test_the_cli_stops_a_diverging_replay_with_the_difference(fresh: dict[str, P
 
 
 def test_a_bad_recording_is_a_clear_usage_error(tmp_path: Path) -> None:
-    missing = _cli("run", "--model", f"replay:{tmp_path / 'nope.jsonl'}", "x")
+    missing = cli_here("run", "--model", f"replay:{tmp_path / 'nope.jsonl'}", "x")
     assert missing.returncode == 2 and "no such recording" in missing.stderr
     broken = tmp_path / "broken.jsonl"
     broken.write_text('{"type": "header", "format": "mcp-team-recording", "version": 1}\n')
-    proc = _cli("run", "--model", f"replay:{broken}", "x")
+    proc = cli_here("run", "--model", f"replay:{broken}", "x")
     assert proc.returncode == 2 and "broken.jsonl, line 1: not a valid recording line" in proc.stderr
     assert "created_at" in proc.stderr and "Traceback" not in proc.stderr + missing.stderr
     with pytest.raises(ConfigError, match="is this an mcp-team recording"):
@@ -235,3 +245,29 @@ async def test_the_server_records_every_run_team_call(tmp_path: Path) -> None:
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([MCP_TEAM, *args], capture_output=True, text=True, timeout=60, env=clean_env())
+
+
+def cli_here(*args: str, cwd: str | Path | None = None, **env: str) -> subprocess.CompletedProcess[str]:
+    """`mcp-team ARGS` through `main` in this process, with its exit code and output as `subprocess.run` gives
+    them: for what a command says, where its process is not the point (a process costs a second or more of
+    imports). As in a child: the environment `clean_env` gives, `cwd`, warnings logged to stderr, and the
+    secrets it registers forgotten after. Runs here are --ephemeral: DBOS is a process's, not a test's."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.MonkeyPatch.context() as patch, redirect_stdout(out), redirect_stderr(err):
+        for name in list(os.environ):
+            if name.upper().startswith(SCRUBBED_PREFIXES):
+                patch.delenv(name)
+        for name, value in clean_env(**env).items():
+            patch.setenv(name, value)
+        if cwd is not None:
+            patch.chdir(cwd)
+        root.handlers = []  # so that `log_to_stderr` logs to stderr, as in a child, not to pytest's capture
+        try:
+            code = main(list(args))
+        finally:
+            root.handlers = handlers
+            root.setLevel(level)
+            clear_secrets()
+    return subprocess.CompletedProcess([MCP_TEAM, *args], code, out.getvalue(), err.getvalue())

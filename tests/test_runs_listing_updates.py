@@ -117,7 +117,9 @@ async def connected(
     the run's checkpoints."""
     handler = updates.handle if mode == "legacy" else None  # 2026-07-28: `following_the_listing` takes them
     async with (
-        httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=HANG_GUARD) as http,
+        # verify=False: plain http on 127.0.0.1 checks no certificate, and loading the CA bundle for nothing cost
+        # 0.15 s of CPU a client (ten of them here).
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=HANG_GUARD, verify=False) as http,
         Client(
             streamable_http_client(url, http_client=http),
             mode=mode,

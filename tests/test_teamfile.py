@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import io
 import json
 import logging
+import os
 import subprocess
 import sys
+from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import anyio
@@ -20,9 +23,11 @@ from mcp_team.llm.call import SPECIALIST, SUPERVISOR
 from mcp_team.llm.scripted import ScriptedModel, text, tool_calls
 from mcp_team.llm.settings import ModelSettings
 from mcp_team.server.app import build_server
+from mcp_team.server.cli import main
 from mcp_team.server.teamfile import TeamFileError, load_team_file
 from mcp_team.specialists import DEFAULT_TEAM
-from support import ADDER_TEAM, HANG_GUARD, MCP_TEAM, clean_env
+from mcp_team.telemetry.content import clear_secrets
+from support import ADDER_TEAM, HANG_GUARD, MCP_TEAM, SCRUBBED_PREFIXES, clean_env
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")]
 
@@ -188,8 +193,34 @@ def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([MCP_TEAM, *args], capture_output=True, text=True, timeout=60, cwd=cwd, env=clean_env())
 
 
+def cli_here(*args: str, cwd: str | Path | None = None, **env: str) -> subprocess.CompletedProcess[str]:
+    """`mcp-team ARGS` through `main` in this process, with its exit code and output as `subprocess.run` gives
+    them: for what a command says, where its process is not the point (a process costs a second or more of
+    imports). As in a child: the environment `clean_env` gives, `cwd`, warnings logged to stderr, and the
+    secrets it registers forgotten after. Runs here are --ephemeral: DBOS is a process's, not a test's."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.MonkeyPatch.context() as patch, redirect_stdout(out), redirect_stderr(err):
+        for name in list(os.environ):
+            if name.upper().startswith(SCRUBBED_PREFIXES):
+                patch.delenv(name)
+        for name, value in clean_env(**env).items():
+            patch.setenv(name, value)
+        if cwd is not None:
+            patch.chdir(cwd)
+        root.handlers = []  # so that `log_to_stderr` logs to stderr, as in a child, not to pytest's capture
+        try:
+            code = main(list(args))
+        finally:
+            root.handlers = handlers
+            root.setLevel(level)
+            clear_secrets()
+    return subprocess.CompletedProcess([MCP_TEAM, *args], code, out.getvalue(), err.getvalue())
+
+
 def test_init_writes_the_default_team_and_check_accepts_it(tmp_path: Path) -> None:
-    init = run_cli("init", cwd=tmp_path)
+    init = run_cli("init", cwd=tmp_path)  # the module's one team command in a process of its own
     assert init.returncode == 0, init.stderr
     team = load_team_file(tmp_path / "team.toml").build()
     for ours, default in zip(team, DEFAULT_TEAM, strict=True):
@@ -203,17 +234,17 @@ def test_init_writes_the_default_team_and_check_accepts_it(tmp_path: Path) -> No
         assert [t.name for t in ours.tools] == [t.name for t in default.tools]
     assert "# mcp-team team file" in (tmp_path / "team.toml").read_text()
 
-    check = run_cli("check", cwd=tmp_path)  # finds ./team.toml by itself
+    check = cli_here("check", cwd=tmp_path)  # finds ./team.toml by itself
     assert check.returncode == 0, check.stderr
     for name in ("researcher", "analyst", "writer", "coder", "reviewer", "calculate"):
         assert name in check.stdout
 
-    again = run_cli("init", cwd=tmp_path)
+    again = cli_here("init", cwd=tmp_path)
     assert again.returncode == 2 and "already exists; pass --force" in again.stderr
 
 
 def test_init_presets(tmp_path: Path) -> None:
-    listing = run_cli("init", "--list", cwd=tmp_path)
+    listing = cli_here("init", "--list", cwd=tmp_path)
     assert listing.stdout.split() == [
         "competitive-intelligence",
         "patient-case",
@@ -223,18 +254,18 @@ def test_init_presets(tmp_path: Path) -> None:
         "contract-review",
         "research-desk",
     ]
-    made = run_cli("init", "--preset", "portfolio", "mine.toml", cwd=tmp_path)
+    made = cli_here("init", "--preset", "portfolio", "mine.toml", cwd=tmp_path)
     assert made.returncode == 0 and load_team_file(tmp_path / "mine.toml").build()
-    bad = run_cli("init", "--preset", "astrology", cwd=tmp_path)
+    bad = cli_here("init", "--preset", "astrology", cwd=tmp_path)
     assert bad.returncode == 2 and "unknown preset 'astrology'" in bad.stderr
     (tmp_path / "team.toml").write_text("", encoding="utf-8")  # over a file: the unknown preset is said first
-    again = run_cli("init", "--preset", "astrology", cwd=tmp_path)
+    again = cli_here("init", "--preset", "astrology", cwd=tmp_path)
     assert again.returncode == 2 and "unknown preset 'astrology'" in again.stderr
 
 
 def test_check_rejects_an_invalid_file(tmp_path: Path) -> None:
     write(tmp_path, ONE_SPECIALIST + 'tools = ["telepathy"]\n', "bad.toml")
-    check = run_cli("check", "bad.toml", cwd=tmp_path)
+    check = cli_here("check", "bad.toml", cwd=tmp_path)
     assert check.returncode == 1
     assert "bad.toml: invalid team file" in check.stderr and "unknown tool 'telepathy'" in check.stderr
     assert "Traceback" not in check.stderr
@@ -244,9 +275,9 @@ def test_check_takes_team_like_run_and_serve(tmp_path: Path) -> None:
     write(tmp_path, ONE_SPECIALIST, "poets.toml")
     write(tmp_path, ONE_SPECIALIST + 'tools = ["telepathy"]\n', "bad.toml")
 
-    good = run_cli("check", "--team", "poets.toml", cwd=tmp_path)
-    bad = run_cli("check", "--team", "bad.toml", cwd=tmp_path)
-    both = run_cli("check", "poets.toml", "--team", "bad.toml", cwd=tmp_path)
+    good = cli_here("check", "--team", "poets.toml", cwd=tmp_path)
+    bad = cli_here("check", "--team", "bad.toml", cwd=tmp_path)
+    both = cli_here("check", "poets.toml", "--team", "bad.toml", cwd=tmp_path)
 
     assert good.returncode == 0, good.stderr
     assert "poets.toml: 1 specialists" in good.stdout and "poet" in good.stdout
@@ -381,14 +412,8 @@ async def test_served_team_reports_its_external_servers(tmp_path: Path) -> None:
 def test_a_tool_the_mcp_server_does_not_offer_is_a_clear_error(tmp_path: Path) -> None:
     body = ADDER_TEAM.replace('allowed_tools = ["add", "echo"]\n', "").replace('"echo/add"', '"echo/multiply"')
     write(tmp_path, body)
-    proc = subprocess.run(
-        [MCP_TEAM, "run", "--model", "offline", "Add 2 and 3"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=tmp_path,
-        env=clean_env(),
-    )
+    # --ephemeral: what is said of the tool comes before a run, durable or not (DBOS is a process's, not a test's).
+    proc = cli_here("run", "--ephemeral", "--model", "offline", "Add 2 and 3", cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr
     assert "specialist adder" in proc.stderr and "multiply" in proc.stderr
     assert "Traceback" not in proc.stderr
@@ -396,7 +421,7 @@ def test_a_tool_the_mcp_server_does_not_offer_is_a_clear_error(tmp_path: Path) -
 
 def test_init_force_overwrites(tmp_path: Path) -> None:
     write(tmp_path, ONE_SPECIALIST)
-    forced = run_cli("init", "--force", cwd=tmp_path)
+    forced = cli_here("init", "--force", cwd=tmp_path)
     assert forced.returncode == 0, forced.stderr
     assert [s.name for s in load_team_file(tmp_path / "team.toml").build()] == [s.name for s in DEFAULT_TEAM]
 

@@ -5,6 +5,11 @@ server that does not say). Through an MCP client, on both protocol revisions."""
 
 from __future__ import annotations
 
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +20,7 @@ from mcp import Client
 from mcp_team.llm.settings import ModelSettings
 from mcp_team.server.app import build_server
 from mcp_team.server.teamfile import load_team_file
-from support import ECHO_MCP_SERVER, HANG_GUARD
+from support import ECHO_MCP_SERVER_FILE, HANG_GUARD, free_port
 
 pytestmark = [pytest.mark.anyio, pytest.mark.parametrize("mode", ["legacy", "auto"], ids=["2025-11-25", "2026-07-28"])]
 
@@ -33,16 +38,13 @@ description = "Keeps notes."
 prompt = "Write a note."
 tools = ["write_note"]
 """
-ECHO = (
-    ECHO_MCP_SERVER
-    + """
+ADDER = """
 [[specialists]]
 name = "adder"
 description = "Adds with the echo server's add (annotated read-only by its server)."
 prompt = "Add."
 tools = ["echo/add"]
 """
-)
 ECHOER = """
 [[specialists]]
 name = "echoer"
@@ -62,6 +64,42 @@ async def effects(client: Client) -> dict[str, tuple[bool | None, bool | None]]:
         for t in tools
         if t.annotations is not None and t.name not in ("plan_team", "get_run", "cancel_run")
     }
+
+
+@pytest.fixture(scope="module")
+def echo_server() -> Iterator[str]:
+    """The test MCP server (an `add` annotated read-only, an `echo` that says nothing) over streamable HTTP, as a
+    team file's server entry: one process for the module, where each team served below would start a stdio
+    process of its own (a second of imports each). Its tools say the same on either transport."""
+    for _ in range(3):  # another process may take the port first: then the server exits, and a new port is tried
+        port = free_port()
+        proc = subprocess.Popen(
+            [sys.executable, ECHO_MCP_SERVER_FILE, "--http", str(port)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        if _listening(port, proc):
+            break
+        proc.kill()
+        proc.wait(timeout=HANG_GUARD)
+    else:
+        raise RuntimeError("the echo MCP server did not start over HTTP")
+    try:
+        yield f'[[mcp_servers]]\nname = "echo"\nurl = "http://127.0.0.1:{port}/mcp"\nallowed_tools = ["add", "echo"]\n'
+    finally:
+        proc.terminate()
+        proc.wait(timeout=HANG_GUARD)
+
+
+def _listening(port: int, proc: subprocess.Popen[bytes]) -> bool:
+    deadline = time.monotonic() + HANG_GUARD
+    while proc.poll() is None and time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return True
+        except OSError:
+            time.sleep(0.05)
+    return False
 
 
 def team_server(tmp_path: Path, body: str, **kwargs: Any) -> Any:
@@ -85,12 +123,12 @@ async def test_a_specialist_that_writes_notes_makes_the_team_write(mode: str, tm
 
 
 async def test_another_servers_tools_are_taken_at_their_word_and_its_silence_as_mcps_defaults(
-    mode: str, tmp_path: Path
+    mode: str, tmp_path: Path, echo_server: str
 ) -> None:
-    server, _ = team_server(tmp_path, ECHO)
+    server, _ = team_server(tmp_path, echo_server + ADDER)
     async with Client(server, mode=mode) as client:
         only_add = await effects(client)
-    server, _ = team_server(tmp_path, ECHO + ECHOER)
+    server, _ = team_server(tmp_path, echo_server + ADDER + ECHOER)
     async with Client(server, mode=mode) as client:
         with_echo = await effects(client)
     assert only_add == {"adder": READ_ONLY, "run_team": READ_ONLY}

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import io
 import json
+import logging
+import os
 import signal
 import subprocess
+from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
@@ -13,11 +17,12 @@ from opentelemetry import trace
 
 from mcp_team.llm.settings import ModelSettings
 from mcp_team.server.app import build_server
+from mcp_team.server.cli import main
 from mcp_team.telemetry import attributes as A
 from mcp_team.telemetry import content
 from mcp_team.telemetry.tracefile import file_spans, load_trace_file
 from otlp_receiver import OTLPReceiver
-from support import HANG_GUARD, INITIALIZED, MCP_TEAM, clean_env, initialize, stdio_lines
+from support import HANG_GUARD, INITIALIZED, MCP_TEAM, SCRUBBED_PREFIXES, clean_env, initialize, stdio_lines
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")]
 
@@ -26,6 +31,32 @@ SECRET = "sk-ant-api03-SECRETSECRETSECRET-0123456789"
 
 def by_id(spans: list[dict]) -> dict[str, dict]:
     return {s["span_id"]: s for s in spans}
+
+
+def cli_here(*args: str, cwd: str | Path | None = None, **env: str) -> subprocess.CompletedProcess[str]:
+    """`mcp-team ARGS` through `main` in this process, with its exit code and output as `subprocess.run` gives
+    them: for what a command says, where its process is not the point (a process costs a second or more of
+    imports). As in a child: the environment `clean_env` gives, `cwd`, warnings logged to stderr, and the
+    secrets it registers forgotten after. Runs here are --ephemeral: DBOS is a process's, not a test's."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.MonkeyPatch.context() as patch, redirect_stdout(out), redirect_stderr(err):
+        for name in list(os.environ):
+            if name.upper().startswith(SCRUBBED_PREFIXES):
+                patch.delenv(name)
+        for name, value in clean_env(**env).items():
+            patch.setenv(name, value)
+        if cwd is not None:
+            patch.chdir(cwd)
+        root.handlers = []  # so that `log_to_stderr` logs to stderr, as in a child, not to pytest's capture
+        try:
+            code = main(list(args))
+        finally:
+            root.handlers = handlers
+            root.setLevel(level)
+            content.clear_secrets()
+    return subprocess.CompletedProcess([MCP_TEAM, *args], code, out.getvalue(), err.getvalue())
 
 
 async def test_stdio_server_exports_every_span_before_the_client_closes_it() -> None:
@@ -147,6 +178,7 @@ def test_run_writes_an_otlp_json_trace_file_and_trace_shows_it(tmp_path: Path) -
         [
             MCP_TEAM,
             "run",
+            "--ephemeral",
             "--model",
             "offline",
             "--json",
@@ -179,22 +211,16 @@ def test_run_writes_an_otlp_json_trace_file_and_trace_shows_it(tmp_path: Path) -
     assert shown.returncode == 0, shown.stderr
     assert f"run {run_id}" in shown.stdout and "→ analyst" in shown.stdout and "tool calculate" in shown.stdout
 
-    missing = subprocess.run(
-        [MCP_TEAM, "trace", "nope", "--dir", str(tmp_path / "traces")],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=clean_env(),
-    )
+    # What `trace` says of files it cannot show: the same command, in this process.
+    missing = cli_here("trace", "nope", "--dir", str(tmp_path / "traces"))
     assert missing.returncode == 1 and "no trace for run 'nope'" in missing.stderr and run_id in missing.stderr
-    nowhere = subprocess.run([MCP_TEAM, "trace", "nope", "--dir", str(tmp_path / "nowhere")], capture_output=True,
-                             text=True, timeout=60, env=clean_env())  # fmt: skip
+    nowhere = cli_here("trace", "nope", "--dir", str(tmp_path / "nowhere"))
     assert nowhere.returncode == 1 and "(no such directory)" in nowhere.stderr, nowhere.stderr
 
     # A Jaeger v1 JSON file of an older mcp-team is named as such, with what to do.
     old = tmp_path / "old.json"
     old.write_text(json.dumps({"data": [{"traceID": "0" * 32, "spans": [], "processes": {}}]}))
-    refused = subprocess.run([MCP_TEAM, "trace", str(old)], capture_output=True, text=True, timeout=60, env=clean_env())
+    refused = cli_here("trace", str(old))
     assert refused.returncode == 1 and "Traceback" not in refused.stderr
     assert "Jaeger v1 JSON file, written by an older mcp-team" in refused.stderr and "--trace-dir" in refused.stderr
 
@@ -205,8 +231,7 @@ def test_run_writes_an_otlp_json_trace_file_and_trace_shows_it(tmp_path: Path) -
         ("gone.json", "gone.json: no such trace file"),
         ("traces", "traces is a directory; give a trace file, or a run id with --dir"),
     ]:
-        proc = subprocess.run([MCP_TEAM, "trace", str(tmp_path / given)], capture_output=True, text=True, timeout=60,
-                              env=clean_env())  # fmt: skip
+        proc = cli_here("trace", str(tmp_path / given))
         assert proc.returncode in (1, 2) and says in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
         assert given == "traces" or proc.stderr.count(str(tmp_path)) == 1  # the path once, not twice
 
@@ -230,7 +255,11 @@ def test_console_exporter_writes_to_stderr_never_to_stdio_stdout() -> None:
     assert '"invoke_agent researcher"' in proc.stderr
 
 
-def test_otlp_over_grpc(tmp_path: Path) -> None:
+def test_otlp_over_grpc_and_a_trace_file_in_a_directory_not_there_yet(tmp_path: Path) -> None:
+    """One run, exporting both ways at once: to a gRPC collector, and to a --jaeger-json file (without
+    --trace-dir: through a directory of its own) in a directory not there yet. The file used to fail after the
+    run (exit 1, the answer printed); the directory is made first now, as --record's (a path that can never be
+    written is a usage error before the run: tests/test_cli.py)."""
     from concurrent import futures
 
     import grpc
@@ -249,17 +278,20 @@ def test_otlp_over_grpc(tmp_path: Path) -> None:
     server.start()
     try:
         env = clean_env(OTEL_EXPORTER_OTLP_PROTOCOL="grpc", OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{port}")
+        jaeger = tmp_path / "missing" / "run.json"
         proc = subprocess.run(
-            [MCP_TEAM, "run", "--model", "offline", "--quiet", "Research bees"],
+            [MCP_TEAM, "run", "--ephemeral", "--model", "offline", "--quiet", "--jaeger-json", str(jaeger),
+             "Research bees"],
             capture_output=True,
             text=True,
             timeout=60,
             env=env,
-        )
+        )  # fmt: skip
     finally:
         server.stop(grace=None)
-    assert proc.returncode == 0, proc.stderr
+    assert "[offline researcher]" in proc.stdout and proc.returncode == 0, proc.stderr
     assert "invoke_agent supervisor" in received and "invoke_agent researcher" in received
+    assert json.loads(jaeger.read_text())["resourceSpans"]
 
 
 async def test_error_text_on_spans_is_redacted(spans) -> None:
@@ -281,26 +313,3 @@ async def test_error_text_on_spans_is_redacted(spans) -> None:
     tool_span = spans.one("execute_tool leaky")
     assert tool_span.status.status_code.name == "ERROR"
     assert SECRET not in (tool_span.status.description or "") and "[redacted]" in (tool_span.status.description or "")
-
-
-def test_a_trace_file_in_a_directory_not_there_yet_is_written(tmp_path: Path) -> None:
-    # It used to fail after the run (exit 1, the answer printed); the directory is made first now, as --record's
-    # (a path that can never be written is a usage error before the run: tests/test_cli.py).
-    proc = subprocess.run(
-        [
-            MCP_TEAM,
-            "run",
-            "--model",
-            "offline",
-            "--quiet",
-            "--jaeger-json",
-            str(tmp_path / "missing" / "run.json"),
-            "Research bees",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=clean_env(),
-    )
-    assert "[offline researcher]" in proc.stdout and proc.returncode == 0, proc.stderr
-    assert json.loads((tmp_path / "missing" / "run.json").read_text())["resourceSpans"]

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import io
 import json
+import logging
+import os
 import socket
 import subprocess
+import tempfile
+import time
 from collections.abc import Iterator
+from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import anyio
@@ -14,7 +20,9 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from support import HANG_GUARD, MCP_TEAM, clean_env, free_port, initialize, serve_http, stdio_lines
+from mcp_team.server.cli import main
+from mcp_team.telemetry.content import clear_secrets
+from support import HANG_GUARD, MCP_TEAM, SCRUBBED_PREFIXES, clean_env, free_port, initialize, stdio_lines
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")]
 
@@ -69,29 +77,71 @@ def test_a_durable_stdio_server_exits_when_its_client_leaves_before_a_request(st
     assert not any(Path(env["XDG_STATE_HOME"]).rglob("*.sqlite")), "nothing wanted the runs database"
 
 
+def plain_http() -> httpx2.Client:
+    """A client for http on 127.0.0.1: without the CA bundle, which no plain-http request reads and which costs
+    0.17 s of CPU to load, per client (`httpx2.get` makes a client each time)."""
+    return httpx2.Client(verify=False, timeout=HANG_GUARD)
+
+
 @pytest.fixture(scope="module")
 def http_server() -> Iterator[str]:
+    """`mcp-team serve --http` as `support.serve_http` starts it, polled until healthy with one client (the
+    shared helper's `httpx2.get` every 0.1 s cost this worker 0.17 s of CPU a poll)."""
     env = clean_env(MCP_TEAM_MODEL="offline", MCP_TEAM_HTTP_TOKEN=TOKEN, MCP_TEAM_OFFLINE_LATENCY_MS="200")
-    with serve_http(env=env) as base:
-        yield base
+    failures: list[str] = []
+    for _ in range(3):  # another process may take the port first: the server then exits, and a new one is tried
+        port = free_port()
+        with tempfile.TemporaryFile() as err:
+            proc = subprocess.Popen(
+                [MCP_TEAM, "serve", "--http", "--port", str(port)], env=env, stdout=subprocess.DEVNULL, stderr=err
+            )
+            base = f"http://127.0.0.1:{port}"
+            if _healthy(base, proc):
+                try:
+                    yield base
+                finally:
+                    proc.terminate()
+                    proc.wait(timeout=HANG_GUARD)
+                return
+            proc.kill()
+            proc.wait(timeout=HANG_GUARD)
+            err.seek(0)
+            failures.append(err.read().decode(errors="replace"))
+        if "address already in use" not in failures[-1]:
+            break
+    raise RuntimeError("mcp-team serve --http did not start:\n" + "\n---\n".join(failures))
+
+
+def _healthy(base: str, proc: subprocess.Popen[bytes]) -> bool:
+    deadline = time.monotonic() + HANG_GUARD
+    with plain_http() as http:
+        while proc.poll() is None and time.monotonic() < deadline:
+            try:
+                if http.get(f"{base}/healthz", timeout=1).status_code == 200:
+                    return True
+            except httpx2.TransportError:
+                pass
+            time.sleep(0.1)
+    return False
 
 
 def test_http_health_auth_and_host_checks(http_server: str) -> None:
-    health = httpx2.get(f"{http_server}/healthz")
-    assert health.json() == {"ok": True, "server": "mcp-team"}
+    with plain_http() as http:
+        health = http.get(f"{http_server}/healthz")
+        assert health.json() == {"ok": True, "server": "mcp-team"}
 
-    ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
-    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-    no_token = httpx2.post(f"{http_server}/mcp", json=ping, headers=headers)
-    wrong = httpx2.post(f"{http_server}/mcp", json=ping, headers={**headers, "Authorization": "Bearer nope"})
-    assert no_token.status_code == 401 and wrong.status_code == 401
-    assert "resource_metadata" in no_token.headers.get("www-authenticate", "")
-    bad_host = httpx2.post(
-        f"{http_server}/mcp",
-        json=ping,
-        headers={**headers, "Authorization": f"Bearer {TOKEN}", "Host": "evil.example:80"},
-    )
-    assert bad_host.status_code == 421
+        ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+        headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+        no_token = http.post(f"{http_server}/mcp", json=ping, headers=headers)
+        wrong = http.post(f"{http_server}/mcp", json=ping, headers={**headers, "Authorization": "Bearer nope"})
+        assert no_token.status_code == 401 and wrong.status_code == 401
+        assert "resource_metadata" in no_token.headers.get("www-authenticate", "")
+        bad_host = http.post(
+            f"{http_server}/mcp",
+            json=ping,
+            headers={**headers, "Authorization": f"Bearer {TOKEN}", "Host": "evil.example:80"},
+        )
+        assert bad_host.status_code == 421
 
 
 async def test_http_call_with_progress_and_cancellation(http_server: str) -> None:
@@ -100,7 +150,7 @@ async def test_http_call_with_progress_and_cancellation(http_server: str) -> Non
     async def on_progress(p: float, total: float | None, message: str | None) -> None:
         progress.append(message or "")
 
-    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30)
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30, verify=False)
     async with http, Client(streamable_http_client(f"{http_server}/mcp", http_client=http), mode="legacy") as client:
         result = await client.call_tool("run_team", {"request": "Research bees"}, progress_callback=on_progress)
         assert result.structured_content["status"] == "complete"
@@ -133,13 +183,8 @@ async def _runs(client: Client) -> list[dict]:
 
 
 def test_non_loopback_bind_without_token_is_refused() -> None:
-    proc = subprocess.run(
-        [MCP_TEAM, "serve", "--http", "--host", "0.0.0.0", "--port", str(free_port())],
-        capture_output=True,
-        text=True,
-        timeout=HANG_GUARD,
-        env=clean_env(MCP_TEAM_MODEL="offline"),
-    )
+    # What the command says (the port-in-use refusal below keeps a real process): through `main`, here.
+    proc = cli_here("serve", "--http", "--host", "0.0.0.0", "--port", str(free_port()), MCP_TEAM_MODEL="offline")
     assert proc.returncode == 2
     assert "MCP_TEAM_HTTP_TOKEN" in proc.stderr and "MCP_TEAM_ALLOWED_HOSTS" in proc.stderr
     assert "Traceback" not in proc.stderr
@@ -164,3 +209,29 @@ def test_a_port_in_use_is_a_clear_error_before_anything_says_it_serves() -> None
         f"mcp-team: error: cannot serve on 127.0.0.1:{port}: the port is in use (address already in use), likely "
         "by another server; choose another with --port (or MCP_TEAM_PORT)"
     ], proc.stderr
+
+
+def cli_here(*args: str, cwd: str | Path | None = None, **env: str) -> subprocess.CompletedProcess[str]:
+    """`mcp-team ARGS` through `main` in this process, with its exit code and output as `subprocess.run` gives
+    them: for what a command says, where its process is not the point (a process costs a second or more of
+    imports). As in a child: the environment `clean_env` gives, `cwd`, warnings logged to stderr, and the
+    secrets it registers forgotten after. Runs here are --ephemeral: DBOS is a process's, not a test's."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.MonkeyPatch.context() as patch, redirect_stdout(out), redirect_stderr(err):
+        for name in list(os.environ):
+            if name.upper().startswith(SCRUBBED_PREFIXES):
+                patch.delenv(name)
+        for name, value in clean_env(**env).items():
+            patch.setenv(name, value)
+        if cwd is not None:
+            patch.chdir(cwd)
+        root.handlers = []  # so that `log_to_stderr` logs to stderr, as in a child, not to pytest's capture
+        try:
+            code = main(list(args))
+        finally:
+            root.handlers = handlers
+            root.setLevel(level)
+            clear_secrets()
+    return subprocess.CompletedProcess([MCP_TEAM, *args], code, out.getvalue(), err.getvalue())
