@@ -6,7 +6,9 @@ Everything here works per process, so it is safe under pytest-xdist: nothing use
 
 from __future__ import annotations
 
+import io
 import json
+import logging
 import os
 import socket
 import sqlite3
@@ -15,12 +17,13 @@ import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager, contextmanager, redirect_stderr, redirect_stdout
 from pathlib import Path
 from typing import Any
 
 import anyio
 import httpx2
+import pytest
 
 MCP_TEAM = str(Path(sys.executable).parent / "mcp-team")
 
@@ -67,6 +70,37 @@ def clean_env(**extra: str) -> dict[str, str]:
     # Durable runs are on by default: each child keeps them in a state directory of its own, never the user's.
     env["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="mcp-team-state-")
     return {**env, **extra}
+
+
+def cli_here(*args: str, cwd: str | Path | None = None, **env: str) -> subprocess.CompletedProcess[str]:
+    """`mcp-team ARGS` through `main` in this process, with its exit code and output as `subprocess.run` gives
+    them: for what a command says, where its process is not the point (a process costs a second or more of CPU,
+    mostly imports; the suite is CPU-bound). As in a child: the environment `clean_env(**env)` gives, `cwd`,
+    warnings logged to stderr, the secrets it registers forgotten after. Each module keeps its commands' real
+    processes for what only a process shows (signals, exit at once, start-up, stdio). Runs here are
+    --ephemeral, or fail before their runs open: DBOS is a process's, not a test's."""
+    from mcp_team.server.cli import main
+    from mcp_team.telemetry.content import clear_secrets
+
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.MonkeyPatch.context() as patch, redirect_stdout(out), redirect_stderr(err):
+        for name in list(os.environ):
+            if name.upper().startswith(SCRUBBED_PREFIXES):
+                patch.delenv(name)
+        for name, value in clean_env(**env).items():
+            patch.setenv(name, value)
+        if cwd is not None:
+            patch.chdir(cwd)
+        root.handlers = []  # so that `log_to_stderr` logs to stderr, as in a child, not to pytest's capture
+        try:
+            code = main(list(args))
+        finally:
+            root.handlers = handlers
+            root.setLevel(level)
+            clear_secrets()
+    return subprocess.CompletedProcess([MCP_TEAM, *args], code, out.getvalue(), err.getvalue())
 
 
 def initialize(protocol_version: str = "2025-11-25", request_id: int = 1) -> dict[str, Any]:
@@ -146,13 +180,16 @@ def serve_http_process(
 def wait_healthy(base: str, proc: subprocess.Popen[bytes]) -> bool:
     """True once `base`/healthz answers 200; False if the process exits first or the hang guard passes."""
     deadline = time.monotonic() + HANG_GUARD
-    while proc.poll() is None and time.monotonic() < deadline:
-        try:
-            if httpx2.get(f"{base}/healthz", timeout=1).status_code == 200:
-                return True
-        except httpx2.TransportError:
-            pass
-        time.sleep(0.1)
+    # One client, without certificates (plain http on 127.0.0.1): `httpx2.get` loads them each time, 0.1-0.2 s
+    # of CPU a poll in a CPU-bound suite.
+    with httpx2.Client(verify=False, timeout=1) as http:
+        while proc.poll() is None and time.monotonic() < deadline:
+            try:
+                if http.get(f"{base}/healthz").status_code == 200:
+                    return True
+            except httpx2.TransportError:
+                pass
+            time.sleep(0.1)
     return False
 
 

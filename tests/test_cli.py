@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import json
-import logging
-import os
 import re
 import signal
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -18,8 +15,7 @@ from fake_api import offline_brain
 from fake_messages_api import FakeMessagesAPI
 from fake_openai_api import FakeOpenAIAPI
 from mcp_team.handoffs import RunResult
-from mcp_team.server import cli
-from support import ADDER_TEAM, MCP_TEAM, clean_env
+from support import ADDER_TEAM, MCP_TEAM, clean_env, cli_here
 
 REQUEST = "Research the history of the transistor, compute 12*(3+4)/2, write a short report, then review it."
 SECRET = "sk-ant-test-SECRET-0123456789"
@@ -27,35 +23,6 @@ SECRET = "sk-ant-test-SECRET-0123456789"
 
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([MCP_TEAM, *args], capture_output=True, text=True, timeout=60, env=clean_env(**(env or {})))
-
-
-RunCli = Callable[..., subprocess.CompletedProcess[str]]
-
-
-@pytest.fixture
-def cli_here(monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> RunCli:
-    """`run_cli`, but `cli.main` in this process, with the environment a child would get: for what a command
-    says and its exit code, where the process is not the subject (a child costs ~1 s of CPU, mostly imports).
-    Each kind of error these check is also checked once in a real process, and each backend. What reaches the
-    file descriptors is captured too (a log handler holding the stream it found), not only sys.stdout/stderr."""
-
-    def run_here(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-        child = clean_env(**(env or {}))
-        with monkeypatch.context() as patch:
-            for key in set(os.environ) - set(child):
-                patch.delenv(key)
-            for key, value in child.items():
-                patch.setenv(key, value)
-            # Without the handlers pytest gave the root logger, the command's own (warnings to stderr, redacted)
-            # are installed as in a process of its own, and removed after.
-            patch.setattr(logging.root, "handlers", [])
-            patch.setattr(logging.root, "level", logging.root.level)
-            capfd.readouterr()
-            code = cli.main(list(args))
-            out, err = capfd.readouterr()
-        return subprocess.CompletedProcess(list(args), code, out, err)
-
-    return run_here
 
 
 def test_offline_run_prints_the_answer_and_progress() -> None:
@@ -95,7 +62,7 @@ def test_no_model_configured_is_a_clear_error_listing_the_options() -> None:
     assert proc.stdout == "" and "Traceback" not in proc.stderr
 
 
-def test_bad_input_gets_a_clear_error(cli_here: RunCli) -> None:
+def test_bad_input_gets_a_clear_error() -> None:
     assert "the request is empty" in cli_here("run", "--model", "offline", "  ").stderr
     budget = run_cli("run", "--model", "offline", "--max-handoffs", "0", "x")  # one in a process of its own
     assert (
@@ -108,7 +75,7 @@ def test_bad_input_gets_a_clear_error(cli_here: RunCli) -> None:
     assert all("Traceback" not in p.stderr for p in (budget, fault))
 
 
-def test_what_would_fail_after_the_run_is_refused_before_it(tmp_path: Path, cli_here: RunCli) -> None:
+def test_what_would_fail_after_the_run_is_refused_before_it(tmp_path: Path) -> None:
     # Each a usage error before any model call: a request that is not UTF-8 (a terminal in Latin-1), a trace
     # file that cannot be written, a deadline past what a date can hold, a flag named by its name.
     cases = [
@@ -129,7 +96,7 @@ def test_what_would_fail_after_the_run_is_refused_before_it(tmp_path: Path, cli_
     assert proc.returncode == 0 and json.loads(nested.read_text())["resourceSpans"], proc.stderr
 
 
-def test_a_fault_may_target_the_planner(cli_here: RunCli) -> None:
+def test_a_fault_may_target_the_planner() -> None:
     args = ["run", "--model", "offline", "--ephemeral", "--mode", "planned", "--fault", "rate_limit:planner:1"]
     proc = cli_here(*args, "Research bees")  # in this process: what the run says is the subject
     assert proc.returncode == 0, proc.stderr
@@ -137,22 +104,22 @@ def test_a_fault_may_target_the_planner(cli_here: RunCli) -> None:
     assert "conflict" in cli_here("run", "--help").stdout  # every fault kind is in the help
 
 
-def test_a_bad_environment_variable_is_named_as_it_was_set(cli_here: RunCli) -> None:
+def test_a_bad_environment_variable_is_named_as_it_was_set() -> None:
     # one in a process of its own, the rest here
     rate = run_cli("run", "--model", "offline", "x", env={"MCP_TEAM_REQUESTS_PER_MINUTE": "abc"})
     assert rate.returncode == 2 and "invalid settings: MCP_TEAM_REQUESTS_PER_MINUTE: " in rate.stderr, rate.stderr
     hot = {"MCP_TEAM_SUPERVISOR_SAMPLING": '{"temperature": "hot"}'}
-    sampling = cli_here("run", "--model", "offline", "x", env=hot)
+    sampling = cli_here("run", "--model", "offline", "x", **hot)
     assert sampling.returncode == 2 and "MCP_TEAM_SUPERVISOR_SAMPLING.temperature: " in sampling.stderr
-    prices = cli_here("run", "--model", "offline", "x", env={"MCP_TEAM_PRICES": "nope"})
+    prices = cli_here("run", "--model", "offline", "x", MCP_TEAM_PRICES="nope")
     assert prices.returncode == 2 and "invalid settings: MCP_TEAM_PRICES is not valid JSON" in prices.stderr
-    port = cli_here("serve", "--http", "--model", "offline", "--ephemeral", env={"MCP_TEAM_PORT": "99999"})
+    port = cli_here("serve", "--http", "--model", "offline", "--ephemeral", MCP_TEAM_PORT="99999")
     assert port.returncode == 2 and "invalid settings: --port / MCP_TEAM_PORT: " in port.stderr, port.stderr
-    runs = cli_here("serve", "--http", "--model", "offline", "--ephemeral", env={"MCP_TEAM_MAX_RUNS": "abc"})
+    runs = cli_here("serve", "--http", "--model", "offline", "--ephemeral", MCP_TEAM_MAX_RUNS="abc")
     assert runs.returncode == 2 and "invalid settings: MCP_TEAM_MAX_RUNS: " in runs.stderr, runs.stderr
     # Set by a variable, not a flag: named as the variable (it was `argument --call-timeout: invalid float value`,
     # with the whole usage); a setting a flag sets too names both; a validator's words come without pydantic's.
-    timeout = cli_here("run", "--model", "offline", "x", env={"MCP_TEAM_CALL_TIMEOUT": "abc"})
+    timeout = cli_here("run", "--model", "offline", "x", MCP_TEAM_CALL_TIMEOUT="abc")
     assert timeout.returncode == 2 and "MCP_TEAM_CALL_TIMEOUT must be a number of seconds, got 'abc'" in timeout.stderr
     assert "usage:" not in timeout.stderr
     model = cli_here("run", "--model", "nonsense", "x")
@@ -161,9 +128,7 @@ def test_a_bad_environment_variable_is_named_as_it_was_set(cli_here: RunCli) -> 
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
-def test_a_run_stopped_by_a_signal_is_cancelled_and_printed(
-    tmp_path: Path, sig: signal.Signals, cli_here: RunCli
-) -> None:
+def test_a_run_stopped_by_a_signal_is_cancelled_and_printed(tmp_path: Path, sig: signal.Signals) -> None:
     """SIGTERM left the run `running` (and the next command resumed it in silence); Ctrl-C with --json printed
     nothing. Both now cancel the run, record it cancelled and print what it had done, exit 130."""
     env = clean_env(MCP_TEAM_STATE_DIR=str(tmp_path), MCP_TEAM_OFFLINE_LATENCY_MS="1000")
@@ -180,7 +145,7 @@ def test_a_run_stopped_by_a_signal_is_cancelled_and_printed(
     result = RunResult.model_validate_json(out)
     assert result.status == "cancelled" and result.handoffs, result
     assert re.search(r"cancelled: \d+ handoffs?, \d+ model calls?, ", err), err
-    shown = cli_here("runs", "show", result.run_id, "--json", env={"MCP_TEAM_STATE_DIR": str(tmp_path)})
+    shown = cli_here("runs", "show", result.run_id, "--json", MCP_TEAM_STATE_DIR=str(tmp_path))
     assert json.loads(shown.stdout)["status"] == "cancelled", shown.stdout
     assert "ERROR" not in err and "Traceback" not in err, err
 
@@ -193,7 +158,7 @@ def test_a_call_timeout_names_the_timeout_as_set_and_how_to_raise_it(tmp_path: P
     assert any("took longer than 0.5 s; raise the call timeout (MCP_TEAM_CALL_TIMEOUT" in r for r in reasons), reasons
 
 
-def test_a_run_resuming_an_earlier_killed_one_says_so(tmp_path: Path, cli_here: RunCli) -> None:
+def test_a_run_resuming_an_earlier_killed_one_says_so(tmp_path: Path) -> None:
     env = clean_env(MCP_TEAM_STATE_DIR=str(tmp_path), MCP_TEAM_OFFLINE_LATENCY_MS="1000")
     killed = subprocess.Popen([MCP_TEAM, "run", "--model", "offline", REQUEST], env=env, text=True,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
@@ -211,12 +176,12 @@ def test_a_run_resuming_an_earlier_killed_one_says_so(tmp_path: Path, cli_here: 
         again.stderr
     )
     # The resumed run has more calls left than the new one makes: when the command ends first, it says so.
-    left = json.loads(cli_here("runs", "show", run_id, "--json", env=state).stdout)["status"] == "running"
+    left = json.loads(cli_here("runs", "show", run_id, "--json", **state).stdout)["status"] == "running"
     told = f"1 earlier run(s) did not finish before this one: {run_id}; they go on at the next" in again.stderr
     assert left == told, again.stderr
 
 
-def test_partial_run_exits_3_and_lists_what_is_missing(cli_here: RunCli) -> None:
+def test_partial_run_exits_3_and_lists_what_is_missing() -> None:
     # in this process: the exit code and what is said are the subject
     args = ["run", "--model", "offline", "--ephemeral", "--fault", "server_error:researcher"]
     proc = cli_here(*args, "Research bees, calculate 2+2")
@@ -245,13 +210,13 @@ def test_run_through_the_anthropic_backend_against_a_local_messages_api() -> Non
     assert SECRET not in proc.stdout + proc.stderr
 
 
-def test_anthropic_backend_failure_is_reported_without_the_key(cli_here: RunCli) -> None:
+def test_anthropic_backend_failure_is_reported_without_the_key() -> None:
     # in this process: the anthropic backend is run in a process of its own above
     with FakeMessagesAPI() as api:
         for _ in range(2):
             api.reply(401, {"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}})
         env = {"ANTHROPIC_API_KEY": SECRET, "ANTHROPIC_BASE_URL": api.base_url}
-        proc = cli_here("run", "--ephemeral", "--json", "Research bees", env=env)
+        proc = cli_here("run", "--ephemeral", "--json", "Research bees", **env)
 
     assert proc.returncode == 1
     result = json.loads(proc.stdout)
@@ -279,7 +244,7 @@ def test_run_through_the_openai_backend_against_a_local_chat_completions_api() -
     assert OPENAI_SECRET not in proc.stdout + proc.stderr
 
 
-def test_a_local_server_needs_only_a_base_url_and_model_names(cli_here: RunCli) -> None:
+def test_a_local_server_needs_only_a_base_url_and_model_names() -> None:
     # in this process: the openai backend is run in a process of its own above
     with FakeOpenAIAPI(brain=offline_brain, parallel=False, usage=False) as api:
         env = {
@@ -287,7 +252,7 @@ def test_a_local_server_needs_only_a_base_url_and_model_names(cli_here: RunCli) 
             "MCP_TEAM_SUPERVISOR_MODEL": "openai:qwen2.5:7b",
             "MCP_TEAM_SPECIALIST_MODEL": "openai:llama3.2:3b",
         }
-        proc = cli_here("run", "--ephemeral", REQUEST, env=env)
+        proc = cli_here("run", "--ephemeral", REQUEST, **env)
         bodies = list(api.requests)
 
     assert proc.returncode == 0, proc.stderr
@@ -297,7 +262,7 @@ def test_a_local_server_needs_only_a_base_url_and_model_names(cli_here: RunCli) 
     assert "complete: 4 handoffs" in proc.stderr
 
 
-def test_supervisor_on_anthropic_and_specialists_on_openai(cli_here: RunCli) -> None:
+def test_supervisor_on_anthropic_and_specialists_on_openai() -> None:
     # in this process: each backend is run in a process of its own above
     with FakeMessagesAPI(brain=offline_brain) as claude, FakeOpenAIAPI(brain=offline_brain) as gpt:
         env = {
@@ -307,7 +272,7 @@ def test_supervisor_on_anthropic_and_specialists_on_openai(cli_here: RunCli) -> 
             "OPENAI_BASE_URL": gpt.base_url,
             "MCP_TEAM_SPECIALIST_MODEL": "openai:gpt-4o-mini",
         }
-        proc = cli_here("run", "--ephemeral", "--json", REQUEST, env=env)
+        proc = cli_here("run", "--ephemeral", "--json", REQUEST, **env)
         supervisor_bodies, specialist_bodies = list(claude.requests), list(gpt.requests)
 
     assert proc.returncode == 0, proc.stderr
@@ -371,7 +336,7 @@ def test_commands_that_talk_to_no_mcp_server_start_without_the_mcp_sdk(tmp_path:
     assert "mcp.client.stdio" in loaded[" ".join(team)]
 
 
-def test_flags_that_would_be_ignored_or_overflow_are_usage_errors(tmp_path: Path, cli_here: RunCli) -> None:
+def test_flags_that_would_be_ignored_or_overflow_are_usage_errors(tmp_path: Path) -> None:
     cases = [
         (["runs", "--limit", "99999999999999999999"], ["--limit must be between 1 and 1,000,000"]),
         (["init", str(tmp_path / "no" / "team.toml")], [f"the directory {tmp_path / 'no'} does not exist"]),
@@ -385,7 +350,7 @@ def test_flags_that_would_be_ignored_or_overflow_are_usage_errors(tmp_path: Path
             proc = subprocess.run([MCP_TEAM, *args], capture_output=True, text=True, timeout=60,
                                   stdin=subprocess.DEVNULL, env=clean_env(**env))  # fmt: skip
         else:
-            proc = cli_here(*args, env=env)
+            proc = cli_here(*args, **env)
         for says in words:
             assert proc.returncode == 2 and says in proc.stderr and "Traceback" not in proc.stderr, (args, proc.stderr)
     # Said, not refused: a client's config with a stray --port must still start its stdio server.

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import select
 import sqlite3
 import subprocess
@@ -18,8 +17,7 @@ from typing import IO, Any
 
 import pytest
 
-from mcp_team.server import cli as mcp_team_cli
-from support import HANG_GUARD, INITIALIZED, MCP_TEAM, clean_env, initialize, stdio_lines
+from support import HANG_GUARD, INITIALIZED, MCP_TEAM, clean_env, cli_here, initialize, stdio_lines
 
 
 def cli(
@@ -30,29 +28,10 @@ def cli(
                           env=clean_env(**extra), input=stdin)  # fmt: skip
 
 
-Here = Callable[..., subprocess.CompletedProcess[str]]
-
-
-@pytest.fixture
-def here(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Here:
-    """`cli`, but `cli.main` in this process with the environment `cli` gives a child (no stdin): for a start-up
-    error's words and exit code where the process is not the subject (a child costs ~1-3 s of CPU, mostly
-    imports). Every kind of error is checked in a real process too; a stdio server always is (it answers first)."""
-
-    def run_here(*args: str, state: Path | None = None, **env: str) -> subprocess.CompletedProcess[str]:
-        extra = {"MCP_TEAM_MODEL": "offline", **({"MCP_TEAM_STATE_DIR": str(state)} if state else {}), **env}
-        child = clean_env(**extra)
-        with monkeypatch.context() as patch:
-            for key in set(os.environ) - set(child):
-                patch.delenv(key)
-            for key, value in child.items():
-                patch.setenv(key, value)
-            capsys.readouterr()
-            code = mcp_team_cli.main(list(args))
-            out, err = capsys.readouterr()
-        return subprocess.CompletedProcess(["(in-process) mcp-team", *args], code, out, err)
-
-    return run_here
+def here(*args: str, state: Path | None = None, **env: str) -> subprocess.CompletedProcess[str]:
+    """`cli` through `main` in this process (`support.cli_here`): for a start-up error's words and exit code.
+    Every kind of error is checked in a real process too; a stdio server always is (it answers first)."""
+    return cli_here(*args, MCP_TEAM_MODEL="offline", **({"MCP_TEAM_STATE_DIR": str(state)} if state else {}), **env)
 
 
 def dump(db: Path) -> list[str]:
@@ -71,7 +50,7 @@ def assert_usage_error(proc: subprocess.CompletedProcess[str], *words: str) -> N
         assert word in error[0], (proc.args, error[0])
 
 
-def test_a_wrong_database_url_is_a_clear_error(here: Here) -> None:
+def test_a_wrong_database_url_is_a_clear_error() -> None:
     # refused before a stdio server starts serving, as by every command: `run` in a process, the rest here
     for command in (["run", "hi"], ["serve"], ["runs"]):
         start = functools.partial(cli, stdin="") if command[0] == "run" else here
@@ -81,7 +60,7 @@ def test_a_wrong_database_url_is_a_clear_error(here: Here) -> None:
         assert_usage_error(relative, "needs a path")
 
 
-def test_a_state_directory_that_is_a_file_or_under_one_is_a_clear_error(tmp_path: Path, here: Here) -> None:
+def test_a_state_directory_that_is_a_file_or_under_one_is_a_clear_error(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
     # serve over stdio opens durable runs once it has answered initialize: it says why when the client leaves.
@@ -123,7 +102,7 @@ def damaged_database(state: Path) -> None:
 
 @pytest.mark.parametrize("make", [not_a_database, damaged_database])
 def test_a_file_that_is_no_database_or_a_damaged_one_is_a_clear_error(
-    tmp_path: Path, make: Callable[[Path], None], here: Here
+    tmp_path: Path, make: Callable[[Path], None]
 ) -> None:
     # `run` in a process of its own; the other commands here
     for command in (["run", "hi"], ["runs"], ["runs", "show", "x"], ["serve", "--http", "--port", "1"]):
@@ -137,7 +116,7 @@ def test_a_file_that_is_no_database_or_a_damaged_one_is_a_clear_error(
         assert (state / "runs.sqlite").read_bytes() == before, command
 
 
-def test_a_database_from_a_newer_version_is_refused_and_left_as_it_is(tmp_path: Path, here: Here) -> None:
+def test_a_database_from_a_newer_version_is_refused_and_left_as_it_is(tmp_path: Path) -> None:
     first = cli("run", "--quiet", "Write a haiku", state=tmp_path)
     assert first.returncode == 0, first.stderr
     db = tmp_path / "runs.sqlite"

@@ -4,12 +4,8 @@ replayed), and clear errors for bad suites."""
 
 from __future__ import annotations
 
-import io
 import json
-import logging
-import os
 import subprocess
-from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +20,8 @@ from mcp_team.handoffs import RunSettings
 from mcp_team.llm import Model, ModelRequest, ModelResponse, ModelSet
 from mcp_team.llm.offline import OfflineModel
 from mcp_team.llm.wrappers import WrapperModel
-from mcp_team.server.cli import main
 from mcp_team.specialists import DEFAULT_TEAM
-from mcp_team.telemetry.content import clear_secrets
-from support import HANG_GUARD, MCP_TEAM, SCRUBBED_PREFIXES, clean_env
+from support import HANG_GUARD, MCP_TEAM, clean_env, cli_here
 
 SUITE = """\
 name = "small"
@@ -54,32 +48,6 @@ def eval_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Comple
     return subprocess.run(
         [MCP_TEAM, "eval", *args], capture_output=True, text=True, timeout=HANG_GUARD, env=clean_env(**(env or {}))
     )
-
-
-def cli_here(*args: str, cwd: str | Path | None = None, **env: str) -> subprocess.CompletedProcess[str]:
-    """`mcp-team ARGS` through `main` in this process, with its exit code and output as `subprocess.run` gives
-    them: for what a command says, where its process is not the point (a process costs a second or more of
-    imports). As in a child: the environment `clean_env` gives, `cwd`, warnings logged to stderr, and the
-    secrets it registers forgotten after. Runs here are --ephemeral: DBOS is a process's, not a test's."""
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    out, err = io.StringIO(), io.StringIO()
-    with pytest.MonkeyPatch.context() as patch, redirect_stdout(out), redirect_stderr(err):
-        for name in list(os.environ):
-            if name.upper().startswith(SCRUBBED_PREFIXES):
-                patch.delenv(name)
-        for name, value in clean_env(**env).items():
-            patch.setenv(name, value)
-        if cwd is not None:
-            patch.chdir(cwd)
-        root.handlers = []  # so that `log_to_stderr` logs to stderr, as in a child, not to pytest's capture
-        try:
-            code = main(list(args))
-        finally:
-            root.handlers = handlers
-            root.setLevel(level)
-            clear_secrets()
-    return subprocess.CompletedProcess([MCP_TEAM, *args], code, out.getvalue(), err.getvalue())
 
 
 def eval_here(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

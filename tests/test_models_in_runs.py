@@ -7,13 +7,9 @@ Through the library API and the `mcp-team` command, with the OpenAI-compatible b
 
 from __future__ import annotations
 
-import io
 import json
-import logging
-import os
 import subprocess
 from collections.abc import Iterator
-from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import anyio
@@ -30,12 +26,10 @@ from mcp_team.llm.openai import OpenAIModel
 from mcp_team.llm.settings import ModelSettings
 from mcp_team.llm.text_calls import text_tool_call
 from mcp_team.server.app import build_server
-from mcp_team.server.cli import main
 from mcp_team.server.teamfile import load_team
 from mcp_team.specialists import DEFAULT_TEAM
 from mcp_team.telemetry.attributes import FALLBACK_MODEL, OP_CHAT, USAGE_COST_USD
-from mcp_team.telemetry.content import clear_secrets
-from support import HANG_GUARD, MCP_TEAM, SCRUBBED_PREFIXES, clean_env
+from support import HANG_GUARD, MCP_TEAM, clean_env, cli_here
 
 KEY = "sk-proj-test-SECRET-0123456789"
 MODEL = "gpt-4o-mini"
@@ -65,32 +59,6 @@ def cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [MCP_TEAM, *args], capture_output=True, text=True, timeout=HANG_GUARD, env=clean_env(**env)
     )  # fmt: skip
-
-
-def cli_here(*args: str, cwd: str | Path | None = None, **env: str) -> subprocess.CompletedProcess[str]:
-    """`mcp-team ARGS` through `main` in this process, with its exit code and output as `subprocess.run` gives
-    them: for what a command says, where its process is not the point (a process costs a second or more of
-    imports). As in a child: the environment `clean_env` gives, `cwd`, warnings logged to stderr, and the
-    secrets it registers forgotten after. Runs here are --ephemeral: DBOS is a process's, not a test's."""
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    out, err = io.StringIO(), io.StringIO()
-    with pytest.MonkeyPatch.context() as patch, redirect_stdout(out), redirect_stderr(err):
-        for name in list(os.environ):
-            if name.upper().startswith(SCRUBBED_PREFIXES):
-                patch.delenv(name)
-        for name, value in clean_env(**env).items():
-            patch.setenv(name, value)
-        if cwd is not None:
-            patch.chdir(cwd)
-        root.handlers = []  # so that `log_to_stderr` logs to stderr, as in a child, not to pytest's capture
-        try:
-            code = main(list(args))
-        finally:
-            root.handlers = handlers
-            root.setLevel(level)
-            clear_secrets()
-    return subprocess.CompletedProcess([MCP_TEAM, *args], code, out.getvalue(), err.getvalue())
 
 
 # --- cost ---------------------------------------------------------------------------------------

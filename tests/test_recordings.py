@@ -5,13 +5,9 @@ changed prompt stops the replay with the difference; the server and the CLI reco
 from __future__ import annotations
 
 import functools
-import io
 import json
-import logging
-import os
 import random
 import subprocess
-from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import anyio
@@ -31,11 +27,10 @@ from mcp_team.llm.replay import Recording, replay_models
 from mcp_team.llm.settings import ModelSettings, build_models
 from mcp_team.llm.wrappers import WrapperModel, map_models
 from mcp_team.server.app import build_server
-from mcp_team.server.cli import main
 from mcp_team.specialists import DEFAULT_TEAM
 from mcp_team.telemetry.content import clear_secrets, register_secret
 from recorded_runs import API_KEY, CASES, Case
-from support import MCP_TEAM, SCRUBBED_PREFIXES, clean_env
+from support import MCP_TEAM, clean_env, cli_here
 
 pytestmark = pytest.mark.anyio
 
@@ -245,29 +240,3 @@ async def test_the_server_records_every_run_team_call(tmp_path: Path) -> None:
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([MCP_TEAM, *args], capture_output=True, text=True, timeout=60, env=clean_env())
-
-
-def cli_here(*args: str, cwd: str | Path | None = None, **env: str) -> subprocess.CompletedProcess[str]:
-    """`mcp-team ARGS` through `main` in this process, with its exit code and output as `subprocess.run` gives
-    them: for what a command says, where its process is not the point (a process costs a second or more of
-    imports). As in a child: the environment `clean_env` gives, `cwd`, warnings logged to stderr, and the
-    secrets it registers forgotten after. Runs here are --ephemeral: DBOS is a process's, not a test's."""
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    out, err = io.StringIO(), io.StringIO()
-    with pytest.MonkeyPatch.context() as patch, redirect_stdout(out), redirect_stderr(err):
-        for name in list(os.environ):
-            if name.upper().startswith(SCRUBBED_PREFIXES):
-                patch.delenv(name)
-        for name, value in clean_env(**env).items():
-            patch.setenv(name, value)
-        if cwd is not None:
-            patch.chdir(cwd)
-        root.handlers = []  # so that `log_to_stderr` logs to stderr, as in a child, not to pytest's capture
-        try:
-            code = main(list(args))
-        finally:
-            root.handlers = handlers
-            root.setLevel(level)
-            clear_secrets()
-    return subprocess.CompletedProcess([MCP_TEAM, *args], code, out.getvalue(), err.getvalue())

@@ -8,13 +8,12 @@ import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from mcp_team.server import cli
-from support import HANG_GUARD, MCP_TEAM, clean_env
+from support import HANG_GUARD, MCP_TEAM, clean_env, cli_here
 
 
 @pytest.fixture(scope="module")
@@ -35,30 +34,7 @@ def runs(
                           text=True, timeout=HANG_GUARD)  # fmt: skip
 
 
-Runs = Callable[..., subprocess.CompletedProcess[str]]
-
-
-@pytest.fixture
-def runs_here(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Runs:
-    """`runs`, but `cli.main` in this process with the environment `runs` gives a child: for what a command says
-    and its exit code where the process is not the subject (a child costs ~1 s of CPU, mostly imports)."""
-
-    def run_here(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-        child = env or clean_env()
-        with monkeypatch.context() as patch:
-            for key in set(os.environ) - set(child):
-                patch.delenv(key)
-            for key, value in child.items():
-                patch.setenv(key, value)
-            capsys.readouterr()
-            code = cli.main(["runs", *args])
-            out, err = capsys.readouterr()
-        return subprocess.CompletedProcess(["(in-process) mcp-team", "runs", *args], code, out, err)
-
-    return run_here
-
-
-def test_options_go_before_or_after_the_action_and_the_id(kept: tuple[Path, str], runs_here: Runs) -> None:
+def test_options_go_before_or_after_the_action_and_the_id(kept: tuple[Path, str]) -> None:
     """Where an option goes is the parser's business: the first case in a process, the rest in this one."""
     state, run_id = kept
     for i, args in enumerate(
@@ -69,16 +45,16 @@ def test_options_go_before_or_after_the_action_and_the_id(kept: tuple[Path, str]
             ["--state-dir", str(state), "show", run_id, "--json"],
         )
     ):
-        shown = (runs if i == 0 else runs_here)(*args)
+        shown = runs(*args) if i == 0 else cli_here("runs", *args)
         assert shown.returncode == 0, (args, shown.stderr)
         assert json.loads(shown.stdout)["status"] == "complete", args
     for args in (["--state-dir", str(state)], ["list", "--limit", "1", "--state-dir", str(state)],
                  ["--limit", "1", "--state-dir", str(state), "list"]):  # fmt: skip
-        listed = runs_here(*args)
+        listed = cli_here("runs", *args)
         assert listed.returncode == 0 and listed.stdout.startswith(f"{run_id}  complete"), (args, listed)
-    cancel = runs_here("cancel", "--state-dir", str(state), run_id)
+    cancel = cli_here("runs", "cancel", "--state-dir", str(state), run_id)
     assert cancel.returncode == 2 and "already finished (complete)" in cancel.stderr, cancel.stderr
-    missing = runs_here("show", "--state-dir", str(state))
+    missing = cli_here("runs", "show", "--state-dir", str(state))
     assert missing.returncode == 2 and "the following arguments are required: ID" in missing.stderr
 
 
@@ -138,7 +114,7 @@ def test_listing_and_showing_work_on_a_state_directory_this_user_cannot_write(
     assert sorted(p.name for p in state.iterdir()) == before
 
 
-def test_a_run_whose_process_died_is_shown_as_waiting_for_a_server(tmp_path: Path, runs_here: Runs) -> None:
+def test_a_run_whose_process_died_is_shown_as_waiting_for_a_server(tmp_path: Path) -> None:
     # After kill -9 its record still says running (a server resumes it): without a word it looked alive.
     env = clean_env(MCP_TEAM_MODEL="offline", MCP_TEAM_OFFLINE_LATENCY_MS="30000", MCP_TEAM_STATE_DIR=str(tmp_path))
     proc = subprocess.Popen([MCP_TEAM, "run", "--quiet", "Write a haiku"], env=env, stdout=subprocess.DEVNULL,
@@ -150,7 +126,7 @@ def test_a_run_whose_process_died_is_shown_as_waiting_for_a_server(tmp_path: Pat
             assert line, "the run never started"
             line = proc.stderr.readline()
         run_id = line.split("mcp-team: run ", 1)[1].split()[0]
-        alive = json.loads(runs_here("list", "--json", env=env).stdout)  # the listing is in a process below
+        alive = json.loads(cli_here("runs", "list", "--json", **env).stdout)  # the listing is in a process below
         assert [(r["run_id"], r["status"], r["process_gone"]) for r in alive] == [(run_id, "running", False)]
     finally:
         proc.kill()
@@ -161,9 +137,9 @@ def test_a_run_whose_process_died_is_shown_as_waiting_for_a_server(tmp_path: Pat
         and "(no process: resumes when `mcp-team serve` starts here, from its last finished step, or cancel it)"
         in listed.stdout
     )
-    shown = runs_here("show", run_id, env=env)
+    shown = cli_here("runs", "show", run_id, **env)
     assert (
         "no process runs it now" in shown.stdout
         and "has ended): no process: resumes when `mcp-team serve` starts here" in shown.stdout
     )
-    assert json.loads(runs_here("show", run_id, "--json", env=env).stdout)["process_gone"] is True
+    assert json.loads(cli_here("runs", "show", run_id, "--json", **env).stdout)["process_gone"] is True

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import io
 import json
 import logging
-import os
 import subprocess
 import sys
-from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import anyio
@@ -23,11 +20,9 @@ from mcp_team.llm.call import SPECIALIST, SUPERVISOR
 from mcp_team.llm.scripted import ScriptedModel, text, tool_calls
 from mcp_team.llm.settings import ModelSettings
 from mcp_team.server.app import build_server
-from mcp_team.server.cli import main
 from mcp_team.server.teamfile import TeamFileError, load_team_file
 from mcp_team.specialists import DEFAULT_TEAM
-from mcp_team.telemetry.content import clear_secrets
-from support import ADDER_TEAM, HANG_GUARD, MCP_TEAM, SCRUBBED_PREFIXES, clean_env
+from support import ADDER_TEAM, HANG_GUARD, MCP_TEAM, clean_env, cli_here
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")]
 
@@ -191,32 +186,6 @@ def test_prompt_file_is_read_relative_to_the_team_file(tmp_path: Path) -> None:
 
 def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([MCP_TEAM, *args], capture_output=True, text=True, timeout=60, cwd=cwd, env=clean_env())
-
-
-def cli_here(*args: str, cwd: str | Path | None = None, **env: str) -> subprocess.CompletedProcess[str]:
-    """`mcp-team ARGS` through `main` in this process, with its exit code and output as `subprocess.run` gives
-    them: for what a command says, where its process is not the point (a process costs a second or more of
-    imports). As in a child: the environment `clean_env` gives, `cwd`, warnings logged to stderr, and the
-    secrets it registers forgotten after. Runs here are --ephemeral: DBOS is a process's, not a test's."""
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    out, err = io.StringIO(), io.StringIO()
-    with pytest.MonkeyPatch.context() as patch, redirect_stdout(out), redirect_stderr(err):
-        for name in list(os.environ):
-            if name.upper().startswith(SCRUBBED_PREFIXES):
-                patch.delenv(name)
-        for name, value in clean_env(**env).items():
-            patch.setenv(name, value)
-        if cwd is not None:
-            patch.chdir(cwd)
-        root.handlers = []  # so that `log_to_stderr` logs to stderr, as in a child, not to pytest's capture
-        try:
-            code = main(list(args))
-        finally:
-            root.handlers = handlers
-            root.setLevel(level)
-            clear_secrets()
-    return subprocess.CompletedProcess([MCP_TEAM, *args], code, out.getvalue(), err.getvalue())
 
 
 def test_init_writes_the_default_team_and_check_accepts_it(tmp_path: Path) -> None:

@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import io
 import json
-import logging
-import os
 import signal
 import subprocess
-from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
@@ -17,12 +13,11 @@ from opentelemetry import trace
 
 from mcp_team.llm.settings import ModelSettings
 from mcp_team.server.app import build_server
-from mcp_team.server.cli import main
 from mcp_team.telemetry import attributes as A
 from mcp_team.telemetry import content
 from mcp_team.telemetry.tracefile import file_spans, load_trace_file
 from otlp_receiver import OTLPReceiver
-from support import HANG_GUARD, INITIALIZED, MCP_TEAM, SCRUBBED_PREFIXES, clean_env, initialize, stdio_lines
+from support import HANG_GUARD, INITIALIZED, MCP_TEAM, clean_env, cli_here, initialize, stdio_lines
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")]
 
@@ -31,32 +26,6 @@ SECRET = "sk-ant-api03-SECRETSECRETSECRET-0123456789"
 
 def by_id(spans: list[dict]) -> dict[str, dict]:
     return {s["span_id"]: s for s in spans}
-
-
-def cli_here(*args: str, cwd: str | Path | None = None, **env: str) -> subprocess.CompletedProcess[str]:
-    """`mcp-team ARGS` through `main` in this process, with its exit code and output as `subprocess.run` gives
-    them: for what a command says, where its process is not the point (a process costs a second or more of
-    imports). As in a child: the environment `clean_env` gives, `cwd`, warnings logged to stderr, and the
-    secrets it registers forgotten after. Runs here are --ephemeral: DBOS is a process's, not a test's."""
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    out, err = io.StringIO(), io.StringIO()
-    with pytest.MonkeyPatch.context() as patch, redirect_stdout(out), redirect_stderr(err):
-        for name in list(os.environ):
-            if name.upper().startswith(SCRUBBED_PREFIXES):
-                patch.delenv(name)
-        for name, value in clean_env(**env).items():
-            patch.setenv(name, value)
-        if cwd is not None:
-            patch.chdir(cwd)
-        root.handlers = []  # so that `log_to_stderr` logs to stderr, as in a child, not to pytest's capture
-        try:
-            code = main(list(args))
-        finally:
-            root.handlers = handlers
-            root.setLevel(level)
-            content.clear_secrets()
-    return subprocess.CompletedProcess([MCP_TEAM, *args], code, out.getvalue(), err.getvalue())
 
 
 async def test_stdio_server_exports_every_span_before_the_client_closes_it() -> None:

@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import io
 import json
-import logging
-import os
 import socket
 import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import anyio
@@ -20,9 +16,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from mcp_team.server.cli import main
-from mcp_team.telemetry.content import clear_secrets
-from support import HANG_GUARD, MCP_TEAM, SCRUBBED_PREFIXES, clean_env, free_port, initialize, stdio_lines
+from support import HANG_GUARD, MCP_TEAM, clean_env, cli_here, free_port, initialize, stdio_lines
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")]
 
@@ -209,29 +203,3 @@ def test_a_port_in_use_is_a_clear_error_before_anything_says_it_serves() -> None
         f"mcp-team: error: cannot serve on 127.0.0.1:{port}: the port is in use (address already in use), likely "
         "by another server; choose another with --port (or MCP_TEAM_PORT)"
     ], proc.stderr
-
-
-def cli_here(*args: str, cwd: str | Path | None = None, **env: str) -> subprocess.CompletedProcess[str]:
-    """`mcp-team ARGS` through `main` in this process, with its exit code and output as `subprocess.run` gives
-    them: for what a command says, where its process is not the point (a process costs a second or more of
-    imports). As in a child: the environment `clean_env` gives, `cwd`, warnings logged to stderr, and the
-    secrets it registers forgotten after. Runs here are --ephemeral: DBOS is a process's, not a test's."""
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    out, err = io.StringIO(), io.StringIO()
-    with pytest.MonkeyPatch.context() as patch, redirect_stdout(out), redirect_stderr(err):
-        for name in list(os.environ):
-            if name.upper().startswith(SCRUBBED_PREFIXES):
-                patch.delenv(name)
-        for name, value in clean_env(**env).items():
-            patch.setenv(name, value)
-        if cwd is not None:
-            patch.chdir(cwd)
-        root.handlers = []  # so that `log_to_stderr` logs to stderr, as in a child, not to pytest's capture
-        try:
-            code = main(list(args))
-        finally:
-            root.handlers = handlers
-            root.setLevel(level)
-            clear_secrets()
-    return subprocess.CompletedProcess([MCP_TEAM, *args], code, out.getvalue(), err.getvalue())
