@@ -10,13 +10,17 @@ decision; a synthesis call):
    put on the shared queue: model-bound (200 ms model calls, at most 2 runs per replica at once: the
    second replica's slots add throughput) and CPU-bound (zero latency: the replicas, PostgreSQL and
    this script share the machine's cores, so a second replica on the same machine adds little).
-3. Enqueue-to-start latency of the run queue (from DBOS's own timestamps), polled every 50 ms.
+3. Enqueue-to-start latency of the run queue (from DBOS's own timestamps), polled every
+   `DurableConfig.queue_poll` seconds.
+4. The CPU an idle replica uses (the queue polls, the heartbeat), and PostgreSQL's for it.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -31,6 +35,7 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 from durable import ephemeral_runs  # noqa: E402 - benchmarks/durable.py
 from durable_engine import FakeEngine  # noqa: E402
 from mcp_team.runs import open_runs, resolve  # noqa: E402
+from mcp_team.runs.config import DurableConfig  # noqa: E402
 from postgres import Postgres, postgres  # noqa: E402
 from test_replicas import Replica  # noqa: E402
 
@@ -111,6 +116,36 @@ def start_latency(pg: Postgres, n: int, tmp: Path) -> list[float]:
     return [row[0] / 1000 for row in rows]
 
 
+def _cpu_ticks(pids: list[int]) -> int:
+    """utime + stime of `pids` from /proc (Linux), in clock ticks."""
+    total = 0
+    for pid in pids:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])
+    return total
+
+
+def idle_cpu(pg: Postgres, tmp: Path, seconds: float) -> tuple[float, float]:
+    """Share of a core an idle replica and PostgreSQL's processes use over `seconds`, after a warm-up."""
+    r = Replica(pg.url("bench_idle"), "idle", tmp / "idle.log", latency=0.0)
+    try:
+        assert r.ready, r.first
+        r.ask("start warm")
+        r.ask("wait warm")
+        time.sleep(3)
+        postmaster = int((pg.data / "postmaster.pid").read_text().split()[0])
+        found = subprocess.run(["pgrep", "-P", str(postmaster)], capture_output=True, text=True)
+        server = [postmaster, *(int(pid) for pid in found.stdout.split())]
+        before = _cpu_ticks([r.proc.pid]), _cpu_ticks(server)
+        time.sleep(seconds)
+        after = _cpu_ticks([r.proc.pid]), _cpu_ticks(server)
+    finally:
+        r.quit()
+    hz = os.sysconf("SC_CLK_TCK") * seconds
+    return (after[0] - before[0]) / hz, (after[1] - before[1]) / hz
+
+
 def main(quick: bool) -> int:
     with postgres() as pg, tempfile.TemporaryDirectory() as d:
         anyio.run(cpu_per_handoff, pg, quick)
@@ -121,11 +156,15 @@ def main(quick: bool) -> int:
             print(f"runs per second, {what} ({runs} runs of K=4, {latency * 1000:.0f} ms model calls, at most "
                   f"{per_replica} runs per replica at once): 1 replica {one:.2f}, 2 replicas {two:.2f} "
                   f"({two / one:.2f}x)")  # fmt: skip
+        poll = DurableConfig.queue_poll
         lat = start_latency(pg, 10 if quick else 30, Path(d))
         print(
-            f"enqueue-to-start latency ({len(lat)} runs, queue polled every 50 ms): median "
+            f"enqueue-to-start latency ({len(lat)} runs, queue polled every {poll * 1000:.0f} ms): median "
             f"{statistics.median(lat) * 1000:.0f} ms, max {max(lat) * 1000:.0f} ms (DBOS's default 1 s poll: ~978 ms)"
         )
+        replica, server = idle_cpu(pg, Path(d), 5 if quick else 20)
+        print(f"an idle replica (queue polled every {poll * 1000:.0f} ms): {replica:.1%} of a core, "
+              f"PostgreSQL {server:.1%} (at a 50 ms poll: ~20% and ~3%)")  # fmt: skip
     return 0
 
 

@@ -185,9 +185,9 @@ def adopt_event_loop(loop: Any) -> None:
 
 
 def tune_internal_queue(polling_interval_sec: float) -> None:
-    """Poll DBOS's internal queue every `polling_interval_sec` instead of each second: recovered and
-    resumed workflows (a takeover, `_recover_pending_workflows`) are re-enqueued there, so the default
-    left a run taken over from a dead replica idle for up to two seconds. Call after `DBOS(config=...)`,
+    """Poll DBOS's internal queue every `polling_interval_sec` (`DurableConfig.queue_poll`) instead of each
+    second: recovered and resumed workflows (a takeover, `_recover_pending_workflows`) are re-enqueued there, so
+    the default left a run taken over from a dead replica idle for up to two seconds. Call after `DBOS(config=...)`,
     before `launch()` (the registry creates the queue on first use; we create it first, with our limit).
     """
     from dbos._dbos import _get_dbos_instance
