@@ -1,7 +1,7 @@
 """Two replicas (subprocesses) on one real PostgreSQL started by the test: a run started on A is read,
 followed and cancelled on B; kill -9 of A mid-run, B takes the run over and finishes it with no finished
-call run again; one executor id cannot be live twice (checked on the first test's replicas); the database
-unreachable at start-up or going away mid-run."""
+call run again; one executor id cannot be live twice; the database unreachable at start-up or going
+away mid-run."""
 
 from __future__ import annotations
 
@@ -108,22 +108,27 @@ def _check_branches(record: dict[str, Any]) -> None:
         assert outputs[f"h{seq + 1}"].split(" | ")[:-1] == expected, outputs
 
 
-def test_a_run_started_on_a_is_read_followed_and_cancelled_on_b_and_one_id_cannot_be_live_twice(
-    pg: Postgres, tmp_path: Path
-) -> None:
-    """Also, on the same two replicas (a replica each start costs, so they serve both checks): a third with A's
-    executor id is refused while A is live, saying how to give it another; B, of another id, runs alongside."""
-    url = pg.url("shared")
-    a = Replica(url, "a", tmp_path / "calls.log", latency=0.3)
-    b: Replica | None = None
+def test_one_executor_id_cannot_be_live_twice(pg: Postgres, tmp_path: Path) -> None:
+    url = pg.url("ids")
+    a = Replica(url, "same", tmp_path / "a.log")
     try:
         assert a.ready, a.stderr()
-        again = Replica(url, "a", tmp_path / "again.log")
-        assert again.proc.wait(timeout=60) == 2
-        assert "already uses executor id 'a'" in again.first and "--executor-id" in again.first, again.first
-        b = Replica(url, "b", tmp_path / "calls.log", latency=0.3)  # another id, after the refusal: it runs
-        assert b.ready, b.stderr()
+        b = Replica(url, "same", tmp_path / "b.log")
+        assert b.proc.wait(timeout=60) == 2
+        assert "already uses executor id 'same'" in b.first and "--executor-id" in b.first, b.first
+        other = Replica(url, "other", tmp_path / "c.log")
+        assert other.ready, other.stderr()
+        other.quit()
+    finally:
+        a.quit()
 
+
+def test_a_run_started_on_a_is_read_followed_and_cancelled_on_b(pg: Postgres, tmp_path: Path) -> None:
+    url = pg.url("shared")
+    a = Replica(url, "a", tmp_path / "calls.log", latency=0.3)
+    b = Replica(url, "b", tmp_path / "calls.log", latency=0.3)
+    try:
+        assert a.ready and b.ready, (a.first, b.first)
         started = a.ask("start long")["record"]
         assert started["status"] == "running"
         while not _calls(tmp_path / "calls.log"):  # executing, on A or B (any replica dequeues)
@@ -141,8 +146,7 @@ def test_a_run_started_on_a_is_read_followed_and_cancelled_on_b_and_one_id_canno
         assert calls < CALLS
     finally:
         a.quit()
-        if b is not None:
-            b.quit()
+        b.quit()
 
 
 def test_a_replica_killed_mid_run_is_taken_over_and_nothing_finished_runs_again(pg: Postgres, tmp_path: Path) -> None:
