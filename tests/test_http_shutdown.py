@@ -7,6 +7,7 @@ is cut and said in one line."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 from collections.abc import AsyncIterator
@@ -20,9 +21,11 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from mcp_team.server.cli import main
 from support import (
     HANG_GUARD,
     MCP_TEAM,
+    SCRUBBED_PREFIXES,
     clean_env,
     initialize,
     serve_http_process,
@@ -59,16 +62,16 @@ async def exited(proc: subprocess.Popen[bytes]) -> int:
         pytest.fail(f"mcp-team serve --http still running {HANG_GUARD:.0f} s after SIGTERM")
 
 
-async def until_running(client: Client) -> None:
-    """Until the server lists a run in progress: a call sent is being served (no progress comes before the first
-    model call ends, and a signal sent before the call arrives would find no call to hold)."""
+async def until_running(client: Client, runs: int = 1) -> None:
+    """Until the server lists `runs` runs in progress: the calls sent are being served (no progress comes before
+    the first model call ends, and a signal sent before a call arrives would find no call to hold)."""
     with anyio.fail_after(HANG_GUARD):
         while True:
             contents = (await client.read_resource("team://runs")).contents[0]
             assert isinstance(contents, types.TextResourceContents)
-            if any(run["status"] == "running" for run in json.loads(contents.text)["runs"]):
+            if sum(run["status"] == "running" for run in json.loads(contents.text)["runs"]) >= runs:
                 return
-            await anyio.sleep(0.05)
+            await anyio.sleep(0.1)
 
 
 async def test_sigterm_ends_open_streams_keeps_the_run_and_exits_0(tmp_path: Path) -> None:
@@ -120,19 +123,36 @@ async def test_a_call_still_held_at_the_shutdown_timeout_is_cut_in_one_line(tmp_
     assert "Traceback" not in said, said
 
 
-@pytest.mark.parametrize(
-    ("given", "says"),
-    [
-        ("inf", "MCP_TEAM_SHUTDOWN_TIMEOUT: Input should be a valid integer"),
-        ("0.5", "MCP_TEAM_SHUTDOWN_TIMEOUT: Input should be a valid integer"),
-        ("-1", "MCP_TEAM_SHUTDOWN_TIMEOUT: Input should be greater than or equal to 0"),
-        ("86400", "MCP_TEAM_SHUTDOWN_TIMEOUT: Input should be less than or equal to 3600"),
-    ],
-)
-def test_a_shutdown_timeout_it_cannot_keep_is_refused_before_serving(given: str, says: str) -> None:
+REFUSED = {
+    "inf": "MCP_TEAM_SHUTDOWN_TIMEOUT: Input should be a valid integer",
+    "0.5": "MCP_TEAM_SHUTDOWN_TIMEOUT: Input should be a valid integer",
+    "-1": "MCP_TEAM_SHUTDOWN_TIMEOUT: Input should be greater than or equal to 0",
+    "86400": "MCP_TEAM_SHUTDOWN_TIMEOUT: Input should be less than or equal to 3600",
+}
+SERVE = ["serve", "--http", "--ephemeral", "--port", "0"]
+
+
+def test_a_shutdown_timeout_it_cannot_keep_is_refused_before_serving() -> None:
     # `inf` passed `ge=0` and failed only once serving, as an unexpected OverflowError; a fraction was rounded up.
+    given = "inf"
     env = clean_env(MCP_TEAM_MODEL="offline", MCP_TEAM_SHUTDOWN_TIMEOUT=given)
-    done = subprocess.run([MCP_TEAM, "serve", "--http", "--ephemeral", "--port", "0"], env=env, capture_output=True,
-                          text=True, timeout=HANG_GUARD)  # fmt: skip
-    assert done.returncode == 2 and says in done.stderr, done.stderr
+    done = subprocess.run([MCP_TEAM, *SERVE], env=env, capture_output=True, text=True, timeout=HANG_GUARD)
+    assert done.returncode == 2 and REFUSED[given] in done.stderr, done.stderr
     assert "serving" not in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(("given", "says"), [(g, s) for g, s in REFUSED.items() if g != "inf"])
+def test_each_shutdown_timeout_it_cannot_keep_is_refused_saying_why(
+    given: str, says: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The other values through the command's own `main` in this process (the test above is the real process):
+    what is checked is the message and the exit code, and a process each cost two seconds of start-up."""
+    for name in list(os.environ):
+        if name.upper().startswith(SCRUBBED_PREFIXES):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("MCP_TEAM_MODEL", "offline")
+    monkeypatch.setenv("MCP_TEAM_SHUTDOWN_TIMEOUT", given)
+    code = main(SERVE)
+    said = capsys.readouterr().err
+    assert code == 2 and says in said, said
+    assert "serving" not in said and "Traceback" not in said

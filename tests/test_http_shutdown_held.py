@@ -8,12 +8,14 @@ from __future__ import annotations
 import signal
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
 import httpx2
 import pytest
+from anyio.abc import TaskGroup
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult, TextContent
@@ -43,59 +45,77 @@ def wait_for(what: str, proc: subprocess.Popen[bytes], done: Callable[[], object
         time.sleep(0.05)
 
 
-@pytest.mark.parametrize("revision", REVISIONS)
-async def test_a_held_durable_call_is_answered_with_its_run(tmp_path: Path, revision: str) -> None:
+@asynccontextmanager
+async def both_revisions(http: httpx2.AsyncClient, base: str) -> AsyncIterator[dict[str, Client]]:
+    """A client of each revision on one server, by revision. The held-call tests hold a call of each at once on
+    one server (what they check is each call's answer, alike for either revision): one server start, not two."""
+    async with (
+        Client(streamable_http_client(f"{base}/mcp", http_client=http), mode=REVISIONS[0]) as legacy,
+        Client(streamable_http_client(f"{base}/mcp", http_client=http), mode=REVISIONS[1]) as current,
+    ):
+        yield {REVISIONS[0]: legacy, REVISIONS[1]: current}
+
+
+async def hold_calls(clients: dict[str, Client], tg: TaskGroup, request: str) -> dict[str, CallToolResult]:
+    """A `run_team` call of `request` held by each client (a dropped stream raises in it, and fails the test);
+    the answers, filled in by revision as they come."""
+    answers: dict[str, CallToolResult] = {}
+    for revision, client in clients.items():
+        await client.list_tools()  # as call_tool does to check a result, while the server answers
+
+        async def call(revision: str = revision, client: Client = client) -> None:
+            answers[revision] = await client.call_tool("run_team", {"request": request})
+
+        tg.start_soon(call)
+    return answers
+
+
+async def test_a_held_durable_call_is_answered_with_its_run(tmp_path: Path) -> None:
     env = clean_env(MCP_TEAM_MODEL="offline", MCP_TEAM_OFFLINE_LATENCY_MS="3000", MCP_TEAM_STATE_DIR=str(tmp_path))
     db = tmp_path / "runs.sqlite"
     with serve_http_process(env=env, stderr=tmp_path / "stderr") as (base, proc):
         async with (
             httpx2.AsyncClient(timeout=HANG_GUARD) as http,
-            Client(streamable_http_client(f"{base}/mcp", http_client=http), mode=revision) as client,
+            both_revisions(http, base) as clients,
             anyio.create_task_group() as tg,
         ):
-            answers: list[CallToolResult] = []
-
-            async def call() -> None:  # a dropped stream raises here, and fails the test
-                answers.append(await client.call_tool("run_team", {"request": REQUEST}))
-
-            await client.list_tools()  # as call_tool does to check a result, while the server answers
-            tg.start_soon(call)
-            await anyio.to_thread.run_sync(wait_for, "the run to start", proc, lambda: stored_runs(db))
-            await anyio.sleep(0.5)  # the model call is under way (it takes 3 s)
+            answers = await hold_calls(clients, tg, REQUEST)
+            both = lambda: len(stored_runs(db)) == len(REVISIONS)  # noqa: E731
+            await anyio.to_thread.run_sync(wait_for, "both runs to start", proc, both)
+            await anyio.sleep(0.5)  # the model calls are under way (each takes 3 s)
             proc.send_signal(signal.SIGTERM)
             assert await exited(proc) == 0
-        [record] = stored_runs(db)
-    [answer] = answers
-    assert answer.is_error, answer
-    assert f"run {record['run_id']} is kept and goes on when it starts again" in text(answer), text(answer)
-    assert record["status"] == "running", record  # for the next start to resume (test_serve_restart shows it does)
+        records = stored_runs(db)
+    assert sorted(answers) == sorted(REVISIONS), answers
+    kept = set()
+    for revision, answer in answers.items():
+        assert answer.is_error, (revision, answer)
+        said = text(answer)
+        run_id = next((r["run_id"] for r in records if f"run {r['run_id']} is kept" in said), None)
+        assert run_id is not None and "is kept and goes on when it starts again" in said, (revision, said)
+        kept.add(run_id)
+    assert len(kept) == len(REVISIONS), answers  # each answered with its own run
+    for record in records:  # for the next start to resume (test_serve_restart shows it does)
+        assert record["status"] == "running", record
 
 
-@pytest.mark.parametrize("revision", REVISIONS)
-async def test_a_held_call_ends_in_the_shutdown_timeout(tmp_path: Path, revision: str) -> None:
+async def test_a_held_call_ends_in_the_shutdown_timeout(tmp_path: Path) -> None:
     # An ephemeral run (as a run on the client's model) is not kept: it gets the timeout to end with its answer.
     env = clean_env(MCP_TEAM_MODEL="offline", MCP_TEAM_OFFLINE_LATENCY_MS="2500")
-    with serve_http_process("--ephemeral", "--shutdown-timeout", "60", env=env, stderr=tmp_path / "stderr") as (
-        base,
-        proc,
-    ):
+    args = ("--ephemeral", "--shutdown-timeout", "60")
+    with serve_http_process(*args, env=env, stderr=tmp_path / "stderr") as (base, proc):
         async with (
             httpx2.AsyncClient(timeout=HANG_GUARD) as http,
-            Client(streamable_http_client(f"{base}/mcp", http_client=http), mode=revision) as client,
+            both_revisions(http, base) as clients,
             anyio.create_task_group() as tg,
         ):
-            answers: list[CallToolResult] = []
-
-            async def call() -> None:
-                answers.append(await client.call_tool("run_team", {"request": QUICK}))
-
-            await client.list_tools()  # as call_tool does to check a result, while the server answers
-            tg.start_soon(call)
-            await until_running(client)  # its model call takes 2.5 s
+            answers = await hold_calls(clients, tg, QUICK)
+            await until_running(clients[REVISIONS[0]], len(REVISIONS))  # their model calls take 2.5 s
             proc.send_signal(signal.SIGTERM)
             assert await exited(proc) == 0
-    [answer] = answers
-    assert not answer.is_error, text(answer)
+    assert sorted(answers) == sorted(REVISIONS), answers
+    for revision, answer in answers.items():
+        assert not answer.is_error, (revision, text(answer))
     assert "Traceback" not in (tmp_path / "stderr").read_text()
 
 

@@ -46,6 +46,7 @@ TEAM = "\n".join(
     for i in range(1, K + 1)
 )
 REQUEST = "Each of you: compute 6*7 and report."
+LISTENED = "Each of you: compute 5*9 and report."  # a run of its own on replicas that ran REQUEST's
 WHOLE_RUN_CALLS = 1 + K + 1 + 1
 
 
@@ -131,13 +132,22 @@ async def runs_of(client: Client) -> list[dict[str, Any]]:
     return list(json.loads(contents.text)["runs"])
 
 
-def calls(tmp_path: Path) -> list[dict[str, Any]]:
+def calls(tmp_path: Path, about: str = "") -> list[dict[str, Any]]:
+    """The model calls logged, those whose task names `about` (a run's expression: each call names its run's)."""
     log = tmp_path / "calls.log"
-    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    logged = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    return [c for c in logged if about in c["task"]]
+
+
+# Between polls of `until`. Most polls are MCP calls, each work for this process and for a replica (which reads
+# the database to answer): polled every 50 ms, they were a fifth of this module's CPU. Every wait is for
+# something seconds apart (model calls of a second or more), so a quarter of a second is soon enough.
+POLL = 0.25
 
 
 async def until(what: str, done: Callable[[], Any], *replicas: Replica) -> Any:
-    """Poll `done` (sync or async) until it returns something true; a replica exiting fails at once."""
+    """Poll `done` (sync or async) every `POLL` s until it returns something true; a replica exiting fails at
+    once."""
     deadline = time.monotonic() + HANG_GUARD
     while True:
         value = done()
@@ -148,12 +158,12 @@ async def until(what: str, done: Callable[[], Any], *replicas: Replica) -> Any:
         for r in replicas:
             assert r.proc.poll() is None, f"replica {r.name} exited while waiting for {what}:\n{r.output()}"
         assert time.monotonic() < deadline, f"hang guard: still waiting for {what}"
-        await anyio.sleep(0.05)
+        await anyio.sleep(POLL)
 
 
-def runner_of(tmp_path: Path, a: Replica, b: Replica) -> tuple[Replica, Replica]:
+def runner_of(tmp_path: Path, a: Replica, b: Replica, about: str = "") -> tuple[Replica, Replica]:
     """(the replica executing the run, the other one): the queue lets either take it; the log says which."""
-    first = calls(tmp_path)[0]["pid"]
+    first = calls(tmp_path, about)[0]["pid"]
     assert first in (a.pid, b.pid), first
     return (a, b) if first == a.pid else (b, a)
 
@@ -165,6 +175,8 @@ def finished_targets(record: dict[str, Any]) -> set[str]:
 async def test_a_run_started_on_one_replica_is_read_followed_and_cancelled_on_the_other(
     pg: Postgres, tmp_path: Path
 ) -> None:
+    """Then, on the same two replicas (a pair each start costs seconds of CPU, and more as they idle), a run
+    followed with 2026-07-28 `subscriptions/listen` (`_followed_with_listen`)."""
     database = pg.url("cancel")
     # 2.5 s a model call: the run (four calls deep) is still going after the reads and the subscription
     slow = {"MCP_TEAM_MODEL": "offline", "MCP_TEAM_OFFLINE_LATENCY_MS": "2500"}
@@ -236,8 +248,36 @@ async def test_a_run_started_on_one_replica_is_read_followed_and_cancelled_on_th
             assert stopped["status"] == "cancelled"
             assert {c["pid"] for c in calls(tmp_path)} == {runner.pid}  # only the runner ever ran it
 
+            await _followed_with_listen(tmp_path, a, b, ca)
+
+
+async def _followed_with_listen(tmp_path: Path, a: Replica, b: Replica, ca: Client) -> None:
+    """2026-07-28: a `subscriptions/listen` stream on the other replica hears of the runner's changes (its
+    finished handoffs) and of the end, not only of writes made where the stream is. A run of its own (5*9)."""
+    run_id = (await call(ca, "start_run", request=LISTENED))["run_id"]
+    await until("the listened run's first model call", lambda: calls(tmp_path, "5*9"), a, b)
+    runner, other = runner_of(tmp_path, a, b, "5*9")
+    uri = f"team://runs/{run_id}"
+    async with Client(other.url, cache=None) as client:  # 2026-07-28
+        events: list[str] = []
+        seen: list[str] = []
+        async with client.listen(resource_subscriptions=[uri]) as subscription:
+            with anyio.fail_after(HANG_GUARD):
+                async for event in subscription:
+                    events.append(str(getattr(event, "uri", "")))
+                    record = await call(client, "get_run", run_id=run_id)
+                    seen.append(f"{record['status']}:{len(finished_targets(record))}")
+                    if record["status"] != "running":
+                        break
+    assert set(events) == {uri}, ("listen", events)
+    assert seen[-1] == f"complete:{K}", ("listen", seen)
+    assert any(s.startswith("running:") for s in seen), ("listen", seen)  # told while it ran on the other replica
+    assert {c["pid"] for c in calls(tmp_path, "5*9")} == {runner.pid}, "listen"
+
 
 async def _status_is(client: Client, run_id: str, status: str) -> dict[str, Any] | None:
+    # Not get_run's wait: it answers with the stored record, finished as the cancel wrote it, where the runner's
+    # own view (its live run) is what is awaited here.
     record = await call(client, "get_run", run_id=run_id)
     return record if record["status"] == status else None
 
@@ -351,36 +391,6 @@ async def test_the_requests_per_minute_of_an_endpoint_hold_across_both_replicas(
         assert len(window) <= burst + per_second * 2.0 + 4, (i, [round(u - times[0], 2) for u in times])
 
 
-async def test_a_run_is_followed_with_subscriptions_listen_on_the_replica_not_running_it(
-    pg: Postgres, tmp_path: Path
-) -> None:
-    """2026-07-28: a `subscriptions/listen` stream on the other replica hears of the runner's changes (its
-    finished handoffs) and of the end, not only of writes made where the stream is."""
-    database = pg.url("listen")
-    env = {"MCP_TEAM_MODEL": "offline", "MCP_TEAM_OFFLINE_LATENCY_MS": "1000"}
-    with replica("replica-a", database, tmp_path, **env) as a, replica("replica-b", database, tmp_path, **env) as b:
-        async with connect(a) as ca, connect(b):
-            run_id = (await call(ca, "start_run", request=REQUEST))["run_id"]
-            await until("the run's first model call", lambda: calls(tmp_path), a, b)
-            runner, other = runner_of(tmp_path, a, b)
-            uri = f"team://runs/{run_id}"
-            async with Client(other.url, cache=None) as client:  # 2026-07-28
-                events: list[str] = []
-                seen: list[str] = []
-                async with client.listen(resource_subscriptions=[uri]) as subscription:
-                    with anyio.fail_after(HANG_GUARD):
-                        async for event in subscription:
-                            events.append(str(getattr(event, "uri", "")))
-                            record = await call(client, "get_run", run_id=run_id)
-                            seen.append(f"{record['status']}:{len(finished_targets(record))}")
-                            if record["status"] != "running":
-                                break
-    assert set(events) == {uri}, events
-    assert seen[-1] == f"complete:{K}", seen
-    assert any(s.startswith("running:") for s in seen), seen  # told while it ran on the other replica
-    assert {c["pid"] for c in calls(tmp_path)} == {runner.pid}
-
-
 async def test_a_checkpoint_is_answered_on_the_replica_not_running_the_run(pg: Postgres, tmp_path: Path) -> None:
     """A started run waits at a checkpoint on whichever replica took it; a person's answer_checkpoint reaching
     the other replica is passed on through the database: a revise (its feedback reaches the task) and then an
@@ -413,11 +423,7 @@ async def test_a_checkpoint_is_answered_on_the_replica_not_running_the_run(pg: P
             await until("the run waiting at before:w2 again", lambda: waiting(2), a, b)
             await call(there, "answer_checkpoint", run_id=run_id, decision="approve")
 
-            async def ended() -> dict[str, Any] | None:
-                view = await call(there, "get_run", run_id=run_id)
-                return view if view["status"] != "running" else None
-
-            done = await until("the run's end", ended, a, b)
+            done = await until("the run's end", _finished_on(there, run_id), a, b)
     assert done["status"] == "complete", done
     answers = [(c["name"], c["round"], c["action"]) for c in done["checkpoints"]]
     assert answers == [("before:w2", 1, "revise"), ("before:w2", 2, "approve")]
