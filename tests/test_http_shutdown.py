@@ -7,7 +7,6 @@ is cut and said in one line."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 from collections.abc import AsyncIterator
@@ -21,12 +20,11 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from mcp_team.server.cli import main
 from support import (
     HANG_GUARD,
     MCP_TEAM,
-    SCRUBBED_PREFIXES,
     clean_env,
+    cli_here,
     initialize,
     serve_http_process,
     stored_runs,
@@ -142,17 +140,9 @@ def test_a_shutdown_timeout_it_cannot_keep_is_refused_before_serving() -> None:
 
 
 @pytest.mark.parametrize(("given", "says"), [(g, s) for g, s in REFUSED.items() if g != "inf"])
-def test_each_shutdown_timeout_it_cannot_keep_is_refused_saying_why(
-    given: str, says: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """The other values through the command's own `main` in this process (the test above is the real process):
-    what is checked is the message and the exit code, and a process each cost two seconds of start-up."""
-    for name in list(os.environ):
-        if name.upper().startswith(SCRUBBED_PREFIXES):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("MCP_TEAM_MODEL", "offline")
-    monkeypatch.setenv("MCP_TEAM_SHUTDOWN_TIMEOUT", given)
-    code = main(SERVE)
-    said = capsys.readouterr().err
-    assert code == 2 and says in said, said
-    assert "serving" not in said and "Traceback" not in said
+def test_each_shutdown_timeout_it_cannot_keep_is_refused_saying_why(given: str, says: str) -> None:
+    """The other values in this process (`support.cli_here`; the test above is the real process): what is
+    checked is the message and the exit code, and a process each cost two seconds of start-up."""
+    done = cli_here(*SERVE, MCP_TEAM_MODEL="offline", MCP_TEAM_SHUTDOWN_TIMEOUT=given)
+    assert done.returncode == 2 and says in done.stderr, done.stderr
+    assert "serving" not in done.stderr and "Traceback" not in done.stderr

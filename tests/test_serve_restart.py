@@ -14,15 +14,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from mcp_team.server.cli import main
 from support import (
     HANG_GUARD,
     INITIALIZED,
     MCP_TEAM,
-    SCRUBBED_PREFIXES,
     clean_env,
+    cli_here,
     initialize,
     serve_http_process,
     stdio_lines,
@@ -191,9 +188,7 @@ def test_over_http_too_a_run_team_call_cut_by_sigterm_leaves_its_run_to_resume(t
     assert record["status"] == "complete", record.get("reason")
 
 
-def test_mcp_team_runs_lists_shows_and_cancels(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_mcp_team_runs_lists_shows_and_cancels(tmp_path: Path) -> None:
     env = clean_env(MCP_TEAM_MODEL="offline", MCP_TEAM_STATE_DIR=str(tmp_path))
     run = subprocess.run([MCP_TEAM, "run", "--quiet", "Write a haiku"], env=env, capture_output=True, text=True,
                          timeout=HANG_GUARD)  # fmt: skip
@@ -202,25 +197,15 @@ def test_mcp_team_runs_lists_shows_and_cancels(
     listed = subprocess.run([MCP_TEAM, "runs"], env=env, capture_output=True, text=True, timeout=HANG_GUARD)
     assert listed.returncode == 0 and listed.stdout.startswith(f"{run_id}  complete"), listed
 
-    # The other actions through the command's own `main`, in this process: what is checked is their output and
-    # exit code (`mcp-team runs` above is the real process), and a process each cost a second of start-up.
-    for name in list(os.environ):
-        if name.upper().startswith(SCRUBBED_PREFIXES):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("MCP_TEAM_STATE_DIR", str(tmp_path))
-
-    def runs(*args: str) -> tuple[int, str, str]:
-        capsys.readouterr()
-        code = main(["runs", *args])
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    code, out, _ = runs("show", run_id, "--json")
-    assert code == 0 and json.loads(out)["status"] == "complete", out
-    code, _, err = runs("cancel", run_id)
-    assert code == 2 and "already finished (complete)" in err and "Traceback" not in err, err
-    code, _, err = runs("show", "nope")
-    assert code == 1 and "no run 'nope'" in err, err
+    # The other actions in this process (`support.cli_here`): what is checked is their output and exit code
+    # (`mcp-team runs` above is the real process), and a process each cost a second of start-up.
+    shown = cli_here("runs", "show", run_id, "--json", MCP_TEAM_STATE_DIR=str(tmp_path))
+    assert shown.returncode == 0 and json.loads(shown.stdout)["status"] == "complete", shown
+    cancel = cli_here("runs", "cancel", run_id, MCP_TEAM_STATE_DIR=str(tmp_path))
+    assert cancel.returncode == 2 and "already finished (complete)" in cancel.stderr, cancel
+    assert "Traceback" not in cancel.stderr
+    missing = cli_here("runs", "show", "nope", MCP_TEAM_STATE_DIR=str(tmp_path))
+    assert missing.returncode == 1 and "no run 'nope'" in missing.stderr, missing
 
 
 def _records_of(db: Path) -> list[dict[str, Any]]:
