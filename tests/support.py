@@ -10,11 +10,13 @@ import io
 import json
 import logging
 import os
+import signal
 import socket
 import sqlite3
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager, redirect_stderr, redirect_stdout
@@ -78,13 +80,24 @@ def cli_here(*args: str, cwd: str | Path | None = None, **env: str) -> subproces
     mostly imports; the suite is CPU-bound). As in a child: the environment `clean_env(**env)` gives, `cwd`,
     warnings logged to stderr, the secrets it registers forgotten after. Each module keeps its commands' real
     processes for what only a process shows (signals, exit at once, start-up, stdio). Runs here are
-    --ephemeral, or fail before their runs open: DBOS is a process's, not a test's."""
+    --ephemeral, or fail before their runs open: DBOS is a process's, not a test's. A command still going after
+    `HANG_GUARD` (a refusal that regressed into serving) is stopped as Ctrl-C would, and the test fails saying so."""
     from mcp_team.server.cli import main
     from mcp_team.telemetry.content import clear_secrets
 
     root = logging.getLogger()
     handlers, level = root.handlers[:], root.level
     out, err = io.StringIO(), io.StringIO()
+    lock, state = threading.Lock(), {"done": False, "stopped": False}
+
+    def stop() -> None:
+        with lock:
+            if not state["done"]:
+                state["stopped"] = True
+                os.kill(os.getpid(), signal.SIGINT)  # taken by the main thread, where `main` runs
+
+    guard = threading.Timer(HANG_GUARD, stop)
+    guard.start()
     with pytest.MonkeyPatch.context() as patch, redirect_stdout(out), redirect_stderr(err):
         for name in list(os.environ):
             if name.upper().startswith(SCRUBBED_PREFIXES):
@@ -97,9 +110,13 @@ def cli_here(*args: str, cwd: str | Path | None = None, **env: str) -> subproces
         try:
             code = main(list(args))
         finally:
+            with lock:
+                state["done"] = True
+            guard.cancel()
             root.handlers = handlers
             root.setLevel(level)
             clear_secrets()
+    assert not state["stopped"], f"mcp-team {' '.join(args)} was still going after {HANG_GUARD:g} s: {err.getvalue()}"
     return subprocess.CompletedProcess([MCP_TEAM, *args], code, out.getvalue(), err.getvalue())
 
 

@@ -307,11 +307,12 @@ for args in json.loads(sys.argv[1]):
 """
 
 
-def _mcp_modules_after(*commands: list[str]) -> dict[str, list[str]]:
-    """Each command's `" ".join(args)`, and the MCP SDK's modules imported once it (and those before it) ran."""
+def _mcp_modules_after(cwd: Path, *commands: list[str]) -> dict[str, list[str]]:
+    """Each command's `" ".join(args)`, and the MCP SDK's modules imported once it (and those before it) ran,
+    in `cwd` (empty: a team.toml found there would be used)."""
     proc = subprocess.run(
         [sys.executable, "-c", _MCP_MODULES_AFTER, json.dumps(commands)], capture_output=True, text=True,
-        timeout=60, env=clean_env(),
+        timeout=60, env=clean_env(), cwd=cwd,
     )  # fmt: skip
     assert "Traceback" not in proc.stderr, proc.stderr
     listed = {}
@@ -327,10 +328,11 @@ def test_commands_that_talk_to_no_mcp_server_start_without_the_mcp_sdk(tmp_path:
     # Importing the SDK is about half a second of every start: `run` of a team without MCP servers and `runs`
     # (which reads the store) have no use for it.
     (tmp_path / "team.toml").write_text(ADDER_TEAM)  # not in the commands' directory: found there, it is used
+    (tmp_path / "empty").mkdir()
     run = ["run", "--model", "offline", "Calculate 2+2"]
     # a team that names an MCP server gets the client for it (last: what it imports stays)
     team = ["run", "--ephemeral", "--team", str(tmp_path / "team.toml"), "--model", "offline", "add 2 and 2"]
-    loaded = _mcp_modules_after(run, ["runs", "list"], team)
+    loaded = _mcp_modules_after(tmp_path / "empty", run, ["runs", "list"], team)
     assert loaded["run --model offline Calculate 2+2"] == []
     assert loaded["runs list"] == []
     assert "mcp.client.stdio" in loaded[" ".join(team)]

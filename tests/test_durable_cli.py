@@ -30,7 +30,7 @@ def cli(
 
 def here(*args: str, state: Path | None = None, **env: str) -> subprocess.CompletedProcess[str]:
     """`cli` through `main` in this process (`support.cli_here`): for a start-up error's words and exit code.
-    Every kind of error is checked in a real process too; a stdio server always is (it answers first)."""
+    Every kind of error is checked in a real process too (a stdio server's refusal here comes before serving)."""
     return cli_here(*args, MCP_TEAM_MODEL="offline", **({"MCP_TEAM_STATE_DIR": str(state)} if state else {}), **env)
 
 

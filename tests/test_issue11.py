@@ -98,6 +98,7 @@ def raw_stdio(cases: dict[str, str]) -> dict[str, list[dict[str, Any]]]:
                     if answer.get("id") == ping["id"]:
                         break
             proc.stdin.close()
+            proc.wait(timeout=HANG_GUARD)  # a server that stays after its stdin closed fails here, not at exit
         finally:
             guard.cancel()
     return by_case
@@ -458,10 +459,10 @@ async def test_served_runs_leave_records_and_trace_files_without_dangling_parent
     """One server with a trace directory, two runs: a specialist tool call leaves a run record and a trace
     file; a run_team run's trace file has no parentSpanId pointing to a span outside the file (fixed here)."""
     tracer = trace.get_tracer("tests")
-    with tracer.start_as_current_span("client turn"):  # the SDK's client sends this span as traceparent
-        async with serve("legacy", "--trace-dir", str(tmp_path)) as (client, _):
-            specialist = await client.call_tool("researcher", {"task": "Why do bees matter?"})
-            found = await runs(client)  # before run_team: the specialist's run is the only one
+    async with serve("legacy", "--trace-dir", str(tmp_path)) as (client, _):
+        specialist = await client.call_tool("researcher", {"task": "Why do bees matter?"})
+        found = await runs(client)  # before run_team: the specialist's run is the only one
+        with tracer.start_as_current_span("client turn"):  # the SDK's client sends this span as traceparent
             team = await client.call_tool("run_team", {"request": "Research bees"})
     cases = Cases()
     with cases.case("specialist call"):

@@ -178,7 +178,9 @@ async def _runs(client: Client) -> list[dict]:
 
 def test_non_loopback_bind_without_token_is_refused() -> None:
     # What the command says (the port-in-use refusal below keeps a real process): through `main`, here.
-    proc = cli_here("serve", "--http", "--host", "0.0.0.0", "--port", str(free_port()), MCP_TEAM_MODEL="offline")
+    proc = cli_here(
+        "serve", "--http", "--ephemeral", "--host", "0.0.0.0", "--port", str(free_port()), MCP_TEAM_MODEL="offline"
+    )
     assert proc.returncode == 2
     assert "MCP_TEAM_HTTP_TOKEN" in proc.stderr and "MCP_TEAM_ALLOWED_HOSTS" in proc.stderr
     assert "Traceback" not in proc.stderr
