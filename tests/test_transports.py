@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import socket
 import subprocess
-import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,7 +14,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from support import HANG_GUARD, MCP_TEAM, clean_env, cli_here, free_port, initialize, stdio_lines
+from support import HANG_GUARD, MCP_TEAM, clean_env, cli_here, free_port, initialize, serve_http, stdio_lines
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")]
 
@@ -79,44 +77,10 @@ def plain_http() -> httpx2.Client:
 
 @pytest.fixture(scope="module")
 def http_server() -> Iterator[str]:
-    """`mcp-team serve --http` as `support.serve_http` starts it, polled until healthy with one client (the
-    shared helper's `httpx2.get` every 0.1 s cost this worker 0.17 s of CPU a poll)."""
+    """`mcp-team serve --http` with a token, shared by the module's HTTP checks."""
     env = clean_env(MCP_TEAM_MODEL="offline", MCP_TEAM_HTTP_TOKEN=TOKEN, MCP_TEAM_OFFLINE_LATENCY_MS="200")
-    failures: list[str] = []
-    for _ in range(3):  # another process may take the port first: the server then exits, and a new one is tried
-        port = free_port()
-        with tempfile.TemporaryFile() as err:
-            proc = subprocess.Popen(
-                [MCP_TEAM, "serve", "--http", "--port", str(port)], env=env, stdout=subprocess.DEVNULL, stderr=err
-            )
-            base = f"http://127.0.0.1:{port}"
-            if _healthy(base, proc):
-                try:
-                    yield base
-                finally:
-                    proc.terminate()
-                    proc.wait(timeout=HANG_GUARD)
-                return
-            proc.kill()
-            proc.wait(timeout=HANG_GUARD)
-            err.seek(0)
-            failures.append(err.read().decode(errors="replace"))
-        if "address already in use" not in failures[-1]:
-            break
-    raise RuntimeError("mcp-team serve --http did not start:\n" + "\n---\n".join(failures))
-
-
-def _healthy(base: str, proc: subprocess.Popen[bytes]) -> bool:
-    deadline = time.monotonic() + HANG_GUARD
-    with plain_http() as http:
-        while proc.poll() is None and time.monotonic() < deadline:
-            try:
-                if http.get(f"{base}/healthz", timeout=1).status_code == 200:
-                    return True
-            except httpx2.TransportError:
-                pass
-            time.sleep(0.1)
-    return False
+    with serve_http(env=env) as base:
+        yield base
 
 
 def test_http_health_auth_and_host_checks(http_server: str) -> None:
