@@ -74,8 +74,8 @@ def fresh(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
             if case.faults:
                 faults = [arg for fault in case.faults for arg in ("--fault", fault)]
                 proc = cli_here(
-                    "run", "--json", "--quiet", "--record", str(paths[case.name]), "--mode", case.mode, *faults,
-                    case.request, ANTHROPIC_API_KEY=API_KEY, ANTHROPIC_BASE_URL=api.base_url,
+                    "run", "--ephemeral", "--json", "--quiet", "--record", str(paths[case.name]), "--mode", case.mode,
+                    *faults, case.request, ANTHROPIC_API_KEY=API_KEY, ANTHROPIC_BASE_URL=api.base_url,
                 )  # fmt: skip
                 assert proc.returncode == 0, proc.stderr
                 assert json.loads(proc.stdout)["status"] == "complete"
@@ -181,7 +181,9 @@ async def test_a_changed_prompt_stops_the_replay_naming_the_difference(fresh: di
 
 
 def test_the_cli_stops_a_diverging_replay_with_the_difference(fresh: dict[str, Path]) -> None:
-    proc = cli_here("run", "--model", f"replay:{fresh['retry-after-fault']}", "Research wasps and calculate 2+2")
+    proc = cli_here(
+        "run", "--ephemeral", "--model", f"replay:{fresh['retry-after-fault']}", "Research wasps and calculate 2+2"
+    )
     assert proc.returncode == 1
     assert "the supervisor's act request is not in the recording" in proc.stderr
     assert "-Research bees and calculate 2+2" in proc.stderr and "+Research wasps and calculate 2+2" in proc.stderr
