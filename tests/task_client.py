@@ -19,6 +19,11 @@ ANY = TypeAdapter(dict[str, Any])
 TERMINAL = ("completed", "failed", "cancelled")
 
 
+# Seconds between polls of a task (the server suggests a second): 20 ms against a server in another process
+# cost it and this one a second of CPU or more per run of a few seconds, in a CPU-bound suite.
+POLL = 0.1
+
+
 class TaskHandle(types.Result):
     """What a 2026-07-28 `tools/call` answers when it made a task."""
 
@@ -36,7 +41,7 @@ async def _poll(handle: TaskHandle, ctx: ClaimContext) -> types.CallToolResult:
         task = await ctx.session.send_request(get_request(handle.task_id), ANY)
         if task["status"] in TERMINAL:
             return types.CallToolResult.model_validate(task["result"])
-        await anyio.sleep(0.02)
+        await anyio.sleep(POLL)
 
 
 class Tasks(ClientExtension):
@@ -103,7 +108,7 @@ class TaskClient:
             result = await self.result(task_id)  # blocks until the run ends
             return await self.get(task_id), result
         while (task := await self.get(task_id))["status"] not in TERMINAL:  # noqa: ASYNC110 (polling is the API)
-            await anyio.sleep(0.02)
+            await anyio.sleep(POLL)
         return task, task.get("result", {})
 
     async def record(self, run_id: str) -> dict[str, Any]:

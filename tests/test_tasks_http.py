@@ -12,7 +12,6 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import anyio
 import httpx2
 import mcp_types as types
 import pytest
@@ -28,7 +27,7 @@ from mcp_team.server import resources
 from mcp_team.server.app import build_server
 from mcp_team.server.http import HttpSettings, http_app
 from support import HANG_GUARD, clean_env, free_port, serve_http, serving_here
-from task_client import TERMINAL, TaskClient, Tasks
+from task_client import TaskClient, Tasks
 from test_conformance import NODE, ROOT, SUITE, _install_suite
 
 pytestmark = [pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")]
@@ -43,16 +42,6 @@ def server() -> Iterator[str]:
         yield f"{base}/mcp"
 
 
-async def final(tasks: TaskClient, task_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """`tasks.final`, polling a 2026-07-28 task every quarter of a second first (TaskClient polls every 20 ms:
-    against a subprocess, a run of seconds cost this process and the server a second of CPU or more)."""
-    if not tasks.legacy:
-        with anyio.fail_after(HANG_GUARD):
-            while (await tasks.get(task_id))["status"] not in TERMINAL:  # noqa: ASYNC110 (polling is the API)
-                await anyio.sleep(0.25)
-    return await tasks.final(task_id)
-
-
 @pytest.mark.anyio
 @pytest.mark.parametrize("mode", ["auto", "legacy"], ids=["2026-07-28", "2025-11-25"])
 async def test_a_task_outlives_the_connection_that_started_it(server: str, mode: str) -> None:
@@ -62,7 +51,7 @@ async def test_a_task_outlives_the_connection_that_started_it(server: str, mode:
 
     async with Client(server, mode=mode, extensions=[Tasks()]) as second:  # a new connection
         tasks = TaskClient(second, mode)
-        task, result = await final(tasks, created["taskId"])
+        task, result = await tasks.final(created["taskId"])
         record = await tasks.record(created["taskId"])
 
     assert task["status"] == "completed"
@@ -114,10 +103,10 @@ async def _end(base: str, mode: str, task_id: str) -> tuple[dict[str, Any], dict
     async with Client(f"{base}/mcp", mode=mode, extensions=[Tasks()]) as client:
         tasks = TaskClient(client, mode)
         if not tasks.legacy:
-            task, result = await final(tasks, task_id)
+            task, result = await tasks.final(task_id)
             return task, task.get("error", result)
         try:
-            return await final(tasks, task_id)
+            return await tasks.final(task_id)
         except MCPError as exc:
             return await tasks.get(task_id), exc.error.model_dump()
 
