@@ -29,7 +29,17 @@ from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from opentelemetry import trace
 
-from support import HANG_GUARD, INITIALIZED, MCP_TEAM, clean_env, free_port, initialize, serve_http, stdio_lines
+from support import (
+    HANG_GUARD,
+    INITIALIZED,
+    MCP_TEAM,
+    clean_env,
+    cli_here,
+    free_port,
+    initialize,
+    serve_http,
+    stdio_lines,
+)
 
 pytestmark = [pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")]
 
@@ -63,9 +73,9 @@ def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
 
 
 def run_json(*args: str) -> dict[str, Any]:
-    """`mcp-team run --json --ephemeral`: these runs are about what the engine does, not about durability
-    (an in-memory run starts without DBOS, a second of CPU less)."""
-    proc = run_cli("run", "--json", "--ephemeral", *args)
+    """`mcp-team run --json --ephemeral` in this process (`support.cli_here`): these runs are about what the
+    engine does, not about durability or the process (`run_cli` keeps the command's real processes)."""
+    proc = cli_here("run", "--json", "--ephemeral", *args, MCP_TEAM_MODEL="offline")
     assert proc.stdout, proc.stderr
     result: dict[str, Any] = json.loads(proc.stdout)
     return result
