@@ -122,3 +122,21 @@ def test_sigterm_again_while_the_run_is_cancelled(tmp_path: Path) -> None:
         time.sleep(0.002)
     err = _assert_ended_as_a_later_signal_does(proc, env)
     assert re.search(r"^cancelled: ", err, re.MULTILINE), err  # the run's cancelled result, not a kill
+
+
+def test_a_second_ctrl_c_while_the_command_says_it_was_cancelled(tmp_path: Path) -> None:
+    """Ctrl-C twice early in the start-up: the first while the commands load, the second while `main` says it
+    was cancelled (its first import of the exit codes, tests/paused_start.py pauses there). The second ended in a
+    traceback; now it ends the process at once, as a second Ctrl-C does once a run is under way."""
+    pause_at = "mcp_team.server.commands,mcp_team.server.commands.common"
+    env = clean_env(MCP_TEAM_STATE_DIR=str(tmp_path), MCP_TEAM_TEST_PAUSE_AT=pause_at)
+    proc = subprocess.Popen([sys.executable, PAUSED_START, "run", "--model", "offline", REQUEST], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    assert proc.stderr is not None
+    for _ in range(2):
+        said = proc.stderr.readline().decode()
+        assert said == "paused\n", said + proc.stderr.read().decode()
+        proc.send_signal(signal.SIGINT)
+    _, err = (b.decode() for b in proc.communicate(timeout=HANG_GUARD))
+    assert proc.returncode == -signal.SIGINT, (proc.returncode, err)  # the shell says 130
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err

@@ -66,6 +66,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         if early and _signal.getsignal(_signal.SIGTERM) == _signal.default_int_handler:
             _signal.signal(_signal.SIGTERM, _signal.SIG_IGN)  # a second SIGTERM now would be a traceback
+        if argv is None and _signal.getsignal(_signal.SIGINT) == _signal.default_int_handler:
+            # A second Ctrl-C while this says so (the import below is a first one early in the start-up) ends
+            # the process at once, as a second Ctrl-C does elsewhere, instead of raising here: a traceback.
+            _signal.signal(_signal.SIGINT, _signal.SIG_DFL)
         from mcp_team.server.commands.common import EXIT_CANCELLED
 
         print("mcp-team: cancelled", file=sys.stderr)
