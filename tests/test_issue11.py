@@ -1,6 +1,6 @@
 """Issue 11: a test per defect, each through a real client (`mcp-team serve` over stdio or HTTP, or the
 `mcp-team` command), on both protocol revisions where the revision matters. Defects checked the same way
-(a refused request, a bad stdio line) are named cases of one test sharing one server (`Cases`): a server
+(a refused request, a bad stdio line) are subtests of one test sharing one server (pytest's `subtests`): a server
 costs seconds of CPU to start, a case a few milliseconds.
 
 A defect not fixed yet is a strict xfail whose reason names the root cause and where the fix goes, so the
@@ -16,8 +16,8 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import AsyncIterator, Awaitable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Awaitable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, TextIO, cast
 
@@ -114,25 +114,6 @@ def raw_stdio(cases: dict[str, str]) -> dict[str, list[dict[str, Any]]]:
     return by_case
 
 
-class Cases:
-    """Independent checks made in turn on one server (which they share to start one process, not one per
-    check): a failing case is kept under its name, so it neither hides the cases after it nor escapes into
-    the client's task group; `verify`, after the server is closed, fails with every failed case."""
-
-    def __init__(self) -> None:
-        self.failures: list[str] = []
-
-    @contextmanager
-    def case(self, name: str) -> Iterator[None]:
-        try:
-            yield
-        except Exception as exc:  # an assertion, or a call that raised: either way this case failed
-            self.failures.append(f"[{name}] {type(exc).__name__}: {exc}")
-
-    def verify(self) -> None:
-        assert not self.failures, "failed cases:\n" + "\n\n".join(self.failures)
-
-
 async def mcp_error(call: Awaitable[Any]) -> MCPError:
     """The MCPError `call` raises. Asserting outside `serve` keeps a failure out of the client's task group."""
     try:
@@ -203,7 +184,7 @@ async def test_no_log_below_the_level_asked_for_on_2026() -> None:
 
 @REVISIONS
 @pytest.mark.anyio
-async def test_bad_requests_are_refused_naming_what_is_wrong(mode: str) -> None:
+async def test_bad_requests_are_refused_naming_what_is_wrong(mode: str, subtests: pytest.Subtests) -> None:
     """Requests the server refuses, each a case on one `mcp-team serve` (a refusal changes nothing, so the
     cases share it; the last case checks that). Fixed here, by case:
     - unknown prompt: server/strict.py checks prompts/get before the SDK's handler (which raised ValueError);
@@ -214,23 +195,22 @@ async def test_bad_requests_are_refused_naming_what_is_wrong(mode: str) -> None:
       declared allow_inf_nan=False;
     - unknown resource: server/strict.py answers -32002 on 2025-11-25 (the SDK said -32602 on every revision).
     """
-    cases = Cases()
     async with serve(mode) as (client, errlog):
-        with cases.case("1 MB request"):  # first: no run exists yet, so none may exist after it
+        with subtests.test("1 MB request"):  # first: no run exists yet, so none may exist after it
             result = await client.call_tool("run_team", {"request": "Research bees. " + "x" * 1_000_000})
             assert result.is_error and "limit" in text_of(result)
             assert await runs(client) == []  # refused before the run started: nothing was spent
-        with cases.case("1 MB context"):
+        with subtests.test("1 MB context"):
             result = await client.call_tool("researcher", {"task": "Summarize", "context": "y" * 1_000_000})
             assert result.is_error and "limit" in text_of(result)
-        with cases.case("unknown prompt"):
+        with subtests.test("unknown prompt"):
             error = await mcp_error(client.get_prompt("nope", {}))
             assert error.code == types.INVALID_PARAMS
             assert "nope" in error.message and "supervisor" in error.message  # what exists
-        with cases.case("missing prompt argument"):
+        with subtests.test("missing prompt argument"):
             error = await mcp_error(client.get_prompt("researcher", {}))
             assert error.code == types.INVALID_PARAMS and "task" in error.message
-        with cases.case("unknown tool arguments"):
+        with subtests.test("unknown tool arguments"):
             result = await client.call_tool("run_team", {"request": "Research bees", "max_handofs": 3})
             schemas = [t.input_schema for t in (await client.list_tools()).tools]
             assert result.is_error
@@ -239,23 +219,22 @@ async def test_bad_requests_are_refused_naming_what_is_wrong(mode: str) -> None:
         overrides: dict[str, Any] = {"max_tokens": 2**70, "max_handoffs": 10**12, "deadline_seconds": "inf",
                                      "max_model_calls": 10**9}  # fmt: skip
         for name, value in overrides.items():
-            with cases.case(f"lifting {name}"):  # a client cannot lift the operator's budgets
+            with subtests.test(f"lifting {name}"):  # a client cannot lift the operator's budgets
                 result = await client.call_tool("run_team", {"request": "Research bees", name: value})
                 assert result.is_error and name in text_of(result)
-        with cases.case("unknown tool"):
+        with subtests.test("unknown tool"):
             error = await mcp_error(client.call_tool("nope", {}))
             assert error.code == types.INVALID_PARAMS
             assert "nope" in error.message and "run_team" in error.message
-        with cases.case("unknown resource"):  # its code follows the revision
+        with subtests.test("unknown resource"):  # its code follows the revision
             code = -32002 if mode == "legacy" else types.INVALID_PARAMS
             error = await mcp_error(client.read_resource("team://runs/nope"))
             unmatched = await mcp_error(client.read_resource("team://nope"))
             assert error.code == code and "nope" in error.message
             assert unmatched.code == code and "team://specialists" in unmatched.message  # lists what exists
-        with cases.case("nothing started"):  # the refusals above shared the server because none changes it
+        with subtests.test("nothing started"):  # the refusals above shared the server because none changes it
             assert await runs(client) == []
         log = errlog.read_text()
-    cases.verify()
     assert "Traceback" not in log
 
 
@@ -354,24 +333,22 @@ BAD_LINES: dict[str, tuple[str, int | None, int]] = {
 }
 
 
-def test_stdio_answers_every_bad_line() -> None:
+def test_stdio_answers_every_bad_line(subtests: pytest.Subtests) -> None:
     """Each bad line, then a line over the size limit, on one stdio session: each gets its answer, and the
     ping after each proves the server read it and went on. The size limit was fixed here: `mcp-team serve`
     serves stdio through the gate (server/stdio.py serve_stdio)."""
     too_big = json.dumps({"jsonrpc": "2.0", "id": 8, "method": "ping", "params": {"pad": "x" * 5_000_000}})
     answers = raw_stdio({**{name: line for name, (line, _, _) in BAD_LINES.items()}, "over-the-limit": too_big})
-    cases = Cases()
     for n, (name, (_, request_id, code)) in enumerate(BAD_LINES.items()):
-        with cases.case(name):
+        with subtests.test(name):
             got = answers[name]
             assert got and got[-1].get("id") == 1000 + n, got  # its ping's answer: the server went on
             assert [(a.get("id"), a.get("error", {}).get("code")) for a in got[:-1]] == [(request_id, code)], got
-    with cases.case("over-the-limit"):
+    with subtests.test("over-the-limit"):
         got = answers["over-the-limit"]
         error = got[0].get("error", {})
         assert error.get("code") == -32600 and "limit" in error.get("message", ""), got
         assert got[-1].get("id") == 1000 + len(BAD_LINES), got  # and the server went on
-    cases.verify()
 
 
 def _team_file(tmp: Path, secret: str, pin: str) -> Path:
@@ -401,7 +378,9 @@ prompt = "Write."
 
 
 @pytest.mark.anyio
-async def test_secrets_long_and_short_are_redacted_and_the_operator_warned(tmp_path: Path) -> None:
+async def test_secrets_long_and_short_are_redacted_and_the_operator_warned(
+    tmp_path: Path, subtests: pytest.Subtests
+) -> None:
     """Two cases on one server whose team file holds a secret and a short one (a pin). Fixed here:
     - server/middleware.py redact_tool_results redacts every tool result (run_team returned the engine's
       RunResult unredacted; only the stored record was);
@@ -415,15 +394,13 @@ async def test_secrets_long_and_short_are_redacted_and_the_operator_warned(tmp_p
         pin_run = f"team://runs/{pin_result.structured_content['run_id']}"
         pin_record = (await client.read_resource(pin_run)).contents[0]
         warnings = errlog.read_text()
-    cases = Cases()
-    with cases.case("run_team result"):
+    with subtests.test("run_team result"):
         assert isinstance(record, types.TextResourceContents) and secret not in record.text  # the record
         assert secret not in json.dumps(result.structured_content) and secret not in text_of(result)
         assert not own.is_error and "[redacted]" in text_of(own) and secret not in text_of(own)  # a tool's
-    with cases.case("short secret"):
+    with subtests.test("short secret"):
         assert isinstance(pin_record, types.TextResourceContents) and pin not in pin_record.text
         assert "short" in warnings and pin not in warnings
-    cases.verify()
 
 
 def test_an_empty_http_token_is_refused_at_start_up() -> None:
@@ -465,7 +442,9 @@ async def test_serve_takes_call_timeout_too() -> None:
 
 
 @pytest.mark.anyio
-async def test_served_runs_leave_records_and_trace_files_without_dangling_parents(tmp_path: Path) -> None:
+async def test_served_runs_leave_records_and_trace_files_without_dangling_parents(
+    tmp_path: Path, subtests: pytest.Subtests
+) -> None:
     """One server with a trace directory, two runs: a specialist tool call leaves a run record and a trace
     file; a run_team run's trace file has no parentSpanId pointing to a span outside the file (fixed here)."""
     tracer = trace.get_tracer("tests")
@@ -474,18 +453,16 @@ async def test_served_runs_leave_records_and_trace_files_without_dangling_parent
         found = await runs(client)  # before run_team: the specialist's run is the only one
         with tracer.start_as_current_span("client turn"):  # the SDK's client sends this span as traceparent
             team = await client.call_tool("run_team", {"request": "Research bees"})
-    cases = Cases()
-    with cases.case("specialist call"):
+    with subtests.test("specialist call"):
         assert not specialist.is_error
         assert len(found) == 1
         assert (tmp_path / f"{found[0]['run_id']}.json").exists()
-    with cases.case("no dangling parent"):
+    with subtests.test("no dangling parent"):
         doc = json.loads((tmp_path / f"{team.structured_content['run_id']}.json").read_text())
         spans = [span for rs in doc["resourceSpans"] for ss in rs["scopeSpans"] for span in ss["spans"]]
         ids = {s["spanId"] for s in spans}
         dangling = [s["parentSpanId"] for s in spans if s.get("parentSpanId") and s["parentSpanId"] not in ids]
         assert spans and not dangling
-    cases.verify()
 
 
 @pytest.mark.anyio
