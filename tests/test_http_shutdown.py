@@ -26,6 +26,7 @@ from support import (
     clean_env,
     cli_here,
     initialize,
+    plain_http_async,
     serve_http_process,
     stored_runs,
 )
@@ -76,7 +77,7 @@ async def test_sigterm_ends_open_streams_keeps_the_run_and_exits_0(tmp_path: Pat
     env = clean_env(MCP_TEAM_MODEL="offline", MCP_TEAM_OFFLINE_LATENCY_MS="2000", MCP_TEAM_STATE_DIR=str(tmp_path))
     with serve_http_process(env=env) as (base, proc):
         async with (
-            httpx2.AsyncClient(timeout=HANG_GUARD) as http,
+            plain_http_async(timeout=HANG_GUARD) as http,
             Client(streamable_http_client(f"{base}/mcp", http_client=http), mode="auto") as client,
         ):
             started = await client.call_tool("start_run", {"request": REQUEST})  # a durable run, in flight
@@ -103,7 +104,7 @@ async def test_a_call_still_held_at_the_shutdown_timeout_is_cut_in_one_line(tmp_
     err = tmp_path / "stderr"
     with serve_http_process("--ephemeral", "--shutdown-timeout", "1", env=env, stderr=err) as (base, proc):
         async with (
-            httpx2.AsyncClient(timeout=HANG_GUARD) as http,
+            plain_http_async(timeout=HANG_GUARD) as http,
             Client(streamable_http_client(f"{base}/mcp", http_client=http), mode="auto") as client,
             anyio.create_task_group() as tg,
         ):

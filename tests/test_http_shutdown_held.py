@@ -20,7 +20,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult, TextContent
 
-from support import HANG_GUARD, clean_env, serve_http_process, stored_runs
+from support import HANG_GUARD, clean_env, plain_http_async, serve_http_process, stored_runs
 from test_http_shutdown import REQUEST, exited, until_running
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")]
@@ -75,7 +75,7 @@ async def test_a_held_durable_call_is_answered_with_its_run(tmp_path: Path) -> N
     db = tmp_path / "runs.sqlite"
     with serve_http_process(env=env, stderr=tmp_path / "stderr") as (base, proc):
         async with (
-            httpx2.AsyncClient(timeout=HANG_GUARD) as http,
+            plain_http_async(timeout=HANG_GUARD) as http,
             both_revisions(http, base) as clients,
             anyio.create_task_group() as tg,
         ):
@@ -106,7 +106,7 @@ async def test_a_held_call_ends_in_the_shutdown_timeout(tmp_path: Path) -> None:
     args = ("--ephemeral", "--shutdown-timeout", "60")
     with serve_http_process(*args, env=env, stderr=tmp_path / "stderr") as (base, proc):
         async with (
-            httpx2.AsyncClient(timeout=HANG_GUARD) as http,
+            plain_http_async(timeout=HANG_GUARD) as http,
             both_revisions(http, base) as clients,
             anyio.create_task_group() as tg,
         ):
@@ -126,7 +126,7 @@ async def test_a_second_sigterm_ends_the_wait_at_once(tmp_path: Path) -> None:
     # The timeout is longer than the hang guard: only the second signal can end the wait in time.
     with serve_http_process("--ephemeral", "--shutdown-timeout", "600", env=env, stderr=err) as (base, proc):
         async with (
-            httpx2.AsyncClient(timeout=HANG_GUARD) as http,
+            plain_http_async(timeout=HANG_GUARD) as http,
             Client(streamable_http_client(f"{base}/mcp", http_client=http), mode="legacy") as client,
             anyio.create_task_group() as tg,
         ):

@@ -14,7 +14,7 @@ import anyio
 import httpx2
 import pytest
 
-from support import HANG_GUARD, clean_env, initialize, serve_http_process
+from support import HANG_GUARD, clean_env, initialize, plain_http_async, serve_http_process
 from test_http_shutdown import HEADERS, exited
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")]
@@ -67,7 +67,7 @@ async def get_stream(http: httpx2.AsyncClient, base: str, session: dict[str, str
 async def test_sigterm_ends_a_resumed_get_stream(tmp_path: Path) -> None:
     env = clean_env(MCP_TEAM_MODEL="offline")
     with serve_http_process("--ephemeral", env=env, stderr=tmp_path / "stderr") as (base, proc):
-        async with httpx2.AsyncClient(timeout=HANG_GUARD) as http:
+        async with plain_http_async(timeout=HANG_GUARD) as http:
             init = await http.post(f"{base}/mcp", json=initialize(), headers=HEADERS)
             session = {**HEADERS, "mcp-session-id": init.headers["mcp-session-id"]}
             session["mcp-protocol-version"] = "2025-11-25"

@@ -7,14 +7,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import httpx2
 import mcp_types as types
 import pytest
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
 
 from mcp_team.server.run_updates import MAX_LISTEN_URIS
-from support import HANG_GUARD, clean_env, serve_http_process
+from support import HANG_GUARD, clean_env, plain_http_async, serve_http_process
 from test_listen_refused import honored
 from test_runs_listing_updates import LISTING
 
@@ -24,7 +23,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore::mcp.MCPDepr
 async def test_a_listen_naming_more_resources_than_the_limit_is_refused_naming_it(tmp_path: Path) -> None:
     with serve_http_process("--state-dir", str(tmp_path), env=clean_env(MCP_TEAM_MODEL="offline")) as (base, _):
         async with (
-            httpx2.AsyncClient(timeout=HANG_GUARD) as http,
+            plain_http_async(timeout=HANG_GUARD) as http,
             Client(streamable_http_client(f"{base}/mcp", http_client=http), mode="auto", cache=None) as client,
         ):
             ran = await client.call_tool("run_team", {"request": "Write a haiku"})

@@ -10,12 +10,11 @@ import subprocess
 from pathlib import Path
 
 import anyio
-import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from support import HANG_GUARD, MCP_TEAM, clean_env, serve_http_process
+from support import HANG_GUARD, MCP_TEAM, clean_env, plain_http_async, serve_http_process
 from test_run_updates_owners import listening, status_of
 from test_runs_listing_updates import Updates, listed
 
@@ -31,7 +30,7 @@ async def test_a_run_mcp_team_run_writes_is_followed_by_the_server_s_subscribers
     env = clean_env(MCP_TEAM_MODEL="offline")
     with serve_http_process("--state-dir", str(tmp_path), env=env) as (base, _server):
         async with (
-            httpx2.AsyncClient(timeout=HANG_GUARD) as http,
+            plain_http_async(timeout=HANG_GUARD) as http,
             Client(
                 streamable_http_client(f"{base}/mcp", http_client=http),
                 mode=mode,

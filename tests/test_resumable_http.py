@@ -17,7 +17,7 @@ from mcp_team.llm.settings import ModelSettings
 from mcp_team.server.app import build_server
 from mcp_team.server.events import MemoryEventStore, SessionEventStore
 from mcp_team.server.http import HttpSettings, http_app
-from support import HANG_GUARD, clean_env, free_port, initialize, serve_http, serving_here
+from support import HANG_GUARD, clean_env, free_port, initialize, plain_http, plain_http_async, serve_http, serving_here
 
 pytestmark = pytest.mark.anyio
 
@@ -64,7 +64,7 @@ def test_a_dropped_stream_resumes_with_the_missed_progress_and_the_result(server
             "_meta": {"progressToken": "p"},
         },
     }
-    with httpx2.Client(timeout=HANG_GUARD) as http:
+    with plain_http(timeout=HANG_GUARD) as http:
         session = _session(http, server)
         first: list[dict[str, str]] = []
         with http.stream("POST", f"{server}/mcp", json=call, headers={**HEADERS, **session}) as response:
@@ -95,7 +95,7 @@ def test_a_dropped_stream_resumes_with_the_missed_progress_and_the_result(server
 
 
 def test_an_unknown_last_event_id_replays_nothing_and_does_not_fail(server: str) -> None:
-    with httpx2.Client(timeout=HANG_GUARD) as http:
+    with plain_http(timeout=HANG_GUARD) as http:
         session = _session(http, server)
         with http.stream("GET", f"{server}/mcp", headers={**HEADERS, **session, "Last-Event-ID": "nonsense"}) as r:
             assert r.status_code == 200
@@ -145,7 +145,7 @@ def test_a_session_cannot_replay_another_sessions_stream(server: str) -> None:
         "method": "tools/call",
         "params": {"name": "run_team", "arguments": {"request": "Research the secret plan"}},
     }
-    with httpx2.Client(timeout=HANG_GUARD) as http:
+    with plain_http(timeout=HANG_GUARD) as http:
         mine, theirs = _session(http, server), _session(http, server)
         with http.stream("POST", f"{server}/mcp", json=call, headers={**HEADERS, **mine}) as response:
             events = [e for e in _events(response.iter_lines()) if e.get("id")]
@@ -272,7 +272,7 @@ async def test_a_session_ended_by_its_client_leaves_none_of_its_events_on_the_se
     url = f"http://127.0.0.1:{port}/mcp"
     call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
             "params": {"name": "run_team", "arguments": {"request": "Research bees"}}}  # fmt: skip
-    async with serving_here(app, port), httpx2.AsyncClient(timeout=HANG_GUARD) as http:
+    async with serving_here(app, port), plain_http_async(timeout=HANG_GUARD) as http:
         sessions = []
         for _ in range(2):
             init = await http.post(url, json=initialize(), headers=HEADERS)

@@ -9,7 +9,6 @@ import re
 import subprocess
 
 import anyio
-import httpx2
 import pytest
 from mcp import Client
 from mcp.client.extension import advertise
@@ -19,7 +18,7 @@ from mcp_team.errors import ConfigError
 from mcp_team.llm.settings import ModelSettings
 from mcp_team.server.app import build_server
 from mcp_team.server.views import RUN_VIEW_URI, ViewSettings, view_settings
-from support import MCP_TEAM, clean_env, serve_http
+from support import MCP_TEAM, clean_env, plain_http_async, serve_http
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")]
 
@@ -130,7 +129,7 @@ def test_a_bad_trace_url_stops_the_server_with_a_clear_error() -> None:
 async def test_the_pages_have_the_same_checks_as_mcp_and_serve_the_same_record() -> None:
     with serve_http(env=clean_env(MCP_TEAM_MODEL="offline", MCP_TEAM_HTTP_TOKEN=TOKEN)) as base:
         bearer = {"Authorization": f"Bearer {TOKEN}"}
-        async with httpx2.AsyncClient(base_url=base, timeout=60) as http:
+        async with plain_http_async(base_url=base, timeout=60) as http:
             for path in ("/runs", "/runs/x", "/runs.json", "/runs/x.json"):
                 refused = await http.get(path)
                 assert refused.status_code == 401, path
@@ -146,7 +145,7 @@ async def test_the_pages_have_the_same_checks_as_mcp_and_serve_the_same_record()
             assert (await http.get("/healthz")).status_code == 200
 
             async with (
-                httpx2.AsyncClient(headers=bearer, timeout=60) as mcp_http,
+                plain_http_async(headers=bearer, timeout=60) as mcp_http,
                 Client(streamable_http_client(f"{base}/mcp", http_client=mcp_http)) as client,
             ):
                 run = (await client.call_tool("run_team", {"request": REQUEST})).structured_content

@@ -28,7 +28,7 @@ from mcp.client.streamable_http import streamable_http_client
 from playwright.sync_api import Browser, Page, Route, expect, sync_playwright
 
 from chromium import LAUNCH_ARGS, ensure_chromium, host_bundle
-from support import clean_env, serve_http
+from support import clean_env, plain_http_async, serve_http
 
 # The first test may install chromium and the npm packages of the test host.
 pytestmark = [pytest.mark.timeout(900), pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")]
@@ -312,7 +312,7 @@ def assert_run_drawn(scope: Any, run: dict[str, Any]) -> None:
 
 
 async def _run_team(server: str, request: str, mode: str = "adaptive") -> dict[str, Any]:
-    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=120)
+    http = plain_http_async(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=120)
     async with http, Client(streamable_http_client(f"{server}/mcp", http_client=http)) as client:
         result = await client.call_tool("run_team", {"request": request, "mode": mode})
     return {"structured": result.structured_content}

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx2
 import mcp_types as types
 import pytest
 from mcp import Client, MCPError
@@ -28,7 +27,7 @@ from mcp_team.server.http import HttpSettings, http_app
 from mcp_team.server.teamfile import TeamSpec
 from mcp_team.specialists import DEFAULT_TEAM
 from postgres import postgres_server
-from support import HANG_GUARD, MCP_TEAM, clean_env, free_port, serving_here
+from support import HANG_GUARD, MCP_TEAM, clean_env, free_port, plain_http_async, serving_here
 from test_tasks_http import TwoUsers, two_user_server
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")]
@@ -117,9 +116,7 @@ async def connected(
     the run's checkpoints."""
     handler = updates.handle if mode == "legacy" else None  # 2026-07-28: `following_the_listing` takes them
     async with (
-        # verify=False: plain http on 127.0.0.1 checks no certificate, and loading the CA bundle for nothing cost
-        # 0.15 s of CPU a client (ten of them here).
-        httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=HANG_GUARD, verify=False) as http,
+        plain_http_async(headers={"Authorization": f"Bearer {token}"}, timeout=HANG_GUARD) as http,
         Client(
             streamable_http_client(url, http_client=http),
             mode=mode,

@@ -21,6 +21,7 @@ from support import (
     clean_env,
     cli_here,
     initialize,
+    plain_http,
     serve_http_process,
     stdio_lines,
     stored_finished,
@@ -161,7 +162,7 @@ def test_over_http_too_a_run_team_call_cut_by_sigterm_leaves_its_run_to_resume(t
     env = clean_env(MCP_TEAM_MODEL="offline", MCP_TEAM_OFFLINE_LATENCY_MS="600", MCP_TEAM_STATE_DIR=str(tmp_path))
     call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
             "params": {"name": "run_team", "arguments": {"request": DAG_REQUEST}}}  # fmt: skip
-    with serve_http_process(env=env) as (base, proc), httpx2.Client(timeout=HANG_GUARD) as http:
+    with serve_http_process(env=env) as (base, proc), plain_http(timeout=HANG_GUARD) as http:
         init = http.post(f"{base}/mcp", json=initialize(), headers=headers)
         session = {**headers, "mcp-session-id": init.headers["mcp-session-id"], "mcp-protocol-version": "2025-11-25"}
         http.post(f"{base}/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session)

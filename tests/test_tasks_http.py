@@ -26,7 +26,7 @@ from mcp_team.runs import resolve
 from mcp_team.server import resources
 from mcp_team.server.app import build_server
 from mcp_team.server.http import HttpSettings, http_app
-from support import HANG_GUARD, clean_env, free_port, serve_http, serving_here
+from support import HANG_GUARD, clean_env, free_port, plain_http_async, serve_http, serving_here
 from task_client import TaskClient, Tasks
 from test_conformance import NODE, ROOT, SUITE, _install_suite
 
@@ -202,7 +202,7 @@ async def two_user_server(state_dir: Path | None) -> AsyncIterator[str]:
 @asynccontextmanager
 async def connect(url: str, token: str, mode: str) -> AsyncIterator[TaskClient]:
     async with (
-        httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=HANG_GUARD) as http,
+        plain_http_async(headers={"Authorization": f"Bearer {token}"}, timeout=HANG_GUARD) as http,
         Client(streamable_http_client(url, http_client=http), mode=mode, extensions=[Tasks()]) as client,
     ):
         yield TaskClient(client, mode)
@@ -274,7 +274,7 @@ async def test_runs_and_their_records_are_shown_to_their_user_only(durable: bool
             his = await bob.client.call_tool("run_team", {"request": "Write a haiku"})
             bobs = {his.structured_content["run_id"]}  # type: ignore[index]
             bob_sees = _runs_listed((await bob.client.read_resource("team://runs")).contents)
-            async with httpx2.AsyncClient(  # the pages too: /runs.json and /runs/{id}.json with Bob's token
+            async with plain_http_async(  # the pages too: /runs.json and /runs/{id}.json with Bob's token
                 base_url=url.removesuffix("/mcp"), headers={"Authorization": "Bearer bob"}, timeout=HANG_GUARD
             ) as web:
                 bob_sees_on_the_page = {r["run_id"] for r in (await web.get("/runs.json")).json()["runs"]}

@@ -9,12 +9,22 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
-import httpx2
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from support import HANG_GUARD, MCP_TEAM, clean_env, cli_here, free_port, initialize, serve_http, stdio_lines
+from support import (
+    HANG_GUARD,
+    MCP_TEAM,
+    clean_env,
+    cli_here,
+    free_port,
+    initialize,
+    plain_http,
+    plain_http_async,
+    serve_http,
+    stdio_lines,
+)
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")]
 
@@ -69,12 +79,6 @@ def test_a_durable_stdio_server_exits_when_its_client_leaves_before_a_request(st
     assert not any(Path(env["XDG_STATE_HOME"]).rglob("*.sqlite")), "nothing wanted the runs database"
 
 
-def plain_http() -> httpx2.Client:
-    """A client for http on 127.0.0.1: without the CA bundle, which no plain-http request reads and which costs
-    0.17 s of CPU to load, per client (`httpx2.get` makes a client each time)."""
-    return httpx2.Client(verify=False, timeout=HANG_GUARD)
-
-
 @pytest.fixture(scope="module")
 def http_server() -> Iterator[str]:
     """`mcp-team serve --http` with a token, shared by the module's HTTP checks."""
@@ -84,7 +88,7 @@ def http_server() -> Iterator[str]:
 
 
 def test_http_health_auth_and_host_checks(http_server: str) -> None:
-    with plain_http() as http:
+    with plain_http(timeout=HANG_GUARD) as http:
         health = http.get(f"{http_server}/healthz")
         assert health.json() == {"ok": True, "server": "mcp-team"}
 
@@ -108,7 +112,7 @@ async def test_http_call_with_progress_and_cancellation(http_server: str) -> Non
     async def on_progress(p: float, total: float | None, message: str | None) -> None:
         progress.append(message or "")
 
-    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30, verify=False)
+    http = plain_http_async(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30)
     async with http, Client(streamable_http_client(f"{http_server}/mcp", http_client=http), mode="legacy") as client:
         result = await client.call_tool("run_team", {"request": "Research bees"}, progress_callback=on_progress)
         assert result.structured_content["status"] == "complete"
