@@ -60,6 +60,8 @@ class Team:
         if isinstance(self.specialists, (str, Specialist)) or not isinstance(self.specialists, Iterable):
             wrong = type(self.specialists).__name__
             raise TypeError(f"specialists must be a list of Specialist, not {wrong}: Team(models, [Specialist(...)])")
+        if not isinstance(self.specialists, Sequence):  # a generator or set: read once, here, not consumed by a check
+            self.specialists = tuple(self.specialists)
         if (odd := next((s for s in self.specialists if not isinstance(s, Specialist)), None)) is not None:
             raise TypeError(f"specialists must be Specialist objects, not {type(odd).__name__}: Specialist(name=...)")
         _expect("settings", self.settings, RunSettings, "RunSettings(mode='planned')")
@@ -91,8 +93,12 @@ class Team:
         the team's for this run; `started_at` (default: now) is when the run began; `resumed_at`, when
         a stopped run came back: its deadline counts from then (the time it was stopped does not count, and the
         steps it replays take none). `checkpoints` add to the team's (see `handoffs.checkpoints`);
-        `approve` asks a person at each. Raises `ValueError` for a checkpoint that names no member.
+        `approve` asks a person at each. Raises `ValueError` for a checkpoint that names no member or a
+        blank request, `TypeError` for an argument of the wrong kind.
         """
+        _request_problem("request", request, "what the team should do")
+        if isinstance(checkpoints, str):  # one name, not its letters
+            raise TypeError(f"checkpoints must be a list of names, not a str: checkpoints=[{checkpoints!r}]")
         if mode not in (None, "adaptive", "planned"):
             raise ValueError(f"mode must be 'adaptive' or 'planned', not {mode!r}")
         if budgets is not None:
@@ -173,6 +179,7 @@ class Team:
 
     async def plan(self, request: str) -> Plan:
         """The validated plan planned mode would run, without running it. Raises `PlanError`."""
+        _request_problem("request", request, "what the team should do")
         ctx = RunContext(
             request=request, run_id=uuid.uuid4().hex, team=self.by_name, models=self.models, settings=self.settings
         )
@@ -189,6 +196,9 @@ class Team:
         (see `handoffs.direct`). Raises `UnknownSpecialist`."""
         if name not in self.by_name:
             raise UnknownSpecialist(name, list(self.by_name))
+        _request_problem("task", task, "what the specialist should do, self-contained")
+        if not isinstance(context, str):
+            raise TypeError(f"context must be a str, not {type(context).__name__}")
         return await ask(self, name, task, context, on_finish=on_finish)
 
 
@@ -211,7 +221,22 @@ def team_problems(specialists: Sequence[Specialist], settings: RunSettings) -> l
             )
     if settings.judge is not None and settings.judge not in names:
         problems.append(f"the judge '{settings.judge}' is not a specialist of the team ({', '.join(names)})")
+    # A checkpoint or gate that names nobody would never apply: a typo that silently drops a safeguard.
+    problems += [f"settings.{p}" for p in checkpoint_problems(settings.checkpoints, names)]
+    problems += [
+        f"settings.gates: '{n}' is not a specialist of the team ({', '.join(names)}); gates are keyed by member name"
+        for n in settings.gates
+        if n not in names
+    ]
     return problems
+
+
+def _request_problem(what: str, value: object, example: str) -> None:
+    """Refuse a request or task that is not text, or is blank: a run of nothing would still spend model calls."""
+    if not isinstance(value, str):
+        raise TypeError(f"{what} must be a str ({example}), not {type(value).__name__}")
+    if not value.strip():
+        raise ValueError(f"{what} is blank: say {example}")
 
 
 def _expect(what: str, value: object, kind: type, example: str) -> None:
