@@ -78,6 +78,18 @@ def parse_model(text: str) -> ModelRef:
     return ModelRef(cast(Backend, provider), name)
 
 
+def check_base_url(value: str | None) -> str | None:
+    """A base URL as the SDKs need it: `http://` or `https://` and a host. Checked where it is set: without a
+    scheme every call fails as a connection error, retried, deep in a run."""
+    if value is not None:
+        scheme, sep, rest = value.partition("://")
+        if not sep or scheme.lower() not in ("http", "https") or not rest.strip("/"):
+            raise ValueError(
+                f"{value!r} is not a base URL; write it with http:// or https://, e.g. http://{rest or value}"
+            )
+    return value
+
+
 class MemberModel(BaseModel):
     """A specialist's own model (team file): a model string, and its endpoint when it is not its provider's."""
 
@@ -98,6 +110,8 @@ class MemberModel(BaseModel):
         if value is not None:
             parse_model(value)
         return value
+
+    _base_url = field_validator("base_url")(check_base_url)
 
 
 class ModelSettings(BaseSettings):
@@ -167,6 +181,10 @@ class ModelSettings(BaseSettings):
                     f"PROVIDER:MODEL (e.g. openai:{value})"
                 )
         return value
+
+    _base_urls = field_validator("anthropic_base_url", "openai_base_url", "supervisor_base_url", "specialist_base_url")(
+        check_base_url
+    )
 
     @field_validator("prices", "endpoint_limits")
     @classmethod
