@@ -71,3 +71,15 @@ async def test_a_tool_written_wrongly_is_named_with_what_it_must_be(
     assert model.tool_results == [(message, True)]
     (span,) = [s for s in memory.get_finished_spans() if s.name == "execute_tool lookup"]
     assert span.status.description == message
+
+
+async def test_a_plain_function_takes_progress_events(caplog: pytest.LogCaptureFixture) -> None:
+    # `on_event=print`, or a list's append: each event arrived as a logged TypeError ("can't be used in 'await'").
+    seen: list[str] = []
+    scout = Specialist(name="scout", description="Finds facts.", system_prompt="List facts only.")
+    result = await Team(ModelSet.single(OfflineModel()), [scout]).run(
+        "Find facts", on_event=lambda e: seen.append(e.kind)
+    )
+    assert result.status == "complete"
+    assert seen == ["run_started", "handoff_started", "handoff_finished"]
+    assert "progress report failed" not in caplog.text

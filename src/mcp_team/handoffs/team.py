@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -13,7 +14,7 @@ import anyio
 from mcp_team.errors import ConfigError, McpTeamError
 from mcp_team.handoffs.approval import approve_plan
 from mcp_team.handoffs.checkpoints import Approver, checkpoint_problems
-from mcp_team.handoffs.context import EventSink, RunContext, now
+from mcp_team.handoffs.context import EventSink, RunContext, RunEvent, now
 from mcp_team.handoffs.direct import ask
 from mcp_team.handoffs.judge import rule, rulings_text
 from mcp_team.handoffs.planner import PlanError, make_plan, run_plan
@@ -75,7 +76,7 @@ class Team:
         *,
         mode: Mode | None = None,
         budgets: Budgets | None = None,
-        on_event: EventSink | None = None,
+        on_event: Callable[[RunEvent], Awaitable[None] | None] | None = None,
         on_finish: Callable[[RunResult], None] | None = None,
         run_id: str | None = None,
         runtime: Runtime | None = None,
@@ -87,6 +88,8 @@ class Team:
         """Run a request through the supervisor. Never raises for failed work: see `status`/`failures`.
         An exception that is not failed work (a model of one's own that raises something other than
         `ModelError`) propagates, after `on_finish` got the run's record, marked failed.
+
+        `on_event` gets each step's `RunEvent` (progress), a plain function or an async one.
 
         On cancellation the run is recorded as cancelled (`on_finish` still gets it) and the
         cancellation propagates; every branch has stopped by the time it does. `runtime` replaces
@@ -118,7 +121,7 @@ class Team:
             team=self.by_name,
             models=self.models,
             settings=self.settings.model_copy(update=update),
-            on_event=on_event,
+            on_event=_async_sink(on_event) if on_event is not None else None,
             runtime=runtime or self.runtime,
             started_at=started_at or now(),
             resumed_at=resumed_at,
@@ -229,6 +232,16 @@ def team_problems(specialists: Sequence[Specialist], settings: RunSettings) -> l
         if n not in names
     ]
     return problems
+
+
+def _async_sink(sink: Callable[[RunEvent], Awaitable[None] | None]) -> EventSink:
+    """`sink` as the engine awaits it: a plain function (`on_event=print`) works as well as an async one."""
+
+    async def on_event(event: RunEvent) -> None:
+        if inspect.isawaitable(pending := sink(event)):
+            await pending
+
+    return on_event
 
 
 def _request_problem(what: str, value: object, example: str) -> None:
