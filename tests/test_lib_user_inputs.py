@@ -127,3 +127,12 @@ def test_a_tool_with_a_schema_that_is_not_a_dict_is_refused_when_it_is_made() ->
 
     with pytest.raises(TypeError, match=r"tool 'lookup': input_schema must be a JSON schema dict, not str"):
         Tool("lookup", "Looks things up.", "object", run)  # type: ignore[arg-type]
+
+
+async def test_a_naive_start_time_is_refused_before_the_run() -> None:
+    from datetime import datetime
+
+    on_finish: list[str] = []
+    with pytest.raises(TypeError, match=r"^started_at must be a timezone-aware datetime, e\.g\. datetime\.now\("):
+        await team().run("Find facts", started_at=datetime.now(), on_finish=lambda r: on_finish.append(r.status))
+    assert on_finish == []  # refused, not a run that failed part-way

@@ -100,6 +100,10 @@ class Team:
         blank request, `TypeError` for an argument of the wrong kind.
         """
         _request_problem("request", request, "what the team should do")
+        for what, when in (("started_at", started_at), ("resumed_at", resumed_at)):
+            if when is not None and (not isinstance(when, datetime) or when.utcoffset() is None):
+                # Compared with the aware now() for the deadline: a naive one failed there, part-way in.
+                raise TypeError(f"{what} must be a timezone-aware datetime, e.g. datetime.now(timezone.utc)")
         if isinstance(checkpoints, str):  # one name, not its letters
             raise TypeError(f"checkpoints must be a list of names, not a str: checkpoints=[{checkpoints!r}]")
         if mode not in (None, "adaptive", "planned"):
