@@ -17,6 +17,7 @@ timeout, counted from the first ask, has passed. Every checkpoint is a
 from __future__ import annotations
 
 import contextlib
+import inspect
 import time
 from collections.abc import Awaitable, Callable, Collection, Iterable
 from typing import Literal
@@ -82,6 +83,26 @@ def checkpoint_problems(names: Iterable[str], members: Collection[str]) -> list[
     return problems
 
 
+NO_APPROVER = "nobody can be asked: the caller gave no way to approve"
+
+
+async def _answer(approve: Approver, checkpoint: Checkpoint) -> Decision:
+    """`approve`'s decision; an approver of the caller's own that is not written as one is named, with how."""
+    pending = approve(checkpoint)
+    if not inspect.isawaitable(pending):
+        raise TypeError(
+            f"approve returned a {type(pending).__name__}, not an awaitable: write it "
+            "`async def approve(checkpoint) -> Decision`"
+        )
+    decision = await pending
+    if not isinstance(decision, Decision):
+        raise TypeError(
+            f"approve returned a {type(decision).__name__}, not a Decision: return e.g. "
+            'Decision(action="approve") (from mcp_team.handoffs.checkpoints)'
+        )
+    return decision
+
+
 class Stop(BaseModel, frozen=True, defer_build=True):
     """Why a checkpoint ended the run: `status` is what the run becomes."""
 
@@ -106,10 +127,10 @@ async def ask(
         answered_by: Literal["person", "policy", "timeout"] = "person"
         try:
             if approve is None:
-                raise CannotAsk("nobody can be asked: the caller gave no way to approve")
+                raise CannotAsk(NO_APPROVER)
             with anyio.move_on_after(timeout):
                 with contextlib.suppress(NoAnswer):
-                    decision = await approve(checkpoint)
+                    decision = await _answer(approve, checkpoint)
             if decision is None:
                 answered_by = "timeout"
         except CannotAsk as exc:
@@ -124,11 +145,14 @@ async def ask(
                         action="failed", feedback=str(exc), answered_by="policy", waited_seconds=waited,
                     )
                 )  # fmt: skip
-                reason = (
-                    f"checkpoint '{checkpoint.name}' needs a person's approval, but {exc}. Answer from a client "
-                    f"that supports elicitation (or `mcp-team run` on a terminal), or set checkpoint_policy = "
-                    f'"approve" in the team file\'s [supervisor] to go on without asking'
+                # Whoever runs it (a client, the CLI, a Python caller without `approve`) learns their way out.
+                how = (
+                    "Answer from a client that supports elicitation (or `mcp-team run` on a terminal), or set "
+                    'checkpoint_policy = "approve" in the team file\'s [supervisor] to go on without asking; '
+                    "in Python, pass approve= (an async Checkpoint -> Decision) to Team.run, or "
+                    'RunSettings(checkpoint_policy="approve")'
                 )
+                reason = f"checkpoint '{checkpoint.name}' needs a person's approval, but {exc}. {how}"
                 spans.mark_error(span, "checkpoint_unanswerable", message=reason)
                 return Stop(status="failed", reason=reason)
         waited = round(time.monotonic() - started, 3)

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -13,7 +14,7 @@ import anyio
 from mcp_team.errors import ConfigError, McpTeamError
 from mcp_team.handoffs.approval import approve_plan
 from mcp_team.handoffs.checkpoints import Approver, checkpoint_problems
-from mcp_team.handoffs.context import EventSink, RunContext, now
+from mcp_team.handoffs.context import EventSink, RunContext, RunEvent, now
 from mcp_team.handoffs.direct import ask
 from mcp_team.handoffs.judge import rule, rulings_text
 from mcp_team.handoffs.planner import PlanError, make_plan, run_plan
@@ -60,6 +61,8 @@ class Team:
         if isinstance(self.specialists, (str, Specialist)) or not isinstance(self.specialists, Iterable):
             wrong = type(self.specialists).__name__
             raise TypeError(f"specialists must be a list of Specialist, not {wrong}: Team(models, [Specialist(...)])")
+        if not isinstance(self.specialists, Sequence):  # a generator or set: read once, here, not consumed by a check
+            self.specialists = tuple(self.specialists)
         if (odd := next((s for s in self.specialists if not isinstance(s, Specialist)), None)) is not None:
             raise TypeError(f"specialists must be Specialist objects, not {type(odd).__name__}: Specialist(name=...)")
         _expect("settings", self.settings, RunSettings, "RunSettings(mode='planned')")
@@ -73,7 +76,7 @@ class Team:
         *,
         mode: Mode | None = None,
         budgets: Budgets | None = None,
-        on_event: EventSink | None = None,
+        on_event: Callable[[RunEvent], Awaitable[None] | None] | None = None,
         on_finish: Callable[[RunResult], None] | None = None,
         run_id: str | None = None,
         runtime: Runtime | None = None,
@@ -86,13 +89,23 @@ class Team:
         An exception that is not failed work (a model of one's own that raises something other than
         `ModelError`) propagates, after `on_finish` got the run's record, marked failed.
 
+        `on_event` gets each step's `RunEvent` (progress), a plain function or an async one.
+
         On cancellation the run is recorded as cancelled (`on_finish` still gets it) and the
         cancellation propagates; every branch has stopped by the time it does. `runtime` replaces
         the team's for this run; `started_at` (default: now) is when the run began; `resumed_at`, when
         a stopped run came back: its deadline counts from then (the time it was stopped does not count, and the
         steps it replays take none). `checkpoints` add to the team's (see `handoffs.checkpoints`);
-        `approve` asks a person at each. Raises `ValueError` for a checkpoint that names no member.
+        `approve` asks a person at each. Raises `ValueError` for a checkpoint that names no member or a
+        blank request, `TypeError` for an argument of the wrong kind.
         """
+        _request_problem("request", request, "what the team should do")
+        for what, when in (("started_at", started_at), ("resumed_at", resumed_at)):
+            if when is not None and (not isinstance(when, datetime) or when.utcoffset() is None):
+                # Compared with the aware now() for the deadline: a naive one failed there, part-way in.
+                raise TypeError(f"{what} must be a timezone-aware datetime, e.g. datetime.now(timezone.utc)")
+        if isinstance(checkpoints, str):  # one name, not its letters
+            raise TypeError(f"checkpoints must be a list of names, not a str: checkpoints=[{checkpoints!r}]")
         if mode not in (None, "adaptive", "planned"):
             raise ValueError(f"mode must be 'adaptive' or 'planned', not {mode!r}")
         if budgets is not None:
@@ -112,7 +125,7 @@ class Team:
             team=self.by_name,
             models=self.models,
             settings=self.settings.model_copy(update=update),
-            on_event=on_event,
+            on_event=_async_sink(on_event) if on_event is not None else None,
             runtime=runtime or self.runtime,
             started_at=started_at or now(),
             resumed_at=resumed_at,
@@ -173,6 +186,7 @@ class Team:
 
     async def plan(self, request: str) -> Plan:
         """The validated plan planned mode would run, without running it. Raises `PlanError`."""
+        _request_problem("request", request, "what the team should do")
         ctx = RunContext(
             request=request, run_id=uuid.uuid4().hex, team=self.by_name, models=self.models, settings=self.settings
         )
@@ -189,6 +203,9 @@ class Team:
         (see `handoffs.direct`). Raises `UnknownSpecialist`."""
         if name not in self.by_name:
             raise UnknownSpecialist(name, list(self.by_name))
+        _request_problem("task", task, "what the specialist should do, self-contained")
+        if not isinstance(context, str):
+            raise TypeError(f"context must be a str, not {type(context).__name__}")
         return await ask(self, name, task, context, on_finish=on_finish)
 
 
@@ -211,7 +228,32 @@ def team_problems(specialists: Sequence[Specialist], settings: RunSettings) -> l
             )
     if settings.judge is not None and settings.judge not in names:
         problems.append(f"the judge '{settings.judge}' is not a specialist of the team ({', '.join(names)})")
+    # A checkpoint or gate that names nobody would never apply: a typo that silently drops a safeguard.
+    problems += [f"settings.{p}" for p in checkpoint_problems(settings.checkpoints, names)]
+    problems += [
+        f"settings.gates: '{n}' is not a specialist of the team ({', '.join(names)}); gates are keyed by member name"
+        for n in settings.gates
+        if n not in names
+    ]
     return problems
+
+
+def _async_sink(sink: Callable[[RunEvent], Awaitable[None] | None]) -> EventSink:
+    """`sink` as the engine awaits it: a plain function (`on_event=print`) works as well as an async one."""
+
+    async def on_event(event: RunEvent) -> None:
+        if inspect.isawaitable(pending := sink(event)):
+            await pending
+
+    return on_event
+
+
+def _request_problem(what: str, value: object, example: str) -> None:
+    """Refuse a request or task that is not text, or is blank: a run of nothing would still spend model calls."""
+    if not isinstance(value, str):
+        raise TypeError(f"{what} must be a str ({example}), not {type(value).__name__}")
+    if not value.strip():
+        raise ValueError(f"{what} is blank: say {example}")
 
 
 def _expect(what: str, value: object, kind: type, example: str) -> None:

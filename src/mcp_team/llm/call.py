@@ -4,6 +4,7 @@ caller goes through."""
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -78,6 +79,15 @@ class ModelSet:
     def __post_init__(self) -> None:
         if SUPERVISOR not in self.models or SPECIALIST not in self.models:
             raise ValueError("a ModelSet needs a 'supervisor' and a 'specialist' model")
+        if isinstance(self.max_concurrency, bool) or not isinstance(self.max_concurrency, int):
+            raise TypeError(f"max_concurrency must be an int, not {type(self.max_concurrency).__name__}")
+        if self.max_concurrency < 1:
+            raise ValueError(
+                f"max_concurrency must be at least 1 (model calls in flight at once), not {self.max_concurrency}"
+            )
+        for where, models in (("models", self.models), ("members", self.members), ("fallbacks", self.fallbacks)):
+            for key, model in models.items():
+                _check_model(f"{where}[{key!r}]", model)
         if self.limits is None:
             self.limits = Limiters(EndpointLimits(max_concurrency=self.max_concurrency))
 
@@ -106,6 +116,19 @@ class ModelSet:
     @property
     def provider(self) -> str:
         return self.models[SUPERVISOR].provider
+
+
+def _check_model(where: str, model: object) -> None:
+    """Refuse what cannot be a model when the set is made, not at its first call deep in a run."""
+    if isinstance(model, type):
+        raise TypeError(
+            f"{where} is the class {model.__name__}, not a model: pass an instance, e.g. {model.__name__}()"
+        )
+    if not isinstance(model, Model):
+        raise TypeError(
+            f"{where} is a {type(model).__name__}, not a model: a model has `name`, `provider` and "
+            "`async def complete(request) -> ModelResponse` (the mcp_team.llm.Model protocol)"
+        )
 
 
 UNKNOWN_SPEND = Usage(cost_usd=None)
@@ -173,7 +196,13 @@ async def _call(
         async with models.limiter_for(model).slot(prompt_tokens + request.max_tokens):
             with anyio.move_on_after(timeout) as limit:
                 try:
-                    response = await model.complete(request)
+                    pending = model.complete(request)
+                    if not inspect.isawaitable(pending):  # a model of the user's own, written `def complete`
+                        raise TypeError(
+                            f"model {model.name!r}'s complete() returned a {type(pending).__name__}, not an "
+                            "awaitable: write it `async def complete(self, request) -> ModelResponse`"
+                        )
+                    response = await pending
                 except anyio.get_cancelled_exc_class():  # cut off (cancelled, or timed out) once sent
                     if meter is not None:
                         meter.after_call(UNKNOWN_SPEND)

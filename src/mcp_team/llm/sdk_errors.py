@@ -7,6 +7,7 @@ written once here. Each backend handles what only its provider says (a hint, a s
 
 from __future__ import annotations
 
+import re
 from types import ModuleType
 from typing import Any
 
@@ -102,9 +103,18 @@ def attempts(request_headers: Any, max_retries: int) -> str:
     return f"{n} attempt" if n == 1 else f"{n} attempts"
 
 
+# A key this long is masked wherever it appears; a shorter one (a local server's placeholder key, `ollama`, `x`)
+# only where it stands alone: masked inside words it would turn "check the network" into "chec[redacted] the ...".
+_WHOLE_SECRET_LEN = 8
+
+
 def scrub(text: str, *secrets: str | None) -> str:
     """`text` with every secret (should an API ever echo one back) masked."""
     for secret in secrets:
-        if secret:
+        if not secret:
+            continue
+        if len(secret) >= _WHOLE_SECRET_LEN:
             text = text.replace(secret, "[redacted]")
+        else:
+            text = re.sub(rf"(?<![A-Za-z0-9_]){re.escape(secret)}(?![A-Za-z0-9_])", "[redacted]", text)
     return text

@@ -78,6 +78,18 @@ def parse_model(text: str) -> ModelRef:
     return ModelRef(cast(Backend, provider), name)
 
 
+def check_base_url(value: str | None) -> str | None:
+    """A base URL as the SDKs need it: `http://` or `https://` and a host. Checked where it is set: without a
+    scheme every call fails as a connection error, retried, deep in a run."""
+    if value is not None:
+        scheme, sep, rest = value.partition("://")
+        if not sep or scheme.lower() not in ("http", "https") or not rest.strip("/"):
+            raise ValueError(
+                f"{value!r} is not a base URL; write it with http:// or https://, e.g. http://{rest or value}"
+            )
+    return value
+
+
 class MemberModel(BaseModel):
     """A specialist's own model (team file): a model string, and its endpoint when it is not its provider's."""
 
@@ -98,6 +110,8 @@ class MemberModel(BaseModel):
         if value is not None:
             parse_model(value)
         return value
+
+    _base_url = field_validator("base_url")(check_base_url)
 
 
 class ModelSettings(BaseSettings):
@@ -167,6 +181,10 @@ class ModelSettings(BaseSettings):
                     f"PROVIDER:MODEL (e.g. openai:{value})"
                 )
         return value
+
+    _base_urls = field_validator("anthropic_base_url", "openai_base_url", "supervisor_base_url", "specialist_base_url")(
+        check_base_url
+    )
 
     @field_validator("prices", "endpoint_limits")
     @classmethod
@@ -292,7 +310,8 @@ def _build(settings: ModelSettings, backend: Backend, members: Mapping[str, Memb
     fallbacks: dict[str, Model] = {}
     for role, text in ((SUPERVISOR, settings.supervisor_fallback), (SPECIALIST, settings.specialist_fallback)):
         if text is not None:
-            fallbacks[role] = factory.model(_member_ref(text, backend, f"the {role}'s fallback"), None, None, "")
+            ref = _member_ref(text, backend, f"the {role}'s fallback")
+            fallbacks[role] = factory.model(ref, None, None, None, f"the {role}'s fallback model")
     own: dict[str, Model] = {}
     for name, choice in (members or {}).items():
         key = None
@@ -303,13 +322,14 @@ def _build(settings: ModelSettings, backend: Backend, members: Mapping[str, Memb
             key = SecretStr(value)
         if choice.model is not None or choice.base_url is not None or key is not None:
             ref = _member_ref(choice.model, backend, f"specialist {name!r}")
-            own[name] = factory.model(ref, key, choice.base_url, choice.api_key_env or "")
+            # Its own key: its api_key_env, not the role's variables (they are not read for it).
+            where = choice.api_key_env or f'api_key_env = "VARIABLE" in specialist {name!r}\'s entry'
+            own[name] = factory.model(ref, key, choice.base_url, where, f"specialist {name!r}")
         if choice.sampling is not None:
             own[name] = _tuned(own.get(name) or roles[choice.role], choice.sampling)
         if choice.fallback is not None:
-            fallbacks[name] = factory.model(
-                _member_ref(choice.fallback, backend, f"specialist {name!r}: fallback"), None, None, ""
-            )
+            ref = _member_ref(choice.fallback, backend, f"specialist {name!r}: fallback")
+            fallbacks[name] = factory.model(ref, None, None, None, f"specialist {name!r}'s fallback model")
     return ModelSet(roles, settings.max_concurrency, members=own, limits=limits, fallbacks=fallbacks)
 
 
@@ -347,6 +367,9 @@ def _member_ref(text: str | None, backend: Backend, what: str) -> ModelRef:
     return ModelRef(provider, ref.name or DEFAULT_MODELS[provider][SPECIALIST])
 
 
+_ROLE_KEYS = "MCP_TEAM_SUPERVISOR_API_KEY / MCP_TEAM_SPECIALIST_API_KEY per role"
+
+
 class _Factory:
     """Makes each distinct model once."""
 
@@ -362,25 +385,27 @@ class _Factory:
             self._made[("offline", "", None, None)] = model
         return self._made[("offline", "", None, None)]
 
-    def model(self, ref: ModelRef, key: SecretStr | None, base_url: str | None, key_variable: str) -> Model:
-        """The model `ref` names, with `key` and `base_url` when given, else its provider's."""
+    def model(
+        self, ref: ModelRef, key: SecretStr | None, base_url: str | None, key_variable: str | None, who: str = ""
+    ) -> Model:
+        """The model `ref` names, with `key` and `base_url` when given, else its provider's. `key_variable`: where
+        else its key may be set, for the message when none is (None: nowhere else, as for a fallback model);
+        `who` uses it (`specialist 'scout'`), named first in that message."""
         s = self.settings
         if ref.provider == "offline":
             return self.offline()
         name = ref.name or ""
+        other = "" if key_variable is None else f" (or {key_variable or _ROLE_KEYS})"
+        whose = f"{who}: " if who else ""
         if ref.provider == "anthropic":
             key, base_url = key or s.anthropic_api_key, base_url or s.anthropic_base_url
             if key is None:
-                raise ConfigError(
-                    "the anthropic backend needs an API key: set ANTHROPIC_API_KEY "
-                    f"(or {key_variable or 'MCP_TEAM_SUPERVISOR_API_KEY / MCP_TEAM_SPECIALIST_API_KEY per role'})"
-                )
+                raise ConfigError(f"{whose}the anthropic backend needs an API key: set ANTHROPIC_API_KEY{other}")
         else:
             key, base_url = key or s.openai_api_key, base_url or s.openai_base_url
             if key is None and base_url is None:
                 raise ConfigError(
-                    "the openai backend needs an API key: set OPENAI_API_KEY (or "
-                    f"{key_variable or 'MCP_TEAM_SUPERVISOR_API_KEY / MCP_TEAM_SPECIALIST_API_KEY per role'}); "
+                    f"{whose}the openai backend needs an API key: set OPENAI_API_KEY{other}; "
                     "a local server (OPENAI_BASE_URL) needs none"
                 )
         secret = key.get_secret_value() if key is not None else None

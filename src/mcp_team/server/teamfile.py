@@ -16,13 +16,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from mcp_team.errors import ConfigError
 from mcp_team.handoffs import RunSettings
 from mcp_team.handoffs.gates import Gates
 from mcp_team.handoffs.subteam import SubTeam
-from mcp_team.llm.settings import MemberModel
+from mcp_team.llm.settings import MemberModel, check_base_url
 from mcp_team.llm.wrappers import SamplingSettings
 from mcp_team.server.subteams import load_subteams
 from mcp_team.server.teamfile_problems import BUILTIN_TOOLS as BUILTIN_TOOLS
@@ -94,6 +94,8 @@ class SpecialistSpec(_Strict):
     fallback: str | None = Field(default=None, description="The specialist that takes over once its circuit opens.")
     gates: Gates | None = None  # quality gates on its output (handoffs/gates.py)
     team: str | dict[str, Any] | None = None  # a member that is a team: a team file's path, or an inline table
+
+    _base_url = field_validator("base_url")(check_base_url)
 
 
 class TeamFileModel(_Strict):

@@ -20,7 +20,8 @@ class Specialist(BaseModel):
     the team's `ModelSet` (`"specialist"` by default; a role the set does not name falls back to the specialist
     model)."""
 
-    model_config = ConfigDict(defer_build=True, frozen=True, arbitrary_types_allowed=True)
+    # extra="forbid": a misspelt keyword (`max_turn=3`, `prompt=...`) is an error, not a setting silently dropped.
+    model_config = ConfigDict(defer_build=True, frozen=True, arbitrary_types_allowed=True, extra="forbid")
 
     name: str = Field(pattern=NAME_PATTERN, description="Also the MCP tool name; letters, digits, _ and -.")
     description: str = Field(min_length=1, description="One line; the supervisor routes by it.")

@@ -7,6 +7,7 @@ status `failed` and the reason. Cancellation propagates (the caller records it).
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Literal, Protocol, TypeVar
 
@@ -214,6 +215,10 @@ async def _loop(
     )
 
 
+class _NotText(Exception):
+    """A tool of the user's own is not written as a tool must be (async, returning text)."""
+
+
 async def _run_tool(specialist: Specialist, use: ToolUseBlock) -> ToolResultBlock:
     with spans.tool_span(use.name, use.id, specialist.name) as span:
         spans.record_content(span, TOOL_CALL_ARGUMENTS, lambda: use.input)
@@ -229,9 +234,20 @@ async def _run_tool(specialist: Specialist, use: ToolUseBlock) -> ToolResultBloc
         else:
             try:
                 with anyio.fail_after(TOOL_TIMEOUT):
-                    output = await tool.run(use.input)
+                    pending = tool.run(use.input)
+                    if not inspect.isawaitable(pending):  # a plain def would block every branch while it runs
+                        raise _NotText(
+                            f"{use.name}'s run is not async: a Tool's run must be an `async def` returning a str"
+                        )
+                    output = await pending
+                if not isinstance(output, str):  # a tool of the user's own: say which, and what it must return
+                    raise _NotText(
+                        f"{use.name} returned {type(output).__name__}, not text: a Tool's run must return a str"
+                    )
                 spans.record_content(span, TOOL_CALL_RESULT, lambda: output)
                 return ToolResultBlock(tool_use_id=use.id, content=output)
+            except _NotText as exc:
+                error, kind = str(exc), "bad_tool_result"
             except ToolFailed as exc:
                 error, kind = str(exc), "tool_refused"
             except TimeoutError:

@@ -28,6 +28,17 @@ class Tool:
     read_only: bool = False
     destructive: bool = True  # when not read-only: it may delete or overwrite, not only add
 
+    def __post_init__(self) -> None:
+        # Checked here, not when a model first calls it: a wrong schema would fail every model call of its specialist.
+        if not isinstance(self.name, str) or not self.name:
+            raise TypeError(f"a Tool's name must be a non-empty str, not {self.name!r}")
+        if not isinstance(self.input_schema, dict):
+            wrong = type(self.input_schema).__name__
+            raise TypeError(
+                f"tool {self.name!r}: input_schema must be a JSON schema dict, not {wrong}: "
+                '{"type": "object", "properties": {...}}'
+            )
+
     @property
     def definition(self) -> ToolDefinition:
         return ToolDefinition(name=self.name, description=self.description, input_schema=self.input_schema)
