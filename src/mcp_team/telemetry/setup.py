@@ -329,7 +329,9 @@ def setup_tracing(config: TracingConfig, *, set_global: bool = True) -> Tracing 
 
     exporter: SpanExporter | None = None
     if config.exporter == "otlp":
-        exporter = _otlp_exporter(config)
+        from mcp_team.telemetry.export_watch import WatchedExporter
+
+        exporter = WatchedExporter(_otlp_exporter(config), config.resolved_endpoint)
     elif config.exporter == "console":
         # Never stdout: with the stdio transport stdout *is* the MCP protocol stream.
         exporter = ConsoleSpanExporter(out=sys.stderr)
