@@ -113,12 +113,20 @@ def open_engine(config: DurableConfig, *, read_only: bool = False) -> sa.Engine:
             conn.execute(sa.text("SELECT count(*) FROM sqlite_master" if path is not None else "SELECT 1"))
     except sa.exc.DatabaseError as exc:
         engine.dispose()
-        if path is None and isinstance(exc, sa.exc.OperationalError) and "does not exist" in str(exc.orig):
+        if path is None and isinstance(exc, sa.exc.OperationalError) and _no_such_database(exc, config):
             return _create_postgres_database(config)
         if path is not None and is_damaged(exc):
             raise damaged(path, exc, config) from None
         raise ConfigError(f"cannot open the runs database {config.redacted_url}: {reason_of(exc)}") from None
     return engine
+
+
+def _no_such_database(exc: sa.exc.OperationalError, config: DurableConfig) -> bool:
+    """Whether PostgreSQL said the URL's database does not exist. A connection refused at start-up carries no
+    SQLSTATE, so the server's words decide; "does not exist" alone also matched `role "x" does not exist` (a
+    wrong user), which was then reported as a database that could not be created."""
+    name = sa.make_url(config.database_url).database
+    return f'database "{name}" does not exist' in str(exc.orig)
 
 
 def damaged(path: Path, exc: BaseException, config: DurableConfig | None = None) -> ConfigError:
@@ -194,7 +202,15 @@ def reason_of(exc: BaseException) -> str:
         said += "--state-dir)"
     elif is_full(exc):
         said += " (the disk is full: free some space)"
+    elif is_refused(exc):
+        said += " (this database user lacks a privilege on the runs tables: have their owner grant it, or use the "
+        said += "user that made them in --database-url / MCP_TEAM_DATABASE_URL)"
     return said
+
+
+def is_refused(exc: BaseException) -> bool:
+    """Whether PostgreSQL refused the user a privilege (insufficient_privilege): no retry fixes it."""
+    return getattr(getattr(exc, "orig", None) or exc, "sqlstate", "") == "42501"
 
 
 def is_full(exc: BaseException) -> bool:
