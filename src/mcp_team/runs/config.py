@@ -13,6 +13,7 @@ Light on purpose: nothing here imports DBOS or SQLAlchemy.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Mapping
@@ -104,7 +105,7 @@ def _number(env: Mapping[str, str], name: str, kind: type[int] | type[float]) ->
         value = kind(raw)
     except ValueError:
         value = 0
-    if value <= 0:
+    if not 0 < value < math.inf:  # nan and inf too: a lease of either never expires, so no run is taken over
         raise ConfigError(f"{name}={raw!r} is not a positive {'whole ' if kind is int else ''}number; fix or unset it")
     return value
 

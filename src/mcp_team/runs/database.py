@@ -10,6 +10,7 @@ about half of DBOS's per-step cost of the defaults (benchmarks/durable.py).
 from __future__ import annotations
 
 import os
+import shutil
 import sqlite3
 import tempfile
 import time
@@ -63,12 +64,12 @@ def sqlite_engine(path: str) -> sa.Engine:
     return engine
 
 
-def sqlite_reader(path: Path) -> sa.Engine:
+def sqlite_reader(path: Path, *, immutable: bool = False) -> sa.Engine:
     """An engine that only reads `path`, for a state directory this user may not write (a backup, a
     read-only mount, another user's runs). SQLite opens a WAL database read-only only when its `-shm` file
     exists or may be created; when neither, no process has the database open (SQLite removes `-wal` and
     `-shm` when the last connection closes), so it is read as immutable: no locks, no shared memory."""
-    live = os.access(path.parent, os.W_OK) or Path(f"{path}-shm").exists()
+    live = not immutable and (os.access(path.parent, os.W_OK) or Path(f"{path}-shm").exists())
     mode = {"mode": "ro"} if live else {"immutable": "1"}
     url = sa.URL.create("sqlite", database=f"file:{quote(str(path))}", query={**mode, "uri": "true"})
     engine = sa.create_engine(url, pool_size=1, max_overflow=0, pool_timeout=120)
@@ -113,12 +114,59 @@ def open_engine(config: DurableConfig, *, read_only: bool = False) -> sa.Engine:
             conn.execute(sa.text("SELECT count(*) FROM sqlite_master" if path is not None else "SELECT 1"))
     except sa.exc.DatabaseError as exc:
         engine.dispose()
-        if path is None and isinstance(exc, sa.exc.OperationalError) and "does not exist" in str(exc.orig):
+        if path is None and isinstance(exc, sa.exc.OperationalError) and _no_such_database(exc, config):
             return _create_postgres_database(config)
         if path is not None and is_damaged(exc):
             raise damaged(path, exc, config) from None
+        if path is not None and _full_disk(exc, path):
+            if read_only:
+                return _read_as_last_written(path, config)
+            raise ConfigError(
+                f"cannot open the runs database {config.redacted_url}: {_said(exc)} (the disk holding it is full: "
+                "free some space)"
+            ) from None
         raise ConfigError(f"cannot open the runs database {config.redacted_url}: {reason_of(exc)}") from None
     return engine
+
+
+FULL_BELOW = 1 << 20  # bytes free: SQLite's shared-memory file alone needs 32 KiB
+
+
+def _full_disk(exc: sa.exc.DatabaseError, path: Path) -> bool:
+    """Whether SQLite's error comes from a full disk: opening a WAL database sizes its `-shm` file, which fails as
+    a plain "disk I/O error" (SQLITE_IOERR_SHMSIZE), not SQLITE_FULL, when there is no space for it."""
+    if is_full(exc):
+        return True
+    name = getattr(exc.orig, "sqlite_errorname", "")
+    if not (isinstance(name, str) and name.startswith("SQLITE_IOERR")):
+        return False
+    try:
+        return shutil.disk_usage(path.parent).free < FULL_BELOW
+    except OSError:
+        return False
+
+
+def _read_as_last_written(path: Path, config: DurableConfig) -> sa.Engine:
+    """`mcp-team runs` on a full disk: SQLite cannot make the shared memory a reader of a WAL database needs, so
+    read the file as it was last written in full (what a run wrote since its last checkpoint is not seen)."""
+    engine = sqlite_reader(path, immutable=True)
+    try:
+        with engine.connect() as conn:
+            conn.execute(sa.text("SELECT count(*) FROM sqlite_master"))
+    except sa.exc.DatabaseError as exc:
+        engine.dispose()
+        raise ConfigError(
+            f"cannot read the runs database {config.redacted_url}: {_said(exc)} (its disk is full: free some space)"
+        ) from None
+    return engine
+
+
+def _no_such_database(exc: sa.exc.OperationalError, config: DurableConfig) -> bool:
+    """Whether PostgreSQL said the URL's database does not exist. A connection refused at start-up carries no
+    SQLSTATE, so the server's words decide; "does not exist" alone also matched `role "x" does not exist` (a
+    wrong user), which was then reported as a database that could not be created."""
+    name = sa.make_url(config.database_url).database
+    return f'database "{name}" does not exist' in str(exc.orig)
 
 
 def damaged(path: Path, exc: BaseException, config: DurableConfig | None = None) -> ConfigError:
@@ -194,7 +242,15 @@ def reason_of(exc: BaseException) -> str:
         said += "--state-dir)"
     elif is_full(exc):
         said += " (the disk is full: free some space)"
+    elif is_refused(exc):
+        said += " (this database user lacks a privilege on the runs tables: have their owner grant it, or use the "
+        said += "user that made them in --database-url / MCP_TEAM_DATABASE_URL)"
     return said
+
+
+def is_refused(exc: BaseException) -> bool:
+    """Whether PostgreSQL refused the user a privilege (insufficient_privilege): no retry fixes it."""
+    return getattr(getattr(exc, "orig", None) or exc, "sqlstate", "") == "42501"
 
 
 def is_full(exc: BaseException) -> bool:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 from typing import Any
 
@@ -120,14 +121,31 @@ def _without_traceback(record: logging.LogRecord) -> bool:
     return True
 
 
-# What DBOS's queue threads say at each poll (20 a second a queue) while the database is away.
-_POLLED_LINES = ("Exception encountered in queue thread for ", "Exception reloading queue ")
+# What DBOS's threads say at each poll while the database is away: its queue threads (20 a second a queue), and
+# on PostgreSQL, about once a second each, the queue lister, the background-jobs lock, the notification listener
+# and its connection retries (three lines each: a 12 s outage wrote 140 lines).
+_POLLED_LINES = (
+    "Exception encountered in queue thread for ",
+    "Exception reloading queue ",
+    "Exception listing queues",
+    "Exception taking the background_jobs lock",
+    "Notification listener error",
+    "Notification poller error",
+    "Notifier error",
+    "Fallback notification poll failed",
+    "Fallback workflow event poll failed",
+    "Database connection failed",
+    "Exception polling schedules",  # with the traceback in its text, 40 lines a second
+)
+_TRACEBACK = "Traceback (most recent call last):"
+_SQLALCHEMY_LINK = re.compile(r"\s*\(Background on this error at: [^)]*\)")
 REPEAT_EVERY = 30.0  # seconds between two of those lines of one queue
 
 
 class RepeatsFilter(logging.Filter):
-    """One line of each queue's polling errors every `REPEAT_EVERY` seconds, saying how many it left out: a
-    15 s PostgreSQL outage wrote 2,745 of them (75 MB an hour); the runs pause and go on without them."""
+    """One line of each of DBOS's polling errors (per queue, per thread) every `REPEAT_EVERY` seconds, in one line,
+    saying how many it left out: a 15 s PostgreSQL outage wrote 2,745 of them (75 MB an hour); the runs pause and
+    go on without them."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -144,8 +162,15 @@ class RepeatsFilter(logging.Filter):
             self._last[key] = (last, left_out + 1)
             return False
         self._last[key] = (at, 0)
+        if _TRACEBACK in message:  # the line, then the exception the traceback ends with
+            said, trace = message.split(_TRACEBACK, 1)
+            lines = trace.strip("\n").splitlines()
+            frames = [i for i, line in enumerate(lines) if line.startswith("  ")]  # the exception follows the last
+            message = said + " ".join(lines[frames[-1] + 1 :] if frames else lines[-1:])
+        message = " ".join(_SQLALCHEMY_LINK.sub("", message).split())  # one line: the driver's words, no link
         if left_out:
-            record.msg, record.args = f"{message} ({left_out} more like it in the last {at - last:.0f} s)", ()
+            message += f" ({left_out} more like it in the last {at - last:.0f} s)"
+        record.msg, record.args = message, ()
         return True
 
 

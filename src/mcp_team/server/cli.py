@@ -105,6 +105,14 @@ def report(exc: BaseException) -> int:
         return error(str(leaf), EXIT_USAGE)
     if isinstance(leaf, BrokenPipeError):
         return closed_output()
+    database_errors = sys.modules.get("sqlalchemy.exc")  # loaded only if a command opened the runs database
+    if database_errors is not None and isinstance(leaf, database_errors.SQLAlchemyError):
+        # A query a command made past opening the database (e.g. a table this user may not read): the driver's
+        # reason in one line, not SQLAlchemy's several (the statement, a link) as an "unexpected" error.
+        from mcp_team.runs.database import is_refused, reason_of
+
+        # a privilege the user lacks is configuration, as when `run` or `serve` find it opening the database
+        return error(f"the runs database failed: {reason_of(leaf)}", EXIT_USAGE if is_refused(leaf) else EXIT_FAILED)
     if isinstance(leaf, OSError):
         where = f" ({leaf.filename})" if leaf.filename else ""
         return error(f"{leaf.strerror or leaf}{where}", EXIT_FAILED)

@@ -102,6 +102,21 @@ def _has_path(url: str) -> bool:
         return False
 
 
+def _check_endpoint(endpoint: str, protocol: Protocol) -> None:
+    """`ValueError` for an endpoint no exporter can send to: it was taken, and every export failed later (an
+    `ftp://` URL, a host that does not parse). gRPC's may be a bare `host:port`."""
+    example = "http://localhost:4317" if protocol == "grpc" else "http://localhost:4318"
+    try:
+        parts = urlsplit(endpoint)
+        parts.port  # noqa: B018 (parses the port: `http://h:x` raises here)
+    except ValueError as exc:
+        raise ValueError(f"OTLP endpoint {endpoint!r} is not a valid URL ({exc}); use one such as {example}") from None
+    if protocol == "grpc" and "://" not in endpoint:
+        return
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"OTLP endpoint {endpoint!r} must be an http:// or https:// URL such as {example}")
+
+
 @dataclass
 class TracingConfig:
     """Where spans go. Build it with `TracingConfig.from_env()`; fields are final values.
@@ -185,8 +200,8 @@ class TracingConfig:
             endpoint = value
         elif (value := _get(env, "OTEL_EXPORTER_OTLP_ENDPOINT")) is not None:
             endpoint = _traces_url(value) if protocol == "http/protobuf" else value
-        if endpoint is not None and "://" not in endpoint and protocol == "http/protobuf":
-            raise ValueError(f"OTLP endpoint {endpoint!r} must be a URL such as http://localhost:4318")
+        if endpoint is not None:
+            _check_endpoint(endpoint, protocol)
 
         # Exporter: explicit choice, else implied by an endpoint, else none.
         exporter: Exporter
@@ -329,7 +344,9 @@ def setup_tracing(config: TracingConfig, *, set_global: bool = True) -> Tracing 
 
     exporter: SpanExporter | None = None
     if config.exporter == "otlp":
-        exporter = _otlp_exporter(config)
+        from mcp_team.telemetry.export_watch import WatchedExporter
+
+        exporter = WatchedExporter(_otlp_exporter(config), config.resolved_endpoint)
     elif config.exporter == "console":
         # Never stdout: with the stdio transport stdout *is* the MCP protocol stream.
         exporter = ConsoleSpanExporter(out=sys.stderr)

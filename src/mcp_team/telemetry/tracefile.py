@@ -89,7 +89,13 @@ def load_trace_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read an OTLP JSON trace file; `ValueError` saying what is wrong (an older Jaeger JSON file included)."""
     p = Path(path)
     try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError:  # said without the file's name, as if the command had failed on its own
+        raise ValueError(f"{p}: not a trace file (not UTF-8 text: trace files are OTLP JSON)") from None
+    if not text.strip():
+        raise ValueError(f"{p}: empty, not a trace (mcp-team writes a run's trace file whole, when the run ends)")
+    try:
+        doc = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ValueError(f"{p}: not JSON: {exc}") from None
     if isinstance(doc, dict) and "data" in doc and "resourceSpans" not in doc:
