@@ -8,15 +8,19 @@ numbers are the run's own even while other cases share the same models, and a si
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import anyio
 
 from mcp_team.evals.recordings import record_run, run_replayed
+from mcp_team.errors import McpTeamError
 from mcp_team.evals.suite import Case, Expect, Suite
 from mcp_team.handoffs import RunResult, RunSettings, Team
 from mcp_team.llm import Model, ModelRequest, ModelResponse, ModelSet
@@ -177,19 +181,19 @@ class EvalPlan:
 
 async def run_team_case(plan: EvalPlan, case: Case, attempt: int) -> CaseRun:
     """One run of `case` through the team."""
-    models, tally = tallied(plan.models_for(case, attempt))
-    team = Team(models, plan.specialists, plan.settings)
     mode = case.mode or plan.suite.mode
     started = time.perf_counter()
     try:
+        # Inside the `try`: a case whose recording is missing or unreadable fails alone, the others go on.
+        models, tally = tallied(plan.models_for(case, attempt))
+        team = Team(models, plan.specialists, plan.settings)
         if plan.record is not None:
-            result = await record_run(team, plan.record(case, attempt), case.request, mode=mode)
+            with recording_to(plan.record(case, attempt)) as path:
+                result = await record_run(team, path, case.request, mode=mode)
         else:
             result = await run_replayed(team, case.request, mode=mode)
     except Exception as exc:  # a diverged replay, an unexpected failure: this case fails, the others go on
-        return CaseRun(
-            case, attempt, "error", error=f"{type(exc).__name__}: {exc}", seconds=time.perf_counter() - started
-        )
+        return CaseRun(case, attempt, "error", error=failure(exc), seconds=time.perf_counter() - started)
     seconds = time.perf_counter() - started
     routed, handoffs = routed_of(result)
     checks = check(
@@ -208,6 +212,35 @@ async def run_team_case(plan: EvalPlan, case: Case, attempt: int) -> CaseRun:
         result.answer,
         checks,
     )
+
+
+@contextlib.contextmanager
+def recording_to(path: str | Path) -> Iterator[Path]:
+    """A temporary file beside `path` to record a case's run into, moved onto `path` once the run finished.
+
+    Why: a case re-recorded over a good recording and then interrupted (Ctrl-C, a crash) or failing to run
+    must not leave a half-written recording in its place, which the next replay would report as a
+    divergence; and two evals recording into one directory must each leave whole files (the last wins)."""
+    final = Path(path)
+    partial = final.with_name(f".{final.name}.{os.getpid()}.partial")
+    try:
+        yield partial
+        partial.replace(final)
+    finally:
+        partial.unlink(missing_ok=True)
+
+
+# The hint a replay's error gives is for `mcp-team run`; a case's recording is made again by the eval itself.
+_RUN_HINT = re.compile(r"mcp-team run --record \S+ \.\.\.")
+EVAL_HINT = "mcp-team eval SUITE --record DIR, then replay with --model replay:DIR"
+
+
+def failure(exc: Exception) -> str:
+    """Why a case could not run, in words: mcp-team's own errors as they are (with the eval's way to record
+    again), anything else with its type, which is all a user has to report it."""
+    if isinstance(exc, McpTeamError):
+        return _RUN_HINT.sub(EVAL_HINT, str(exc))
+    return f"{type(exc).__name__}: {exc}"
 
 
 async def run_all(

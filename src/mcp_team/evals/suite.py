@@ -39,7 +39,9 @@ BUILTIN = "builtin"  # `mcp-team eval builtin`: the built-in routing suite
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
+    # strict: TOML has real types, so `max_handoffs = "3"` or `only = "no"` is a mistake to name, not to coerce
+    # (pydantic's lax mode reads "no" as false and "yes" as true).
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True, strict=True)
 
 
 class Expect(_Strict):
@@ -98,6 +100,13 @@ class Case(_Strict):
     mode: Mode | None = Field(default=None, description="adaptive or planned; default: the suite's, else the team's.")
     tags: list[str] = Field(default_factory=list, description="e.g. the domain; shown in the report.")
     expect: Expect = Field(default_factory=Expect)
+
+    @field_validator("request")
+    @classmethod
+    def _not_blank(cls, request: str) -> str:
+        if not request.strip():
+            raise ValueError("the request is blank: write what the team should do")
+        return request
 
 
 class Suite(_Strict):
