@@ -236,11 +236,10 @@ EVAL_HINT = "mcp-team eval SUITE --record DIR, then replay with --model replay:D
 
 
 def failure(exc: Exception) -> str:
-    """Why a case could not run, in words: mcp-team's own errors as they are (with the eval's way to record
-    again), anything else with its type, which is all a user has to report it."""
-    if isinstance(exc, McpTeamError):
-        return _RUN_HINT.sub(EVAL_HINT, str(exc))
-    return f"{type(exc).__name__}: {exc}"
+    """Why a case could not run, in words, with the eval's way to record a case again where the error
+    gives `mcp-team run`'s."""
+    message = _RUN_HINT.sub(EVAL_HINT, str(exc)) if isinstance(exc, McpTeamError) else str(exc)
+    return f"{type(exc).__name__}: {message}"
 
 
 async def run_all(

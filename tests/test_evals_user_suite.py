@@ -1,0 +1,44 @@
+"""Mistakes in an eval suite a user makes by hand: each is an error naming the case and the key, before
+anything runs, never a value quietly read as something else."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from support import cli_here
+
+CASE = """\
+[[cases]]
+name = "bees"
+request = "Research bees and write a haiku"
+"""
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ('expect.max_handoffs = "3"', "cases[0] (bees).expect.max_handoffs: Input should be a valid integer"),
+        ('expect.only = "no"', "cases[0] (bees).expect.only: Input should be a valid boolean"),  # lax: false
+        ('expect.max_cost_usd = "0.05"', "cases[0] (bees).expect.max_cost_usd: Input should be a valid number"),
+    ],
+)
+def test_a_value_of_the_wrong_type_is_refused_not_coerced(tmp_path: Path, line: str, message: str) -> None:
+    suite = tmp_path / "suite.toml"
+    suite.write_text(CASE + line + "\n")
+
+    proc = cli_here("eval", str(suite), "--model", "offline", "--quiet")
+
+    assert proc.returncode == 2 and proc.stdout == ""  # nothing ran
+    assert f"{suite}: invalid suite:" in proc.stderr and message in proc.stderr
+
+
+def test_a_blank_request_is_refused(tmp_path: Path) -> None:
+    suite = tmp_path / "suite.toml"
+    suite.write_text(CASE.replace("Research bees and write a haiku", "  "))
+
+    proc = cli_here("eval", str(suite), "--model", "offline", "--quiet")
+
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert "cases[0] (bees).request: the request is blank" in proc.stderr
