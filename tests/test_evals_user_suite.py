@@ -42,3 +42,34 @@ def test_a_blank_request_is_refused(tmp_path: Path) -> None:
 
     assert proc.returncode == 2 and proc.stdout == ""
     assert "cases[0] (bees).request: the request is blank" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("lines", "message"),
+    [
+        ('expect.order = ["researcher", "writer", "researcher"]', "order names researcher more than once"),
+        ('expect.order = ["researcher"]\nexpect.not_called = ["researcher"]', "researcher cannot be both in order"),
+        (
+            'expect.called = ["researcher", "writer"]\nexpect.max_handoffs = 1',
+            "max_handoffs = 1 is fewer than the 2 specialists",
+        ),
+    ],
+)
+def test_expectations_no_run_can_meet_are_refused(tmp_path: Path, lines: str, message: str) -> None:
+    suite = tmp_path / "suite.toml"
+    suite.write_text(CASE + lines + "\n")
+
+    proc = cli_here("eval", str(suite), "--model", "offline", "--quiet")
+
+    assert proc.returncode == 2 and proc.stdout == "", proc.stdout  # not a case that always fails
+    assert f"cases[0] (bees).expect: {message}" in proc.stderr
+
+
+def test_case_names_that_differ_only_in_case_are_refused(tmp_path: Path) -> None:
+    suite = tmp_path / "suite.toml"  # their recordings would be one file on a case-insensitive file system
+    suite.write_text(CASE + CASE.replace('name = "bees"', 'name = "Bees"'))
+
+    proc = cli_here("eval", str(suite), "--model", "offline", "--quiet")
+
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert "case names must be unique (ignoring case); used more than once: Bees, bees" in proc.stderr

@@ -59,10 +59,21 @@ class Expect(_Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> Expect:
+        # Expectations no run can meet are mistakes in the file: say so now, not as a case that always fails.
         if clash := sorted(set(self.called) & set(self.not_called)):
             raise ValueError(f"{', '.join(clash)} cannot be both called and not_called")
+        if clash := sorted(set(self.order) & set(self.not_called)):
+            raise ValueError(f"{', '.join(clash)} cannot be both in order and not_called")
+        if twice := sorted({name for name in self.order if self.order.count(name) > 1}):
+            raise ValueError(f"order names {', '.join(twice)} more than once; it is the order of first calls")
         if self.only and not self.called:
             raise ValueError("`only = true` needs the specialists in `called`")
+        needed = len({*self.called, *self.order})
+        if self.max_handoffs is not None and self.max_handoffs < needed:
+            raise ValueError(
+                f"max_handoffs = {self.max_handoffs} is fewer than the {needed} specialists called and order "
+                "expect (one handoff each at least)"
+            )
         return self
 
     def specialists(self) -> set[str]:
@@ -118,9 +129,10 @@ class Suite(_Strict):
     @field_validator("cases")
     @classmethod
     def _unique(cls, cases: list[Case]) -> list[Case]:
-        names = [c.name for c in cases]
-        if dups := sorted({n for n in names if names.count(n) > 1}):
-            raise ValueError(f"case names must be unique; used more than once: {', '.join(dups)}")
+        # Ignoring case: a name is also a recording's file name, and `Bees.jsonl` is `bees.jsonl` on macOS.
+        names = [c.name.casefold() for c in cases]
+        if dups := sorted({c.name for c in cases if names.count(c.name.casefold()) > 1}):
+            raise ValueError(f"case names must be unique (ignoring case); used more than once: {', '.join(dups)}")
         return cases
 
     def check_team(self, team: Collection[str], source: str) -> None:
