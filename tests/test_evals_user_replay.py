@@ -80,8 +80,36 @@ def test_a_changed_prompt_names_the_change_and_the_eval_way_to_record_again(
 
 def test_ctrl_c_while_re_recording_leaves_the_good_recordings_whole(recorded: tuple[Path, Path]) -> None:
     suite, recordings = recorded
-    before = {p.name: p.read_bytes() for p in recordings.iterdir()}
-    # Every model call takes far longer than the test: both cases are in flight when Ctrl-C comes.
+    before = _state(recordings)
+
+    code, err = _stop_while_recording(suite, recordings, signal.SIGINT)
+
+    assert code == 130, err
+    assert _state(recordings) == before  # nothing half-written in their place, no temporary file left
+    replay = cli_here("eval", str(suite), "--model", f"replay:{recordings}", "--quiet")
+    assert replay.returncode == 0, replay.stdout
+
+
+def test_an_eval_killed_while_recording_leaves_the_recordings_and_the_next_one_tidies_up(
+    recorded: tuple[Path, Path],
+) -> None:
+    suite, recordings = recorded
+    before = _state(recordings)
+
+    code, err = _stop_while_recording(suite, recordings, signal.SIGTERM)  # a CI job cancelled
+
+    assert code == -signal.SIGTERM, err
+    assert {name: data for name, data in _state(recordings).items() if not name.startswith(".")} == before
+    again = cli_here("eval", str(suite), "--model", "offline", "--record", str(recordings), "--quiet")
+    assert again.returncode == 0, again.stdout
+    assert sorted(_state(recordings)) == sorted(before)  # what the killed eval left is gone
+
+
+def _stop_while_recording(suite: Path, recordings: Path, sig: signal.Signals) -> tuple[int, str]:
+    """Re-record `suite` into `recordings` in a process of its own, and send it `sig` while its runs are in
+    flight: its exit code and stderr."""
+    before = _state(recordings)
+    # Every model call takes far longer than the test: both cases are in flight when the signal comes.
     args = [MCP_TEAM, "eval", str(suite), "--model", "offline", "--offline-latency-ms", "600000"]
     proc = subprocess.Popen(
         [*args, "--record", str(recordings), "--quiet"],
@@ -97,17 +125,13 @@ def test_ctrl_c_while_re_recording_leaves_the_good_recordings_whole(recorded: tu
             assert proc.poll() is None and time.monotonic() < waited, "the eval never started recording"
             time.sleep(0.05)
         time.sleep(0.3)  # the other case's run starts too
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
         _, err = proc.communicate(timeout=HANG_GUARD)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-
-    assert proc.returncode == 130, err
-    assert _state(recordings) == before  # nothing half-written in their place, no temporary file left
-    replay = cli_here("eval", str(suite), "--model", f"replay:{recordings}", "--quiet")
-    assert replay.returncode == 0, replay.stdout
+    return proc.returncode, err
 
 
 def _state(folder: Path) -> dict[str, bytes]:

@@ -9,6 +9,7 @@ numbers are the run's own even while other cases share the same models, and a si
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
 import re
 import time
@@ -223,11 +224,30 @@ def recording_to(path: str | Path) -> Iterator[Path]:
     divergence; and two evals recording into one directory must each leave whole files (the last wins)."""
     final = Path(path)
     partial = final.with_name(f".{final.name}.{os.getpid()}.partial")
+    _remove_stale(final)
     try:
         yield partial
         partial.replace(final)
     finally:
         partial.unlink(missing_ok=True)
+
+
+def _remove_stale(final: Path) -> None:
+    """Remove what an eval killed while recording `final` (SIGTERM, SIGKILL: no `finally` ran) left beside it."""
+    for stale in final.parent.glob(f".{glob.escape(final.name)}.*.partial"):
+        pid = stale.name.removeprefix(f".{final.name}.").removesuffix(".partial")
+        if pid.isdigit() and not _alive(int(pid)):
+            stale.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # it exists, as another user's
+        return True
+    return True
 
 
 # The hint a replay's error gives is for `mcp-team run`; a case's recording is made again by the eval itself.
