@@ -53,15 +53,16 @@ def test_a_blank_request_is_refused(tmp_path: Path) -> None:
             'expect.called = ["researcher", "writer"]\nexpect.max_handoffs = 1',
             "max_handoffs = 1 is fewer than the 2 specialists",
         ),
+        ('expect.status = "any"', 'checks nothing: with status = "any" it needs another expectation'),
     ],
 )
-def test_expectations_no_run_can_meet_are_refused(tmp_path: Path, lines: str, message: str) -> None:
+def test_expectations_no_run_can_meet_or_fail_are_refused(tmp_path: Path, lines: str, message: str) -> None:
     suite = tmp_path / "suite.toml"
     suite.write_text(CASE + lines + "\n")
 
     proc = cli_here("eval", str(suite), "--model", "offline", "--quiet")
 
-    assert proc.returncode == 2 and proc.stdout == "", proc.stdout  # not a case that always fails
+    assert proc.returncode == 2 and proc.stdout == "", proc.stdout  # not a case that always fails (or passes)
     assert f"cases[0] (bees).expect: {message}" in proc.stderr
 
 

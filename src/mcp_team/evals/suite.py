@@ -68,6 +68,10 @@ class Expect(_Strict):
             raise ValueError(f"order names {', '.join(twice)} more than once; it is the order of first calls")
         if self.only and not self.called:
             raise ValueError("`only = true` needs the specialists in `called`")
+        if self.status == "any" and not (
+            self.routing() or self.contains or self.matches or self.max_cost_usd is not None
+        ):
+            raise ValueError('checks nothing: with status = "any" it needs another expectation, or it always passes')
         needed = len({*self.called, *self.order})
         if self.max_handoffs is not None and self.max_handoffs < needed:
             raise ValueError(
