@@ -74,3 +74,24 @@ def test_case_names_that_differ_only_in_case_are_refused(tmp_path: Path) -> None
 
     assert proc.returncode == 2 and proc.stdout == ""
     assert "case names must be unique (ignoring case); used more than once: Bees, bees" in proc.stderr
+
+
+def test_a_suite_saved_by_a_windows_editor_is_read(tmp_path: Path) -> None:
+    suite = tmp_path / "suite.toml"
+    suite.write_bytes(b"\xef\xbb\xbf" + CASE.encode())  # UTF-8 with a byte order mark, as Notepad saves it
+
+    proc = cli_here("eval", str(suite), "--model", "offline", "--quiet")
+
+    assert proc.returncode == 0, proc.stderr
+    assert "1/1 cases pass" in proc.stdout
+
+
+def test_a_suite_that_is_not_utf8_is_a_usage_error_saying_so(tmp_path: Path) -> None:
+    suite = tmp_path / "suite.toml"
+    suite.write_bytes(CASE.replace("bees", "caf\xe9").encode("latin-1"))
+
+    proc = cli_here("eval", str(suite), "--model", "offline", "--quiet")
+
+    assert proc.returncode == 2 and proc.stdout == ""  # not 1, which says cases failed
+    assert f"{suite}: not UTF-8 text (byte 0xe9 at offset " in proc.stderr and "save it as UTF-8" in proc.stderr
+    assert "unexpected" not in proc.stderr

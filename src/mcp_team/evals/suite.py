@@ -163,7 +163,11 @@ def load_suite(source: str) -> tuple[Suite, str]:
     else:
         where = str(path)
         try:
-            text = path.read_text(encoding="utf-8")
+            text = path.read_text(encoding="utf-8-sig")  # -sig: Windows editors start UTF-8 with a BOM
+        except UnicodeDecodeError as exc:
+            raise ConfigError(
+                f"{path}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start}): save it as UTF-8"
+            ) from None
         except FileNotFoundError:
             raise ConfigError(f"{path}: no such suite file (or run the built-in one: mcp-team eval builtin)") from None
         except OSError as exc:
