@@ -4,6 +4,7 @@ recordings that is interrupted with Ctrl-C."""
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import time
@@ -76,6 +77,26 @@ def test_a_changed_prompt_names_the_change_and_the_eval_way_to_record_again(
     assert "✗ bees: Divergence: the run diverged from the recording" in out
     assert "the system prompt" in out and "+Gather the facts the task needs." in out and "them. Be thorough." in out
     assert "mcp-team eval SUITE --record DIR" in out and "mcp-team run --record" not in out
+
+
+def test_a_baseline_that_could_not_run_says_so_instead_of_scoring_0_percent(
+    recorded: tuple[Path, Path], tmp_path: Path
+) -> None:
+    suite, recordings = recorded  # the team's runs only: no single-agent recordings
+
+    proc = cli_here(
+        "eval", str(suite), "--model", f"replay:{recordings}", "--baseline", "single-agent", "--quiet",
+        "--json", str(tmp_path / "report.json"),
+    )  # fmt: skip
+
+    out = " ".join(proc.stdout.split())  # as the terminal's width wrapped it
+    assert "could not run" in out
+    [row] = [line for line in proc.stdout.splitlines() if line.startswith("│ single agent ")]
+    assert row.split("│")[-2].strip() == "2"
+    assert "single agent: 2 run(s) could not run, e.g. bees: ConfigError: " in out
+    assert "bees.single-agent.jsonl: no such recording" in out
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["baseline"]["totals"]["errors"] == 2 and report["totals"]["errors"] == 0
 
 
 def test_ctrl_c_while_re_recording_leaves_the_good_recordings_whole(recorded: tuple[Path, Path]) -> None:
