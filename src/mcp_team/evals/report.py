@@ -112,6 +112,7 @@ def totals(runs: Sequence[CaseRun]) -> dict[str, Any]:
 
 
 def baseline_table(team: Sequence[CaseRun], single: Sequence[CaseRun]) -> Table:
+    from rich.markup import escape
     from rich.table import Table
 
     caption = (
@@ -121,16 +122,15 @@ def baseline_table(team: Sequence[CaseRun], single: Sequence[CaseRun]) -> Table:
     # A run that could not run (a missing recording, a divergence) is no measure of who does the job better:
     # count it apart and say why, so 0% never reads as "the single agent failed every case".
     for name, runs in (("team", team), ("single agent", single)):
-        if errors := [r for r in runs if r.error is not None]:
-            first = f"{errors[0].case.name}: {errors[0].error.splitlines()[0]}" if errors[0].error else ""
-            caption += f"\n[red]{name}: {len(errors)} run(s) could not run, e.g. {first}[/red]"
+        if failed := [r for r in runs if r.error is not None]:
+            first = f"{failed[0].case.name}: {(failed[0].error or '').splitlines()[0]}"
+            caption += f"\n[red]{name}: {len(failed)} run(s) could not run, e.g. {escape(first)}[/red]"
     table = Table(title="The team against a single agent (same cases)", caption=caption, caption_justify="left")
     columns = ("", "model calls", "tokens", "cost", "wall time", "pass rate (answer)", "pass rate (all)")
     for column in (*columns, "could not run"):
         table.add_column(column, justify="left" if not column else "right")
     for name, runs in (("team", team), ("single agent", single)):
         t = totals(runs)
-        errors = sum(r.error is not None for r in runs)
         table.add_row(
             name,
             f"{t['model_calls']:,}",
@@ -139,7 +139,7 @@ def baseline_table(team: Sequence[CaseRun], single: Sequence[CaseRun]) -> Table:
             f"{t['seconds']:.2f}s",
             f"{t['answer_pass_rate']:.0%}",
             f"{t['pass_rate']:.0%}" if name == "team" else "n/a",
-            f"[red]{errors}[/red]" if errors else "0",
+            f"[red]{t['errors']}[/red]" if t["errors"] else "0",
         )
     return table
 
