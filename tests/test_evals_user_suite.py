@@ -95,3 +95,14 @@ def test_a_suite_that_is_not_utf8_is_a_usage_error_saying_so(tmp_path: Path) -> 
     assert proc.returncode == 2 and proc.stdout == ""  # not 1, which says cases failed
     assert f"{suite}: not UTF-8 text (byte 0xe9 at offset " in proc.stderr and "save it as UTF-8" in proc.stderr
     assert "unexpected" not in proc.stderr
+
+
+def test_expected_text_with_brackets_is_shown_as_written(tmp_path: Path) -> None:
+    suite = tmp_path / "suite.toml"  # the offline answer has "[offline researcher]" in it
+    suite.write_text(CASE + "expect.contains = ['[offline researcher]']\nexpect.matches = ['\\[offline [a-z]+\\]']\n")
+
+    proc = cli_here("eval", str(suite), "--model", "offline", "--quiet")
+
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    [row] = [line for line in proc.stdout.splitlines() if line.startswith("│ bees ")]
+    assert "has '[offline researcher]'; matches /\\[offline [a-z]+\\]/" in row  # not eaten as console markup

@@ -67,6 +67,7 @@ def _money(cost: float | None) -> str:
 
 def case_table(summaries: Sequence[CaseSummary], *, title: str, caption: str | None) -> Table:
     from rich.table import Table
+    from rich.text import Text
 
     repeat = max((len(s.runs) for s in summaries), default=1)
     table = Table(title=title, caption=caption, caption_justify="left", show_lines=False)
@@ -84,8 +85,8 @@ def case_table(summaries: Sequence[CaseSummary], *, title: str, caption: str | N
             verdict = f"[{style}]{s.passes}/{len(s.runs)}[/{style}]"
         table.add_row(
             s.case.name,
-            s.routed(),
-            s.case.expect.describe(),
+            Text(s.routed()),
+            Text(s.case.expect.describe()),  # the suite's text and patterns, `[` and `\\` included: never markup
             verdict,
             f"{s.mean('handoffs'):.3g}",
             f"{s.mean('tokens'):,.0f}",
@@ -112,10 +113,10 @@ def totals(runs: Sequence[CaseRun]) -> dict[str, Any]:
 
 
 def baseline_table(team: Sequence[CaseRun], single: Sequence[CaseRun]) -> Table:
-    from rich.markup import escape
     from rich.table import Table
+    from rich.text import Text
 
-    caption = (
+    caption = Text(
         "A single agent has every specialist's tools and one prompt; routing checks do not apply to it, so "
         "both are compared on the answer's checks (status, text, patterns, cost). Wall time is the sum over cases."
     )
@@ -124,7 +125,7 @@ def baseline_table(team: Sequence[CaseRun], single: Sequence[CaseRun]) -> Table:
     for name, runs in (("team", team), ("single agent", single)):
         if failed := [r for r in runs if r.error is not None]:
             first = f"{failed[0].case.name}: {(failed[0].error or '').splitlines()[0]}"
-            caption += f"\n[red]{name}: {len(failed)} run(s) could not run, e.g. {escape(first)}[/red]"
+            caption.append(f"\n{name}: {len(failed)} run(s) could not run, e.g. {first}", style="red")
     table = Table(title="The team against a single agent (same cases)", caption=caption, caption_justify="left")
     columns = ("", "model calls", "tokens", "cost", "wall time", "pass rate (answer)", "pass rate (all)")
     for column in (*columns, "could not run"):
