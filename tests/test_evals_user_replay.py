@@ -157,3 +157,16 @@ def _stop_while_recording(suite: Path, recordings: Path, sig: signal.Signals) ->
 
 def _state(folder: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in folder.iterdir()}
+
+
+def test_record_into_a_file_says_it_is_not_a_directory(tmp_path: Path) -> None:
+    suite, target = tmp_path / "suite.toml", tmp_path / "recordings"
+    suite.write_text(SUITE)
+    target.write_text("not a directory\n")
+
+    proc = cli_here("eval", str(suite), "--model", "offline", "--record", str(target), "--quiet")
+
+    assert proc.returncode == 1
+    out = " ".join(proc.stdout.split())  # as the terminal's width wrapped it
+    assert f"✗ bees: ConfigError: {target}: cannot record there (a file, not a directory)" in out
+    assert ".partial" not in out and target.read_text() == "not a directory\n"

@@ -20,8 +20,8 @@ from typing import Any
 
 import anyio
 
+from mcp_team.errors import ConfigError, McpTeamError
 from mcp_team.evals.recordings import record_run, run_replayed
-from mcp_team.errors import McpTeamError
 from mcp_team.evals.suite import Case, Expect, Suite
 from mcp_team.handoffs import RunResult, RunSettings, Team
 from mcp_team.llm import Model, ModelRequest, ModelResponse, ModelSet
@@ -224,7 +224,15 @@ def recording_to(path: str | Path) -> Iterator[Path]:
     divergence; and two evals recording into one directory must each leave whole files (the last wins)."""
     final = Path(path)
     partial = final.with_name(f".{final.name}.{os.getpid()}.partial")
-    _remove_stale(final)
+    try:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        _remove_stale(final)
+        partial.touch()
+    except OSError as exc:  # named as the user gave it, not as the temporary file
+        why = "a file, not a directory" if final.parent.is_file() else exc.strerror or str(exc)
+        raise ConfigError(
+            f"{final.parent}: cannot record there ({why}); give --record a directory it can write"
+        ) from None
     try:
         yield partial
         partial.replace(final)
