@@ -12,6 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from mcp_team.errors import ConfigError
+from mcp_team.evals import assert_replays
+from mcp_team.handoffs import RunSettings
 from support import HANG_GUARD, MCP_TEAM, clean_env, cli_here
 
 SUITE = """\
@@ -170,3 +173,21 @@ def test_record_into_a_file_says_it_is_not_a_directory(tmp_path: Path) -> None:
     out = " ".join(proc.stdout.split())  # as the terminal's width wrapped it
     assert f"✗ bees: ConfigError: {target}: cannot record there (a file, not a directory)" in out
     assert ".partial" not in out and target.read_text() == "not a directory\n"
+
+
+def test_a_recording_with_settings_of_another_version_says_so(tmp_path: Path) -> None:
+    path = tmp_path / "bees.jsonl"
+    made = cli_here("run", "--model", "offline", "--record", str(path), "--quiet", "Research bees")
+    assert made.returncode == 0, made.stderr
+    header, *rest = path.read_text().splitlines()
+    data = json.loads(header)
+    data["run"]["settings"]["speculative"] = True  # a setting a later version added
+    path.write_text("\n".join([json.dumps(data), *rest]) + "\n")
+
+    with pytest.raises(ConfigError) as raised:
+        assert_replays(path)
+
+    message = str(raised.value)
+    assert message.startswith(f"{path}: the recorded run settings are not ones this mcp-team reads (speculative: ")
+    assert "recorded by another version?" in message and "\n" not in message
+    assert_replays(path, settings=RunSettings())  # the way out it names
