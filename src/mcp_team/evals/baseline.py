@@ -9,10 +9,11 @@ run's token budget. Routing expectations do not apply to it; it is held to the a
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Sequence
 
-from mcp_team.evals.runner import CaseRun, EvalPlan, check, tallied
+from mcp_team.evals.runner import CaseRun, EvalPlan, check, failure, recording_to, tallied
 from mcp_team.evals.suite import Case
 from mcp_team.handoffs.budget import Budget
 from mcp_team.llm.call import SUPERVISOR
@@ -50,24 +51,24 @@ def single_agent(specialists: Sequence[Specialist], max_turns: int = 12) -> Spec
 
 async def run_single_case(plan: EvalPlan, case: Case, attempt: int) -> CaseRun:
     """One run of `case` on the single agent."""
-    models, tally = tallied(plan.models_for(case, attempt))
     agent = single_agent(plan.specialists)
-    recorder = None
-    if plan.record is not None:
-        recorder = Recorder(plan.record(case, attempt), models, {"request": case.request, "single_agent": True})
-        models = recorder.models
     started = time.perf_counter()
     try:
-        result = await run_specialist(
-            agent, case.request, models, meter=Budget(plan.settings.budgets), call_timeout=plan.settings.call_timeout
-        )
+        models, tally = tallied(plan.models_for(case, attempt))  # a missing recording fails this case alone
+        with contextlib.ExitStack() as stack:
+            if plan.record is not None:
+                path = stack.enter_context(recording_to(plan.record(case, attempt)))
+                about = {"request": case.request, "single_agent": True}
+                models = stack.enter_context(Recorder(path, models, about)).models
+            result = await run_specialist(
+                agent,
+                case.request,
+                models,
+                meter=Budget(plan.settings.budgets),
+                call_timeout=plan.settings.call_timeout,
+            )
     except Exception as exc:  # a diverged replay: this case fails, the others go on
-        return CaseRun(
-            case, attempt, "error", error=f"{type(exc).__name__}: {exc}", seconds=time.perf_counter() - started
-        )
-    finally:
-        if recorder is not None:
-            recorder.close()
+        return CaseRun(case, attempt, "error", error=failure(exc), seconds=time.perf_counter() - started)
     seconds = time.perf_counter() - started
     status = "complete" if result.status == "completed" else "failed"
     answer = result.output if result.status == "completed" else (result.error or "")

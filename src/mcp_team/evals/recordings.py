@@ -22,7 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from pydantic import ValidationError
 
+from mcp_team.errors import ConfigError, message_of
 from mcp_team.handoffs import RunResult, RunSettings, Team
 from mcp_team.llm.recording import Exchange, Recorder
 from mcp_team.llm.replay import Recording, replay_models, replay_of
@@ -110,7 +112,7 @@ async def replay_recording(
     recording = Recording.load(path)
     about = recording.header.run
     if settings is None:
-        settings = RunSettings.model_validate(about["settings"]) if "settings" in about else RunSettings()
+        settings = _recorded_settings(recording)
     if request is None:
         request = str(about.get("request", ""))
     models = replay_models(recording)
@@ -129,6 +131,21 @@ async def run_replayed(team: Team, request: str, **run: Any) -> RunResult:
         if replay is not None and replay.divergence is not None:
             raise replay.divergence from None
         raise
+
+
+def _recorded_settings(recording: Recording) -> RunSettings:
+    """The run settings in the recording's header; `ConfigError` when this version cannot read them."""
+    about = recording.header.run
+    if "settings" not in about:
+        return RunSettings()
+    try:
+        return RunSettings.model_validate(about["settings"])
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'settings'}: {message_of(e)}" for e in exc.errors())
+        raise ConfigError(
+            f"{recording.path}: the recorded run settings are not ones this mcp-team reads ({problems}); was it "
+            "recorded by another version? Pass settings= to replay it, or record it again"
+        ) from None
 
 
 def assert_replays(path: Path | str, **options: Any) -> ReplayOutcome:

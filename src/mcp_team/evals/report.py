@@ -67,6 +67,7 @@ def _money(cost: float | None) -> str:
 
 def case_table(summaries: Sequence[CaseSummary], *, title: str, caption: str | None) -> Table:
     from rich.table import Table
+    from rich.text import Text
 
     repeat = max((len(s.runs) for s in summaries), default=1)
     table = Table(title=title, caption=caption, caption_justify="left", show_lines=False)
@@ -84,8 +85,8 @@ def case_table(summaries: Sequence[CaseSummary], *, title: str, caption: str | N
             verdict = f"[{style}]{s.passes}/{len(s.runs)}[/{style}]"
         table.add_row(
             s.case.name,
-            s.routed(),
-            s.case.expect.describe(),
+            Text(s.routed()),
+            Text(s.case.expect.describe()),  # the suite's text and patterns, `[` and `\\` included: never markup
             verdict,
             f"{s.mean('handoffs'):.3g}",
             f"{s.mean('tokens'):,.0f}",
@@ -107,19 +108,27 @@ def totals(runs: Sequence[CaseRun]) -> dict[str, Any]:
         "seconds": round(sum(r.seconds for r in runs), 3),
         "pass_rate": sum(r.passed for r in runs) / n,
         "answer_pass_rate": sum(r.answer_passed for r in runs) / n,
+        "errors": sum(r.error is not None for r in runs),  # runs that could not run: no measure of anything
     }
 
 
 def baseline_table(team: Sequence[CaseRun], single: Sequence[CaseRun]) -> Table:
     from rich.table import Table
+    from rich.text import Text
 
-    table = Table(
-        title="The team against a single agent (same cases)",
-        caption="A single agent has every specialist's tools and one prompt; routing checks do not apply to it, so "
-        "both are compared on the answer's checks (status, text, patterns, cost). Wall time is the sum over cases.",
-        caption_justify="left",
+    caption = Text(
+        "A single agent has every specialist's tools and one prompt; routing checks do not apply to it, so "
+        "both are compared on the answer's checks (status, text, patterns, cost). Wall time is the sum over cases."
     )
-    for column in ("", "model calls", "tokens", "cost", "wall time", "pass rate (answer)", "pass rate (all)"):
+    # A run that could not run (a missing recording, a divergence) is no measure of who does the job better:
+    # count it apart and say why, so 0% never reads as "the single agent failed every case".
+    for name, runs in (("team", team), ("single agent", single)):
+        if failed := [r for r in runs if r.error is not None]:
+            first = f"{failed[0].case.name}: {(failed[0].error or '').splitlines()[0]}"
+            caption.append(f"\n{name}: {len(failed)} run(s) could not run, e.g. {first}", style="red")
+    table = Table(title="The team against a single agent (same cases)", caption=caption, caption_justify="left")
+    columns = ("", "model calls", "tokens", "cost", "wall time", "pass rate (answer)", "pass rate (all)")
+    for column in (*columns, "could not run"):
         table.add_column(column, justify="left" if not column else "right")
     for name, runs in (("team", team), ("single agent", single)):
         t = totals(runs)
@@ -131,6 +140,7 @@ def baseline_table(team: Sequence[CaseRun], single: Sequence[CaseRun]) -> Table:
             f"{t['seconds']:.2f}s",
             f"{t['answer_pass_rate']:.0%}",
             f"{t['pass_rate']:.0%}" if name == "team" else "n/a",
+            f"[red]{t['errors']}[/red]" if t["errors"] else "0",
         )
     return table
 

@@ -8,14 +8,19 @@ numbers are the run's own even while other cases share the same models, and a si
 
 from __future__ import annotations
 
+import contextlib
+import glob
+import os
 import re
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import anyio
 
+from mcp_team.errors import ConfigError, McpTeamError
 from mcp_team.evals.recordings import record_run, run_replayed
 from mcp_team.evals.suite import Case, Expect, Suite
 from mcp_team.handoffs import RunResult, RunSettings, Team
@@ -177,19 +182,19 @@ class EvalPlan:
 
 async def run_team_case(plan: EvalPlan, case: Case, attempt: int) -> CaseRun:
     """One run of `case` through the team."""
-    models, tally = tallied(plan.models_for(case, attempt))
-    team = Team(models, plan.specialists, plan.settings)
     mode = case.mode or plan.suite.mode
     started = time.perf_counter()
     try:
+        # Inside the `try`: a case whose recording is missing or unreadable fails alone, the others go on.
+        models, tally = tallied(plan.models_for(case, attempt))
+        team = Team(models, plan.specialists, plan.settings)
         if plan.record is not None:
-            result = await record_run(team, plan.record(case, attempt), case.request, mode=mode)
+            with recording_to(plan.record(case, attempt)) as path:
+                result = await record_run(team, path, case.request, mode=mode)
         else:
             result = await run_replayed(team, case.request, mode=mode)
     except Exception as exc:  # a diverged replay, an unexpected failure: this case fails, the others go on
-        return CaseRun(
-            case, attempt, "error", error=f"{type(exc).__name__}: {exc}", seconds=time.perf_counter() - started
-        )
+        return CaseRun(case, attempt, "error", error=failure(exc), seconds=time.perf_counter() - started)
     seconds = time.perf_counter() - started
     routed, handoffs = routed_of(result)
     checks = check(
@@ -208,6 +213,61 @@ async def run_team_case(plan: EvalPlan, case: Case, attempt: int) -> CaseRun:
         result.answer,
         checks,
     )
+
+
+@contextlib.contextmanager
+def recording_to(path: str | Path) -> Iterator[Path]:
+    """A temporary file beside `path` to record a case's run into, moved onto `path` once the run finished.
+
+    Why: a case re-recorded over a good recording and then interrupted (Ctrl-C, a crash) or failing to run
+    must not leave a half-written recording in its place, which the next replay would report as a
+    divergence; and two evals recording into one directory must each leave whole files (the last wins)."""
+    final = Path(path)
+    partial = final.with_name(f".{final.name}.{os.getpid()}.partial")
+    try:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        _remove_stale(final)
+        partial.touch()
+    except OSError as exc:  # named as the user gave it, not as the temporary file
+        why = "a file, not a directory" if final.parent.is_file() else exc.strerror or str(exc)
+        raise ConfigError(
+            f"{final.parent}: cannot record there ({why}); give --record a directory it can write"
+        ) from None
+    try:
+        yield partial
+        partial.replace(final)
+    finally:
+        partial.unlink(missing_ok=True)
+
+
+def _remove_stale(final: Path) -> None:
+    """Remove what an eval killed while recording `final` (SIGTERM, SIGKILL: no `finally` ran) left beside it."""
+    for stale in final.parent.glob(f".{glob.escape(final.name)}.*.partial"):
+        pid = stale.name.removeprefix(f".{final.name}.").removesuffix(".partial")
+        if pid.isdigit() and not _alive(int(pid)):
+            stale.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # it exists, as another user's
+        return True
+    return True
+
+
+# The hint a replay's error gives is for `mcp-team run`; a case's recording is made again by the eval itself.
+_RUN_HINT = re.compile(r"mcp-team run --record \S+ \.\.\.")
+EVAL_HINT = "mcp-team eval SUITE --record DIR, then replay with --model replay:DIR"
+
+
+def failure(exc: Exception) -> str:
+    """Why a case could not run, in words, with the eval's way to record a case again where the error
+    gives `mcp-team run`'s."""
+    message = _RUN_HINT.sub(EVAL_HINT, str(exc)) if isinstance(exc, McpTeamError) else str(exc)
+    return f"{type(exc).__name__}: {message}"
 
 
 async def run_all(

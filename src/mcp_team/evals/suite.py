@@ -39,7 +39,9 @@ BUILTIN = "builtin"  # `mcp-team eval builtin`: the built-in routing suite
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
+    # strict: TOML has real types, so `max_handoffs = "3"` or `only = "no"` is a mistake to name, not to coerce
+    # (pydantic's lax mode reads "no" as false and "yes" as true).
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True, strict=True)
 
 
 class Expect(_Strict):
@@ -57,10 +59,25 @@ class Expect(_Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> Expect:
+        # Expectations no run can meet are mistakes in the file: say so now, not as a case that always fails.
         if clash := sorted(set(self.called) & set(self.not_called)):
             raise ValueError(f"{', '.join(clash)} cannot be both called and not_called")
+        if clash := sorted(set(self.order) & set(self.not_called)):
+            raise ValueError(f"{', '.join(clash)} cannot be both in order and not_called")
+        if twice := sorted({name for name in self.order if self.order.count(name) > 1}):
+            raise ValueError(f"order names {', '.join(twice)} more than once; it is the order of first calls")
         if self.only and not self.called:
             raise ValueError("`only = true` needs the specialists in `called`")
+        if self.status == "any" and not (
+            self.routing() or self.contains or self.matches or self.max_cost_usd is not None
+        ):
+            raise ValueError('checks nothing: with status = "any" it needs another expectation, or it always passes')
+        needed = len({*self.called, *self.order})
+        if self.max_handoffs is not None and self.max_handoffs < needed:
+            raise ValueError(
+                f"max_handoffs = {self.max_handoffs} is fewer than the {needed} specialists called and order "
+                "expect (one handoff each at least)"
+            )
         return self
 
     def specialists(self) -> set[str]:
@@ -99,6 +116,13 @@ class Case(_Strict):
     tags: list[str] = Field(default_factory=list, description="e.g. the domain; shown in the report.")
     expect: Expect = Field(default_factory=Expect)
 
+    @field_validator("request")
+    @classmethod
+    def _not_blank(cls, request: str) -> str:
+        if not request.strip():
+            raise ValueError("the request is blank: write what the team should do")
+        return request
+
 
 class Suite(_Strict):
     name: str = ""
@@ -109,9 +133,10 @@ class Suite(_Strict):
     @field_validator("cases")
     @classmethod
     def _unique(cls, cases: list[Case]) -> list[Case]:
-        names = [c.name for c in cases]
-        if dups := sorted({n for n in names if names.count(n) > 1}):
-            raise ValueError(f"case names must be unique; used more than once: {', '.join(dups)}")
+        # Ignoring case: a name is also a recording's file name, and `Bees.jsonl` is `bees.jsonl` on macOS.
+        names = [c.name.casefold() for c in cases]
+        if dups := sorted({c.name for c in cases if names.count(c.name.casefold()) > 1}):
+            raise ValueError(f"case names must be unique (ignoring case); used more than once: {', '.join(dups)}")
         return cases
 
     def check_team(self, team: Collection[str], source: str) -> None:
@@ -138,7 +163,11 @@ def load_suite(source: str) -> tuple[Suite, str]:
     else:
         where = str(path)
         try:
-            text = path.read_text(encoding="utf-8")
+            text = path.read_text(encoding="utf-8-sig")  # -sig: Windows editors start UTF-8 with a BOM
+        except UnicodeDecodeError as exc:
+            raise ConfigError(
+                f"{path}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start}): save it as UTF-8"
+            ) from None
         except FileNotFoundError:
             raise ConfigError(f"{path}: no such suite file (or run the built-in one: mcp-team eval builtin)") from None
         except OSError as exc:
