@@ -150,7 +150,18 @@ class ServerState:
                 self.sessions.discard(session)
 
     def configured_models(self) -> ModelSet | None:
-        """The server's own model (built on first use, off the initialize path), if one is configured."""
+        """The server's own model (built on first use, off the initialize path), if one is configured and can be
+        built; None otherwise. Never raises: the run service asks for it from a task of the server's own, where an
+        error would end the whole server. A call asks `own_models`, which says what is misconfigured."""
+        try:
+            return self.own_models()
+        except ToolError:
+            return None
+
+    def own_models(self) -> ModelSet | None:
+        """The server's own model, or None when it runs on the client's (sampling). `ToolError` naming the problem
+        when the configuration cannot make one (say, a specialist's API key variable unset in the client's env):
+        the server still starts and answers, so the client can show its user what to fix."""
         settings = self.model_settings
         if settings.configured_backend() in (None, "sampling"):
             return None
@@ -173,7 +184,7 @@ class ServerState:
         def team(models: ModelSet) -> Team:
             return Team(models, specialists, run_settings)
 
-        models = self.configured_models()
+        models = self.own_models()
         if models is not None:
             if asks and elicit_in_rounds(ctx):
                 return await self.rounds.run(
