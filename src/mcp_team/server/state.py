@@ -98,6 +98,7 @@ class ServerState:
     limits: ServerLimits = field(default_factory=ServerLimits)
     slots: RunSlots = field(default_factory=RunSlots)
     durability: Durability | None = None  # None: ephemeral (runs in memory only)
+    base_settings: ModelSettings | None = None  # the settings before the team file's [models]: a reload applies its own
     engine: ServerEngine = field(init=False)
     _models: ModelSet | None = None
     _pool_stop: anyio.Event | None = None
@@ -124,6 +125,11 @@ class ServerState:
         if fresh and self._pool_stop is not None:
             self._pool_stop.set()
         self.pool, self._pool_stop = pool, stop
+        if (team.model_overrides, team.member_models) != (self.team.model_overrides, self.team.member_models):
+            # An edit of the team's models ([models], a member's own model, key variable or fallback) is built on
+            # the next call, as the first team's were; a run in flight keeps the models it started on.
+            self.model_settings = (self.base_settings or self.model_settings).model_copy(update=team.model_overrides)
+            self._models = None
         self.team, self.specialists, self.run_settings = team, specialists, team.run_settings
 
     def close_pool(self) -> None:
