@@ -1,4 +1,7 @@
-"""A server whose model cannot be built (a specialist's API key variable missing from the client's env, as a
+"""A server started with a setting it can only find wrong once it is up says what to fix to the client, and
+keeps serving what does not need it; no traceback reaches its log.
+
+A server whose model cannot be built (a specialist's API key variable missing from the client's env, as a
 Claude Desktop or IDE config easily leaves it) starts, stays up, and says what to fix on every call that needs
 the model; it never ends itself with a traceback once the run service opens (the first durable call over
 stdio, a second after start over HTTP). Driven as a user's client drives it: `mcp-team serve` over stdio and
@@ -14,7 +17,7 @@ from typing import TextIO, cast
 
 import anyio
 import pytest
-from mcp import Client, StdioServerParameters
+from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from support import HANG_GUARD, MCP_TEAM, clean_env, plain_http_async, serve_http_process
@@ -85,3 +88,25 @@ async def test_http_server_with_an_unbuildable_model_stays_up_and_says_why(mode:
         assert proc.poll() is None, err.read_text()
     log = err.read_text()
     assert "Traceback" not in log and "please report" not in log, log
+
+
+@REVISIONS
+async def test_run_resources_say_why_durable_runs_are_unavailable(mode: str, tmp_path: Path) -> None:
+    """A state directory that cannot be made (here under a file): the run resources name it and the flag to
+    change, as the run tools do; they answered "Error reading resource team://runs" and logged a traceback."""
+    (tmp_path / "a-file").write_text("")
+    state = tmp_path / "a-file" / "state"
+    env = clean_env(MCP_TEAM_MODEL="offline", MCP_TEAM_STATE_DIR=str(state))
+    with tempfile.NamedTemporaryFile("w+", suffix=".log") as errlog:
+        params = StdioServerParameters(command=MCP_TEAM, args=["serve"], env=env)
+        async with Client(stdio_client(params, errlog=cast(TextIO, errlog)), mode=mode) as client:
+            with anyio.fail_after(HANG_GUARD):
+                for uri in ("team://runs", "team://runs/0123456789abcdef"):
+                    with pytest.raises(MCPError) as refused:
+                        await client.read_resource(uri)
+                    said = str(refused.value)
+                    assert f"the state directory {state} cannot be created" in said and "--state-dir" in said, said
+                specialists = await client.read_resource("team://specialists")  # what needs no run store still works
+                assert "researcher" in specialists.contents[0].text  # type: ignore[union-attr]
+        log = await anyio.Path(errlog.name).read_text()
+    assert "Traceback" not in log, log
