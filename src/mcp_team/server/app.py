@@ -86,9 +86,11 @@ def build_server(
     (default: from the environment) bound what a client may ask (see `limits`). With `durable`, runs are
     durable and kept in its database (see `durability`); without, in memory."""
     team = team or load_team()
-    model_settings = (model_settings or ModelSettings()).model_copy(update=team.model_overrides)
+    base_settings = model_settings or ModelSettings()
+    model_settings = base_settings.model_copy(update=team.model_overrides)
     bus = ListenedBus()
     state = ServerState(model_settings, team, store or MemoryRunStore(), bus=bus, limits=limits or ServerLimits())
+    state.base_settings = base_settings
     if durable is not None:
         state.durability = durable if isinstance(durable, Durability) else Durability(durable)
     tasks = TasksExtension(ServerTaskRuns(state))

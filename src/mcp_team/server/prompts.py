@@ -35,6 +35,7 @@ def supervisor_prompt(state: ServerState) -> Callable[[str], list[UserMessage]]:
     """The supervisor's instructions for the current team (read at each `prompts/get`, so a reload shows)."""
 
     def supervisor(request: Annotated[str, Field(description="The request to orchestrate.")]) -> list[UserMessage]:
+        _check_said("supervisor", "request", request, "team")
         _check_argument("supervisor", "request", request, state.limits.max_request_chars, REQUEST_CHARS)
         system = SUPERVISOR_INSTRUCTIONS.format(team=describe_team(state.specialists))
         for engine_words, client_words in FOR_A_CLIENT.items():
@@ -55,11 +56,19 @@ def specialist_prompt(specialist: Specialist) -> Callable[..., list[UserMessage]
         ctx: Context[Any, Any],
     ) -> list[UserMessage]:
         limits = state_of(ctx).limits  # as the specialist's tool holds its task and context
+        _check_said(specialist.name, "task", task, "specialist")
         _check_argument(specialist.name, "task", task, limits.max_request_chars, REQUEST_CHARS)
         _check_argument(specialist.name, "context", context, limits.max_context_chars, CONTEXT_CHARS)
         return [UserMessage(f"{specialist.instructions}\n\n{handoff_message(task, context)}")]
 
     return prompt
+
+
+def _check_said(prompt: str, name: str, text: str, who: str) -> None:
+    """-32602 for a blank request or task, as the tools taking it refuse one: the model would get nothing to do."""
+    if not text.strip():
+        said = f"prompt {prompt}: argument '{name}' is empty: say what the {who} should do"
+        raise MCPError(types.INVALID_PARAMS, said)
 
 
 def _check_argument(prompt: str, name: str, text: str, limit: int, variable: str) -> None:

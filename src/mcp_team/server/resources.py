@@ -6,13 +6,16 @@ No `from __future__ import annotations` here: the SDK reads these signatures at 
 
 import json
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ResourceNotFoundError
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
 
 from mcp_team.server.state import ServerState
 from mcp_team.server.tasks import visible
+
+if TYPE_CHECKING:
+    from mcp_team.runs.service import Runs  # imports DBOS: only a durable server's run service loads it
 
 LISTED = 50  # runs in team://runs, newest first
 MAX_SCANNED = 1000  # newest runs looked at for the caller's own, when the server checks tokens
@@ -53,7 +56,7 @@ def add_resources(server: MCPServer[ServerState], state: ServerState) -> None:
     )
     async def runs_resource() -> dict[str, Any]:
         if state.durability is not None:
-            runs = await state.durability.service()
+            runs = await _service(state)
             # The caller's own (with auth on); one page read when the newest are theirs: the run pages poll this.
             mine = await runs.list(limit=LISTED, keep=lambda r: visible(r.owner), deep=MAX_SCANNED)
             return {"runs": [_summary(r.run_id, r.status, r.request, r.started_at) for r in mine]}
@@ -69,7 +72,7 @@ def add_resources(server: MCPServer[ServerState], state: ServerState) -> None:
     )
     async def run_resource(run_id: str) -> str:
         if state.durability is not None:
-            runs = await state.durability.service()
+            runs = await _service(state)
             record = await runs.get(run_id)
             if record is None or not visible(record.owner):  # another user's run does not exist for this one
                 raise ResourceNotFoundError(f"no run '{run_id}' in the run store (see team://runs)")
@@ -81,6 +84,16 @@ def add_resources(server: MCPServer[ServerState], state: ServerState) -> None:
                 f"{getattr(state.store, 'max_runs', '')} only; see team://runs)"
             )
         return run.model_dump_json(indent=2)
+
+
+async def _service(state: ServerState) -> "Runs":
+    """The run service, or `ResourceError` saying why it is unavailable (say, an unwritable state directory):
+    the client reads the reason, where anything else is "Error reading resource" and a traceback in the log."""
+    assert state.durability is not None
+    try:
+        return await state.durability.service()
+    except ToolError as exc:
+        raise ResourceError(str(exc)) from None
 
 
 def _summary(run_id: str, status: str, request: str, started_at: "datetime") -> dict[str, Any]:

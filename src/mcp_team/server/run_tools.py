@@ -61,7 +61,7 @@ async def start_run(
     team://runs/{run_id}), stop it with cancel_run. The run survives a restart of the server."""
     state = state_of(ctx)
     budgets = checked_request(state, request, max_handoffs, max_model_calls, max_tokens, deadline_seconds, max_cost)
-    models = state.configured_models()
+    models = state.own_models()
     if models is None:
         raise ToolError("start_run needs a model configured on the server (a run on the client's model through "
                         "sampling cannot outlive this call); use run_team")  # fmt: skip

@@ -98,6 +98,7 @@ class ServerState:
     limits: ServerLimits = field(default_factory=ServerLimits)
     slots: RunSlots = field(default_factory=RunSlots)
     durability: Durability | None = None  # None: ephemeral (runs in memory only)
+    base_settings: ModelSettings | None = None  # the settings before the team file's [models]: a reload applies its own
     engine: ServerEngine = field(init=False)
     _models: ModelSet | None = None
     _pool_stop: anyio.Event | None = None
@@ -124,6 +125,11 @@ class ServerState:
         if fresh and self._pool_stop is not None:
             self._pool_stop.set()
         self.pool, self._pool_stop = pool, stop
+        if (team.model_overrides, team.member_models) != (self.team.model_overrides, self.team.member_models):
+            # An edit of the team's models ([models], a member's own model, key variable or fallback) is built on
+            # the next call, as the first team's were; a run in flight keeps the models it started on.
+            self.model_settings = (self.base_settings or self.model_settings).model_copy(update=team.model_overrides)
+            self._models = None
         self.team, self.specialists, self.run_settings = team, specialists, team.run_settings
 
     def close_pool(self) -> None:
@@ -150,7 +156,18 @@ class ServerState:
                 self.sessions.discard(session)
 
     def configured_models(self) -> ModelSet | None:
-        """The server's own model (built on first use, off the initialize path), if one is configured."""
+        """The server's own model (built on first use, off the initialize path), if one is configured and can be
+        built; None otherwise. Never raises: the run service asks for it from a task of the server's own, where an
+        error would end the whole server. A call asks `own_models`, which says what is misconfigured."""
+        try:
+            return self.own_models()
+        except ToolError:
+            return None
+
+    def own_models(self) -> ModelSet | None:
+        """The server's own model, or None when it runs on the client's (sampling). `ToolError` naming the problem
+        when the configuration cannot make one (say, a specialist's API key variable unset in the client's env):
+        the server still starts and answers, so the client can show its user what to fix."""
         settings = self.model_settings
         if settings.configured_backend() in (None, "sampling"):
             return None
@@ -173,7 +190,7 @@ class ServerState:
         def team(models: ModelSet) -> Team:
             return Team(models, specialists, run_settings)
 
-        models = self.configured_models()
+        models = self.own_models()
         if models is not None:
             if asks and elicit_in_rounds(ctx):
                 return await self.rounds.run(

@@ -95,7 +95,7 @@ class _Base:
         request: str = arguments["request"]
         state.limits.check_request(request)
         budgets = client_budgets(state.run_settings.budgets, **{k: arguments.get(k) for k in BUDGETS})
-        models = state.configured_models()
+        models = state.own_models()
         if models is None:
             raise ToolError("this server runs run_team as a task only on a model of its own")
         if running >= state.limits.max_runs:

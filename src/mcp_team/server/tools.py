@@ -160,7 +160,7 @@ async def run_team(
         if durability is not None and not state.model_settings.record_dir:
             runs = await durability.service()
             progress = progress_sink(get_ctx)
-            resumable = state.configured_models() is not None  # a run on the client's model cannot resume
+            resumable = state.own_models() is not None  # a run on the client's model cannot resume
             if resumable or not asks:  # a durable run waiting at a checkpoint survives a restart (issue 13)
                 approve = elicitation_approver(get_ctx)
                 return await run_and_wait(runs, state.engine, team, asked, resumable=resumable, on_event=progress,

@@ -174,15 +174,17 @@ def register_secrets(settings: ModelSettings, spec: TeamSpec) -> None:
 
 
 def check_faults(settings: ModelSettings, spec: TeamSpec) -> None:
-    """`ConfigError` for a fault aimed at a member the team does not have: it would never happen, and a test of
-    what a fault does would pass for the wrong reason."""
+    """`ConfigError` for a fault that does not parse, or one aimed at a member the team does not have: it would
+    never happen, and a test of what a fault does would pass for the wrong reason."""
     from mcp_team.errors import ConfigError
     from mcp_team.llm.faults import parse_faults
 
     try:
         faults = parse_faults(settings.faults)
-    except ValueError:
-        return  # said by `build_models`, with the same wording for every command
+    except ValueError as exc:
+        # As `build_models` says it; said here too since `serve` builds its model only on the first call, and a
+        # server that started would answer every call with this instead of refusing to start.
+        raise ConfigError(f"--fault / MCP_TEAM_FAULTS: {exc}") from None
     known = {"*", "supervisor", "planner", "specialist", *spec.names}
     for fault in faults:
         if fault.agent not in known:
