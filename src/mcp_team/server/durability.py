@@ -114,9 +114,8 @@ class Durability:
                 inner.start_soon(follow_other_replicas, state, runs.store)
                 self.runs = runs
                 runs.stopping = self._stopping
-                models = state.configured_models()
-                if runs.replicas is not None and models is not None and models.limits is not None:
-                    models.limits.share(runs.replicas.rate)  # requests per minute counted by every replica
+                if runs.replicas is not None:
+                    state.share_rate(runs.replicas.rate)  # requests per minute counted by every replica
                 for result, owner in self._unkept:
                     runs.keep(result, owner)
                 self._unkept.clear()

@@ -24,6 +24,7 @@ from mcp_types import InputRequiredResult
 from mcp_team.errors import ConfigError
 from mcp_team.handoffs import RunResult, RunSettings, Team
 from mcp_team.llm import ModelSet
+from mcp_team.llm.limits import SharedRate
 from mcp_team.llm.settings import ModelSettings, build_models
 from mcp_team.server.durability import Durability, ServerEngine
 from mcp_team.server.elicitation import elicit_in_rounds
@@ -101,6 +102,7 @@ class ServerState:
     base_settings: ModelSettings | None = None  # the settings before the team file's [models]: a reload applies its own
     engine: ServerEngine = field(init=False)
     _models: ModelSet | None = None
+    _shared_rate: SharedRate | None = None  # the replicas' request rate, on every model set built (see share_rate)
     _pool_stop: anyio.Event | None = None
 
     def __post_init__(self) -> None:
@@ -173,10 +175,20 @@ class ServerState:
             return None
         if self._models is None:
             try:
-                self._models = build_models(settings, self.team.member_models)
+                models = build_models(settings, self.team.member_models)
             except ConfigError as exc:
                 raise ToolError(f"mcp-team is misconfigured: {exc}") from None
+            if self._shared_rate is not None and models.limits is not None:
+                models.limits.share(self._shared_rate)
+            self._models = models
         return self._models
+
+    def share_rate(self, rate: SharedRate) -> None:
+        """Count requests per minute with every replica through `rate`: the models built now and those a team
+        file's edit (`--watch`) or a mended configuration builds later."""
+        self._shared_rate = rate
+        if self._models is not None and self._models.limits is not None:
+            self._models.limits.share(rate)
 
     async def execute(
         self, ctx: Context[Any, Any], work: Callable[[Team, CtxGetter], Awaitable[T]], *, asks: bool = False
