@@ -125,6 +125,12 @@ def test_a_bad_environment_variable_is_named_as_it_was_set() -> None:
     model = cli_here("run", "--model", "nonsense", "x")
     assert "invalid settings: --model / MCP_TEAM_MODEL: 'nonsense' names no provider" in model.stderr, model.stderr
     assert "Value error" not in model.stderr
+    # A setting two variables may set is named by the one that was set (it named MCP_TEAM_OPENAI_BASE_URL for
+    # an OPENAI_BASE_URL written without its scheme).
+    url = cli_here("run", "x", OPENAI_BASE_URL="localhost:11434/v1")
+    assert url.returncode == 2 and "invalid settings: OPENAI_BASE_URL: 'localhost:11434/v1'" in url.stderr, url.stderr
+    ours = cli_here("run", "x", MCP_TEAM_OPENAI_BASE_URL="localhost:11434/v1")
+    assert "invalid settings: MCP_TEAM_OPENAI_BASE_URL: 'localhost" in ours.stderr, ours.stderr
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
