@@ -95,20 +95,25 @@ async def test_a_server_without_a_model_of_its_own_declares_no_tasks(mode: str) 
     assert unknown.code == types.METHOD_NOT_FOUND
 
 
+LONG_CALL = 3.0  # seconds
+
+
 async def test_cancelling_a_task_stops_its_in_flight_model_calls(mode: str, runs: DurableConfig | None) -> None:
-    server = build_server(offline(offline_latency_ms=300), durable=runs)
+    # Model calls long enough that both are still in flight when the cancel comes on a loaded machine (with
+    # 300 ms, one finished first now and then while the test read the record and sent the cancel).
+    server = build_server(offline(offline_latency_ms=int(LONG_CALL * 1000)), durable=runs)
     async with Client(server, mode=mode, extensions=[Tasks()]) as client:
         tasks = TaskClient(client, mode)
         created = await tasks.create({"request": "Research bees and calculate 2+2"})
         run_id = created["taskId"]
-        # Both handoffs started: both specialists are inside their 300 ms model calls.
+        # Both handoffs started: both specialists are inside their model calls.
         while len((await tasks.record(run_id))["handoffs"]) < 2:  # noqa: ASYNC110
             await anyio.sleep(0.01)
         acked = await tasks.cancel(run_id)
         # 2025-11-25: the task is cancelled when the answer comes; 2026-07-28 acks, and tasks/get says so.
         after = await tasks.get(run_id)
         record = await tasks.record(run_id)
-        await anyio.sleep(0.5)  # had anything kept running, it would have finished by now
+        await anyio.sleep(LONG_CALL + 0.2)  # had anything kept running, it would have finished by now
         later = await tasks.record(run_id)
 
     if mode == "legacy":
