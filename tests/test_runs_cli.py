@@ -53,7 +53,7 @@ def test_options_go_before_or_after_the_action_and_the_id(kept: tuple[Path, str]
         listed = cli_here("runs", *args)
         assert listed.returncode == 0 and listed.stdout.startswith(f"{run_id}  complete"), (args, listed)
     cancel = cli_here("runs", "cancel", "--state-dir", str(state), run_id)
-    assert cancel.returncode == 2 and "already finished (complete)" in cancel.stderr, cancel.stderr
+    assert cancel.returncode == 0 and "had already ended (complete); nothing to cancel" in cancel.stderr, cancel
     missing = cli_here("runs", "show", "--state-dir", str(state))
     assert missing.returncode == 2 and "the following arguments are required: ID" in missing.stderr
 
@@ -134,12 +134,13 @@ def test_a_run_whose_process_died_is_shown_as_waiting_for_a_server(tmp_path: Pat
     listed = runs("list", env=env)
     assert (
         "running" in listed.stdout
-        and "(no process: resumes when `mcp-team serve` starts here, from its last finished step, or cancel it)"
+        and "(no process: resumes from its last finished step once `mcp-team serve` runs on this state directory, "
+        "or `mcp-team run` or `serve` starts with --executor-id "
         in listed.stdout
     )
     shown = cli_here("runs", "show", run_id, **env)
     assert (
         "no process runs it now" in shown.stdout
-        and "has ended): no process: resumes when `mcp-team serve` starts here" in shown.stdout
+        and "has ended): no process: resumes from its last finished step once `mcp-team serve` runs" in shown.stdout
     )
     assert json.loads(cli_here("runs", "show", run_id, "--json", **env).stdout)["process_gone"] is True

@@ -203,7 +203,7 @@ def test_mcp_team_runs_lists_shows_and_cancels(tmp_path: Path) -> None:
     shown = cli_here("runs", "show", run_id, "--json", MCP_TEAM_STATE_DIR=str(tmp_path))
     assert shown.returncode == 0 and json.loads(shown.stdout)["status"] == "complete", shown
     cancel = cli_here("runs", "cancel", run_id, MCP_TEAM_STATE_DIR=str(tmp_path))
-    assert cancel.returncode == 2 and "already finished (complete)" in cancel.stderr, cancel
+    assert cancel.returncode == 0 and "had already ended (complete); nothing to cancel" in cancel.stderr, cancel
     assert "Traceback" not in cancel.stderr
     missing = cli_here("runs", "show", "nope", MCP_TEAM_STATE_DIR=str(tmp_path))
     assert missing.returncode == 1 and "no run 'nope'" in missing.stderr, missing

@@ -45,10 +45,9 @@ Start = Callable[[str, SpanKind, dict[str, Any]], Span]
 _caller_start: ContextVar[Start | None] = ContextVar("mcp_team_span_start", default=None)
 
 
-@contextmanager
 def use_tracing(
     provider: trace.TracerProvider | None = None, *, processors: Sequence[SpanProcessor] = ()
-) -> Iterator[trace.TracerProvider]:
+) -> AbstractContextManager[trace.TracerProvider]:
     """Send the spans of everything run inside this block to `provider` instead of the global one.
 
     Without a provider, a new SDK `TracerProvider` is made; `processors` are added to the provider either
@@ -59,16 +58,65 @@ def use_tracing(
 
     The choice follows the context (a `ContextVar`), so concurrent runs may each trace to their own
     provider, and tasks a run starts inherit it. Yields the provider (flush or shut it down as you need).
+    A wrong `provider` or `processors` is a `TypeError` here, at the call, not when the first span starts.
     """
+    _check_provider(provider)
+    processors = _checked_processors(processors)
+    if processors and provider is not None and not callable(getattr(provider, "add_span_processor", None)):
+        raise TypeError(f"use_tracing: {type(provider).__name__} takes no span processors; pass an SDK "
+                        "TracerProvider (opentelemetry.sdk.trace.TracerProvider()), or add them to yours")  # fmt: skip
+    return _tracing_to(provider, processors)
+
+
+def _check_provider(provider: object) -> None:
+    if provider is None or isinstance(provider, trace.TracerProvider):
+        return
+    if isinstance(provider, type) and issubclass(provider, trace.TracerProvider):
+        raise TypeError(f"use_tracing: provider= is the class {provider.__name__}, not a tracer provider; "
+                        f"pass an instance, e.g. {provider.__name__}()")  # fmt: skip
+    raise TypeError(f"use_tracing: provider= must be an OpenTelemetry TracerProvider (e.g. "
+                    f"opentelemetry.sdk.trace.TracerProvider()), got {type(provider).__name__}")  # fmt: skip
+
+
+def _checked_processors(processors: object) -> list[SpanProcessor]:
+    """`processors` as a list once each is an SDK span processor; `TypeError` naming the first that is not."""
+    if isinstance(processors, Sequence) and not isinstance(processors, str) and not processors:
+        return []
+    # The SDK only now: a caller who passes processors has it loaded already (off the start-up path otherwise).
+    from opentelemetry.sdk.trace import SpanProcessor
+    from opentelemetry.sdk.trace.export import SpanExporter
+
+    wanted = "a list of span processors, e.g. processors=[SimpleSpanProcessor(exporter)]"
+    if isinstance(processors, SpanProcessor):
+        raise TypeError(f"use_tracing: processors= takes {wanted}, got one {type(processors).__name__}; "
+                        "put it in a list")  # fmt: skip
+    if isinstance(processors, (str, bytes)) or not isinstance(processors, Sequence):
+        raise TypeError(f"use_tracing: processors= takes {wanted}, got {type(processors).__name__}")
+    for i, p in enumerate(processors):
+        if isinstance(p, SpanProcessor):
+            continue
+        if isinstance(p, type) and issubclass(p, SpanProcessor):
+            hint = f"the class {p.__name__}; pass an instance, e.g. {p.__name__}(exporter)"
+        elif isinstance(p, type) and issubclass(p, SpanExporter):
+            hint = f"the exporter class {p.__name__}; pass a processor with one: SimpleSpanProcessor({p.__name__}())"
+        elif isinstance(p, SpanExporter):
+            hint = f"an exporter ({type(p).__name__}); wrap it: SimpleSpanProcessor(exporter) or BatchSpanProcessor"
+        else:
+            hint = f"{type(p).__name__}, not a span processor"
+        raise TypeError(f"use_tracing: processors[{i}] is {hint}")
+    return list(processors)
+
+
+@contextmanager
+def _tracing_to(
+    provider: trace.TracerProvider | None, processors: list[SpanProcessor]
+) -> Iterator[trace.TracerProvider]:
     if provider is None:
         from opentelemetry.sdk.trace import TracerProvider  # the SDK only when asked: off the start-up path
 
         provider = TracerProvider(shutdown_on_exit=False)
     for processor in processors:
-        add = getattr(provider, "add_span_processor", None)
-        if add is None:
-            raise TypeError(f"{type(provider).__name__} takes no span processors; pass an SDK TracerProvider")
-        add(processor)
+        provider.add_span_processor(processor)  # type: ignore[attr-defined]  # checked in use_tracing
     token = _caller_start.set(_starter_for(provider.get_tracer("mcp_team")))
     try:
         yield provider

@@ -1,9 +1,10 @@
 """`mcp-team runs`: the runs in the runs database (list, show one, cancel one), and the durability flags
-that `serve` and `run` share (`--ephemeral`, `--state-dir`, `--database-url`).
+that `serve` and `run` share (`--ephemeral`, `--state-dir`, `--database-url`, `--executor-id`).
 
 Reading runs needs no server: the run store is the database, readable by any process. Cancelling a run
 another process is running marks it cancelled in DBOS; that process stops it within a second. Cancelling a
-cancelled run again cancels its DBOS workflow if an earlier cancel did not get to it.
+cancelled run again cancels its DBOS workflow if an earlier cancel did not get to it. Cancelling a run that has
+ended is a success that says how it ended, as the `cancel_run` tool returns its record.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import json
 import sys
 from typing import TYPE_CHECKING
 
-from mcp_team.server.commands.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, error
+from mcp_team.server.commands.common import EXIT_FAILED, EXIT_OK, error
 
 if TYPE_CHECKING:
     from mcp_team.runs.config import DurableConfig
@@ -22,7 +23,8 @@ if TYPE_CHECKING:
     from mcp_team.server.commands.common import Subparsers
 
 
-def durable_flags(parser: argparse.ArgumentParser, *, ephemeral: bool = True) -> None:
+def durable_flags(parser: argparse.ArgumentParser, *, ephemeral: bool = True, executor: bool = True) -> None:
+    """The durability flags; `ephemeral` and `executor` for the commands that run runs (`runs` only reads)."""
     group = parser.add_argument_group("durable runs (on by default: runs survive a restart)")
     if ephemeral:
         group.add_argument("--ephemeral", action="store_true", help="keep runs in memory only (nothing survives)")
@@ -37,6 +39,15 @@ def durable_flags(parser: argparse.ArgumentParser, *, ephemeral: bool = True) ->
         help="sqlite:///PATH or postgresql://USER:PASSWORD@HOST/DB (default: $MCP_TEAM_DATABASE_URL, else "
         "runs.sqlite in the state directory)",
     )
+    if executor:
+        # Named in the messages about ids (executor.py, config.py) and in a dead process's note (`_left`):
+        # the way to resume the runs of a process that died, or to give each replica its fixed id.
+        group.add_argument(
+            "--executor-id",
+            metavar="ID",
+            help="this process's id, which owns its runs: a restart with the same id resumes them (default: "
+            "$MCP_TEAM_EXECUTOR_ID, else the first free <hostname>-<n>)",
+        )
 
 
 def durable_config(args: argparse.Namespace) -> DurableConfig | None:
@@ -46,7 +57,8 @@ def durable_config(args: argparse.Namespace) -> DurableConfig | None:
         return None
     from mcp_team.runs.config import resolve
 
-    return resolve(state_dir=args.state_dir, database_url=args.database_url)
+    return resolve(state_dir=args.state_dir, database_url=args.database_url,
+                   executor_id=getattr(args, "executor_id", None))  # fmt: skip
 
 
 def add_parsers(sub: Subparsers) -> None:
@@ -66,7 +78,7 @@ def add_parsers(sub: Subparsers) -> None:
 
 
 def _runs_flags(parser: argparse.ArgumentParser, *, listing: bool = True) -> None:
-    durable_flags(parser, ephemeral=False)
+    durable_flags(parser, ephemeral=False, executor=False)
     parser.add_argument("--json", action="store_true", help="print JSON")
     if listing:
         parser.add_argument("--limit", type=int, metavar="N", help="how many runs to list (default 20)")
@@ -126,13 +138,20 @@ def _act(args: argparse.Namespace, config: DurableConfig, store: RunStore | None
             if _orphaned(config, record):
                 print(f"\nno process runs it now (its process, {record.executor_id}, has ended): {_left(record)}")
         return EXIT_OK
-    # A finished run is refused, except one recorded cancelled whose workflow may still run: cancelled again.
+    # Idempotent, as the `cancel_run` tool is: a finished run is left as it is and the command succeeds, saying
+    # how it ended (a script's `runs cancel ID || fail` must not fail on a run that ended meanwhile). A run
+    # recorded cancelled whose workflow may still run is cancelled again.
     if record.finished and not _cancel_left_running(store, record):
-        return error(f"run {args.run_id} has already finished ({record.status})", EXIT_USAGE)
+        return _already_ended(record)
     final = record if record.finished else _cancel(store, record)
     if final.status != "cancelled":  # it finished in the instant between the read and the cancel
-        return error(f"run {args.run_id} has already finished ({final.status})", EXIT_USAGE)
+        return _already_ended(final)
     print(f"mcp-team: run {record.run_id} cancelled", file=sys.stderr)
+    return EXIT_OK
+
+
+def _already_ended(record: RunRecord) -> int:
+    print(f"mcp-team: run {record.run_id} had already ended ({record.status}); nothing to cancel", file=sys.stderr)
     return EXIT_OK
 
 
@@ -203,10 +222,16 @@ def _orphaned(config: DurableConfig, record: RunRecord) -> bool:
 
 
 def _left(record: RunRecord) -> str:
-    """What becomes of a run whose process has ended."""
+    """What becomes of a run whose process has ended (SQLite: `holder_gone`). A server on this state directory
+    takes it over (orphans.py); `mcp-team run` resumes only its own id's runs, so the id is named."""
     if record.resumable:
-        return "no process: resumes when `mcp-team serve` starts here, from its last finished step, or cancel it"
-    return "no process: it ran on a client's model and cannot resume; the next server marks it interrupted"
+        return (f"no process: resumes from its last finished step once `mcp-team serve` runs on this state "
+                f"directory, or `mcp-team run` or `serve` starts with --executor-id {record.executor_id}; "
+                f"or cancel it")  # fmt: skip
+    return (
+        "no process: it ran on a client's model and cannot resume; a server here, or the next process "
+        f"with --executor-id {record.executor_id}, marks it interrupted"
+    )
 
 
 def _line(r: RunRecord) -> dict[str, object]:

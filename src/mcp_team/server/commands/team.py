@@ -9,7 +9,9 @@ from typing import TYPE_CHECKING
 from mcp_team.server.commands.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, error, team_flag
 
 if TYPE_CHECKING:
-    from mcp_team.llm.settings import ModelSettings
+    from collections.abc import Mapping
+
+    from mcp_team.llm.settings import MemberModel, ModelSettings
     from mcp_team.server.commands.common import Subparsers
     from mcp_team.server.teamfile import TeamSpec
 
@@ -97,7 +99,31 @@ def check_command(args: argparse.Namespace) -> int:
         print(f"supervisor (and planner): {describe_model(settings, 'supervisor')}")
     if spec.mcp_servers:
         print("MCP servers: " + ", ".join(m.name for m in spec.mcp_servers))
-    return EXIT_OK
+    problems = _unset_keys(settings, members)
+    for problem in problems:
+        print(f"mcp-team: {problem}", file=sys.stderr)
+    return EXIT_FAILED if problems else EXIT_OK
+
+
+def _unset_keys(settings: ModelSettings | None, members: Mapping[str, MemberModel]) -> list[str]:
+    """The members whose `api_key_env` names a variable that is not set: `run` and `serve` stop on it (llm/settings
+    `_build`) unless the whole team runs on a model that needs no key (offline, sampling, replay)."""
+    import os
+
+    from mcp_team.llm.settings import parse_model
+
+    if settings is not None and settings.model is not None:
+        try:
+            if parse_model(settings.model).provider in ("offline", "sampling", "replay"):
+                return []
+        except ValueError:
+            pass  # a model string `run` refuses: it says so itself
+    return [
+        f"specialist {name!r}: its API key variable {m.api_key_env} is not set, so run and serve would stop on "
+        f"it; export {m.api_key_env}=<its key>, or remove api_key_env from its entry"
+        for name, m in members.items()
+        if m.api_key_env is not None and not os.environ.get(m.api_key_env)
+    ]
 
 
 def _model_settings(spec: TeamSpec) -> ModelSettings | None:

@@ -31,6 +31,8 @@ def trace_command(args: argparse.Namespace) -> int:
     from mcp_team.telemetry.tracefile import load_trace_file
     from mcp_team.telemetry.waterfall import render_waterfall
 
+    if not args.run.strip():  # Path("") is ".", a directory: it was said to be one, not that the id is empty
+        return error("the run id is empty; give a run id (see mcp-team runs) or the path of a trace file")
     path = Path(args.run)
     if path.is_dir():
         return error(f"{path} is a directory; give a trace file, or a run id with --dir {path}")
