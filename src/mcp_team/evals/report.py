@@ -70,7 +70,8 @@ def case_table(summaries: Sequence[CaseSummary], *, title: str, caption: str | N
     from rich.text import Text
 
     repeat = max((len(s.runs) for s in summaries), default=1)
-    table = Table(title=title, caption=caption, caption_justify="left", show_lines=False)
+    # The suite's name (or path) is text: `[x]` in it is shown, not taken as markup.
+    table = Table(title=Text(title), caption=caption, caption_justify="left", show_lines=False)
     table.add_column("case", no_wrap=True)
     table.add_column("routed to")
     table.add_column("expected")
@@ -152,7 +153,11 @@ def json_report(
     repeat: int,
     team: Sequence[CaseRun],
     single: Sequence[CaseRun] | None,
+    *,
+    interrupted: bool = False,
 ) -> dict[str, Any]:
+    """The report; `interrupted`: the eval was stopped (Ctrl-C, SIGTERM) and it holds the runs that finished."""
+
     def cases(runs: Sequence[CaseRun]) -> list[dict[str, Any]]:
         return [
             {
@@ -172,7 +177,8 @@ def json_report(
         "backend": backend,
         "notice": notice,
         "repeat": repeat,
-        "passed": all(r.passed for r in team),
+        "interrupted": interrupted,
+        "passed": not interrupted and all(r.passed for r in team),  # cases that did not run did not pass
         "totals": totals(team),
         "cases": cases(team),
     }

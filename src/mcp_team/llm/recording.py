@@ -33,6 +33,7 @@ from mcp_team.telemetry.content import redact_value
 
 FORMAT: Literal["mcp-team-recording"] = "mcp-team-recording"
 VERSION = 1
+READS = (1,)  # the versions `llm.replay` reads: a later one may mean something else by the same lines
 
 
 class ModelIdentity(BaseModel):

@@ -26,7 +26,7 @@ from pydantic import ValidationError
 
 from mcp_team.errors import ConfigError, McpTeamError, message_of
 from mcp_team.llm.call import SPECIALIST, SUPERVISOR, ModelSet
-from mcp_team.llm.recording import Exchange, Header, ModelIdentity, describe, request_hash, request_json
+from mcp_team.llm.recording import READS, Exchange, Header, ModelIdentity, describe, request_hash, request_json
 from mcp_team.llm.types import ModelError, ModelRequest, ModelResponse
 
 
@@ -66,6 +66,7 @@ class Recording:
                 if number == 1 or header is None:
                     if kind != "header":
                         raise ValueError("the first line is not a recording header: is this an mcp-team recording?")
+                    _check_version(path, data.get("version"))
                     header = Header.model_validate(data)
                 elif kind == "exchange":
                     exchanges.append(Exchange.model_validate(data))
@@ -81,6 +82,17 @@ class Recording:
         if header is None:
             raise ConfigError(f"{path}: the recording is empty")
         return cls(path, header, exchanges, result)
+
+
+def _check_version(path: Path, version: object) -> None:
+    """`ConfigError` for a recording of a version this code does not read: its lines may mean something else
+    (a later version), and replaying it as if they did not would be a wrong answer, not a divergence."""
+    if isinstance(version, int) and not isinstance(version, bool) and version not in READS:
+        reads = ", ".join(map(str, READS))
+        raise ConfigError(
+            f"{path}: a recording of version {version}, and this mcp-team reads version {reads} only; replay it "
+            f"with the mcp-team that wrote it, or record it again (mcp-team run --record {path} ...)"
+        )
 
 
 def _problems(exc: ValidationError) -> str:
@@ -133,6 +145,14 @@ class Replay:
             asked = sorted({e.label().removeprefix("the ") for e in self.recording.exchanges})
             return f"{head}\nThe recording has no request of that member and phase; it has: {', '.join(asked)}.\n{tail}"
         closest = max(same, key=lambda e: _likeness(e.request, data))
+        if request_hash(closest.request) == request_hash(data):
+            # The request is there, under a hash that is not its own: its text was changed after it was written.
+            return (
+                f"{head}\nThe recording has this very request ({closest.label()}, recorded call {closest.n}), but "
+                "the hash written beside it does not match it: the recording was edited by hand (or written by "
+                f"another version of mcp-team). Record the run again (mcp-team run --record {path} ...) rather "
+                "than editing a recording."
+            )
         changes = request_diff(closest.request, data)
         return (
             f"{head}\nWhat changed against the closest recorded request ({closest.label()}, recorded call "
@@ -152,7 +172,7 @@ def _likeness(recorded: dict[str, Any], now: dict[str, Any]) -> tuple[int, int, 
 def request_diff(recorded: dict[str, Any], now: dict[str, Any], *, context: int = 2, max_lines: int = 40) -> str:
     """What differs between two requests (as `request_json` writes them), each difference as a short unified diff."""
     parts: list[str] = []
-    for key in ("member", "phase", "max_tokens"):
+    for key in ("member", "phase", "max_tokens", "temperature"):
         if recorded.get(key) != now.get(key):
             parts.append(f"- {key}: {recorded.get(key)!r} was recorded, now {now.get(key)!r}")
     if recorded.get("system") != now.get("system"):

@@ -4,14 +4,17 @@ report, pass rates over repeats, and the team against a single agent doing the s
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mcp_team.server.commands.common import (
+    EXIT_CANCELLED,
     EXIT_FAILED,
     EXIT_OK,
+    call_timeout_flag,
     check_faults,
     error,
     log_to_stderr,
@@ -19,9 +22,11 @@ from mcp_team.server.commands.common import (
     model_settings,
     register_secrets,
     team_flag,
+    with_call_timeout,
 )
 
 if TYPE_CHECKING:
+    from anyio.abc import TaskStatus
     from rich.console import Console
 
     from mcp_team.evals.runner import CaseRun, EvalPlan
@@ -54,6 +59,7 @@ def add_parsers(sub: Subparsers) -> None:
         metavar="DIR",
         help="record each case's run to DIR/<case>.jsonl; replay them all with --model replay:DIR",
     )
+    call_timeout_flag(ev)
     ev.add_argument("--quiet", action="store_true", help="no progress on stderr")
     ev.set_defaults(handler=eval_command)
 
@@ -66,23 +72,41 @@ def eval_command(args: argparse.Namespace) -> int:
         return error(f"--repeat must be at least 1, got {args.repeat}")
     log_to_stderr()
     suite, source = load_suite(args.suite)  # a ConfigError reaches main(), which says it as a usage error
-    spec = load_team(args.team)
+    spec = with_call_timeout(load_team(args.team), args.call_timeout)
     settings = model_settings(args).model_copy(update=spec.model_overrides)
     register_secrets(settings, spec)
     check_faults(settings, spec)
     suite.check_team(spec.names, source)
-    if args.json and not Path(args.json).resolve().parent.is_dir():  # before the runs, not after them
-        return error(f"--json {args.json}: its directory does not exist; create it or write the report elsewhere")
+    if args.json and (problem := _unwritable(Path(args.json))):  # before the runs, not after them
+        return error(f"--json {args.json}: {problem}")
     return _evaluate(args, suite, source, spec, settings)
 
 
+def _unwritable(path: Path) -> str | None:
+    """Why the report cannot be written to `path`, or None: said before the runs, which it would otherwise
+    outlive only to fail (and be lost) at the end."""
+    import os
+
+    if path.is_dir():
+        return "is a directory; give a file name, e.g. report.json"
+    parent = path.resolve().parent
+    if parent.exists() and not parent.is_dir():
+        return f"{parent} is a file, not a directory; write the report elsewhere"
+    if not parent.is_dir():
+        return "its directory does not exist; create it or write the report elsewhere"
+    if not os.access(path if path.exists() else parent, os.W_OK):
+        return "cannot be written (no permission); write the report elsewhere"
+    return None
+
+
 def _evaluate(args: argparse.Namespace, suite: Suite, source: str, spec: TeamSpec, settings: ModelSettings) -> int:
-    import json
+    import signal
 
     import anyio
     from rich.console import Console
+    from rich.text import Text
 
-    from mcp_team.evals.report import OFFLINE_NOTICE, baseline_table, case_table, json_report, summarize
+    from mcp_team.evals.report import OFFLINE_NOTICE
     from mcp_team.evals.runner import EvalPlan
 
     err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -96,9 +120,12 @@ def _evaluate(args: argparse.Namespace, suite: Suite, source: str, spec: TeamSpe
     runs = len(suite.cases) * args.repeat * (2 if args.baseline else 1)
     if notice:
         err.print(f"[yellow]mcp-team: {notice}[/yellow]")
-    err.print(f"mcp-team: {len(suite.cases)} case(s) from {source}, {runs} run(s), on {backend}")
+    # Everything from the suite or the command line is text, never markup: `[x]` in it is shown, not parsed.
+    err.print(Text(f"mcp-team: {len(suite.cases)} case(s) from {source}, {runs} run(s), on {backend}"))
+    team_runs: list[CaseRun] = []
+    single_runs: list[CaseRun] | None = [] if args.baseline else None
 
-    async def run_suite() -> tuple[list[CaseRun], list[CaseRun] | None]:
+    async def run_suite() -> None:
         async with spec.mcp_pool() as pool:
             plan = EvalPlan(
                 suite,
@@ -114,28 +141,86 @@ def _evaluate(args: argparse.Namespace, suite: Suite, source: str, spec: TeamSpe
                 models_for=_models_for(settings, args.repeat, SINGLE),
                 record=_recorder(args.record, args.repeat, SINGLE),
             )
-            return await _run(plan, single if args.baseline else None, args, err, runs)
+            await _run(plan, single if args.baseline else None, args, err, runs, team_runs, single_runs)
 
-    team_runs, single_runs = anyio.run(run_suite)
-    title = f"{suite.name or source}: {sum(s.passed for s in summarize(team_runs))}/{len(suite.cases)} cases pass"
-    out.print(case_table(summarize(team_runs), title=title, caption=notice))
-    failed = [r for r in team_runs if not r.passed]
-    for r in failed[:20]:
-        again = f" (run {r.attempt})" if args.repeat > 1 else ""
-        out.print(f"[red]✗ {r.case.name}{again}[/red]: " + "; ".join(r.failures()[:3]))
-    if single_runs is not None:
-        out.print(baseline_table(team_runs, single_runs))
-    if args.json:
-        report = json_report(source, backend, notice, args.repeat, team_runs, single_runs)
-        Path(args.json).write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-        err.print(f"mcp-team: report written to {args.json}")
-    return EXIT_OK if not failed else EXIT_FAILED
+    sigterm = signal.getsignal(signal.SIGTERM)
+    try:
+        try:
+            interrupted = anyio.run(until_signalled, run_suite)
+        except KeyboardInterrupt:
+            # A second Ctrl-C as the runs were cancelled: the teardown of the team's external MCP servers was cut
+            # short, so they are killed (as `run` does; only in the command's own process), and what finished is
+            # still reported: it is quick, and the runs that finished are the point of the eval.
+            if getattr(args, "relaunchable", False):
+                from mcp_team.server.children import kill_child_groups, quiet_closed_loop
+
+                quiet_closed_loop()
+                kill_child_groups()
+            interrupted = True
+        return _report(args, out, err, suite, source, backend, notice, team_runs, single_runs, interrupted, runs)
+    finally:
+        if not getattr(args, "relaunchable", False):  # `main` in a process that goes on (a test's): as it was
+            signal.signal(signal.SIGTERM, sigterm)
+
+
+async def until_signalled(work: Callable[[], Awaitable[None]]) -> bool:
+    """`work()`, cancelled by Ctrl-C or SIGTERM (a cancelled CI job); True when a signal cut it short. As `run`
+    takes them (commands/run.py): the first cancels the work and returns, so that what finished is reported; a
+    second Ctrl-C is a KeyboardInterrupt at once; a second SIGTERM is ignored while the report is written.
+    Returned, never raised: a task ending in an exception under a stopped loop is logged with its traceback."""
+    import asyncio
+    import signal
+
+    import anyio
+
+    signalled: list[int] = []
+    work_scope, sigint_scope = anyio.CancelScope(), anyio.CancelScope()
+    loop = asyncio.get_running_loop()
+
+    def stop() -> None:
+        work_scope.cancel()
+        sigint_scope.cancel()  # a Ctrl-C after a SIGTERM is a second signal too
+
+    def on_sigterm(signum: int, _frame: object) -> None:
+        # A plain handler, not a signal receiver: closing a receiver gives SIGTERM its default action back, and a
+        # second SIGTERM would kill the command (143) before its report is written.
+        if not signalled:
+            signalled.append(signum)
+            with contextlib.suppress(RuntimeError):  # the loop has closed: the work is over already
+                loop.call_soon_threadsafe(stop)
+
+    async def cancel_on_sigint(*, task_status: TaskStatus[None]) -> None:
+        with sigint_scope, anyio.open_signal_receiver(signal.SIGINT) as signals:
+            task_status.started()
+            async for signum in signals:
+                signalled.append(signum)
+                stop()
+                break
+        # Closed: SIGINT is a KeyboardInterrupt again, and a second Ctrl-C ends the command at once.
+
+    previous = signal.signal(signal.SIGTERM, on_sigterm)
+    async with anyio.create_task_group() as tg:
+        with work_scope:
+            await tg.start(cancel_on_sigint)  # started before the work: a signal until then is a KeyboardInterrupt
+            await work()
+        tg.cancel_scope.cancel()
+    # Signalled: ignored while the report is written (and, in the command's own process, to its end).
+    signal.signal(signal.SIGTERM, signal.SIG_IGN if signalled else previous)
+    return bool(signalled)
 
 
 async def _run(
-    plan: EvalPlan, single: EvalPlan | None, args: argparse.Namespace, err: Console, total: int
-) -> tuple[list[CaseRun], list[CaseRun] | None]:
+    plan: EvalPlan,
+    single: EvalPlan | None,
+    args: argparse.Namespace,
+    err: Console,
+    total: int,
+    team_runs: list[CaseRun],
+    single_runs: list[CaseRun] | None,
+) -> None:
+    """Every run, each added to `team_runs` or `single_runs` as it finishes: an interrupted eval keeps them."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.text import Text
 
     from mcp_team.evals.baseline import run_single_case
     from mcp_team.evals.runner import run_all
@@ -144,21 +229,80 @@ async def _run(
     with Progress(*columns, console=err, disable=args.quiet, transient=True) as progress:
         task = progress.add_task("cases", total=total)
 
-        def done(label: str) -> Callable[[CaseRun], None]:
+        def done(label: str, into: list[CaseRun]) -> Callable[[CaseRun], None]:
             def on_done(r: CaseRun) -> None:
+                into.append(r)
                 progress.advance(task)
                 if not args.quiet:
-                    mark = "[green]✓[/green]" if r.passed else "[red]✗[/red]"
                     again = f" ({r.attempt})" if args.repeat > 1 else ""
-                    progress.console.print(f"{mark} {label}{r.case.name}{again}")
+                    mark = Text("✓", "green") if r.passed else Text("✗", "red")
+                    progress.console.print(Text.assemble(mark, f" {label}{r.case.name}{again}"))
 
             return on_done
 
-        team_runs = await run_all(plan, on_done=done(""))
-        single_runs = None
-        if single is not None:
-            single_runs = await run_all(single, run_single_case, on_done=done("single agent: "))
-    return team_runs, single_runs
+        await run_all(plan, on_done=done("", team_runs))
+        if single is not None and single_runs is not None:
+            await run_all(single, run_single_case, on_done=done("single agent: ", single_runs))
+
+
+def _report(
+    args: argparse.Namespace,
+    out: Console,
+    err: Console,
+    suite: Suite,
+    source: str,
+    backend: str,
+    notice: str | None,
+    team_runs: list[CaseRun],
+    single_runs: list[CaseRun] | None,
+    interrupted: bool,
+    planned: int,
+) -> int:
+    """The JSON report first (the one thing a second signal must not cost), then the table of what finished and
+    the failures; the exit status: 130 when interrupted, else 0 only when every case passed."""
+    import json
+
+    from rich.text import Text
+
+    from mcp_team.evals.report import baseline_table, case_table, json_report, summarize
+
+    order = {case.name: i for i, case in enumerate(suite.cases)}
+    for runs in (team_runs, single_runs or []):
+        runs.sort(key=lambda r: (order[r.case.name], r.attempt))  # suite order, not the order they finished
+    finished = len(team_runs) + len(single_runs or [])
+    written = None
+    if args.json:
+        report = json_report(source, backend, notice, args.repeat, team_runs, single_runs, interrupted=interrupted)
+        if interrupted:
+            counts = {c.name: 0 for c in suite.cases}
+            for r in team_runs:
+                counts[r.case.name] += 1
+            report["not_finished"] = [name for name, n in counts.items() if n < args.repeat]
+        try:
+            Path(args.json).write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+            written = args.json
+        except OSError as exc:  # checked before the runs, but a disk fills up: said, the table still shown
+            error(f"--json {args.json}: cannot write the report ({exc.strerror or exc})", EXIT_FAILED)
+    summaries = summarize(team_runs)
+    title = f"{suite.name or source}: {sum(s.passed for s in summaries)}/{len(suite.cases)} cases pass"
+    if interrupted:
+        title += f" (interrupted: {finished} of {planned} run(s) finished)"
+    out.print(case_table(summaries, title=title, caption=notice))
+    failed = [r for r in team_runs if not r.passed]
+    for r in failed[:20]:
+        again = f" (run {r.attempt})" if args.repeat > 1 else ""
+        # The failures quote the suite's text and the answer: plain text, `[` included, never markup.
+        out.print(Text.assemble((f"✗ {r.case.name}{again}", "red"), ": " + "; ".join(r.failures()[:3])))
+    if single_runs:
+        out.print(baseline_table(team_runs, single_runs))
+    if written:
+        err.print(Text(f"mcp-team: report written to {written}"))
+    if interrupted:
+        err.print(f"mcp-team: interrupted: {finished} of {planned} run(s) finished; the report shows those")
+        return EXIT_CANCELLED
+    if written is None and args.json:
+        return EXIT_FAILED
+    return EXIT_OK if not failed else EXIT_FAILED
 
 
 SINGLE = ".single-agent"  # the suffix of a case's single-agent recording
