@@ -4,9 +4,8 @@ report, pass rates over repeats, and the team against a single agent doing the s
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -26,7 +25,6 @@ from mcp_team.server.commands.common import (
 )
 
 if TYPE_CHECKING:
-    from anyio.abc import TaskStatus
     from rich.console import Console
 
     from mcp_team.evals.runner import CaseRun, EvalPlan
@@ -108,6 +106,7 @@ def _evaluate(args: argparse.Namespace, suite: Suite, source: str, spec: TeamSpe
 
     from mcp_team.evals.report import OFFLINE_NOTICE
     from mcp_team.evals.runner import EvalPlan
+    from mcp_team.server.commands.interrupt import until_signalled
 
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     out = Console(highlight=False, width=None if Console().is_terminal else 160)
@@ -161,52 +160,6 @@ def _evaluate(args: argparse.Namespace, suite: Suite, source: str, spec: TeamSpe
     finally:
         if not getattr(args, "relaunchable", False):  # `main` in a process that goes on (a test's): as it was
             signal.signal(signal.SIGTERM, sigterm)
-
-
-async def until_signalled(work: Callable[[], Awaitable[None]]) -> bool:
-    """`work()`, cancelled by Ctrl-C or SIGTERM (a cancelled CI job); True when a signal cut it short. As `run`
-    takes them (commands/run.py): the first cancels the work and returns, so that what finished is reported; a
-    second Ctrl-C is a KeyboardInterrupt at once; a second SIGTERM is ignored while the report is written.
-    Returned, never raised: a task ending in an exception under a stopped loop is logged with its traceback."""
-    import asyncio
-    import signal
-
-    import anyio
-
-    signalled: list[int] = []
-    work_scope, sigint_scope = anyio.CancelScope(), anyio.CancelScope()
-    loop = asyncio.get_running_loop()
-
-    def stop() -> None:
-        work_scope.cancel()
-        sigint_scope.cancel()  # a Ctrl-C after a SIGTERM is a second signal too
-
-    def on_sigterm(signum: int, _frame: object) -> None:
-        # A plain handler, not a signal receiver: closing a receiver gives SIGTERM its default action back, and a
-        # second SIGTERM would kill the command (143) before its report is written.
-        if not signalled:
-            signalled.append(signum)
-            with contextlib.suppress(RuntimeError):  # the loop has closed: the work is over already
-                loop.call_soon_threadsafe(stop)
-
-    async def cancel_on_sigint(*, task_status: TaskStatus[None]) -> None:
-        with sigint_scope, anyio.open_signal_receiver(signal.SIGINT) as signals:
-            task_status.started()
-            async for signum in signals:
-                signalled.append(signum)
-                stop()
-                break
-        # Closed: SIGINT is a KeyboardInterrupt again, and a second Ctrl-C ends the command at once.
-
-    previous = signal.signal(signal.SIGTERM, on_sigterm)
-    async with anyio.create_task_group() as tg:
-        with work_scope:
-            await tg.start(cancel_on_sigint)  # started before the work: a signal until then is a KeyboardInterrupt
-            await work()
-        tg.cancel_scope.cancel()
-    # Signalled: ignored while the report is written (and, in the command's own process, to its end).
-    signal.signal(signal.SIGTERM, signal.SIG_IGN if signalled else previous)
-    return bool(signalled)
 
 
 async def _run(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import functools
 import sys
 import uuid
@@ -33,8 +32,6 @@ from mcp_team.server.commands.run_console import compare, progress, summary
 from mcp_team.server.commands.runs import durable_config, durable_flags
 
 if TYPE_CHECKING:
-    from anyio.abc import TaskStatus
-
     from mcp_team.handoffs import Budgets, RunEvent, RunResult
     from mcp_team.handoffs import Team as TeamType
     from mcp_team.llm import ModelSet
@@ -207,52 +204,17 @@ def _run_traced(
 async def _interruptible(run: Callable[..., Awaitable[RunResult]]) -> RunResult | None:
     """`run(on_finish=...)`, cancelled by Ctrl-C or SIGTERM (then its cancelled result, what finished, or None when
     it had none yet): killed by SIGTERM the command left its run running (a durable one for the next process to
-    resume), and Ctrl-C printed nothing of what the run had done. A second Ctrl-C ends the command at once; a
-    second SIGTERM is ignored. Returned, never raised: a second Ctrl-C stops the event loop while this task still
-    unwinds, and asyncio's shutdown logs the exception such a task ends with, traceback and all."""
-    import asyncio
-    import signal
-
-    import anyio
+    resume), and Ctrl-C printed nothing of what the run had done. See `interrupt.until_signalled`."""
+    from mcp_team.server.commands.interrupt import until_signalled
 
     stopped: list[RunResult] = []  # the run's last result, as the engine or the run service ends it
     result: RunResult | None = None
-    signalled: list[int] = []
-    run_scope, sigint_scope = anyio.CancelScope(), anyio.CancelScope()
-    loop = asyncio.get_running_loop()
 
-    def stop() -> None:
-        run_scope.cancel()
-        sigint_scope.cancel()  # a Ctrl-C after a SIGTERM is a second signal too: a KeyboardInterrupt, at once
+    async def work() -> None:
+        nonlocal result
+        result = await run(on_finish=stopped.append)
 
-    def on_sigterm(signum: int, _frame: object) -> None:
-        # A plain handler, kept to the process's end, not a signal receiver: closing one gives SIGTERM its default
-        # action (asyncio resets it), and a SIGTERM in the moment before it was ignored killed the command
-        # mid-cancel (143), its run left running. The first cancels the run; later ones wait for its record.
-        if not signalled:
-            signalled.append(signum)
-            with contextlib.suppress(RuntimeError):  # the loop has closed: the run is over already
-                loop.call_soon_threadsafe(stop)
-
-    async def cancel_on_sigint(*, task_status: TaskStatus[None]) -> None:
-        with sigint_scope, anyio.open_signal_receiver(signal.SIGINT) as signals:
-            task_status.started()
-            async for signum in signals:
-                signalled.append(signum)
-                stop()
-                break
-        # Closed: SIGINT is a KeyboardInterrupt again, and a second Ctrl-C ends the command at once.
-
-    signal.signal(signal.SIGTERM, on_sigterm)
-    async with anyio.create_task_group() as tg:
-        with run_scope:
-            # Started, not just scheduled: the run begins only once a signal cancels it. Until then a signal is a
-            # KeyboardInterrupt (cli.main), which nothing started yet can be left half-done by.
-            await tg.start(cancel_on_sigint)
-            result = await run(on_finish=stopped.append)
-        tg.cancel_scope.cancel()
-    if signalled:  # ignored to the end: Python's exit gives a signal handled by a function its default action
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    await until_signalled(work)
     if result is None:
         return stopped[-1] if stopped else None
     return result
