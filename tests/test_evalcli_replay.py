@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from support import cli_here
 
 TEAM = """\
@@ -68,3 +70,30 @@ def test_a_request_edited_by_hand_says_the_recording_was_edited(tmp_path: Path) 
     assert "the hash written beside it does not match it: the recording was edited by hand" in said, said
     assert f"Record the run again (mcp-team run --record {recording} ...)" in said, said
     assert "Traceback" not in proc.stderr
+
+
+def test_a_request_asked_more_often_than_recorded_is_said_so_not_blamed_on_an_edit(tmp_path: Path) -> None:
+    # Through the library: a run whose team asks one recorded request once more than the recording answered it
+    # (here, simply asked again) on a file nobody touched. It said the recording was edited by hand.
+    import anyio
+
+    from mcp_team.llm import ModelRequest
+    from mcp_team.llm.replay import Divergence, Recording, Replay
+
+    _, recording = _record(tmp_path)
+    loaded = Recording.load(str(recording))
+    first = loaded.exchanges[0]
+    replay = Replay(loaded)
+    request = ModelRequest.model_validate(first.request)
+    asked = sum(e.hash == first.hash for e in loaded.exchanges)
+
+    async def ask_once_more() -> str:
+        for _ in range(asked):
+            await replay.serve(request)
+        with pytest.raises(Divergence) as caught:
+            await replay.serve(request)
+        return str(caught.value)
+
+    said = anyio.run(ask_once_more)
+    assert f"answered {asked} time(s), and the run asked it once more" in said, said
+    assert "edited by hand" not in said

@@ -140,12 +140,19 @@ class Replay:
             "Nothing was answered in its place. If the change is intended, record the run again "
             f"(mcp-team run --record {path} ...)."
         )
+        key = request_hash(data)
+        if key in self._queues:  # recorded, and every recorded answer to it was given already
+            times = sum(e.hash == key for e in self.recording.exchanges)
+            return (
+                f"{head}\nThe recording has this very request, answered {times} time(s), and the run asked it once "
+                f"more: it asked the same thing more often than when it was recorded.\n{tail}"
+            )
         same = [e for e in self.recording.exchanges if (e.member, e.phase) == (request.member, request.phase)]
         if not same:
             asked = sorted({e.label().removeprefix("the ") for e in self.recording.exchanges})
             return f"{head}\nThe recording has no request of that member and phase; it has: {', '.join(asked)}.\n{tail}"
         closest = max(same, key=lambda e: _likeness(e.request, data))
-        if request_hash(closest.request) == request_hash(data):
+        if request_hash(closest.request) == key != closest.hash:
             # The request is there, under a hash that is not its own: its text was changed after it was written.
             return (
                 f"{head}\nThe recording has this very request ({closest.label()}, recorded call {closest.n}), but "
