@@ -37,3 +37,19 @@ def test_an_endpoint_that_cannot_be_sent_to_is_refused(flags: list[str], env: di
 def test_usable_endpoints_are_taken(flags: list[str], env: dict[str, str]) -> None:
     done = cli_here("run", "--ephemeral", "--model", "offline", "--trace-exporter", "none", *flags, "hi", **env)
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        # Not used, so not checked: tracing off, or no OTLP exporter (OTEL_* variables are often inherited).
+        {"OTEL_SDK_DISABLED": "true", "OTEL_EXPORTER_OTLP_ENDPOINT": "ftp://collector"},
+        {"OTEL_TRACES_EXPORTER": "none", "OTEL_EXPORTER_OTLP_ENDPOINT": "grpc://collector:4317"},
+        # gRPC's own targets, which its exporter passes to gRPC as they are.
+        {"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_EXPORTER_OTLP_ENDPOINT": "unix:///tmp/no-collector.sock"},
+        {"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_EXPORTER_OTLP_ENDPOINT": "dns:///127.0.0.1:9"},
+    ],
+)
+def test_an_endpoint_nothing_sends_to_or_a_grpc_target_is_no_error(env: dict[str, str]) -> None:
+    done = cli_here("run", "--ephemeral", "--model", "offline", "hi", **env)
+    assert done.returncode == 0, done.stderr

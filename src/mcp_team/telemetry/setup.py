@@ -102,17 +102,22 @@ def _has_path(url: str) -> bool:
         return False
 
 
+# gRPC's own name schemes (its naming doc): what the gRPC exporter hands to gRPC unchanged.
+_GRPC_TARGETS = ("unix:", "unix-abstract:", "dns:", "ipv4:", "ipv6:", "vsock:", "xds:")
+
+
 def _check_endpoint(endpoint: str, protocol: Protocol) -> None:
     """`ValueError` for an endpoint no exporter can send to: it was taken, and every export failed later (an
-    `ftp://` URL, a host that does not parse). gRPC's may be a bare `host:port`."""
+    `ftp://` URL, a host that does not parse). gRPC's may also be a bare `host:port` or a target of gRPC's own
+    (`unix:///run/otel.sock`, `dns:///collector:4317`), which its exporter passes to gRPC as it is."""
     example = "http://localhost:4317" if protocol == "grpc" else "http://localhost:4318"
+    if protocol == "grpc" and ("://" not in endpoint or endpoint.lower().startswith(_GRPC_TARGETS)):
+        return
     try:
         parts = urlsplit(endpoint)
         parts.port  # noqa: B018 (parses the port: `http://h:x` raises here)
     except ValueError as exc:
         raise ValueError(f"OTLP endpoint {endpoint!r} is not a valid URL ({exc}); use one such as {example}") from None
-    if protocol == "grpc" and "://" not in endpoint:
-        return
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError(f"OTLP endpoint {endpoint!r} must be an http:// or https:// URL such as {example}")
 
@@ -200,8 +205,6 @@ class TracingConfig:
             endpoint = value
         elif (value := _get(env, "OTEL_EXPORTER_OTLP_ENDPOINT")) is not None:
             endpoint = _traces_url(value) if protocol == "http/protobuf" else value
-        if endpoint is not None:
-            _check_endpoint(endpoint, protocol)
 
         # Exporter: explicit choice, else implied by an endpoint, else none.
         exporter: Exporter
@@ -213,6 +216,8 @@ class TracingConfig:
             exporter = "otlp"
         else:
             exporter = "none"
+        if endpoint is not None and exporter == "otlp" and not disabled:  # an endpoint nothing sends to is no error
+            _check_endpoint(endpoint, protocol)
 
         service_name = str(ov.get("service_name") or _get(env, "OTEL_SERVICE_NAME") or DEFAULT_SERVICE_NAME)
 
