@@ -74,17 +74,18 @@ def test_check_says_a_members_api_key_variable_is_unset(tmp_path: Path) -> None:
     unset = "LOCAL_LLM_KEY_UNSET_HERE"  # not LOCAL_LLM_KEY: the machine running the tests might set that one
     (tmp_path / "team.toml").write_text(TEAM.replace("LOCAL_LLM_KEY", unset))
     check = cli_here("check", cwd=tmp_path, OPENAI_API_KEY="sk-test")
-    assert check.returncode == 1, check
+    assert check.returncode == 0, check  # a warning: the file is valid, the key may be set where it runs
     assert "openai:qwen2.5:7b at http://127.0.0.1:11434/v1" in check.stdout  # the team is still shown
     assert check.stderr == (
-        f"mcp-team: specialist 'researcher': its API key variable {unset} is not set, so run and serve would stop "
-        f"on it; export {unset}=<its key>, or remove api_key_env from its entry\n"
+        f"mcp-team: warning: specialist 'researcher': its API key variable {unset} is not set, so run and serve "
+        f"would stop on it; export {unset}=<its key>, or remove api_key_env from its entry\n"
     )
     # What `run` says of it, for the same file: check found what run stops on.
     run = cli_here("run", "--ephemeral", "Research bees", cwd=tmp_path, OPENAI_API_KEY="sk-test")
     assert run.returncode == 2 and f"its API key variable {unset} is not set" in run.stderr, run
 
-    assert cli_here("check", cwd=tmp_path, OPENAI_API_KEY="sk-test", **{unset: "sk-local"}).returncode == 0
+    keyed = cli_here("check", cwd=tmp_path, OPENAI_API_KEY="sk-test", **{unset: "sk-local"})
+    assert (keyed.returncode, keyed.stderr) == (0, ""), keyed
     # On the offline model no key is read: nothing to say.
     offline = cli_here("check", cwd=tmp_path, MCP_TEAM_MODEL="offline")
     assert (offline.returncode, offline.stderr) == (0, ""), offline

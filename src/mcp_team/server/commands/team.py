@@ -99,10 +99,10 @@ def check_command(args: argparse.Namespace) -> int:
         print(f"supervisor (and planner): {describe_model(settings, 'supervisor')}")
     if spec.mcp_servers:
         print("MCP servers: " + ", ".join(m.name for m in spec.mcp_servers))
-    problems = _unset_keys(settings, members)
-    for problem in problems:
-        print(f"mcp-team: {problem}", file=sys.stderr)
-    return EXIT_FAILED if problems else EXIT_OK
+    # A warning, not a failure: the file is valid, and where check runs (a CI lint job) the secrets often are not.
+    for problem in _unset_keys(settings, members):
+        print(f"mcp-team: warning: {problem}", file=sys.stderr)
+    return EXIT_OK
 
 
 def _unset_keys(settings: ModelSettings | None, members: Mapping[str, MemberModel]) -> list[str]:
