@@ -104,3 +104,15 @@ print(len(memory.get_finished_spans()), ids == {after.run_id}, before.trace_id i
     )
     count, only_after, untraced_before = done.stdout.split()
     assert int(count) >= 3 and only_after == "True" and untraced_before == "True", done.stdout
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("shape", ["tuple", "generator"])
+async def test_processors_may_come_in_any_iterable(spans: Spans, shape: str) -> None:
+    # Refused since use_tracing checks its arguments up front (it asked for a Sequence); the SDK takes any.
+    memory = InMemorySpanExporter()
+    made = [SimpleSpanProcessor(memory)]
+    processors = tuple(made) if shape == "tuple" else (p for p in made)
+    with use_tracing(processors=processors):
+        result = await team().run(REQUEST)
+    assert run_ids(memory) == {result.run_id}

@@ -8,7 +8,7 @@ helpers cost a few microseconds.
 from __future__ import annotations
 
 import traceback
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
@@ -46,7 +46,7 @@ _caller_start: ContextVar[Start | None] = ContextVar("mcp_team_span_start", defa
 
 
 def use_tracing(
-    provider: trace.TracerProvider | None = None, *, processors: Sequence[SpanProcessor] = ()
+    provider: trace.TracerProvider | None = None, *, processors: Iterable[SpanProcessor] = ()
 ) -> AbstractContextManager[trace.TracerProvider]:
     """Send the spans of everything run inside this block to `provider` instead of the global one.
 
@@ -79,7 +79,9 @@ def _check_provider(provider: object) -> None:
 
 
 def _checked_processors(processors: object) -> list[SpanProcessor]:
-    """`processors` as a list once each is an SDK span processor; `TypeError` naming the first that is not."""
+    """`processors` (any iterable, read once) as a list once each is an SDK span processor; `TypeError` naming the
+    first that is not. A subclass of the SDK's `SpanProcessor`, not any object with its methods: the SDK's provider
+    calls hooks of that base class on each (`_on_ending`), which an object merely shaped like one lacks."""
     if isinstance(processors, Sequence) and not isinstance(processors, str) and not processors:
         return []
     # The SDK only now: a caller who passes processors has it loaded already (off the start-up path otherwise).
@@ -90,9 +92,10 @@ def _checked_processors(processors: object) -> list[SpanProcessor]:
     if isinstance(processors, SpanProcessor):
         raise TypeError(f"use_tracing: processors= takes {wanted}, got one {type(processors).__name__}; "
                         "put it in a list")  # fmt: skip
-    if isinstance(processors, (str, bytes)) or not isinstance(processors, Sequence):
+    if isinstance(processors, (str, bytes)) or not isinstance(processors, Iterable):
         raise TypeError(f"use_tracing: processors= takes {wanted}, got {type(processors).__name__}")
-    for i, p in enumerate(processors):
+    taken = list(processors)  # any iterable, read once
+    for i, p in enumerate(taken):
         if isinstance(p, SpanProcessor):
             continue
         if isinstance(p, type) and issubclass(p, SpanProcessor):
@@ -104,7 +107,7 @@ def _checked_processors(processors: object) -> list[SpanProcessor]:
         else:
             hint = f"{type(p).__name__}, not a span processor"
         raise TypeError(f"use_tracing: processors[{i}] is {hint}")
-    return list(processors)
+    return taken
 
 
 @contextmanager
