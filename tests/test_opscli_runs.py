@@ -34,6 +34,11 @@ def test_a_dead_processs_run_is_resumed_by_mcp_team_run_with_its_executor_id(tmp
     assert shown.returncode == 0 and "(its process, box-7, has ended)" in shown.stdout, shown
     assert note in shown.stdout, shown.stdout
     assert note in cli_here("runs", MCP_TEAM_STATE_DIR=str(tmp_path)).stdout
+    # And in JSON, for a script: which process, and that it is gone (it had only `process_gone`).
+    data = json.loads(cli_here("runs", "show", "--json", run_id, MCP_TEAM_STATE_DIR=str(tmp_path)).stdout)
+    assert (data["executor_id"], data["process_gone"]) == ("box-7", True), data
+    listed = json.loads(cli_here("runs", "--json", MCP_TEAM_STATE_DIR=str(tmp_path)).stdout)
+    assert [(r["run_id"], r["executor_id"]) for r in listed] == [(run_id, "box-7")], listed
 
     # Doing what it says resumes it. This request takes a round of model calls more than the resumed one (its
     # analyst calls a tool), at 1 s a call: the resumed run ends first, so this command sees it end.

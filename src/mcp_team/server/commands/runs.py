@@ -120,7 +120,7 @@ def _act(args: argparse.Namespace, config: DurableConfig, store: RunStore | None
     if args.action == "list":
         records = store.list(limit=args.limit) if store is not None and store.exists() else []
         if args.json:
-            print(json.dumps([{**_line(r), "process_gone": _orphaned(config, r)} for r in records], indent=2))
+            print(json.dumps([{**_line(r), **_process(config, r)} for r in records], indent=2))
         elif not records:
             print(f"mcp-team: no runs in {config.redacted_url}", file=sys.stderr)
         for r in records if not args.json else []:
@@ -132,7 +132,7 @@ def _act(args: argparse.Namespace, config: DurableConfig, store: RunStore | None
         return error(f"no run {args.run_id!r} in {config.redacted_url} (see 'mcp-team runs')", EXIT_FAILED)
     if args.action == "show":
         if args.json:
-            print(json.dumps({**record.view(), "process_gone": _orphaned(config, record)}, indent=2))
+            print(json.dumps({**record.view(), **_process(config, record)}, indent=2))
         else:
             _show(record)
             if _orphaned(config, record):
@@ -232,6 +232,12 @@ def _left(record: RunRecord) -> str:
         "no process: it ran on a client's model and cannot resume; a server here, or the next process "
         f"with --executor-id {record.executor_id}, marks it interrupted"
     )
+
+
+def _process(config: DurableConfig, r: RunRecord) -> dict[str, object]:
+    """Which process runs (or ran) `r` and whether it is gone: what a script needs to resume it with that
+    process's `--executor-id`."""
+    return {"executor_id": r.executor_id, "process_gone": _orphaned(config, r)}
 
 
 def _line(r: RunRecord) -> dict[str, object]:
