@@ -46,3 +46,25 @@ def test_an_interrupted_eval_reports_the_runs_that_finished(tmp_path: Path, sig:
     assert data["interrupted"] is True and data["passed"] is False
     assert [c["name"] for c in data["cases"]] == ["bees"] and data["cases"][0]["passed"] is True
     assert data["not_finished"] == ["wasps", "ants"]
+
+
+def test_an_eval_against_a_single_agent_interrupted_compares_only_what_both_finished(tmp_path: Path) -> None:
+    # The single agent's runs come after all the team's: stopped during them, the side-by-side set the team's whole
+    # suite against the single agent's first case.
+    suite = tmp_path / "suite.toml"
+    suite.write_text(SUITE)
+    env = clean_env(MCP_TEAM_MAX_CONCURRENCY="1", MCP_TEAM_OFFLINE_LATENCY_MS="300")
+    args = [MCP_TEAM, "eval", str(suite), "--model", "offline", "--baseline", "single-agent"]
+    proc = subprocess.Popen(args, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stderr is not None
+    seen = []
+    for line in proc.stderr:
+        seen.append(line)
+        if "✓ single agent: bees" in line or "✗ single agent: bees" in line:
+            break
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=HANG_GUARD)
+    err = "".join(seen) + err
+    assert proc.returncode == 130, err
+    assert "on the 1 run(s) both finished before the interrupt" in " ".join(out.split()), out
+    assert "Traceback" not in err, err

@@ -113,7 +113,9 @@ def totals(runs: Sequence[CaseRun]) -> dict[str, Any]:
     }
 
 
-def baseline_table(team: Sequence[CaseRun], single: Sequence[CaseRun]) -> Table:
+def baseline_table(
+    team: Sequence[CaseRun], single: Sequence[CaseRun], title: str = "The team against a single agent (same cases)"
+) -> Table:
     from rich.table import Table
     from rich.text import Text
 
@@ -127,7 +129,7 @@ def baseline_table(team: Sequence[CaseRun], single: Sequence[CaseRun]) -> Table:
         if failed := [r for r in runs if r.error is not None]:
             first = f"{failed[0].case.name}: {(failed[0].error or '').splitlines()[0]}"
             caption.append(f"\n{name}: {len(failed)} run(s) could not run, e.g. {first}", style="red")
-    table = Table(title="The team against a single agent (same cases)", caption=caption, caption_justify="left")
+    table = Table(title=Text(title), caption=caption, caption_justify="left")
     columns = ("", "model calls", "tokens", "cost", "wall time", "pass rate (answer)", "pass rate (all)")
     for column in (*columns, "could not run"):
         table.add_column(column, justify="left" if not column else "right")

@@ -26,6 +26,7 @@ from mcp_team.server.commands.common import (
 
 if TYPE_CHECKING:
     from rich.console import Console
+    from rich.table import Table
 
     from mcp_team.evals.runner import CaseRun, EvalPlan
     from mcp_team.evals.suite import Case, Suite
@@ -217,7 +218,7 @@ def _report(
 
     from rich.text import Text
 
-    from mcp_team.evals.report import baseline_table, case_table, json_report, summarize
+    from mcp_team.evals.report import case_table, json_report, summarize
 
     order = {case.name: i for i, case in enumerate(suite.cases)}
     for runs in (team_runs, single_runs or []):
@@ -247,7 +248,7 @@ def _report(
         # The failures quote the suite's text and the answer: plain text, `[` included, never markup.
         out.print(Text.assemble((f"✗ {r.case.name}{again}", "red"), ": " + "; ".join(r.failures()[:3])))
     if single_runs:
-        out.print(baseline_table(team_runs, single_runs))
+        out.print(_side_by_side(team_runs, single_runs, interrupted))
     if written:
         err.print(Text(f"mcp-team: report written to {written}"))
     if interrupted:
@@ -256,6 +257,21 @@ def _report(
     if written is None and args.json:
         return EXIT_FAILED
     return EXIT_OK if not failed else EXIT_FAILED
+
+
+def _side_by_side(team_runs: list[CaseRun], single_runs: list[CaseRun], interrupted: bool) -> Table:
+    """The team against a single agent. Interrupted, on the runs both finished: the single agent's runs come after
+    all of the team's, so totals over everything that finished would set a whole suite against a part of it."""
+    from mcp_team.evals.report import baseline_table
+
+    if not interrupted:
+        return baseline_table(team_runs, single_runs)
+    both = {(r.case.name, r.attempt) for r in team_runs} & {(r.case.name, r.attempt) for r in single_runs}
+    return baseline_table(
+        [r for r in team_runs if (r.case.name, r.attempt) in both],
+        [r for r in single_runs if (r.case.name, r.attempt) in both],
+        title=f"The team against a single agent, on the {len(both)} run(s) both finished before the interrupt",
+    )
 
 
 SINGLE = ".single-agent"  # the suffix of a case's single-agent recording
