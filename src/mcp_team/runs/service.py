@@ -87,9 +87,15 @@ class Runs(Execution):
                 runs.replicas = await replicas.join(config, store.engine, lease, runs._recover)
                 runs.checkpoints.inbox = approvals.inbox_of(store.engine)
             await runs._recover()
-        except BaseException:
+        except BaseException as exc:
             workflow.bind(None)
             lease.release()
+            if isinstance(exc, (sa.exc.DBAPIError, sa.exc.InvalidatePoolError)):
+                # The database went away (or refused a statement) part-way through: a PostgreSQL restart as the
+                # process starts. Said as the other start-up problems are, not as a traceback.
+                raise ConfigError(
+                    f"the runs database {config.redacted_url} failed while it was being opened: {reason_of(exc)}"
+                ) from None
             raise
         return runs
 
