@@ -1,7 +1,8 @@
 """A state directory on a disk that is full (a small tmpfs, filled): `mcp-team runs` and `runs show` still read
 the runs (SQLite cannot make a WAL reader's shared memory there, so they read the file as last written), and a
 run that cannot open the database says the disk is full. Both said only "disk I/O error" (exit 2), and listing
-failed, though the README says listing only reads. Needs root (mount); skipped where mounting is refused."""
+failed, though the README says listing only reads. Needs root (mount), as CI runs; fails saying so where a
+mount is refused."""
 
 from __future__ import annotations
 
@@ -19,11 +20,13 @@ from support import HANG_GUARD, MCP_TEAM, clean_env, cli_here
 def small_disk(tmp_path: Path) -> Iterator[Path]:
     place = tmp_path / "disk"
     place.mkdir()
+    # Failed, not skipped, where a mount is refused (as the browser tests fail without chromium): a test that
+    # skips in CI proves nothing. CI runs as root, which may mount.
     if os.geteuid() != 0:
-        pytest.skip("mounting a small tmpfs needs root")
+        pytest.fail("this test mounts a 4 MiB tmpfs as a full disk, which needs root: run the suite as root (as CI)")
     mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(place)], capture_output=True)
     if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
+        pytest.fail(f"this test needs to mount a tmpfs as a full disk, refused here: {mounted.stderr.decode().strip()}")
     try:
         yield place
     finally:
