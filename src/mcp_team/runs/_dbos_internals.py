@@ -198,6 +198,29 @@ def tune_internal_queue(polling_interval_sec: float) -> None:
         registry._register_internal_queue(INTERNAL_QUEUE_NAME, polling_interval_sec=polling_interval_sec)
 
 
+def space_background_jobs(interval_sec: float | None) -> None:
+    """Run DBOS's background jobs every `interval_sec` instead of every second (None: DBOS's own interval).
+
+    They enqueue delayed workflows and cancel workflows past their DBOS timeout; mcp-team makes neither (a run's
+    deadline is the engine's), so each pass finds nothing, but it costs two SQL statements through SQLAlchemy:
+    over half of an idle server's CPU (0.5% of a core, all day, in a Claude Desktop that keeps the server
+    running). For SQLite only: there the jobs' lock is no lock, while on PostgreSQL the process holding it keeps a
+    transaction open for the whole interval, which the 5 s idle timeout DBOS sets on it would end. A module
+    constant DBOS reads on each pass, so process-wide: `launch` sets it for every database it opens. Call before
+    `launch()`."""
+    from dbos import _workflow_commands
+
+    if not hasattr(_workflow_commands, "_BACKGROUND_JOBS_INTERVAL_SEC"):
+        raise RuntimeError(f"dbos {version('dbos')} has no _BACKGROUND_JOBS_INTERVAL_SEC; see {__name__}")
+    global _dbos_background_interval
+    if _dbos_background_interval is None:
+        _dbos_background_interval = _workflow_commands._BACKGROUND_JOBS_INTERVAL_SEC
+    _workflow_commands._BACKGROUND_JOBS_INTERVAL_SEC = interval_sec or _dbos_background_interval
+
+
+_dbos_background_interval: float | None = None  # DBOS's own, kept when first changed
+
+
 def start_executor_threads(count: int) -> None:
     """Start `count` threads of DBOS's executor now (call after `launch()`, with `max_executor_threads` set to
     `count`). The pool starts them lazily, one per call that finds none idle: during the first burst of runs,

@@ -23,6 +23,7 @@ from mcp_team.runs.serializer import JSONSerializer
 from mcp_team.runs.store import RunStore
 
 EXECUTOR_THREADS = 16  # DBOS's executor: at most this many threads, all started at launch
+BACKGROUND_JOBS_SECONDS = 60.0  # on SQLite, between two passes of DBOS's background jobs (none is ours)
 
 
 def check(config: DurableConfig) -> None:
@@ -85,6 +86,8 @@ def launch(config: DurableConfig, db: sa.Engine, executor_id: str, loop: asyncio
         # `DBOS.destroy` joins it: every close (each `mcp-team run`) waited up to a second for that sleep. A poll
         # with nothing awaited reads no database, so waking ten times a second costs next to nothing.
         dbos_config["notification_listener_polling_interval_sec"] = 0.1
+    # DBOS's background jobs find nothing of ours to do (see the function); on PostgreSQL their lock needs its pace.
+    internals.space_background_jobs(BACKGROUND_JOBS_SECONDS if config.sqlite_path is not None else None)
     DBOS(config=dbos_config)  # type: ignore[arg-type]
     logging.getLogger("dbos").addFilter(_without_traceback)
     logging.getLogger("dbos").addFilter(_REPEATS)  # once, however many times runs open in a process
