@@ -175,7 +175,7 @@ def test_invalid_arguments_are_named_one_by_one(served_client: tuple[Served, Cli
     served, client = served_client
     result = served.call(client.call_tool, "run_team", {"mode": "sideways", "max_handoffs": "many"})
     message = " ".join(c.text for c in result.content if isinstance(c, types.TextContent))
-    assert result.is_error and message.startswith("invalid argument(s) for run_team: "), message
+    assert result.is_error and message.startswith("Error executing tool run_team: invalid argument(s): "), message
     for problem in ("request: Field required", "mode: Input should be 'adaptive' or 'planned'", "max_handoffs: "):
         assert problem in message, message
 

@@ -10,6 +10,7 @@ from importlib import resources
 from mcp_team.errors import ConfigError
 from mcp_team.handoffs import RunSettings
 from mcp_team.specialists import DEFAULT_TEAM, Specialist
+from mcp_team.specialists.tools import MAX_RESULT_CHARS
 
 PRESETS = (
     "competitive-intelligence",
@@ -70,6 +71,7 @@ def render_team_file(specialists: Sequence[Specialist] = DEFAULT_TEAM, settings:
         "fetch_allow_private = false  # let fetch_url reach loopback/private/link-local addresses",
         "fetch_allowed_hosts = []     # hosts fetch_url may reach even if they are private",
         'notes_file = ".mcp-team/notes.jsonl"   # where write_note/read_notes keep the team\'s memory',
+        f"max_result_chars = {MAX_RESULT_CHARS}    # what a model sees of any tool's result or error; more is cut",
         "",
         '# Tools from other MCP servers, granted to a specialist as "server/tool" or "server/*":',
         "# [[mcp_servers]]",

@@ -7,8 +7,8 @@ revision). Here each is answered as the spec says, with a message that names the
 
 - `tools/call`: an unknown tool is a protocol error (-32602) listing the tools; unknown arguments are a tool
   error naming them and the accepted ones (a tool error, like the SDK's other argument errors, so a model can
-  correct its call), invalid ones a tool error naming each problem, and every tool's input schema says
-  `additionalProperties: false`;
+  correct its call), invalid ones a tool error naming each problem, both worded as the SDK words a tool's
+  `ToolError` ("Error executing tool NAME: ..."), and every tool's input schema says `additionalProperties: false`;
 - `prompts/get`: an unknown prompt, a missing required argument, an unknown or an invalid argument: -32602;
 - `resources/read`: a resource that does not exist is -32002 on 2025-11-25 and -32602 from 2026-07-28 on
   (SEP-2164), listing the resources and templates when no URI pattern matched;
@@ -160,15 +160,35 @@ def _named(kind: str, name: str, items: Iterable[NamedT]) -> NamedT:
     return by_name[name]
 
 
+def tool_error_text(tool: str, message: str) -> str:
+    """`message` worded as the SDK words every `ToolError` a tool raises: "Error executing tool X: ...". The errors
+    made here and in `task_wire` say it too, so a client (or its model) reads one form whichever made it."""
+    return f"Error executing tool {tool}: {message}"
+
+
+def tool_error(tool: str, message: str) -> types.CallToolResult:
+    """The tool error result (`isError`) saying `message`, worded as the SDK's."""
+    return types.CallToolResult(content=[types.TextContent(type="text", text=tool_error_text(tool, message))],
+                                is_error=True)  # fmt: skip
+
+
+def unknown_arguments(given: Iterable[str], accepted: Iterable[str]) -> str | None:
+    """What is wrong with arguments a tool does not accept (naming them and the accepted ones); None if none."""
+    accepted = list(accepted)
+    unknown = sorted(set(given) - set(accepted))
+    return f"unknown argument(s) {_names(unknown)}; it accepts: {_names(accepted)}" if unknown else None
+
+
+def invalid_arguments(exc: ValidationError) -> str:
+    """What is wrong with a tool's arguments, each problem as `where: what` (at most five, never the values)."""
+    return "invalid argument(s): " + "; ".join(f"{_loc(e['loc'])}: {message_of(e)}" for e in exc.errors()[:5])
+
+
 def _unknown_arguments(params: types.CallToolRequestParams, tools: Iterable[types.Tool]) -> types.CallToolResult | None:
     """The tool error for arguments the called tool does not accept (naming them and the accepted ones)."""
     tool = _named("tool", params.name, tools)
-    accepted = list(tool.input_schema.get("properties", {}))
-    unknown = sorted(set(params.arguments or {}) - set(accepted))
-    if not unknown:
-        return None
-    text = f"unknown argument(s) for {tool.name}: {_names(unknown)}; it accepts: {_names(accepted)}"
-    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
+    problem = unknown_arguments(params.arguments or {}, tool.input_schema.get("properties", {}))
+    return None if problem is None else tool_error(tool.name, problem)
 
 
 def _invalid_arguments(server: MCPServer[Any], params: types.CallToolRequestParams) -> types.CallToolResult | None:
@@ -181,9 +201,7 @@ def _invalid_arguments(server: MCPServer[Any], params: types.CallToolRequestPara
     try:
         tool.fn_metadata.validate_arguments(params.arguments or {})
     except ValidationError as exc:
-        problems = "; ".join(f"{_loc(e['loc'])}: {message_of(e)}" for e in exc.errors()[:5])
-        text = f"invalid argument(s) for {tool.name}: {problems}"
-        return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
+        return tool_error(tool.name, invalid_arguments(exc))
     return None
 
 

@@ -15,7 +15,7 @@ from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata, func_meta
 from pydantic import ValidationError
 
 from mcp_team.handoffs import RunResult
-from mcp_team.handoffs.schema import validation_problems
+from mcp_team.server.strict import invalid_arguments, tool_error, tool_error_text, unknown_arguments
 from mcp_team.telemetry.content import redact_value
 
 TASK_TOOL = "run_team"
@@ -103,18 +103,13 @@ def validate_arguments(arguments: Mapping[str, Any] | None) -> dict[str, Any]:
     """`run_team`'s arguments validated as a plain call validates them; -32602 naming what is wrong."""
     metadata = _run_team_metadata()
     given = dict(arguments or {})
-    accepted = set(metadata.arg_model.model_json_schema(by_alias=True).get("properties", {}))
-    if unknown := sorted(set(given) - accepted):
-        raise MCPError(
-            types.INVALID_PARAMS, f"unknown argument(s) for {TASK_TOOL}: {', '.join(unknown)}; it accepts: "
-            f"{', '.join(sorted(accepted))}"
-        )  # fmt: skip
+    accepted = metadata.arg_model.model_json_schema(by_alias=True).get("properties", {})
+    if problem := unknown_arguments(given, accepted):
+        raise MCPError(types.INVALID_PARAMS, tool_error_text(TASK_TOOL, problem))  # the plain call's words
     try:
         return metadata.validate_arguments(given)
     except ValidationError as exc:
-        raise MCPError(
-            types.INVALID_PARAMS, f"invalid arguments for {TASK_TOOL}: {'; '.join(validation_problems(exc))}"
-        ) from None
+        raise MCPError(types.INVALID_PARAMS, tool_error_text(TASK_TOOL, invalid_arguments(exc))) from None
 
 
 def tool_result(run: TaskRun) -> dict[str, Any]:
@@ -124,10 +119,7 @@ def tool_result(run: TaskRun) -> dict[str, Any]:
         converted = _run_team_metadata().convert_result(result)
         wire = converted.model_dump(by_alias=True, mode="json", exclude_none=True)
     else:
-        wire = types.CallToolResult(
-            content=[types.TextContent(type="text", text=f"Error executing tool {TASK_TOOL}: {_failure(run)}")],
-            is_error=True,
-        ).model_dump(by_alias=True, mode="json", exclude_none=True)
+        wire = tool_error(TASK_TOOL, _failure(run)).model_dump(by_alias=True, mode="json", exclude_none=True)
     # The result as data, without the envelope of the response it came in (resultType, _meta).
     return {k: redact_value(v) if k in ("content", "structuredContent") else v for k, v in wire.items() if k in KEEP}
 

@@ -44,6 +44,7 @@ from mcp.shared.inbound import MCP_NAME_HEADER, decode_header_value
 from mcp_types.jsonrpc import HEADER_MISMATCH
 from pydantic import Field
 
+from mcp_team.server.strict import tool_error_text
 from mcp_team.server.task_wire import (
     TASK_TOOL,
     TaskRun,
@@ -208,8 +209,8 @@ async def start_task(runs: TaskRuns, arguments: Any, on_end: OnEnd | None = None
     validated = validate_arguments(arguments)
     try:
         return await runs.start(validated, principal(), on_end)
-    except ToolError as exc:  # a limit or budget the caller must change
-        raise MCPError(types.INVALID_PARAMS, str(exc)) from None
+    except ToolError as exc:  # a limit or budget the caller must change, in the words of a plain call's error
+        raise MCPError(types.INVALID_PARAMS, tool_error_text(TASK_TOOL, str(exc))) from None
 
 
 def _declares(ctx: ServerRequestContext[Any, Any]) -> bool:

@@ -12,7 +12,7 @@ import os
 import tomllib
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -32,6 +32,7 @@ from mcp_team.specialists import DEFAULT_TEAM, Specialist, Tool
 from mcp_team.specialists.calculator import CALCULATE
 from mcp_team.specialists.definition import NAME_PATTERN
 from mcp_team.specialists.mcp_config import McpServerConfig
+from mcp_team.specialists.tools import MAX_RESULT_CHARS
 
 if TYPE_CHECKING:  # the pool imports the MCP SDK, which a team without MCP servers never needs
     from mcp_team.specialists.mcp_tools import McpToolPool
@@ -72,6 +73,9 @@ class ToolSettings(_Strict):
     fetch_allow_private: bool = False
     fetch_allowed_hosts: list[str] = Field(default_factory=list)
     fetch_max_bytes: int = Field(default=1_000_000, ge=1)
+    max_result_chars: int = Field(
+        default=MAX_RESULT_CHARS, ge=1, description="What a model sees of any tool's result or error; longer is cut."
+    )
     notes_file: str = ".mcp-team/notes.jsonl"
 
 
@@ -250,7 +254,7 @@ class TeamSpec:
                     description=spec.description,
                     system_prompt=self.prompts[spec.name],
                     model_role=spec.model_role,
-                    tools=tuple(tools),
+                    tools=tuple(replace(t, max_result_chars=self.model.tools.max_result_chars) for t in tools),
                     max_turns=spec.max_turns,
                     max_tokens=spec.max_tokens,
                     returns_verdict=spec.returns_verdict,

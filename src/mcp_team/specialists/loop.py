@@ -29,7 +29,7 @@ from mcp_team.llm import (
 from mcp_team.llm.text_calls import TEXT_TOOL_CALL_FEEDBACK, text_tool_call
 from mcp_team.llm.types import NO_USAGE, built, defaults_of, no_usage
 from mcp_team.specialists.definition import Specialist
-from mcp_team.specialists.tools import ToolFailed
+from mcp_team.specialists.tools import MAX_RESULT_CHARS, ToolFailed, capped
 from mcp_team.specialists.verdict import Verdict, parse_verdict
 from mcp_team.telemetry import spans
 from mcp_team.telemetry.attributes import AGENT_TURNS, TOOL_CALL_ARGUMENTS, TOOL_CALL_RESULT
@@ -244,6 +244,7 @@ async def _run_tool(specialist: Specialist, use: ToolUseBlock) -> ToolResultBloc
                     raise _NotText(
                         f"{use.name} returned {type(output).__name__}, not text: a Tool's run must return a str"
                     )
+                output = capped(output, tool.max_result_chars)  # the span records what the model sees
                 spans.record_content(span, TOOL_CALL_RESULT, lambda: output)
                 return ToolResultBlock(tool_use_id=use.id, content=output)
             except _NotText as exc:
@@ -254,6 +255,7 @@ async def _run_tool(specialist: Specialist, use: ToolUseBlock) -> ToolResultBloc
                 error, kind = f"{use.name} took longer than {TOOL_TIMEOUT:g} s", "timeout"
             except Exception as exc:  # a broken tool must not crash the specialist
                 error, kind = f"{use.name} failed: {type(exc).__name__}: {exc}", type(exc).__name__
+        error = capped(error, tool.max_result_chars if tool else MAX_RESULT_CHARS, "error")
         spans.mark_error(span, kind, message=error)
         spans.record_content(span, TOOL_CALL_RESULT, lambda: error)
         return ToolResultBlock(tool_use_id=use.id, content=error, is_error=True)

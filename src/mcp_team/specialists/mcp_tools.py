@@ -47,11 +47,10 @@ from mcp_types import CONNECTION_CLOSED
 from pydantic import ValidationError
 
 from mcp_team.specialists.mcp_config import McpServerConfig, local_name
-from mcp_team.specialists.tools import Tool, ToolFailed
+from mcp_team.specialists.tools import MAX_RESULT_CHARS, Tool, ToolFailed
 
 logger = logging.getLogger(__name__)
 
-MAX_OUTPUT_CHARS = 100_000
 _STDERR_TAIL = 600
 _MAX_LIST_PAGES = 50
 
@@ -115,7 +114,7 @@ class McpToolPool:
         *,
         start_timeout: float = 30.0,
         stop_timeout: float = 5.0,
-        max_output_chars: int = MAX_OUTPUT_CHARS,
+        max_output_chars: int = MAX_RESULT_CHARS,
     ) -> None:
         names = [c.name for c in configs]
         duplicates = sorted({n for n in names if names.count(n) > 1})
@@ -258,6 +257,7 @@ class McpToolPool:
             run=run,
             read_only=said.read_only_hint is True,
             destructive=said.destructive_hint is not False,
+            max_result_chars=self.max_output_chars,  # the loop cuts a longer result or error, as any tool's
         )
 
     def _stub(self, server: _Server, remote_name: str) -> Tool:
@@ -297,8 +297,6 @@ class McpToolPool:
         text = result_text(result)
         if result.is_error:
             raise ToolFailed(f"MCP server '{server.name}': {text or f'{name} failed without a message'}")
-        if len(text) > self.max_output_chars:
-            text = text[: self.max_output_chars] + f"\n\n[truncated: the result is {len(text)} characters]"
         return text
 
 

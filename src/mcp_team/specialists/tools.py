@@ -9,6 +9,11 @@ from typing import Any
 from mcp_team.errors import McpTeamError
 from mcp_team.llm import ToolDefinition
 
+# 25,000 to 33,000 tokens of English: a result that fits the smallest context of the default models (128k tokens)
+# with room for the task, earlier turns and the answer. A longer one would fail the next model call on the
+# context or the token budget, with an error that does not name the tool.
+MAX_RESULT_CHARS = 100_000
+
 
 class ToolFailed(McpTeamError):
     """A tool refused or failed; the message goes back to the model as an error result."""
@@ -27,6 +32,7 @@ class Tool:
     run: Callable[[dict[str, Any]], Awaitable[str]]
     read_only: bool = False
     destructive: bool = True  # when not read-only: it may delete or overwrite, not only add
+    max_result_chars: int = MAX_RESULT_CHARS  # what the model sees of a result or error: longer ones are cut
 
     def __post_init__(self) -> None:
         # Checked here, not when a model first calls it: a wrong schema would fail every model call of its specialist.
@@ -38,7 +44,22 @@ class Tool:
                 f"tool {self.name!r}: input_schema must be a JSON schema dict, not {wrong}: "
                 '{"type": "object", "properties": {...}}'
             )
+        limit = self.max_result_chars
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ValueError(f"tool {self.name!r}: max_result_chars must be a positive int, not {limit!r}")
 
     @property
     def definition(self) -> ToolDefinition:
         return ToolDefinition(name=self.name, description=self.description, input_schema=self.input_schema)
+
+
+def capped(text: str, limit: int, what: str = "result") -> str:
+    """`text`, or its first `limit` characters and a note saying it was cut, how long it was and what to do.
+
+    Cut on characters (code points), never inside one: the text stays valid whatever its encoding."""
+    if len(text) <= limit:
+        return text
+    return (
+        f"{text[:limit]}\n\n[truncated: the {what} is {len(text):,} characters; only the first {limit:,} are shown. "
+        "If you need the rest, ask the tool for less at a time (a narrower query, a part or a page).]"
+    )
