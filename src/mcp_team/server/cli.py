@@ -26,7 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="mcp-team", description="A team of LLM specialists and a supervisor, as an MCP server."
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    # Imported here, not at module level: `main` sets how `run` takes a signal before they load.
+    # Imported here, not at module level: `main` sets how `run` and `eval` take a signal before they load.
     from mcp_team.server.commands import eval, run, runs, serve, team, trace
 
     for command in (run, runs, serve, team, trace, eval):  # each adds its subcommands, in this order in --help
@@ -49,11 +49,12 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else list(argv)
-    # `run` cancels its run on SIGTERM as on Ctrl-C once the run starts (commands/run.py). Before, from here on,
-    # a SIGTERM is a Ctrl-C: KeyboardInterrupt, said below, exit 130; with the default action it killed the
-    # command silently with 143. Here is first: the imports before it are Python's own start-up, the package's
-    # docstrings and this module's (loaded already); importing the commands (typing, argparse...) comes after.
-    found = _signal.getsignal(_signal.SIGTERM) if words[:1] == ["run"] else None
+    # `run` and `eval` cancel their work on SIGTERM as on Ctrl-C once it starts (commands/interrupt.py). Before,
+    # from here on, a SIGTERM is a Ctrl-C: KeyboardInterrupt, said below, exit 130; with the default action it
+    # killed the command silently with 143 (`eval` loading its suite, a CI job cancelled early). Here is first: the
+    # imports before it are Python's own start-up, the package's docstrings and this module's (loaded already);
+    # importing the commands (typing, argparse...) comes after.
+    found = _signal.getsignal(_signal.SIGTERM) if words[:1] in (["run"], ["eval"]) else None
     early = found == _signal.SIG_DFL
     try:
         if early:
