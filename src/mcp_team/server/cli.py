@@ -80,11 +80,25 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         return report(exc)
     finally:
+        if argv is None:
+            _ignore_sigterm_at_exit()
         if found is not None and argv is not None and _signal.getsignal(_signal.SIGTERM) != found:
             # `main` called in a process that goes on (a test's, a program's of its own handler) leaves SIGTERM as
             # it found it: set here, or ignored as a run was cancelled (commands/run.py). The command's own
             # process keeps it to its end (a SIGTERM ignored while a run is cancelled is still ignored at exit).
             _set_sigterm(found)
+
+
+def _ignore_sigterm_at_exit() -> None:
+    """The command has ended with its status: a SIGTERM as the interpreter exits changes nothing. Python's exit gives
+    a signal it handled its default action back before it unloads its modules (a tenth of a second and more here),
+    and a SIGTERM then (a supervisor stopping everything; an MCP client's close-stdin-then-SIGTERM as `serve` exits;
+    a second one to `serve --http`) killed a command whose work and output were complete: 143, which a script reads
+    as killed. Ignored from the exit's handlers on (`atexit`), not now: before them the interpreter waits for the
+    command's threads, and one that never ended would make a process that also ignores SIGTERM."""
+    import atexit  # built into the interpreter: some tens of microseconds
+
+    atexit.register(_set_sigterm, _signal.SIG_IGN)
 
 
 def _set_sigterm(handler: object) -> None:
