@@ -26,7 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="mcp-team", description="A team of LLM specialists and a supervisor, as an MCP server."
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    # Imported here, not at module level: `main` sets how `run` takes a signal before they load.
+    # Imported here, not at module level: `main` sets how `run` and `eval` take a signal before they load.
     from mcp_team.server.commands import eval, run, runs, serve, team, trace
 
     for command in (run, runs, serve, team, trace, eval):  # each adds its subcommands, in this order in --help
@@ -49,11 +49,12 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else list(argv)
-    # `run` cancels its run on SIGTERM as on Ctrl-C once the run starts (commands/run.py). Before, from here on,
-    # a SIGTERM is a Ctrl-C: KeyboardInterrupt, said below, exit 130; with the default action it killed the
-    # command silently with 143. Here is first: the imports before it are Python's own start-up, the package's
-    # docstrings and this module's (loaded already); importing the commands (typing, argparse...) comes after.
-    found = _signal.getsignal(_signal.SIGTERM) if words[:1] == ["run"] else None
+    # `run` and `eval` cancel their work on SIGTERM as on Ctrl-C once it starts (commands/interrupt.py). Before,
+    # from here on, a SIGTERM is a Ctrl-C: KeyboardInterrupt, said below, exit 130; with the default action it
+    # killed the command silently with 143 (`eval` loading its suite, a CI job cancelled early). Here is first: the
+    # imports before it are Python's own start-up, the package's docstrings and this module's (loaded already);
+    # importing the commands (typing, argparse...) comes after.
+    found = _signal.getsignal(_signal.SIGTERM) if words[:1] in (["run"], ["eval"]) else None
     early = found == _signal.SIG_DFL
     try:
         if early:
@@ -79,11 +80,25 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         return report(exc)
     finally:
+        if argv is None:
+            _ignore_sigterm_at_exit()
         if found is not None and argv is not None and _signal.getsignal(_signal.SIGTERM) != found:
             # `main` called in a process that goes on (a test's, a program's of its own handler) leaves SIGTERM as
             # it found it: set here, or ignored as a run was cancelled (commands/run.py). The command's own
             # process keeps it to its end (a SIGTERM ignored while a run is cancelled is still ignored at exit).
             _set_sigterm(found)
+
+
+def _ignore_sigterm_at_exit() -> None:
+    """The command has ended with its status: a SIGTERM as the interpreter exits changes nothing. Python's exit gives
+    a signal it handled its default action back before it unloads its modules (a tenth of a second and more here),
+    and a SIGTERM then (a supervisor stopping everything; an MCP client's close-stdin-then-SIGTERM as `serve` exits;
+    a second one to `serve --http`) killed a command whose work and output were complete: 143, which a script reads
+    as killed. Ignored from the exit's handlers on (`atexit`), not now: before them the interpreter waits for the
+    command's threads, and one that never ended would make a process that also ignores SIGTERM."""
+    import atexit  # built into the interpreter: some tens of microseconds
+
+    atexit.register(_set_sigterm, _signal.SIG_IGN)
 
 
 def _set_sigterm(handler: object) -> None:

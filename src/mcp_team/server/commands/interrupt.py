@@ -16,9 +16,10 @@ async def until_signalled(work: Callable[[], Awaitable[None]]) -> bool:
     """`await work()`, cancelled by Ctrl-C or SIGTERM; True when a signal cut it short.
 
     Returned, never raised: a second Ctrl-C stops the event loop while this task still unwinds, and asyncio's
-    shutdown logs the exception such a task ends with, traceback and all. SIGTERM's handler is kept to the
-    process's end (ignored once signalled): killed by a SIGTERM, the command would leave its work half done (a
-    durable run running, a report unwritten)."""
+    shutdown logs the exception such a task ends with, traceback and all. SIGTERM is taken to the process's end:
+    killed by a SIGTERM, the command would leave its work half done (a durable run running, a report unwritten).
+    Once the work is over, signalled or not, it is ignored (see the end). The caller puts it back if its process
+    goes on (`cli.main` called by another program)."""
     import asyncio
     import signal
 
@@ -51,13 +52,18 @@ async def until_signalled(work: Callable[[], Awaitable[None]]) -> bool:
         # Closed: SIGINT is a KeyboardInterrupt again, and a second Ctrl-C ends the command at once.
 
     signal.signal(signal.SIGTERM, on_sigterm)
-    async with anyio.create_task_group() as tg:
-        with work_scope:
-            # Started, not just scheduled: the work begins only once a signal cancels it. Until then a signal is a
-            # KeyboardInterrupt (cli.main), which nothing started yet can be left half-done by.
-            await tg.start(cancel_on_sigint)
-            await work()
-        tg.cancel_scope.cancel()
-    if signalled:  # ignored to the end: Python's exit gives a signal handled by a function its default action
+    try:
+        async with anyio.create_task_group() as tg:
+            with work_scope:
+                # Started, not just scheduled: the work begins only once a signal cancels it. Until then a signal
+                # is a KeyboardInterrupt (cli.main), which nothing started yet can be left half-done by.
+                await tg.start(cancel_on_sigint)
+                await work()
+            tg.cancel_scope.cancel()
+    finally:
+        # Ignored, not handled by `on_sigterm`: nothing is left for it to cancel, and a signal with a handler
+        # interrupts the command's write of its answer or report. With PYTHONUNBUFFERED set (as Docker images
+        # often set it) stdout writes straight to its file, and the rest of a write the signal cut short, to a
+        # pipe whose reader is slower, was lost: the answer cut off, exit 0.
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     return bool(signalled)
