@@ -114,6 +114,14 @@ def test_the_cli_says_an_unknown_cost_is_unknown() -> None:
     assert "cost unknown" in proc.stderr and "$0" not in proc.stderr
 
 
+def test_the_cli_says_the_cost_is_unknown_when_a_priced_gateway_counts_no_tokens() -> None:
+    with FakeOpenAIAPI(brain=offline_brain, usage=False) as api:  # priced by OpenAI's list, but no `usage`
+        env = {"OPENAI_BASE_URL": api.base_url, "MCP_TEAM_PRICES": json.dumps({api.base_url: "openai"})}
+        proc = cli_here("run", "--ephemeral", "--model", f"openai:{MODEL}", REQUEST, **env)
+    assert "complete:" in proc.stderr and "cost unknown" in proc.stderr and "$0" not in proc.stderr, proc.stderr
+    assert "reports no token usage" in proc.stderr  # and why
+
+
 def test_max_cost_is_refused_when_not_a_positive_number() -> None:
     proc = cli_here("run", "--ephemeral", "--model", "offline", "--max-cost", "-1", "Research bees")
     assert proc.returncode == 2 and "max-cost" in proc.stderr and "Traceback" not in proc.stderr

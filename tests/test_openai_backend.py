@@ -221,14 +221,17 @@ async def test_usage_with_cached_tokens(api: FakeOpenAIAPI) -> None:
     assert response.usage == Usage(input_tokens=100, output_tokens=7, cache_read_input_tokens=60)
 
 
-async def test_missing_usage_counts_zero_and_says_so_once(api: FakeOpenAIAPI, caplog: pytest.LogCaptureFixture) -> None:
+async def test_missing_usage_counts_zero_at_an_unknown_cost_and_says_so_once(
+    api: FakeOpenAIAPI, caplog: pytest.LogCaptureFixture
+) -> None:
     api.reply(200, completion("one", usage={}))
     api.reply(200, completion("two", usage={"prompt_tokens": None, "completion_tokens": None}))
-    api.reply(200, completion("three", usage={}))
+    api.reply(200, completion("three", usage={"prompt_tokens": 12}))
     model = model_for(api)
     with caplog.at_level(logging.WARNING, logger="mcp_team.llm.openai"):
         responses = [await model.complete(ask()) for _ in range(3)]
-    assert [r.usage for r in responses] == [Usage(), Usage(), Usage()]
+    unknown = Usage(cost_usd=None)
+    assert [r.usage for r in responses] == [unknown, unknown, Usage(input_tokens=12, cost_usd=None)]
     warnings = [r.getMessage() for r in caplog.records if "reports no token usage" in r.getMessage()]
     assert len(warnings) == 1 and api.base_url in warnings[0] and MODEL in warnings[0]
 

@@ -251,7 +251,8 @@ def from_api_message(message: anthropic.types.Message) -> ModelResponse:
 
     The SDK does not validate replies, so a gateway's odd one is read as far as it makes sense: a tool
     call whose input is no object gets an `input_error` (sent back to the model to fix, never run), a
-    reply without usage counts zero tokens. Raises `AttributeError`/`TypeError` for one that is no reply.
+    reply without usage counts zero tokens, at an unknown cost. Raises `AttributeError`/`TypeError` for one
+    that is no reply.
     """
     content: list[TextBlock | ToolUseBlock] = []
     for block in message.content:
@@ -260,17 +261,29 @@ def from_api_message(message: anthropic.types.Message) -> ModelResponse:
         elif block.type == "tool_use":
             arguments, error = tool_input(block.input)
             content.append(ToolUseBlock(id=block.id, name=block.name, input=arguments, input_error=error))
-    u = message.usage
-    cache_read = (u and u.cache_read_input_tokens) or 0
-    cache_creation = (u and u.cache_creation_input_tokens) or 0
-    usage = Usage(
-        input_tokens=((u and u.input_tokens) or 0) + cache_read + cache_creation,
-        output_tokens=(u and u.output_tokens) or 0,
-        cache_read_input_tokens=cache_read,
-        cache_creation_input_tokens=cache_creation,
-    )
+    usage = _usage(message.usage)
     stop_reason = _STOP_REASONS.get(message.stop_reason or "end_turn", "end_turn")
     return ModelResponse(content=content, stop_reason=stop_reason, usage=usage, model=message.model, id=message.id)
+
+
+def _usage(u: object) -> Usage:
+    """The reply's token counts (ours include cached input; the API's `input_tokens` does not).
+
+    A gateway may leave counts out: what is missing counts zero, and without both input and output counts the
+    cost is unknown (null), never priced from the zeros (which would call the call free).
+    """
+    counts = {
+        name: getattr(u, name, None)
+        for name in ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+    }
+    cache_read, cache_creation = counts["cache_read_input_tokens"] or 0, counts["cache_creation_input_tokens"] or 0
+    return Usage(
+        input_tokens=(counts["input_tokens"] or 0) + cache_read + cache_creation,
+        output_tokens=counts["output_tokens"] or 0,
+        cache_read_input_tokens=cache_read,
+        cache_creation_input_tokens=cache_creation,
+        cost_usd=None if counts["input_tokens"] is None or counts["output_tokens"] is None else 0.0,
+    )
 
 
 def tool_input(raw: object) -> tuple[dict[str, Any], str | None]:

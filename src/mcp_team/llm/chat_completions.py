@@ -3,8 +3,8 @@ reply as a `ModelResponse`, however incomplete a compatible server made it.
 
 Tool results become `tool` messages (failed ones marked in their text: the API has no error flag); tool-call
 arguments that are not a JSON object become a `ToolUseBlock` with `input_error`, for the engine to send back
-to the model to fix; a reply without `usage` counts zero tokens. The SDK's types are for the type checker
-only: `import openai` is llm/openai.py's alone (it is slow).
+to the model to fix; a reply without `usage` counts zero tokens, at an unknown cost. The SDK's types are for
+the type checker only: `import openai` is llm/openai.py's alone (it is slow).
 """
 
 from __future__ import annotations
@@ -162,13 +162,18 @@ def from_completion(completion: ChatCompletion, requested_model: str) -> ModelRe
 
 
 def from_usage(usage: Any) -> Usage:
-    """The reply's token counts; zeros when a server reports none. `prompt_tokens` includes cached input."""
-    if usage is None:
-        return Usage()
+    """The reply's token counts; `prompt_tokens` includes cached input.
+
+    A server that reports no count, or only one of the two, leaves what the call used unknown: it counts zero
+    for what is missing, and its cost is unknown (null), never priced from the zeros (which would call it free).
+    """
+    prompt = getattr(usage, "prompt_tokens", None)
+    completion = getattr(usage, "completion_tokens", None)
     details = getattr(usage, "prompt_tokens_details", None)
     return Usage(
-        input_tokens=getattr(usage, "prompt_tokens", None) or 0,
-        output_tokens=getattr(usage, "completion_tokens", None) or 0,
+        input_tokens=prompt or 0,
+        output_tokens=completion or 0,
         cache_read_input_tokens=(getattr(details, "cached_tokens", None) or 0) if details else 0,
         cache_creation_input_tokens=(getattr(details, "cache_write_tokens", None) or 0) if details else 0,
+        cost_usd=None if prompt is None or completion is None else 0.0,
     )

@@ -8,7 +8,7 @@ Ollama, vLLM, llama.cpp's server, LM Studio), so this module owns the difference
   rejects the parameter; a server that returns one call per turn simply takes more turns;
 - tool-call arguments that are not a JSON object become a `ToolUseBlock` with `input_error`, for the
   engine to send back to the model to fix;
-- a reply without `usage` counts zero tokens (and says so once in the log);
+- a reply without `usage` counts zero tokens at an unknown cost (and says so once in the log);
 - a model or server without tool support is a `bad_request` that says so and what to do.
 Retrying 408/409/429/5xx with backoff (honouring `retry-after`) is left to the SDK.
 The request and reply in Chat Completions' shapes (messages, tools, tool-call arguments, usage) are
@@ -201,10 +201,10 @@ class OpenAIModel:
             response = from_completion(completion, self.name)
         except (AttributeError, TypeError, ValueError, IndexError, KeyError) as err:
             raise self._unreadable(f"not a Chat Completions reply: {err}") from None
-        if getattr(completion, "usage", None) is None and not self._warned_no_usage:
+        if response.usage.cost_usd is None and not self._warned_no_usage:  # no counts, or not both
             self._warned_no_usage = True
             log.warning(
-                "%s reports no token usage for %s: token budgets and costs cannot count its calls",
+                "%s reports no token usage for %s: token budgets cannot count its calls, and their cost is unknown",
                 self.where,
                 self.name,
             )
