@@ -18,7 +18,9 @@ the brain's answers):
 - `invalid_arguments`: that many of the next tool calls get arguments that are not valid JSON;
 - `usage=False`: replies carry no `usage`;
 - `parallel=False`: at most one tool call per reply;
-- `reject_params`: request parameters answered with OpenAI's "Unsupported parameter" 400.
+- `reject_params`: request parameters answered with OpenAI's "Unsupported parameter" 400;
+- `reasoning_in_content`: a reasoning model's thinking comes first in each reply's text, in `<think>` tags, as
+  on vLLM without `--reasoning-parser`.
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ ToolsError = Literal["ollama", "llama.cpp", "vllm"]
 ERROR_PREFIX = "Error: "  # how the backend marks a failed tool result (see mcp_team.llm.chat_completions)
 
 _ids = itertools.count(1)
+
+THINKING = "<think>\nThe user asked for something. Let me work out which step comes first.\n</think>"
 
 # The HTTP status and error type OpenAI uses for each `ModelError` kind.
 _ERROR_STATUS: dict[str, tuple[int, str]] = {
@@ -215,6 +219,7 @@ class FakeOpenAIAPI(FakeJSONAPI):
         usage: bool = True,
         parallel: bool = True,
         reject_params: tuple[str, ...] = (),
+        reasoning_in_content: bool = False,
     ) -> None:
         super().__init__()
         self.brain = brain
@@ -223,6 +228,7 @@ class FakeOpenAIAPI(FakeJSONAPI):
         self.usage = usage
         self.parallel = parallel
         self.reject_params = reject_params
+        self.reasoning_in_content = reasoning_in_content
 
     @property
     def base_url(self) -> str:
@@ -282,6 +288,8 @@ class FakeOpenAIAPI(FakeJSONAPI):
                     call["function"]["arguments"] = call["function"]["arguments"][:-1]  # cut off: not JSON
         if not self.usage:
             body.pop("usage", None)
+        if self.reasoning_in_content:
+            message["content"] = f"{THINKING}\n\n{message['content'] or ''}"
         return body
 
 

@@ -271,6 +271,19 @@ async def test_a_supervisor_turn_written_as_json_text_goes_back_and_is_never_the
 # --- sampling settings ---------------------------------------------------------------------------
 
 
+@pytest.mark.anyio
+async def test_a_supervisor_call_written_as_text_after_its_thinking_goes_back_and_is_never_the_answer(
+    gpt: FakeOpenAIAPI,
+) -> None:
+    """As a reasoning model (Qwen3, DeepSeek-R1 distills) on a server that leaves its thinking in the content."""
+    call = {"name": "handoff_to_researcher", "arguments": {"task": "Research the transistor"}}
+    gpt.reply(200, completion(f"<think>\nI should hand this off.\n</think>\n\n{json.dumps(call)}", model=MODEL))
+    result = await Team(ModelSet.single(on(gpt))).run(REQUEST)
+    assert result.status == "complete" and result.handoffs
+    assert "handoff_to_researcher" not in result.answer and "<think>" not in result.answer
+    assert [(f.kind, f.recovered) for f in result.failures] == [("malformed_tool_call", True)]
+
+
 def test_sampling_settings_per_role_and_member_are_sent(gpt: FakeOpenAIAPI, tmp_path: Path) -> None:
     team = tmp_path / "team.toml"
     team.write_text(

@@ -277,6 +277,36 @@ async def test_missing_ids_types_and_model_are_filled_in(api: FakeOpenAIAPI) -> 
     assert (response.model, response.id) == (MODEL, None)
 
 
+@pytest.mark.parametrize(
+    ("content", "finish_reason", "text", "stop_reason"),
+    [
+        ("<think>\nThey want the notes.\n</think>\n\nThe notes say X.", "stop", "The notes say X.", "end_turn"),
+        ("  <think>a</think>The notes say X.", "stop", "The notes say X.", "end_turn"),
+        # The chat template opened the tag in the prompt: only its end is in the reply.
+        ("They want the notes.\n</think>\n\nThe notes say X.", "stop", "The notes say X.", "end_turn"),
+        ("<think>\nThey want the notes, so I", "length", "", "max_tokens"),  # cut off while thinking
+        ("Write <think> and </think> around it.", "stop", "Write <think> and </think> around it.", "end_turn"),
+        ("The notes say X.", "stop", "The notes say X.", "end_turn"),
+    ],
+)
+async def test_thinking_written_into_the_content_is_not_the_answer(
+    api: FakeOpenAIAPI, content: str, finish_reason: str, text: str, stop_reason: str
+) -> None:
+    api.reply(200, completion(content, finish_reason=finish_reason))
+    response = await model_for(api).complete(ask())
+    assert (response.text, response.stop_reason) == (text, stop_reason)
+
+
+async def test_a_full_run_on_a_reasoning_model_that_thinks_in_its_content_answers_without_its_thinking() -> None:
+    with FakeOpenAIAPI(brain=offline_brain, reasoning_in_content=True) as api:
+        result, bodies = await run_team(api)
+    assert result.status == "complete", result.failures
+    assert "12*(3+4)/2 = 42" in result.answer
+    assert "<think>" not in result.answer and "Let me work out" not in result.answer
+    assert not [h.target for h in result.handoffs if "<think>" in h.output]
+    assert not [m for b in bodies for m in b["messages"] if "<think>" in str(m.get("content"))]  # nor sent back
+
+
 async def test_content_as_parts_is_text(api: FakeOpenAIAPI) -> None:
     api.reply(200, completion([{"type": "text", "text": "two "}, {"type": "text", "text": "parts"}]))
     assert (await model_for(api).complete(ask())).text == "two parts"
