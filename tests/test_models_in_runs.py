@@ -215,6 +215,32 @@ def test_check_shows_each_members_model(tmp_path: Path) -> None:
     assert "supervisor (and planner): openai:gpt-4o" in proc.stdout
 
 
+def test_a_rejected_key_is_named_where_it_was_set_with_the_model_it_was_for(tmp_path: Path) -> None:
+    """A specialist on its own endpoint, its key in its own variable (a Groq key, say): a 401 names that
+    variable, not OPENAI_API_KEY, which the user never set; a role's key, its MCP_TEAM_* variable."""
+    with FakeOpenAIAPI(brain=offline_brain) as gateway, FakeOpenAIAPI() as groq:
+        groq.fail(401, "Invalid API Key", type="invalid_request_error", code="invalid_api_key", times=10)
+        groq_url = groq.base_url
+        gateway.fail(401, "Invalid API Key", type="invalid_request_error", code="invalid_api_key", times=10)
+        team = tmp_path / "team.toml"
+        team.write_text(
+            '[[specialists]]\nname = "researcher"\ndescription = "Finds facts."\nprompt = "Find facts."\n'
+            f'model = "openai:llama-3.1-8b-instant"\nbase_url = "{groq.base_url}"\napi_key_env = "GROQ_API_KEY"\n'
+        )
+        env = {"GROQ_API_KEY": "gsk_revoked", "MCP_TEAM_MAX_RETRIES": "0"}
+        offline = {"MCP_TEAM_SUPERVISOR_MODEL": "offline", "MCP_TEAM_SPECIALIST_MODEL": "offline"}  # all but it
+        proc = cli_here("run", "--json", "--ephemeral", "--team", str(team), "Research bees", **env, **offline)
+        supervisor = cli_here(
+            "run", "--json", "--ephemeral", "--team", str(team), "--model", f"openai:{MODEL}", "Research bees",
+            OPENAI_BASE_URL=gateway.base_url, MCP_TEAM_SUPERVISOR_API_KEY="sk-supervisor-revoked", **env,
+        )  # fmt: skip
+    (failure,) = {f["reason"] for f in json.loads(proc.stdout)["failures"]}
+    assert "rejected the API key of the llama-3.1-8b-instant call" in failure and groq_url in failure
+    assert failure.endswith("check GROQ_API_KEY"), failure
+    reasons = [f["reason"] for f in json.loads(supervisor.stdout)["failures"]]
+    assert any(r.endswith("check MCP_TEAM_SUPERVISOR_API_KEY") and MODEL in r for r in reasons), reasons
+
+
 def test_a_bad_member_model_is_reported_with_its_key_path(tmp_path: Path) -> None:
     team = tmp_path / "team.toml"
     team.write_text(

@@ -63,6 +63,8 @@ class AnthropicModel:
 
     The SDK client is created on the first call (and is then bound to that call's event loop).
     `api_key=None` and `base_url=None` fall back to `ANTHROPIC_API_KEY` and `ANTHROPIC_BASE_URL`.
+    `key_setting` and `url_setting` name where the key and the base URL were set (a variable, a team file's
+    entry), for the errors that say what to check.
     """
 
     provider = "anthropic"
@@ -76,10 +78,13 @@ class AnthropicModel:
         max_retries: int = 4,
         timeout: float = 120.0,
         price_provider: str | None = None,
+        key_setting: str = "ANTHROPIC_API_KEY",
+        url_setting: str = "ANTHROPIC_BASE_URL",
     ) -> None:
         self.name = model
         self.max_retries = max_retries
         self.timeout = timeout
+        self.key_setting, self.url_setting = key_setting, url_setting
         self._api_key = api_key
         self._base_url = base_url
         url = (base_url or os.environ.get("ANTHROPIC_BASE_URL") or "").rstrip("/")
@@ -160,7 +165,7 @@ class AnthropicModel:
         hint = (
             ""
             if self.base_url is None
-            else "; check the base URL (ANTHROPIC_BASE_URL): it should be the server's Anthropic Messages API, "
+            else f"; check the base URL ({self.url_setting}): it should be the server's Anthropic Messages API, "
             "without /v1 (the SDK adds /v1/messages)"
         )
         return ModelError("server_error", self._scrub(unreadable(self._where, self.name, why, hint)))
@@ -172,7 +177,7 @@ class AnthropicModel:
 
     def _describe(self, err: anthropic.AnthropicError) -> tuple[ErrorKind, int | None, str]:
         if isinstance(err, anthropic.CredentialsError):
-            return ("auth", None, f"the Anthropic credentials could not be loaded: {err}; check ANTHROPIC_API_KEY")
+            return ("auth", None, f"the Anthropic credentials could not be loaded: {err}; check {self.key_setting}")
         where = self._where
         detail = hint = ""
         if isinstance(err, anthropic.APIStatusError):
@@ -186,8 +191,8 @@ class AnthropicModel:
             where=where,
             timeout=self.timeout,
             max_retries=self.max_retries,
-            key_variable="ANTHROPIC_API_KEY",
-            url_variable="ANTHROPIC_BASE_URL",
+            key_variable=self.key_setting,
+            url_variable=self.url_setting,
             detail=detail,
             hint=hint,
         )

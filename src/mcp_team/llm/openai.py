@@ -80,7 +80,8 @@ class OpenAIModel:
 
     `api_key=None` and `base_url=None` fall back to `OPENAI_API_KEY` and `OPENAI_BASE_URL`. A local
     server (any `base_url` but OpenAI's) needs no key, and gets 600 s per attempt instead of 120 s.
-    The SDK client is created on the first call.
+    `key_setting` and `url_setting` name where the key and the base URL were set (a variable, a team file's
+    entry), for the errors that say what to check. The SDK client is created on the first call.
     """
 
     provider = "openai"
@@ -94,9 +95,12 @@ class OpenAIModel:
         max_retries: int = 4,
         timeout: float | None = None,
         price_provider: str | None = None,
+        key_setting: str = "OPENAI_API_KEY",
+        url_setting: str = "OPENAI_BASE_URL",
     ) -> None:
         self.name = model
         self.max_retries = max_retries
+        self.key_setting, self.url_setting = key_setting, url_setting
         self._api_key = api_key or os.environ.get("OPENAI_API_KEY") or None
         url = base_url or os.environ.get("OPENAI_BASE_URL") or None
         #: The endpoint's URL; None for OpenAI's own API.
@@ -216,7 +220,7 @@ class OpenAIModel:
         hint = (
             ""
             if self.base_url is None
-            else "; check the base URL (OPENAI_BASE_URL): it should be the server's OpenAI-compatible API, "
+            else f"; check the base URL ({self.url_setting}): it should be the server's OpenAI-compatible API, "
             "which usually ends in /v1"
         )
         return ModelError("server_error", self._scrub(unreadable(self.where, self.name, why, hint)))
@@ -257,8 +261,8 @@ class OpenAIModel:
             where=self.where,
             timeout=self.timeout,
             max_retries=self.max_retries,
-            key_variable="OPENAI_API_KEY",
-            url_variable="OPENAI_BASE_URL",
+            key_variable=self.key_setting,
+            url_variable=self.url_setting,
             detail=detail,
             hint=hint,
         )

@@ -30,7 +30,8 @@ def describe(
     """`(kind, HTTP status, message)` for an exception `sdk` raised after its own retries.
 
     `where` names the endpoint (`the OpenAI API`, `the server at <url>`), `detail` is the API's own
-    account of a status error, `hint` ends the message of a request the API rejected.
+    account of a status error, `hint` ends the message of a request the API rejected; `key_variable` and
+    `url_variable` say where the key and the base URL are set (a variable, a team file's entry).
     """
     if isinstance(err, sdk.APIStatusError):
         status: int = err.status_code
@@ -56,7 +57,7 @@ def describe(
                 f"{where} failed the {model} call with HTTP {status}{detail}; gave up after {tries}; try again later",
             )
         if status in (401, 403):
-            what = "rejected the API key" if status == 401 else "denied this API key access"
+            what = f"rejected the API key of the {model} call" if status == 401 else f"denied the key access to {model}"
             return ("auth", status, f"{where} {what} (HTTP {status}){detail}; check {key_variable}")
         if status == 408:
             return ("timeout", status, f"{where} timed out the {model} call (HTTP 408){detail}; gave up after {tries}")
