@@ -14,7 +14,8 @@ converted back to the wire.
 Switches make it behave like the compatible servers that differ from OpenAI's API (they apply to
 the brain's answers):
 - `tools_error`: the model cannot call tools; every request with tools gets the error that Ollama,
-  llama.cpp's server or vLLM gives;
+  llama.cpp's server, vLLM, OpenRouter (no provider of the model takes tools), a LiteLLM proxy or a plain
+  server gives;
 - `invalid_arguments`: that many of the next tool calls get arguments that are not valid JSON;
 - `usage=False`: replies carry no `usage`;
 - `parallel=False`: at most one tool call per reply;
@@ -45,7 +46,7 @@ from mcp_team.llm.types import (
 )
 
 Brain = Callable[[ModelRequest], ModelResponse]
-ToolsError = Literal["ollama", "llama.cpp", "vllm"]
+ToolsError = Literal["ollama", "llama.cpp", "vllm", "openrouter", "litellm", "plain"]
 
 ERROR_PREFIX = "Error: "  # how the backend marks a failed tool result (see mcp_team.llm.chat_completions)
 
@@ -297,6 +298,28 @@ def _no_tools_reply(style: ToolsError, model: str) -> Reply:
     """What each server answers when its model cannot call tools."""
     if style == "ollama":
         return Reply(400, error_body(f"{model} does not support tools", "api_error"))
+    if style == "openrouter":  # a 404, as if the model were unknown
+        return Reply(
+            404,
+            {
+                "error": {
+                    "message": "No endpoints found that support tool use. To learn more about provider routing, "
+                    "visit: https://openrouter.ai/docs/provider-routing",
+                    "code": 404,
+                }
+            },
+        )
+    if style == "litellm":
+        return Reply(
+            400,
+            error_body(
+                f"litellm.UnsupportedParamsError: ollama does not support parameters: ['tools'], for model={model}. "
+                "To drop these, set `litellm.drop_params=True` or for proxy: `litellm_settings: drop_params: true`",
+                "None",
+            ),
+        )
+    if style == "plain":
+        return Reply(400, error_body("tools not supported"))
     if style == "llama.cpp":  # a 500, which the SDK retries first
         return Reply(
             500,

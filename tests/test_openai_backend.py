@@ -489,6 +489,9 @@ async def test_a_value_error_about_max_tokens_is_reported_not_retried(api: FakeO
         ("ollama", "does not support tools"),
         ("llama.cpp", "tools param requires --jinja flag"),
         ("vllm", "--enable-auto-tool-choice"),
+        ("openrouter", "No endpoints found that support tool use"),
+        ("litellm", "does not support parameters: ['tools']"),
+        ("plain", "tools not supported"),
     ],
 )
 async def test_a_model_without_tool_support_gets_a_specific_error(style: ToolsError, said: str) -> None:

@@ -51,10 +51,14 @@ _REASONING_MODEL = re.compile(r"(^|/)(o\d|gpt-5)", re.I)
 
 # What servers say when the model (or the server's setup) cannot call tools: Ollama ("... does not
 # support tools"), llama.cpp ("tools param requires --jinja flag", older "Unsupported param: tools"),
-# vLLM ("auto" tool choice requires --enable-auto-tool-choice ...), OpenAI ("tools is not supported ...").
+# vLLM ("auto" tool choice requires --enable-auto-tool-choice ...), OpenAI ("tools is not supported ..."),
+# OpenRouter (a 404: "No endpoints found that support tool use"), a LiteLLM proxy ("... does not support
+# parameters: ['tools']"), and the plain "tools not supported" of others.
 _NO_TOOLS = re.compile(
-    r"(does not|doesn't) support tools|requires --jinja|unsupported param(eter)?:? '?tools\b|"
-    r"enable-auto-tool-choice|\btools? (is|are) not supported|(tool|function) calling is not (supported|enabled)",
+    r"(does not|doesn't) support (tools|tool use|tool calling|function calling)|requires --jinja|"
+    r"unsupported param(eter)?:? '?tools\b|does not support param(eter)?s?:? \[?['\"]tools\b|"
+    r"enable-auto-tool-choice|\btools?['\"`]? (is |are )?not supported|(tool|function) calling is not "
+    r"(supported|enabled)|support tool use",
     re.I,
 )
 
