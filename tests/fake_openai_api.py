@@ -21,7 +21,10 @@ the brain's answers):
 - `parallel=False`: at most one tool call per reply;
 - `reject_params`: request parameters answered with OpenAI's "Unsupported parameter" 400;
 - `reasoning_in_content`: a reasoning model's thinking comes first in each reply's text, in `<think>` tags, as
-  on vLLM without `--reasoning-parser`.
+  on vLLM without `--reasoning-parser`;
+- `stream_only`: every reply is a stream of server-sent events; `"always"` sends one even when `stream` is not
+  asked for (as a proxy that forces streaming), `"rejects"` answers such a request with DashScope's 400.
+A request with `stream: true` is answered with a stream (usage in a last chunk when `stream_options` asks).
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from mcp_team.llm.types import (
 )
 
 Brain = Callable[[ModelRequest], ModelResponse]
+StreamOnly = Literal["always", "rejects"]
 ToolsError = Literal["ollama", "llama.cpp", "vllm", "openrouter", "litellm", "plain"]
 
 ERROR_PREFIX = "Error: "  # how the backend marks a failed tool result (see mcp_team.llm.chat_completions)
@@ -111,6 +115,28 @@ def completion(
             "total_tokens": (usage.get("prompt_tokens") or 0) + (usage.get("completion_tokens") or 0),
         }
     return body
+
+
+def stream(body: dict[str, Any], *, usage: bool = True) -> bytes:
+    """A Chat Completions body as the server-sent events of the stream a server sends for it: the text, then each
+    tool call with its arguments in two pieces, the finish reason, and the usage in a chunk of its own."""
+    choice, head = body["choices"][0], {k: body[k] for k in ("id", "created", "model")}
+    message = choice["message"]
+    deltas: list[dict[str, Any]] = [{"role": "assistant", "content": message.get("content") or ""}]
+    for i, call in enumerate(message.get("tool_calls") or []):
+        arguments = call["function"]["arguments"]
+        cut = len(arguments) // 2
+        first = {**call, "function": {"name": call["function"]["name"], "arguments": arguments[:cut]}}
+        deltas += [
+            {"tool_calls": [{"index": i, **first}]},
+            {"tool_calls": [{"index": i, "function": {"arguments": arguments[cut:]}}]},
+        ]
+    chunks = [{**head, "choices": [{"index": 0, "delta": d, "finish_reason": None}]} for d in deltas]
+    chunks.append({**head, "choices": [{"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}]})
+    if usage and body.get("usage"):
+        chunks.append({**head, "choices": [], "usage": body["usage"]})
+    events = [f"data: {json.dumps({**c, 'object': 'chat.completion.chunk'})}\n\n" for c in chunks]
+    return "".join([*events, "data: [DONE]\n\n"]).encode()
 
 
 # -- conversion between the wire and our types -----------------------------------------------------
@@ -221,6 +247,7 @@ class FakeOpenAIAPI(FakeJSONAPI):
         parallel: bool = True,
         reject_params: tuple[str, ...] = (),
         reasoning_in_content: bool = False,
+        stream_only: StreamOnly | None = None,
     ) -> None:
         super().__init__()
         self.brain = brain
@@ -230,6 +257,7 @@ class FakeOpenAIAPI(FakeJSONAPI):
         self.parallel = parallel
         self.reject_params = reject_params
         self.reasoning_in_content = reasoning_in_content
+        self.stream_only = stream_only
 
     @property
     def base_url(self) -> str:
@@ -260,6 +288,13 @@ class FakeOpenAIAPI(FakeJSONAPI):
                         param=param,
                     ),
                 )
+        if self.stream_only == "rejects" and not body.get("stream"):
+            return Reply(
+                400,
+                error_body(
+                    "This model only support stream mode, please enable the stream parameter to access the model."
+                ),
+            )
         if self.brain is None:
             # `x-should-retry: false` stops the SDK retrying this test bug.
             return Reply(
@@ -274,7 +309,11 @@ class FakeOpenAIAPI(FakeJSONAPI):
         except ModelError as err:
             status, kind = _ERROR_STATUS.get(err.kind, (500, "server_error"))
             return Reply(status, error_body(err.message, kind))
-        return Reply(200, self._quirks(answer))
+        answer = self._quirks(answer)
+        if body.get("stream") or self.stream_only == "always":
+            usage = (body.get("stream_options") or {}).get("include_usage")
+            return Reply(200, stream(answer, usage=bool(usage)), {"content-type": "text/event-stream"})
+        return Reply(200, answer)
 
     def _quirks(self, body: dict[str, Any]) -> dict[str, Any]:
         """The brain's answer, changed the way the switches say."""

@@ -15,11 +15,13 @@ from fake_api import offline_brain
 from fake_messages_api import FakeMessagesAPI
 from fake_openai_api import (
     FakeOpenAIAPI,
+    StreamOnly,
     ToolsError,
     completion,
     error_body,
     request_from_json,
     response_to_json,
+    stream,
     tool_call,
 )
 from mcp_team.handoffs import RunResult, Team
@@ -658,6 +660,38 @@ async def test_full_run_on_a_server_without_parallel_tool_calls() -> None:
     assert [h.target for h in result.handoffs][:2] == ["researcher", "analyst"]
     # researcher and analyst came one turn apart instead of together
     assert len(supervisor_requests(bodies)) == 5
+
+
+@pytest.mark.parametrize("stream_only", ["always", "rejects"])
+async def test_full_run_on_a_server_that_answers_only_streams(stream_only: StreamOnly) -> None:
+    """A proxy that streams every reply, or a model that takes only streaming calls (DashScope's QwQ): the calls are
+    made streaming from the first such reply on, their chunks (tool-call arguments in pieces) put back together."""
+    with FakeOpenAIAPI(brain=offline_brain, stream_only=stream_only) as api:
+        result, bodies = await run_team(api)
+    assert result.status == "complete", result.failures
+    assert "12*(3+4)/2 = 42" in result.answer  # the analyst's calculate call, its arguments streamed in two pieces
+    assert [h.target for h in result.handoffs] == ["researcher", "analyst", "writer", "reviewer"]
+    assert not bodies[0].get("stream") and all(b["stream"] for b in bodies[-5:])
+    assert result.usage.total.input_tokens > 0 and result.usage.model_calls < len(bodies)  # from the last chunks
+
+
+async def test_a_stream_cut_off_at_the_token_limit_is_a_truncated_reply(api: FakeOpenAIAPI) -> None:
+    api.reply(400, error_body("stream must be set to true"))
+    api.reply(200, stream(completion("The notes sa", finish_reason="length")), {"content-type": "text/event-stream"})
+    response = await model_for(api).complete(ask())
+    assert (response.text, response.stop_reason) == ("The notes sa", "max_tokens")
+    assert response.usage == Usage(input_tokens=10, output_tokens=5)
+
+
+async def test_a_streaming_server_that_rejects_stream_options_is_asked_without() -> None:
+    with FakeOpenAIAPI(brain=offline_brain, stream_only="rejects", reject_params=("stream_options",)) as api:
+        response = await model_for(api).complete(ask())
+    assert response.text and [("stream_options" in b, b.get("stream")) for b in api.requests] == [
+        (False, None),
+        (True, True),
+        (False, True),
+    ]
+    assert response.usage.cost_usd is None  # a stream without its usage chunk: the tokens are unknown
 
 
 async def test_full_run_recovers_from_invalid_tool_call_json() -> None:

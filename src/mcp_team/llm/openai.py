@@ -9,6 +9,8 @@ Ollama, vLLM, llama.cpp's server, LM Studio), so this module owns the difference
 - tool-call arguments that are not a JSON object become a `ToolUseBlock` with `input_error`, for the
   engine to send back to the model to fix;
 - a reply without `usage` counts zero tokens at an unknown cost (and says so once in the log);
+- a server that answers only with streams (it sends server-sent events though none were asked for, or
+  rejects `stream: false`) is asked again streaming, and the chunks are put together into one reply;
 - a model or server without tool support is a `bad_request` that says so and what to do.
 Retrying 408/409/429/5xx with backoff (honouring `retry-after`) is left to the SDK.
 The request and reply in Chat Completions' shapes (messages, tools, tool-call arguments, usage) are
@@ -27,6 +29,7 @@ import re
 from typing import Any, Literal
 
 import openai
+from openai.lib.streaming.chat import ChatCompletionStreamState
 from openai.types.chat import ChatCompletion
 
 from mcp_team.llm.chat_completions import from_completion, to_messages, to_tool_params
@@ -59,6 +62,14 @@ _NO_TOOLS = re.compile(
     r"unsupported param(eter)?:? '?tools\b|does not support param(eter)?s?:? \[?['\"]tools\b|"
     r"enable-auto-tool-choice|\btools?['\"`]? (is |are )?not supported|(tool|function) calling is not "
     r"(supported|enabled)|support tool use",
+    re.I,
+)
+
+# What servers say when they answer only streams: DashScope ("This model only support stream mode, please enable
+# the stream parameter"), and others' "stream must be set to true", "streaming is required".
+_STREAM_ONLY = re.compile(
+    r"only supports? stream|supports only stream|stream(ing)? (must|has to) be (set to )?(true|enabled)|"
+    r"stream(ing)? (mode )?is required",
     re.I,
 )
 
@@ -116,6 +127,8 @@ class OpenAIModel:
         self._token_param = token_limit_param(model, self.base_url)
         self._token_param_switched = False
         self._send_parallel = True  # cleared when the server rejects `parallel_tool_calls`
+        self._stream = False  # set when the server answers only with streams
+        self._send_stream_options = True  # cleared when a streaming server rejects `stream_options`
         self._warned_no_usage = False
         self._client: openai.AsyncOpenAI | None = None
 
@@ -160,8 +173,9 @@ class OpenAIModel:
             raise self._model_error(err) from None
         messages = to_messages(request)
         tools = to_tool_params(request.tools)
-        # At most two re-asks: one per request detail a server may reject (output limit, parallel calls).
-        for _ in range(3):
+        # At most four re-asks: one per request detail a server may reject (output limit, parallel calls, whole
+        # replies, the usage of a stream).
+        for _ in range(5):
             options: dict[str, Any] = {self._token_param: request.max_tokens}
             if request.temperature is not None:
                 options["temperature"] = request.temperature
@@ -169,28 +183,73 @@ class OpenAIModel:
                 options["tools"] = tools
                 if self._send_parallel:
                     options["parallel_tool_calls"] = True
+            streaming = self._stream  # this call's: another may change it while this one is out
             try:
-                completion = await client.chat.completions.create(model=self.name, messages=messages, **options)
+                if streaming:
+                    completion = await self._streamed(client, model=self.name, messages=messages, **options)
+                else:
+                    completion = await client.chat.completions.create(model=self.name, messages=messages, **options)
             except openai.BadRequestError as err:
-                if self._adapt(err):
+                if self._adapt(err, streaming):
                     continue
                 raise self._model_error(err) from None
             except openai.OpenAIError as err:
                 raise self._model_error(err) from None
             except (json.JSONDecodeError, UnicodeDecodeError) as err:
+                if self._streams_anyway(getattr(err, "doc", ""), streaming):
+                    continue
                 # The SDK decodes a JSON-labelled body without catching this: a 200 that is not JSON at all.
                 raise self._unreadable(f"not JSON: {err}") from None
+            if self._streams_anyway(completion, streaming):
+                continue
             return self._response(completion)
         raise ModelError("bad_request", f"{self.where} kept rejecting the {self.name} request's parameters")
 
-    def _adapt(self, err: openai.BadRequestError) -> bool:
+    async def _streamed(self, client: openai.AsyncOpenAI, **request: Any) -> ChatCompletion:
+        """One call made streaming, its chunks put together into the reply a whole one would have been."""
+        if self._send_stream_options:
+            request["stream_options"] = {"include_usage": True}  # else a stream reports no usage
+        state = ChatCompletionStreamState()
+        chunks = 0
+        try:
+            async with await client.chat.completions.create(**request, stream=True) as stream:
+                async for chunk in stream:
+                    state.handle_chunk(chunk)
+                    chunks += 1
+        except (AttributeError, TypeError, ValueError, IndexError, KeyError) as err:
+            raise self._unreadable(f"a stream chunk that is not Chat Completions': {err}") from None
+        if not chunks:
+            raise self._unreadable("an empty stream")
+        return state.current_completion_snapshot
+
+    def _streams_anyway(self, reply: object, streaming: bool) -> bool:
+        """Whether the reply to a call made without `streaming` is a stream (server-sent events) all the same: then
+        the server streams every reply, and this call and every later one are made streaming."""
+        if streaming or not isinstance(reply, str) or not reply.lstrip().startswith(("data:", "event:")):
+            return False
+        self._stream_from_now("answers it with a stream though none was asked for")
+        return True
+
+    def _stream_from_now(self, why: str) -> None:
+        if not self._stream:
+            self._stream = True
+            log.info("%s %s for %s; streaming from now on", self.where, why, self.name)
+
+    def _adapt(self, err: openai.BadRequestError, streaming: bool) -> bool:
         """Change the request detail a server rejected as unsupported; False when there is nothing to change.
 
         Each detail changes at most once per model, so an error that is about something else (say, a
-        `max_tokens` value that is too large) is reported, not retried back and forth.
+        `max_tokens` value that is too large) is reported, not retried back and forth. `streaming`: whether
+        the rejected call was made streaming.
         """
         if self._send_parallel and _rejects(err, "parallel_tool_calls"):
             self._send_parallel = False
+            return True
+        if not streaming and _STREAM_ONLY.search(_api_message(err)):
+            self._stream_from_now("answers only streams")
+            return True
+        if streaming and self._send_stream_options and _rejects(err, "stream_options"):
+            self._send_stream_options = False
             return True
         param = self._token_param
         if not self._token_param_switched and _rejects(err, param):
