@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import logging
 import socket
+import threading
 from collections.abc import Iterator
 from typing import Any
 
+import anyio
 import pytest
 
 from conftest import Spans
-from fake_api import offline_brain
+from fake_api import Reply, offline_brain
 from fake_messages_api import FakeMessagesAPI
 from fake_openai_api import (
     FakeOpenAIAPI,
@@ -43,6 +45,7 @@ from mcp_team.llm.types import (
     Usage,
 )
 from mcp_team.telemetry.attributes import OP_CHAT, PROVIDER_NAME, REQUEST_MODEL, RESPONSE_MODEL
+from support import HANG_GUARD
 
 pytestmark = pytest.mark.anyio
 
@@ -523,6 +526,30 @@ async def test_server_that_rejects_parallel_tool_calls_is_asked_without() -> Non
         await model.complete(ask())
         await model.complete(ask())
     assert ["parallel_tool_calls" in b for b in api.requests] == [True, False, False]
+
+
+class Together(FakeOpenAIAPI):
+    """Holds each of the first `n` requests until all `n` have come: calls that were all sent before any was
+    answered, as a model's first calls from parallel branches or concurrent runs are."""
+
+    def __init__(self, n: int, **switches: Any) -> None:
+        super().__init__(brain=offline_brain, **switches)
+        self.arrived = threading.Barrier(n, timeout=HANG_GUARD)
+
+    def answer(self, body: dict[str, Any]) -> Reply:
+        if len(self.requests) <= self.arrived.parties:
+            self.arrived.wait()
+        return super().answer(body)
+
+
+@pytest.mark.parametrize("rejected", ["max_tokens", "parallel_tool_calls"])
+async def test_concurrent_first_calls_rejected_alike_are_all_asked_again(rejected: str) -> None:
+    with Together(4, reject_params=(rejected,)) as api:
+        model = model_for(api, "qwen2.5:7b")
+        async with anyio.create_task_group() as tg:
+            for _ in range(4):
+                tg.start_soon(model.complete, ask())
+    assert [rejected in b for b in api.requests] == [True] * 4 + [False] * 4  # not one call failed
 
 
 async def test_connection_refused() -> None:

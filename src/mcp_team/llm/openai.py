@@ -184,13 +184,15 @@ class OpenAIModel:
                 if self._send_parallel:
                     options["parallel_tool_calls"] = True
             streaming = self._stream  # this call's: another may change it while this one is out
+            if streaming and self._send_stream_options:
+                options["stream_options"] = {"include_usage": True}  # else a stream reports no usage
             try:
                 if streaming:
                     completion = await self._streamed(client, model=self.name, messages=messages, **options)
                 else:
                     completion = await client.chat.completions.create(model=self.name, messages=messages, **options)
             except openai.BadRequestError as err:
-                if self._adapt(err, streaming):
+                if self._adapt(err, options, streaming):
                     continue
                 raise self._model_error(err) from None
             except openai.OpenAIError as err:
@@ -207,8 +209,6 @@ class OpenAIModel:
 
     async def _streamed(self, client: openai.AsyncOpenAI, **request: Any) -> ChatCompletion:
         """One call made streaming, its chunks put together into the reply a whole one would have been."""
-        if self._send_stream_options:
-            request["stream_options"] = {"include_usage": True}  # else a stream reports no usage
         state = ChatCompletionStreamState()
         chunks = 0
         try:
@@ -235,29 +235,34 @@ class OpenAIModel:
             self._stream = True
             log.info("%s %s for %s; streaming from now on", self.where, why, self.name)
 
-    def _adapt(self, err: openai.BadRequestError, streaming: bool) -> bool:
+    def _adapt(self, err: openai.BadRequestError, sent: dict[str, Any], streaming: bool) -> bool:
         """Change the request detail a server rejected as unsupported; False when there is nothing to change.
 
         Each detail changes at most once per model, so an error that is about something else (say, a
-        `max_tokens` value that is too large) is reported, not retried back and forth. `streaming`: whether
-        the rejected call was made streaming.
+        `max_tokens` value that is too large) is reported, not retried back and forth. `sent` and `streaming`
+        are the rejected call's: concurrent calls are rejected alike, and the first to hear it changes the
+        detail for all; the others are asked again as it now is.
         """
-        if self._send_parallel and _rejects(err, "parallel_tool_calls"):
+        if "parallel_tool_calls" in sent and _rejects(err, "parallel_tool_calls"):
             self._send_parallel = False
             return True
         if not streaming and _STREAM_ONLY.search(_api_message(err)):
             self._stream_from_now("answers only streams")
             return True
-        if streaming and self._send_stream_options and _rejects(err, "stream_options"):
+        if "stream_options" in sent and _rejects(err, "stream_options"):
             self._send_stream_options = False
             return True
-        param = self._token_param
-        if not self._token_param_switched and _rejects(err, param):
-            other: TokenLimitParam = "max_tokens" if param == "max_completion_tokens" else "max_completion_tokens"
-            log.info("%s rejects %s for %s; sending %s instead", self.where, param, self.name, other)
-            self._token_param, self._token_param_switched = other, True
-            return True
-        return False
+        param: TokenLimitParam = "max_tokens" if "max_tokens" in sent else "max_completion_tokens"
+        if not _rejects(err, param):
+            return False
+        if param != self._token_param:
+            return True  # another call has switched it already
+        if self._token_param_switched:
+            return False  # it was switched to this one: both are rejected, for some other reason
+        other: TokenLimitParam = "max_tokens" if param == "max_completion_tokens" else "max_completion_tokens"
+        log.info("%s rejects %s for %s; sending %s instead", self.where, param, self.name, other)
+        self._token_param, self._token_param_switched = other, True
+        return True
 
     def _response(self, completion: ChatCompletion) -> ModelResponse:
         """The reply as a `ModelResponse`, however incomplete a compatible server made it."""
