@@ -528,6 +528,25 @@ async def test_server_that_rejects_parallel_tool_calls_is_asked_without() -> Non
     assert ["parallel_tool_calls" in b for b in api.requests] == [True, False, False]
 
 
+async def test_a_temperature_a_reasoning_model_does_not_take_is_dropped_saying_so_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """specialist_sampling = { temperature = 0.2 } with o4-mini: OpenAI takes only its default temperature."""
+    said = (
+        "Unsupported value: 'temperature' does not support 0.2 with this model. "
+        "Only the default (1) value is supported."
+    )
+    with FakeOpenAIAPI(brain=offline_brain) as api:
+        api.reply(400, error_body(said, code="unsupported_value", param="temperature"))
+        model = model_for(api, "o4-mini")
+        with caplog.at_level(logging.WARNING, logger="mcp_team.llm.openai"):
+            answers = [await model.complete(ask().model_copy(update={"temperature": 0.2})) for _ in range(2)]
+    assert all(a.text for a in answers)
+    assert [b.get("temperature") for b in api.requests] == [0.2, None, None]
+    (warning,) = [r.getMessage() for r in caplog.records if "temperature" in r.getMessage()]
+    assert "o4-mini" in warning and "0.2" in warning and "own applies" in warning
+
+
 class Together(FakeOpenAIAPI):
     """Holds each of the first `n` requests until all `n` have come: calls that were all sent before any was
     answered, as a model's first calls from parallel branches or concurrent runs are."""

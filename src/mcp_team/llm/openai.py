@@ -6,6 +6,8 @@ Ollama, vLLM, llama.cpp's server, LM Studio), so this module owns the difference
   gpt-5), `max_tokens` elsewhere; a server that rejects the one it got is asked again with the other;
 - several tool calls per turn are asked for (`parallel_tool_calls`), and dropped for a server that
   rejects the parameter; a server that returns one call per turn simply takes more turns;
+- a temperature a model does not take (OpenAI's reasoning models take only their default) is dropped,
+  with a warning, once the server rejects it;
 - tool-call arguments that are not a JSON object become a `ToolUseBlock` with `input_error`, for the
   engine to send back to the model to fix;
 - a reply without `usage` counts zero tokens at an unknown cost (and says so once in the log);
@@ -127,6 +129,7 @@ class OpenAIModel:
         self._token_param = token_limit_param(model, self.base_url)
         self._token_param_switched = False
         self._send_parallel = True  # cleared when the server rejects `parallel_tool_calls`
+        self._send_temperature = True  # cleared when the server rejects the temperature asked for
         self._stream = False  # set when the server answers only with streams
         self._send_stream_options = True  # cleared when a streaming server rejects `stream_options`
         self._warned_no_usage = False
@@ -173,11 +176,11 @@ class OpenAIModel:
             raise self._model_error(err) from None
         messages = to_messages(request)
         tools = to_tool_params(request.tools)
-        # At most four re-asks: one per request detail a server may reject (output limit, parallel calls, whole
-        # replies, the usage of a stream).
-        for _ in range(5):
+        # At most five re-asks: one per request detail a server may reject (output limit, parallel calls,
+        # temperature, whole replies, the usage of a stream).
+        for _ in range(6):
             options: dict[str, Any] = {self._token_param: request.max_tokens}
-            if request.temperature is not None:
+            if request.temperature is not None and self._send_temperature:
                 options["temperature"] = request.temperature
             if tools:
                 options["tools"] = tools
@@ -245,6 +248,14 @@ class OpenAIModel:
         """
         if "parallel_tool_calls" in sent and _rejects(err, "parallel_tool_calls"):
             self._send_parallel = False
+            return True
+        if "temperature" in sent and (_rejects(err, "temperature") or _rejects_value(err, "temperature")):
+            if self._send_temperature:
+                self._send_temperature = False
+                log.warning(
+                    "%s does not take temperature %g for %s (%s); the model's own applies",
+                    self.where, sent["temperature"], self.name, clip(_api_message(err), 200),
+                )  # fmt: skip
             return True
         if not streaming and _STREAM_ONLY.search(_api_message(err)):
             self._stream_from_now("answers only streams")
@@ -349,6 +360,14 @@ def _api_message(err: openai.APIError) -> str:
     if isinstance(body, str):
         return body[:500]
     return ""
+
+
+def _rejects_value(err: openai.BadRequestError, param: str) -> bool:
+    """Whether a 400 says the value of the request parameter `param` is not one the model takes (OpenAI's
+    reasoning models: "Unsupported value: 'temperature' does not support 0.2 with this model")."""
+    if err.code == "unsupported_value" and err.param == param:
+        return True
+    return bool(re.search(rf"unsupported value:? ['\"`]?{param}\b", _api_message(err), re.I))
 
 
 def _rejects(err: openai.BadRequestError, param: str) -> bool:
