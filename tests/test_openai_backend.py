@@ -591,6 +591,24 @@ async def test_timeout(api: FakeOpenAIAPI) -> None:
 # -- keys and endpoints ----------------------------------------------------------------------------
 
 
+NGINX_502 = (
+    b"<!DOCTYPE html>\n<html>\n<head><title>502 Bad Gateway</title></head>\n<body>\n<center><h1>502 Bad Gateway</h1>"
+    b"</center>\n<hr><center>nginx/1.25.3</center>\n</body>\n</html>\n" + b"<!-- padding -->\n" * 40
+)
+
+
+@pytest.mark.parametrize(("status", "kind"), [(502, "server_error"), (401, "auth"), (200, "server_error")])
+async def test_a_proxys_html_page_is_named_by_its_title_not_quoted(api: FakeOpenAIAPI, status: int, kind: str) -> None:
+    """A reverse proxy in front of the server answers with its own error page: one line says so."""
+    api.reply(status, NGINX_502, {"content-type": "text/html"})
+    with pytest.raises(ModelError) as caught:
+        await model_for(api, max_retries=0).complete(ask())
+    message = caught.value.message
+    assert caught.value.kind == kind
+    assert "an HTML page titled '502 Bad Gateway' (a proxy or web server answered, not the API)" in message
+    assert "<" not in message and "nginx" not in message and len(message) < 400, message
+
+
 async def test_openai_api_without_a_key_is_an_auth_error() -> None:
     with pytest.raises(ModelError) as caught:
         await OpenAIModel(MODEL).complete(ask())

@@ -35,7 +35,7 @@ from openai.lib.streaming.chat import ChatCompletionStreamState
 from openai.types.chat import ChatCompletion
 
 from mcp_team.llm.chat_completions import from_completion, to_messages, to_tool_params
-from mcp_team.llm.sdk_errors import clip, describe, scrub, unreadable
+from mcp_team.llm.sdk_errors import clip, describe, quoted, scrub, unreadable
 from mcp_team.llm.types import (
     ErrorKind,
     ModelError,
@@ -279,7 +279,8 @@ class OpenAIModel:
         """The reply as a `ModelResponse`, however incomplete a compatible server made it."""
         if not isinstance(completion, ChatCompletion):
             # The SDK hands back a body that is not JSON-labelled as text, and JSON that is no object as it is.
-            raise self._unreadable(f"not a Chat Completions reply: {clip(repr(completion), 200)}")
+            what = quoted(completion, 200) if isinstance(completion, str) else clip(repr(completion), 200)
+            raise self._unreadable(f"not a Chat Completions reply: {what}")
         try:
             response = from_completion(completion, self.name)
         except (AttributeError, TypeError, ValueError, IndexError, KeyError) as err:
@@ -358,7 +359,7 @@ def _api_message(err: openai.APIError) -> str:
         message = body.get("message") or body.get("detail") or body.get("error")
         return message if isinstance(message, str) else json.dumps(body)[:500]
     if isinstance(body, str):
-        return body[:500]
+        return quoted(body)
     return ""
 
 

@@ -90,6 +90,30 @@ def unreadable(where: str, model: str, why: str, hint: str) -> str:
     return f"{where} returned a reply to the {model} call that could not be read ({why}){hint}"
 
 
+_HTML = re.compile(r"\s*(<!doctype html|<html|<head|<body)", re.I)
+_HEADING = re.compile(r"<title[^>]*>(.*?)</title>|<h1[^>]*>(.*?)</h1>", re.I | re.S)
+
+
+def quoted(text: str, width: int = 500) -> str:
+    """What a server sent, for a message: an HTML page (a proxy's or web server's error page, not the API's
+    answer) by its title or else its text, anything else cut to `width` characters."""
+    if not _HTML.match(text):
+        return clip(text, width)
+    heading = _HEADING.search(text)
+    if heading:
+        return f"an HTML page titled {_text(next(g for g in heading.groups() if g is not None))!r}{_NOT_THE_API}"
+    body = _text(re.sub(r"<(script|style)\b.*?</\1>", " ", text, flags=re.I | re.S))
+    return f"an HTML page{f' saying {body!r}' if body else ''}{_NOT_THE_API}"
+
+
+_NOT_THE_API = " (a proxy or web server answered, not the API)"
+
+
+def _text(html: str) -> str:
+    """The text of an HTML fragment, on one line, cut to 100 characters."""
+    return clip(" ".join(re.sub(r"<[^>]+>", " ", html).split()), 100)
+
+
 def clip(text: str, width: int = 300) -> str:
     """`text` cut to `width` characters, for quoting what a server sent in a message."""
     return text if len(text) <= width else text[:width] + "…"
