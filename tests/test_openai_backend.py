@@ -38,6 +38,7 @@ from mcp_team.llm.types import (
     ModelError,
     ModelRequest,
     ModelResponse,
+    StopReason,
     TextBlock,
     ToolDefinition,
     ToolResultBlock,
@@ -803,6 +804,30 @@ async def test_a_supervisor_answer_cut_off_at_the_token_limit_is_partial_not_com
     (failure,) = result.failures
     assert failure.kind == "truncated" and not failure.recovered
     assert "cut off at its output token limit" in result.answer and "MCP_TEAM_SUPERVISOR_SAMPLING" in result.answer
+
+
+@pytest.mark.parametrize(
+    ("text", "stop_reason", "kind", "said"),
+    [
+        ("Bees are", "max_tokens", "truncated", "sampling = { max_tokens = N } in researcher's entry of the team file"),
+        ("", "refusal", "model_refused", "declined the task without saying why (a provider's content filter"),
+    ],
+)
+async def test_a_specialist_answer_cut_off_or_filtered_says_what_to_change(
+    monkeypatch: pytest.MonkeyPatch, text: str, stop_reason: StopReason, kind: str, said: str
+) -> None:
+    """The researcher's replies end with finish_reason "length", or "content_filter" and no text (Azure's filter)."""
+    monkeypatch.setattr("mcp_team.handoffs.context.RETRY_BACKOFF", 0.0)
+
+    def brain(request: ModelRequest) -> ModelResponse:
+        if request.member != "researcher":
+            return offline_brain(request)
+        return ModelResponse(content=[TextBlock(text=text)] if text else [], stop_reason=stop_reason, model=MODEL)
+
+    with FakeOpenAIAPI(brain=brain) as api:
+        result, _ = await run_team(api)
+    failures = [f for f in result.failures if f.specialist == "researcher"]
+    assert failures and all(f.kind == kind and said in f.reason for f in failures), failures
 
 
 async def test_a_supervisor_refusal_is_no_answer(api: FakeOpenAIAPI) -> None:
