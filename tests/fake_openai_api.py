@@ -14,11 +14,17 @@ converted back to the wire.
 Switches make it behave like the compatible servers that differ from OpenAI's API (they apply to
 the brain's answers):
 - `tools_error`: the model cannot call tools; every request with tools gets the error that Ollama,
-  llama.cpp's server or vLLM gives;
+  llama.cpp's server, vLLM, OpenRouter (no provider of the model takes tools), a LiteLLM proxy or a plain
+  server gives;
 - `invalid_arguments`: that many of the next tool calls get arguments that are not valid JSON;
 - `usage=False`: replies carry no `usage`;
 - `parallel=False`: at most one tool call per reply;
-- `reject_params`: request parameters answered with OpenAI's "Unsupported parameter" 400.
+- `reject_params`: request parameters answered with OpenAI's "Unsupported parameter" 400;
+- `reasoning_in_content`: a reasoning model's thinking comes first in each reply's text, in `<think>` tags, as
+  on vLLM without `--reasoning-parser`;
+- `stream_only`: every reply is a stream of server-sent events; `"always"` sends one even when `stream` is not
+  asked for (as a proxy that forces streaming), `"rejects"` answers such a request with DashScope's 400.
+A request with `stream: true` is answered with a stream (usage in a last chunk when `stream_options` asks).
 """
 
 from __future__ import annotations
@@ -43,11 +49,14 @@ from mcp_team.llm.types import (
 )
 
 Brain = Callable[[ModelRequest], ModelResponse]
-ToolsError = Literal["ollama", "llama.cpp", "vllm"]
+StreamOnly = Literal["always", "rejects"]
+ToolsError = Literal["ollama", "llama.cpp", "vllm", "openrouter", "litellm", "plain"]
 
 ERROR_PREFIX = "Error: "  # how the backend marks a failed tool result (see mcp_team.llm.chat_completions)
 
 _ids = itertools.count(1)
+
+THINKING = "<think>\nThe user asked for something. Let me work out which step comes first.\n</think>"
 
 # The HTTP status and error type OpenAI uses for each `ModelError` kind.
 _ERROR_STATUS: dict[str, tuple[int, str]] = {
@@ -106,6 +115,28 @@ def completion(
             "total_tokens": (usage.get("prompt_tokens") or 0) + (usage.get("completion_tokens") or 0),
         }
     return body
+
+
+def stream(body: dict[str, Any], *, usage: bool = True) -> bytes:
+    """A Chat Completions body as the server-sent events of the stream a server sends for it: the text, then each
+    tool call with its arguments in two pieces, the finish reason, and the usage in a chunk of its own."""
+    choice, head = body["choices"][0], {k: body[k] for k in ("id", "created", "model")}
+    message = choice["message"]
+    deltas: list[dict[str, Any]] = [{"role": "assistant", "content": message.get("content") or ""}]
+    for i, call in enumerate(message.get("tool_calls") or []):
+        arguments = call["function"]["arguments"]
+        cut = len(arguments) // 2
+        first = {**call, "function": {"name": call["function"]["name"], "arguments": arguments[:cut]}}
+        deltas += [
+            {"tool_calls": [{"index": i, **first}]},
+            {"tool_calls": [{"index": i, "function": {"arguments": arguments[cut:]}}]},
+        ]
+    chunks = [{**head, "choices": [{"index": 0, "delta": d, "finish_reason": None}]} for d in deltas]
+    chunks.append({**head, "choices": [{"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}]})
+    if usage and body.get("usage"):
+        chunks.append({**head, "choices": [], "usage": body["usage"]})
+    events = [f"data: {json.dumps({**c, 'object': 'chat.completion.chunk'})}\n\n" for c in chunks]
+    return "".join([*events, "data: [DONE]\n\n"]).encode()
 
 
 # -- conversion between the wire and our types -----------------------------------------------------
@@ -215,6 +246,8 @@ class FakeOpenAIAPI(FakeJSONAPI):
         usage: bool = True,
         parallel: bool = True,
         reject_params: tuple[str, ...] = (),
+        reasoning_in_content: bool = False,
+        stream_only: StreamOnly | None = None,
     ) -> None:
         super().__init__()
         self.brain = brain
@@ -223,6 +256,8 @@ class FakeOpenAIAPI(FakeJSONAPI):
         self.usage = usage
         self.parallel = parallel
         self.reject_params = reject_params
+        self.reasoning_in_content = reasoning_in_content
+        self.stream_only = stream_only
 
     @property
     def base_url(self) -> str:
@@ -253,6 +288,13 @@ class FakeOpenAIAPI(FakeJSONAPI):
                         param=param,
                     ),
                 )
+        if self.stream_only == "rejects" and not body.get("stream"):
+            return Reply(
+                400,
+                error_body(
+                    "This model only support stream mode, please enable the stream parameter to access the model."
+                ),
+            )
         if self.brain is None:
             # `x-should-retry: false` stops the SDK retrying this test bug.
             return Reply(
@@ -267,7 +309,11 @@ class FakeOpenAIAPI(FakeJSONAPI):
         except ModelError as err:
             status, kind = _ERROR_STATUS.get(err.kind, (500, "server_error"))
             return Reply(status, error_body(err.message, kind))
-        return Reply(200, self._quirks(answer))
+        answer = self._quirks(answer)
+        if body.get("stream") or self.stream_only == "always":
+            usage = (body.get("stream_options") or {}).get("include_usage")
+            return Reply(200, stream(answer, usage=bool(usage)), {"content-type": "text/event-stream"})
+        return Reply(200, answer)
 
     def _quirks(self, body: dict[str, Any]) -> dict[str, Any]:
         """The brain's answer, changed the way the switches say."""
@@ -282,6 +328,8 @@ class FakeOpenAIAPI(FakeJSONAPI):
                     call["function"]["arguments"] = call["function"]["arguments"][:-1]  # cut off: not JSON
         if not self.usage:
             body.pop("usage", None)
+        if self.reasoning_in_content:
+            message["content"] = f"{THINKING}\n\n{message['content'] or ''}"
         return body
 
 
@@ -289,6 +337,28 @@ def _no_tools_reply(style: ToolsError, model: str) -> Reply:
     """What each server answers when its model cannot call tools."""
     if style == "ollama":
         return Reply(400, error_body(f"{model} does not support tools", "api_error"))
+    if style == "openrouter":  # a 404, as if the model were unknown
+        return Reply(
+            404,
+            {
+                "error": {
+                    "message": "No endpoints found that support tool use. To learn more about provider routing, "
+                    "visit: https://openrouter.ai/docs/provider-routing",
+                    "code": 404,
+                }
+            },
+        )
+    if style == "litellm":
+        return Reply(
+            400,
+            error_body(
+                f"litellm.UnsupportedParamsError: ollama does not support parameters: ['tools'], for model={model}. "
+                "To drop these, set `litellm.drop_params=True` or for proxy: `litellm_settings: drop_params: true`",
+                "None",
+            ),
+        )
+    if style == "plain":
+        return Reply(400, error_body("tools not supported"))
     if style == "llama.cpp":  # a 500, which the SDK retries first
         return Reply(
             500,

@@ -7,6 +7,7 @@ import pytest
 from genai_prices import Usage as PriceUsage
 from genai_prices import calc_price
 
+from fake_messages_api import FakeMessagesAPI, message, text_block
 from fake_openai_api import FakeOpenAIAPI, completion
 from mcp_team.llm.anthropic import AnthropicModel
 from mcp_team.llm.cost import call_cost, usage_cost
@@ -125,3 +126,42 @@ def test_a_call_through_the_sdk_is_priced_from_its_reported_usage() -> None:
 
     usage = Usage(input_tokens=2000, output_tokens=300, cache_read_input_tokens=1024)
     assert anyio.run(main) == pytest.approx(table("gpt-4o-mini-2024-07-18", "openai", usage))
+
+
+@pytest.mark.parametrize(
+    "usage",
+    [
+        {},  # no `usage` at all
+        {"prompt_tokens": None, "completion_tokens": None},
+        {"prompt_tokens": 2000},  # the output's count left out: pricing the input alone would understate it
+    ],
+)
+def test_a_priced_call_whose_server_does_not_count_its_tokens_costs_unknown_not_zero(usage: dict[str, object]) -> None:
+    """A gateway in front of OpenAI that leaves token counts out: its price list is known, its usage is not."""
+
+    async def main() -> float | None:
+        with FakeOpenAIAPI() as api:
+            api.reply(200, completion("hi", usage=usage, model="gpt-4o-mini"))
+            model = OpenAIModel("gpt-4o-mini", api_key=KEY, base_url=api.base_url, price_provider="openai")
+            response = await model.complete(ModelRequest(system="", messages=[Message(role="user", content="hi")]))
+            await model.aclose()
+            return call_cost(model, response)
+
+    assert anyio.run(main) is None
+
+
+@pytest.mark.parametrize("usage", [None, {"output_tokens": 300}])
+def test_a_priced_claude_call_whose_gateway_does_not_count_its_tokens_costs_unknown_not_zero(
+    usage: dict[str, int] | None,
+) -> None:
+    async def main() -> tuple[float | None, int]:
+        with FakeMessagesAPI() as api:
+            body = message([text_block("hi")], model="claude-haiku-5-5")
+            body["usage"] = usage
+            api.reply(200, body)
+            model = AnthropicModel("claude-haiku-5-5", api_key=KEY, base_url=api.base_url, price_provider="anthropic")
+            response = await model.complete(ModelRequest(system="", messages=[Message(role="user", content="hi")]))
+            await model.aclose()
+            return call_cost(model, response), response.usage.output_tokens
+
+    assert anyio.run(main) == (None, (usage or {}).get("output_tokens", 0))  # what it did count is kept

@@ -114,6 +114,14 @@ def test_the_cli_says_an_unknown_cost_is_unknown() -> None:
     assert "cost unknown" in proc.stderr and "$0" not in proc.stderr
 
 
+def test_the_cli_says_the_cost_is_unknown_when_a_priced_gateway_counts_no_tokens() -> None:
+    with FakeOpenAIAPI(brain=offline_brain, usage=False) as api:  # priced by OpenAI's list, but no `usage`
+        env = {"OPENAI_BASE_URL": api.base_url, "MCP_TEAM_PRICES": json.dumps({api.base_url: "openai"})}
+        proc = cli_here("run", "--ephemeral", "--model", f"openai:{MODEL}", REQUEST, **env)
+    assert "complete:" in proc.stderr and "cost unknown" in proc.stderr and "$0" not in proc.stderr, proc.stderr
+    assert "reports no token usage" in proc.stderr  # and why
+
+
 def test_max_cost_is_refused_when_not_a_positive_number() -> None:
     proc = cli_here("run", "--ephemeral", "--model", "offline", "--max-cost", "-1", "Research bees")
     assert proc.returncode == 2 and "max-cost" in proc.stderr and "Traceback" not in proc.stderr
@@ -207,6 +215,32 @@ def test_check_shows_each_members_model(tmp_path: Path) -> None:
     assert "supervisor (and planner): openai:gpt-4o" in proc.stdout
 
 
+def test_a_rejected_key_is_named_where_it_was_set_with_the_model_it_was_for(tmp_path: Path) -> None:
+    """A specialist on its own endpoint, its key in its own variable (a Groq key, say): a 401 names that
+    variable, not OPENAI_API_KEY, which the user never set; a role's key, its MCP_TEAM_* variable."""
+    with FakeOpenAIAPI(brain=offline_brain) as gateway, FakeOpenAIAPI() as groq:
+        groq.fail(401, "Invalid API Key", type="invalid_request_error", code="invalid_api_key", times=10)
+        groq_url = groq.base_url
+        gateway.fail(401, "Invalid API Key", type="invalid_request_error", code="invalid_api_key", times=10)
+        team = tmp_path / "team.toml"
+        team.write_text(
+            '[[specialists]]\nname = "researcher"\ndescription = "Finds facts."\nprompt = "Find facts."\n'
+            f'model = "openai:llama-3.1-8b-instant"\nbase_url = "{groq.base_url}"\napi_key_env = "GROQ_API_KEY"\n'
+        )
+        env = {"GROQ_API_KEY": "gsk_revoked", "MCP_TEAM_MAX_RETRIES": "0"}
+        offline = {"MCP_TEAM_SUPERVISOR_MODEL": "offline", "MCP_TEAM_SPECIALIST_MODEL": "offline"}  # all but it
+        proc = cli_here("run", "--json", "--ephemeral", "--team", str(team), "Research bees", **env, **offline)
+        supervisor = cli_here(
+            "run", "--json", "--ephemeral", "--team", str(team), "--model", f"openai:{MODEL}", "Research bees",
+            OPENAI_BASE_URL=gateway.base_url, MCP_TEAM_SUPERVISOR_API_KEY="sk-supervisor-revoked", **env,
+        )  # fmt: skip
+    (failure,) = {f["reason"] for f in json.loads(proc.stdout)["failures"]}
+    assert "rejected the API key of the llama-3.1-8b-instant call" in failure and groq_url in failure
+    assert failure.endswith("check GROQ_API_KEY"), failure
+    reasons = [f["reason"] for f in json.loads(supervisor.stdout)["failures"]]
+    assert any(r.endswith("check MCP_TEAM_SUPERVISOR_API_KEY") and MODEL in r for r in reasons), reasons
+
+
 def test_a_bad_member_model_is_reported_with_its_key_path(tmp_path: Path) -> None:
     team = tmp_path / "team.toml"
     team.write_text(
@@ -261,6 +295,19 @@ async def test_a_supervisor_turn_written_as_json_text_goes_back_and_is_never_the
 
 
 # --- sampling settings ---------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_a_supervisor_call_written_as_text_after_its_thinking_goes_back_and_is_never_the_answer(
+    gpt: FakeOpenAIAPI,
+) -> None:
+    """As a reasoning model (Qwen3, DeepSeek-R1 distills) on a server that leaves its thinking in the content."""
+    call = {"name": "handoff_to_researcher", "arguments": {"task": "Research the transistor"}}
+    gpt.reply(200, completion(f"<think>\nI should hand this off.\n</think>\n\n{json.dumps(call)}", model=MODEL))
+    result = await Team(ModelSet.single(on(gpt))).run(REQUEST)
+    assert result.status == "complete" and result.handoffs
+    assert "handoff_to_researcher" not in result.answer and "<think>" not in result.answer
+    assert [(f.kind, f.recovered) for f in result.failures] == [("malformed_tool_call", True)]
 
 
 def test_sampling_settings_per_role_and_member_are_sent(gpt: FakeOpenAIAPI, tmp_path: Path) -> None:

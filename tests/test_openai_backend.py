@@ -5,21 +5,25 @@ from __future__ import annotations
 
 import logging
 import socket
+import threading
 from collections.abc import Iterator
 from typing import Any
 
+import anyio
 import pytest
 
 from conftest import Spans
-from fake_api import offline_brain
+from fake_api import Reply, offline_brain
 from fake_messages_api import FakeMessagesAPI
 from fake_openai_api import (
     FakeOpenAIAPI,
+    StreamOnly,
     ToolsError,
     completion,
     error_body,
     request_from_json,
     response_to_json,
+    stream,
     tool_call,
 )
 from mcp_team.handoffs import RunResult, Team
@@ -34,6 +38,7 @@ from mcp_team.llm.types import (
     ModelError,
     ModelRequest,
     ModelResponse,
+    StopReason,
     TextBlock,
     ToolDefinition,
     ToolResultBlock,
@@ -41,6 +46,7 @@ from mcp_team.llm.types import (
     Usage,
 )
 from mcp_team.telemetry.attributes import OP_CHAT, PROVIDER_NAME, REQUEST_MODEL, RESPONSE_MODEL
+from support import HANG_GUARD
 
 pytestmark = pytest.mark.anyio
 
@@ -221,14 +227,17 @@ async def test_usage_with_cached_tokens(api: FakeOpenAIAPI) -> None:
     assert response.usage == Usage(input_tokens=100, output_tokens=7, cache_read_input_tokens=60)
 
 
-async def test_missing_usage_counts_zero_and_says_so_once(api: FakeOpenAIAPI, caplog: pytest.LogCaptureFixture) -> None:
+async def test_missing_usage_counts_zero_at_an_unknown_cost_and_says_so_once(
+    api: FakeOpenAIAPI, caplog: pytest.LogCaptureFixture
+) -> None:
     api.reply(200, completion("one", usage={}))
     api.reply(200, completion("two", usage={"prompt_tokens": None, "completion_tokens": None}))
-    api.reply(200, completion("three", usage={}))
+    api.reply(200, completion("three", usage={"prompt_tokens": 12}))
     model = model_for(api)
     with caplog.at_level(logging.WARNING, logger="mcp_team.llm.openai"):
         responses = [await model.complete(ask()) for _ in range(3)]
-    assert [r.usage for r in responses] == [Usage(), Usage(), Usage()]
+    unknown = Usage(cost_usd=None)
+    assert [r.usage for r in responses] == [unknown, unknown, Usage(input_tokens=12, cost_usd=None)]
     warnings = [r.getMessage() for r in caplog.records if "reports no token usage" in r.getMessage()]
     assert len(warnings) == 1 and api.base_url in warnings[0] and MODEL in warnings[0]
 
@@ -272,6 +281,36 @@ async def test_missing_ids_types_and_model_are_filled_in(api: FakeOpenAIAPI) -> 
         ("call_1", "read", {"id": "n1"}),
     ]
     assert (response.model, response.id) == (MODEL, None)
+
+
+@pytest.mark.parametrize(
+    ("content", "finish_reason", "text", "stop_reason"),
+    [
+        ("<think>\nThey want the notes.\n</think>\n\nThe notes say X.", "stop", "The notes say X.", "end_turn"),
+        ("  <think>a</think>The notes say X.", "stop", "The notes say X.", "end_turn"),
+        # The chat template opened the tag in the prompt: only its end is in the reply.
+        ("They want the notes.\n</think>\n\nThe notes say X.", "stop", "The notes say X.", "end_turn"),
+        ("<think>\nThey want the notes, so I", "length", "", "max_tokens"),  # cut off while thinking
+        ("Write <think> and </think> around it.", "stop", "Write <think> and </think> around it.", "end_turn"),
+        ("The notes say X.", "stop", "The notes say X.", "end_turn"),
+    ],
+)
+async def test_thinking_written_into_the_content_is_not_the_answer(
+    api: FakeOpenAIAPI, content: str, finish_reason: str, text: str, stop_reason: str
+) -> None:
+    api.reply(200, completion(content, finish_reason=finish_reason))
+    response = await model_for(api).complete(ask())
+    assert (response.text, response.stop_reason) == (text, stop_reason)
+
+
+async def test_a_full_run_on_a_reasoning_model_that_thinks_in_its_content_answers_without_its_thinking() -> None:
+    with FakeOpenAIAPI(brain=offline_brain, reasoning_in_content=True) as api:
+        result, bodies = await run_team(api)
+    assert result.status == "complete", result.failures
+    assert "12*(3+4)/2 = 42" in result.answer
+    assert "<think>" not in result.answer and "Let me work out" not in result.answer
+    assert not [h.target for h in result.handoffs if "<think>" in h.output]
+    assert not [m for b in bodies for m in b["messages"] if "<think>" in str(m.get("content"))]  # nor sent back
 
 
 async def test_content_as_parts_is_text(api: FakeOpenAIAPI) -> None:
@@ -456,6 +495,9 @@ async def test_a_value_error_about_max_tokens_is_reported_not_retried(api: FakeO
         ("ollama", "does not support tools"),
         ("llama.cpp", "tools param requires --jinja flag"),
         ("vllm", "--enable-auto-tool-choice"),
+        ("openrouter", "No endpoints found that support tool use"),
+        ("litellm", "does not support parameters: ['tools']"),
+        ("plain", "tools not supported"),
     ],
 )
 async def test_a_model_without_tool_support_gets_a_specific_error(style: ToolsError, said: str) -> None:
@@ -487,6 +529,49 @@ async def test_server_that_rejects_parallel_tool_calls_is_asked_without() -> Non
     assert ["parallel_tool_calls" in b for b in api.requests] == [True, False, False]
 
 
+async def test_a_temperature_a_reasoning_model_does_not_take_is_dropped_saying_so_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """specialist_sampling = { temperature = 0.2 } with o4-mini: OpenAI takes only its default temperature."""
+    said = (
+        "Unsupported value: 'temperature' does not support 0.2 with this model. "
+        "Only the default (1) value is supported."
+    )
+    with FakeOpenAIAPI(brain=offline_brain) as api:
+        api.reply(400, error_body(said, code="unsupported_value", param="temperature"))
+        model = model_for(api, "o4-mini")
+        with caplog.at_level(logging.WARNING, logger="mcp_team.llm.openai"):
+            answers = [await model.complete(ask().model_copy(update={"temperature": 0.2})) for _ in range(2)]
+    assert all(a.text for a in answers)
+    assert [b.get("temperature") for b in api.requests] == [0.2, None, None]
+    (warning,) = [r.getMessage() for r in caplog.records if "temperature" in r.getMessage()]
+    assert "o4-mini" in warning and "0.2" in warning and "own applies" in warning
+
+
+class Together(FakeOpenAIAPI):
+    """Holds each of the first `n` requests until all `n` have come: calls that were all sent before any was
+    answered, as a model's first calls from parallel branches or concurrent runs are."""
+
+    def __init__(self, n: int, **switches: Any) -> None:
+        super().__init__(brain=offline_brain, **switches)
+        self.arrived = threading.Barrier(n, timeout=HANG_GUARD)
+
+    def answer(self, body: dict[str, Any]) -> Reply:
+        if len(self.requests) <= self.arrived.parties:
+            self.arrived.wait()
+        return super().answer(body)
+
+
+@pytest.mark.parametrize("rejected", ["max_tokens", "parallel_tool_calls"])
+async def test_concurrent_first_calls_rejected_alike_are_all_asked_again(rejected: str) -> None:
+    with Together(4, reject_params=(rejected,)) as api:
+        model = model_for(api, "qwen2.5:7b")
+        async with anyio.create_task_group() as tg:
+            for _ in range(4):
+                tg.start_soon(model.complete, ask())
+    assert [rejected in b for b in api.requests] == [True] * 4 + [False] * 4  # not one call failed
+
+
 async def test_connection_refused() -> None:
     base_url = f"http://127.0.0.1:{closed_port()}/v1"
     with pytest.raises(ModelError) as caught:
@@ -505,6 +590,24 @@ async def test_timeout(api: FakeOpenAIAPI) -> None:
 
 
 # -- keys and endpoints ----------------------------------------------------------------------------
+
+
+NGINX_502 = (
+    b"<!DOCTYPE html>\n<html>\n<head><title>502 Bad Gateway</title></head>\n<body>\n<center><h1>502 Bad Gateway</h1>"
+    b"</center>\n<hr><center>nginx/1.25.3</center>\n</body>\n</html>\n" + b"<!-- padding -->\n" * 40
+)
+
+
+@pytest.mark.parametrize(("status", "kind"), [(502, "server_error"), (401, "auth"), (200, "server_error")])
+async def test_a_proxys_html_page_is_named_by_its_title_not_quoted(api: FakeOpenAIAPI, status: int, kind: str) -> None:
+    """A reverse proxy in front of the server answers with its own error page: one line says so."""
+    api.reply(status, NGINX_502, {"content-type": "text/html"})
+    with pytest.raises(ModelError) as caught:
+        await model_for(api, max_retries=0).complete(ask())
+    message = caught.value.message
+    assert caught.value.kind == kind
+    assert "an HTML page titled '502 Bad Gateway' (a proxy or web server answered, not the API)" in message
+    assert "<" not in message and "nginx" not in message and len(message) < 400, message
 
 
 async def test_openai_api_without_a_key_is_an_auth_error() -> None:
@@ -624,6 +727,38 @@ async def test_full_run_on_a_server_without_parallel_tool_calls() -> None:
     assert len(supervisor_requests(bodies)) == 5
 
 
+@pytest.mark.parametrize("stream_only", ["always", "rejects"])
+async def test_full_run_on_a_server_that_answers_only_streams(stream_only: StreamOnly) -> None:
+    """A proxy that streams every reply, or a model that takes only streaming calls (DashScope's QwQ): the calls are
+    made streaming from the first such reply on, their chunks (tool-call arguments in pieces) put back together."""
+    with FakeOpenAIAPI(brain=offline_brain, stream_only=stream_only) as api:
+        result, bodies = await run_team(api)
+    assert result.status == "complete", result.failures
+    assert "12*(3+4)/2 = 42" in result.answer  # the analyst's calculate call, its arguments streamed in two pieces
+    assert [h.target for h in result.handoffs] == ["researcher", "analyst", "writer", "reviewer"]
+    assert not bodies[0].get("stream") and all(b["stream"] for b in bodies[-5:])
+    assert result.usage.total.input_tokens > 0 and result.usage.model_calls < len(bodies)  # from the last chunks
+
+
+async def test_a_stream_cut_off_at_the_token_limit_is_a_truncated_reply(api: FakeOpenAIAPI) -> None:
+    api.reply(400, error_body("stream must be set to true"))
+    api.reply(200, stream(completion("The notes sa", finish_reason="length")), {"content-type": "text/event-stream"})
+    response = await model_for(api).complete(ask())
+    assert (response.text, response.stop_reason) == ("The notes sa", "max_tokens")
+    assert response.usage == Usage(input_tokens=10, output_tokens=5)
+
+
+async def test_a_streaming_server_that_rejects_stream_options_is_asked_without() -> None:
+    with FakeOpenAIAPI(brain=offline_brain, stream_only="rejects", reject_params=("stream_options",)) as api:
+        response = await model_for(api).complete(ask())
+    assert response.text and [("stream_options" in b, b.get("stream")) for b in api.requests] == [
+        (False, None),
+        (True, True),
+        (False, True),
+    ]
+    assert response.usage.cost_usd is None  # a stream without its usage chunk: the tokens are unknown
+
+
 async def test_full_run_recovers_from_invalid_tool_call_json() -> None:
     with FakeOpenAIAPI(brain=offline_brain, invalid_arguments=1) as api:
         result, bodies = await run_team(api)
@@ -669,6 +804,30 @@ async def test_a_supervisor_answer_cut_off_at_the_token_limit_is_partial_not_com
     (failure,) = result.failures
     assert failure.kind == "truncated" and not failure.recovered
     assert "cut off at its output token limit" in result.answer and "MCP_TEAM_SUPERVISOR_SAMPLING" in result.answer
+
+
+@pytest.mark.parametrize(
+    ("text", "stop_reason", "kind", "said"),
+    [
+        ("Bees are", "max_tokens", "truncated", "sampling = { max_tokens = N } in researcher's entry of the team file"),
+        ("", "refusal", "model_refused", "declined the task without saying why (a provider's content filter"),
+    ],
+)
+async def test_a_specialist_answer_cut_off_or_filtered_says_what_to_change(
+    monkeypatch: pytest.MonkeyPatch, text: str, stop_reason: StopReason, kind: str, said: str
+) -> None:
+    """The researcher's replies end with finish_reason "length", or "content_filter" and no text (Azure's filter)."""
+    monkeypatch.setattr("mcp_team.handoffs.context.RETRY_BACKOFF", 0.0)
+
+    def brain(request: ModelRequest) -> ModelResponse:
+        if request.member != "researcher":
+            return offline_brain(request)
+        return ModelResponse(content=[TextBlock(text=text)] if text else [], stop_reason=stop_reason, model=MODEL)
+
+    with FakeOpenAIAPI(brain=brain) as api:
+        result, _ = await run_team(api)
+    failures = [f for f in result.failures if f.specialist == "researcher"]
+    assert failures and all(f.kind == kind and said in f.reason for f in failures), failures
 
 
 async def test_a_supervisor_refusal_is_no_answer(api: FakeOpenAIAPI) -> None:

@@ -63,6 +63,8 @@ class AnthropicModel:
 
     The SDK client is created on the first call (and is then bound to that call's event loop).
     `api_key=None` and `base_url=None` fall back to `ANTHROPIC_API_KEY` and `ANTHROPIC_BASE_URL`.
+    `key_setting` and `url_setting` name where the key and the base URL were set (a variable, a team file's
+    entry), for the errors that say what to check.
     """
 
     provider = "anthropic"
@@ -76,10 +78,13 @@ class AnthropicModel:
         max_retries: int = 4,
         timeout: float = 120.0,
         price_provider: str | None = None,
+        key_setting: str = "ANTHROPIC_API_KEY",
+        url_setting: str = "ANTHROPIC_BASE_URL",
     ) -> None:
         self.name = model
         self.max_retries = max_retries
         self.timeout = timeout
+        self.key_setting, self.url_setting = key_setting, url_setting
         self._api_key = api_key
         self._base_url = base_url
         url = (base_url or os.environ.get("ANTHROPIC_BASE_URL") or "").rstrip("/")
@@ -160,7 +165,7 @@ class AnthropicModel:
         hint = (
             ""
             if self.base_url is None
-            else "; check the base URL (ANTHROPIC_BASE_URL): it should be the server's Anthropic Messages API, "
+            else f"; check the base URL ({self.url_setting}): it should be the server's Anthropic Messages API, "
             "without /v1 (the SDK adds /v1/messages)"
         )
         return ModelError("server_error", self._scrub(unreadable(self._where, self.name, why, hint)))
@@ -172,7 +177,7 @@ class AnthropicModel:
 
     def _describe(self, err: anthropic.AnthropicError) -> tuple[ErrorKind, int | None, str]:
         if isinstance(err, anthropic.CredentialsError):
-            return ("auth", None, f"the Anthropic credentials could not be loaded: {err}; check ANTHROPIC_API_KEY")
+            return ("auth", None, f"the Anthropic credentials could not be loaded: {err}; check {self.key_setting}")
         where = self._where
         detail = hint = ""
         if isinstance(err, anthropic.APIStatusError):
@@ -186,8 +191,8 @@ class AnthropicModel:
             where=where,
             timeout=self.timeout,
             max_retries=self.max_retries,
-            key_variable="ANTHROPIC_API_KEY",
-            url_variable="ANTHROPIC_BASE_URL",
+            key_variable=self.key_setting,
+            url_variable=self.url_setting,
             detail=detail,
             hint=hint,
         )
@@ -251,7 +256,8 @@ def from_api_message(message: anthropic.types.Message) -> ModelResponse:
 
     The SDK does not validate replies, so a gateway's odd one is read as far as it makes sense: a tool
     call whose input is no object gets an `input_error` (sent back to the model to fix, never run), a
-    reply without usage counts zero tokens. Raises `AttributeError`/`TypeError` for one that is no reply.
+    reply without usage counts zero tokens, at an unknown cost. Raises `AttributeError`/`TypeError` for one
+    that is no reply.
     """
     content: list[TextBlock | ToolUseBlock] = []
     for block in message.content:
@@ -260,17 +266,29 @@ def from_api_message(message: anthropic.types.Message) -> ModelResponse:
         elif block.type == "tool_use":
             arguments, error = tool_input(block.input)
             content.append(ToolUseBlock(id=block.id, name=block.name, input=arguments, input_error=error))
-    u = message.usage
-    cache_read = (u and u.cache_read_input_tokens) or 0
-    cache_creation = (u and u.cache_creation_input_tokens) or 0
-    usage = Usage(
-        input_tokens=((u and u.input_tokens) or 0) + cache_read + cache_creation,
-        output_tokens=(u and u.output_tokens) or 0,
-        cache_read_input_tokens=cache_read,
-        cache_creation_input_tokens=cache_creation,
-    )
+    usage = _usage(message.usage)
     stop_reason = _STOP_REASONS.get(message.stop_reason or "end_turn", "end_turn")
     return ModelResponse(content=content, stop_reason=stop_reason, usage=usage, model=message.model, id=message.id)
+
+
+def _usage(u: object) -> Usage:
+    """The reply's token counts (ours include cached input; the API's `input_tokens` does not).
+
+    A gateway may leave counts out: what is missing counts zero, and without both input and output counts the
+    cost is unknown (null), never priced from the zeros (which would call the call free).
+    """
+    counts = {
+        name: getattr(u, name, None)
+        for name in ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+    }
+    cache_read, cache_creation = counts["cache_read_input_tokens"] or 0, counts["cache_creation_input_tokens"] or 0
+    return Usage(
+        input_tokens=(counts["input_tokens"] or 0) + cache_read + cache_creation,
+        output_tokens=counts["output_tokens"] or 0,
+        cache_read_input_tokens=cache_read,
+        cache_creation_input_tokens=cache_creation,
+        cost_usd=None if counts["input_tokens"] is None or counts["output_tokens"] is None else 0.0,
+    )
 
 
 def tool_input(raw: object) -> tuple[dict[str, Any], str | None]:

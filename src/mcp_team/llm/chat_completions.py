@@ -1,10 +1,11 @@
 """Our model types in Chat Completions' shapes and back: the messages and tools of a `ModelRequest`, and a
 reply as a `ModelResponse`, however incomplete a compatible server made it.
 
-Tool results become `tool` messages (failed ones marked in their text: the API has no error flag); tool-call
+Tool results become `tool` messages (failed ones marked in their text: the API has no error flag); a reasoning
+model's `<think>` block in a reply's text is dropped, as the reasoning a server splits out is; tool-call
 arguments that are not a JSON object become a `ToolUseBlock` with `input_error`, for the engine to send back
-to the model to fix; a reply without `usage` counts zero tokens. The SDK's types are for the type checker
-only: `import openai` is llm/openai.py's alone (it is slow).
+to the model to fix; a reply without `usage` counts zero tokens, at an unknown cost. The SDK's types are for
+the type checker only: `import openai` is llm/openai.py's alone (it is slow).
 """
 
 from __future__ import annotations
@@ -136,6 +137,8 @@ def from_completion(completion: ChatCompletion, requested_model: str) -> ModelRe
     if isinstance(text, list):  # content parts, as a few servers answer
         text = "".join(p.get("text", "") if isinstance(p, dict) else str(getattr(p, "text", "")) for p in text)
     if text:
+        text = without_reasoning(text)
+    if text:
         content.append(TextBlock(text=text))
     refusal = getattr(message, "refusal", None)
     if refusal:
@@ -161,14 +164,40 @@ def from_completion(completion: ChatCompletion, requested_model: str) -> ModelRe
     )
 
 
+_THINK, _THOUGHT = "<think>", "</think>"
+
+
+def without_reasoning(text: str) -> str:
+    """A reply's text without the reasoning a model wrote before its answer, as `<think>...</think>`.
+
+    Reasoning models (DeepSeek-R1, Qwen3, QwQ) write it into the content on a server that does not split it
+    out into `reasoning_content` (vLLM without --reasoning-parser, llama.cpp with --reasoning-format none,
+    Ollama's older versions); their chat templates often open the tag in the prompt, so the content has only
+    the closing one. Kept, it would be a specialist's result and the run's answer, and hide a tool call
+    written as text after it. A reply that is all reasoning (cut off inside it) has no answer.
+    """
+    head = text.lstrip()
+    if head.startswith(_THINK):
+        end = head.find(_THOUGHT)
+        return "" if end < 0 else head[end + len(_THOUGHT) :].lstrip()
+    if _THOUGHT in text and _THINK not in text:
+        return text.split(_THOUGHT, 1)[1].lstrip()
+    return text
+
+
 def from_usage(usage: Any) -> Usage:
-    """The reply's token counts; zeros when a server reports none. `prompt_tokens` includes cached input."""
-    if usage is None:
-        return Usage()
+    """The reply's token counts; `prompt_tokens` includes cached input.
+
+    A server that reports no count, or only one of the two, leaves what the call used unknown: it counts zero
+    for what is missing, and its cost is unknown (null), never priced from the zeros (which would call it free).
+    """
+    prompt = getattr(usage, "prompt_tokens", None)
+    completion = getattr(usage, "completion_tokens", None)
     details = getattr(usage, "prompt_tokens_details", None)
     return Usage(
-        input_tokens=getattr(usage, "prompt_tokens", None) or 0,
-        output_tokens=getattr(usage, "completion_tokens", None) or 0,
+        input_tokens=prompt or 0,
+        output_tokens=completion or 0,
         cache_read_input_tokens=(getattr(details, "cached_tokens", None) or 0) if details else 0,
         cache_creation_input_tokens=(getattr(details, "cache_write_tokens", None) or 0) if details else 0,
+        cost_usd=None if prompt is None or completion is None else 0.0,
     )

@@ -18,13 +18,14 @@ PRICED_PROVIDERS = ("anthropic", "openai")  # the backends whose calls someone b
 
 
 def call_cost(model: Model, response: ModelResponse) -> float | None:
-    """The USD cost of one call `model` answered with `response`; None when its price is unknown.
+    """The USD cost of one call `model` answered with `response`; None when its price is unknown, or its usage
+    (a backend marks usage it could not count with a null `cost_usd`, as for a server that reports no tokens).
 
     The model name the API answered with (often a dated snapshot) is looked up first, then the
     name that was asked for.
     """
-    if model.provider not in PRICED_PROVIDERS:
-        return None
+    if model.provider not in PRICED_PROVIDERS or response.usage.cost_usd is None:
+        return None  # not billed by anyone we know, or its backend could not count its tokens
     price_provider: str | None = getattr(model, "price_provider", None)
     base_url: str | None = getattr(model, "base_url", None)
     if price_provider is None and base_url is None:

@@ -6,9 +6,13 @@ Ollama, vLLM, llama.cpp's server, LM Studio), so this module owns the difference
   gpt-5), `max_tokens` elsewhere; a server that rejects the one it got is asked again with the other;
 - several tool calls per turn are asked for (`parallel_tool_calls`), and dropped for a server that
   rejects the parameter; a server that returns one call per turn simply takes more turns;
+- a temperature a model does not take (OpenAI's reasoning models take only their default) is dropped,
+  with a warning, once the server rejects it;
 - tool-call arguments that are not a JSON object become a `ToolUseBlock` with `input_error`, for the
   engine to send back to the model to fix;
-- a reply without `usage` counts zero tokens (and says so once in the log);
+- a reply without `usage` counts zero tokens at an unknown cost (and says so once in the log);
+- a server that answers only with streams (it sends server-sent events though none were asked for, or
+  rejects `stream: false`) is asked again streaming, and the chunks are put together into one reply;
 - a model or server without tool support is a `bad_request` that says so and what to do.
 Retrying 408/409/429/5xx with backoff (honouring `retry-after`) is left to the SDK.
 The request and reply in Chat Completions' shapes (messages, tools, tool-call arguments, usage) are
@@ -27,10 +31,11 @@ import re
 from typing import Any, Literal
 
 import openai
+from openai.lib.streaming.chat import ChatCompletionStreamState
 from openai.types.chat import ChatCompletion
 
 from mcp_team.llm.chat_completions import from_completion, to_messages, to_tool_params
-from mcp_team.llm.sdk_errors import clip, describe, scrub, unreadable
+from mcp_team.llm.sdk_errors import clip, describe, quoted, scrub, unreadable
 from mcp_team.llm.types import (
     ErrorKind,
     ModelError,
@@ -51,10 +56,22 @@ _REASONING_MODEL = re.compile(r"(^|/)(o\d|gpt-5)", re.I)
 
 # What servers say when the model (or the server's setup) cannot call tools: Ollama ("... does not
 # support tools"), llama.cpp ("tools param requires --jinja flag", older "Unsupported param: tools"),
-# vLLM ("auto" tool choice requires --enable-auto-tool-choice ...), OpenAI ("tools is not supported ...").
+# vLLM ("auto" tool choice requires --enable-auto-tool-choice ...), OpenAI ("tools is not supported ..."),
+# OpenRouter (a 404: "No endpoints found that support tool use"), a LiteLLM proxy ("... does not support
+# parameters: ['tools']"), and the plain "tools not supported" of others.
 _NO_TOOLS = re.compile(
-    r"(does not|doesn't) support tools|requires --jinja|unsupported param(eter)?:? '?tools\b|"
-    r"enable-auto-tool-choice|\btools? (is|are) not supported|(tool|function) calling is not (supported|enabled)",
+    r"(does not|doesn't) support (tools|tool use|tool calling|function calling)|requires --jinja|"
+    r"unsupported param(eter)?:? '?tools\b|does not support param(eter)?s?:? \[?['\"]tools\b|"
+    r"enable-auto-tool-choice|\btools?['\"`]? (is |are )?not supported|(tool|function) calling is not "
+    r"(supported|enabled)|support tool use",
+    re.I,
+)
+
+# What servers say when they answer only streams: DashScope ("This model only support stream mode, please enable
+# the stream parameter"), and others' "stream must be set to true", "streaming is required".
+_STREAM_ONLY = re.compile(
+    r"only supports? stream|supports only stream|stream(ing)? (must|has to) be (set to )?(true|enabled)|"
+    r"stream(ing)? (mode )?is required",
     re.I,
 )
 
@@ -80,7 +97,8 @@ class OpenAIModel:
 
     `api_key=None` and `base_url=None` fall back to `OPENAI_API_KEY` and `OPENAI_BASE_URL`. A local
     server (any `base_url` but OpenAI's) needs no key, and gets 600 s per attempt instead of 120 s.
-    The SDK client is created on the first call.
+    `key_setting` and `url_setting` name where the key and the base URL were set (a variable, a team file's
+    entry), for the errors that say what to check. The SDK client is created on the first call.
     """
 
     provider = "openai"
@@ -94,9 +112,12 @@ class OpenAIModel:
         max_retries: int = 4,
         timeout: float | None = None,
         price_provider: str | None = None,
+        key_setting: str = "OPENAI_API_KEY",
+        url_setting: str = "OPENAI_BASE_URL",
     ) -> None:
         self.name = model
         self.max_retries = max_retries
+        self.key_setting, self.url_setting = key_setting, url_setting
         self._api_key = api_key or os.environ.get("OPENAI_API_KEY") or None
         url = base_url or os.environ.get("OPENAI_BASE_URL") or None
         #: The endpoint's URL; None for OpenAI's own API.
@@ -108,6 +129,9 @@ class OpenAIModel:
         self._token_param = token_limit_param(model, self.base_url)
         self._token_param_switched = False
         self._send_parallel = True  # cleared when the server rejects `parallel_tool_calls`
+        self._send_temperature = True  # cleared when the server rejects the temperature asked for
+        self._stream = False  # set when the server answers only with streams
+        self._send_stream_options = True  # cleared when a streaming server rejects `stream_options`
         self._warned_no_usage = False
         self._client: openai.AsyncOpenAI | None = None
 
@@ -152,59 +176,119 @@ class OpenAIModel:
             raise self._model_error(err) from None
         messages = to_messages(request)
         tools = to_tool_params(request.tools)
-        # At most two re-asks: one per request detail a server may reject (output limit, parallel calls).
-        for _ in range(3):
+        # At most five re-asks: one per request detail a server may reject (output limit, parallel calls,
+        # temperature, whole replies, the usage of a stream).
+        for _ in range(6):
             options: dict[str, Any] = {self._token_param: request.max_tokens}
-            if request.temperature is not None:
+            if request.temperature is not None and self._send_temperature:
                 options["temperature"] = request.temperature
             if tools:
                 options["tools"] = tools
                 if self._send_parallel:
                     options["parallel_tool_calls"] = True
+            streaming = self._stream  # this call's: another may change it while this one is out
+            if streaming and self._send_stream_options:
+                options["stream_options"] = {"include_usage": True}  # else a stream reports no usage
             try:
-                completion = await client.chat.completions.create(model=self.name, messages=messages, **options)
+                if streaming:
+                    completion = await self._streamed(client, model=self.name, messages=messages, **options)
+                else:
+                    completion = await client.chat.completions.create(model=self.name, messages=messages, **options)
             except openai.BadRequestError as err:
-                if self._adapt(err):
+                if self._adapt(err, options, streaming):
                     continue
                 raise self._model_error(err) from None
             except openai.OpenAIError as err:
                 raise self._model_error(err) from None
             except (json.JSONDecodeError, UnicodeDecodeError) as err:
+                if self._streams_anyway(getattr(err, "doc", ""), streaming):
+                    continue
                 # The SDK decodes a JSON-labelled body without catching this: a 200 that is not JSON at all.
                 raise self._unreadable(f"not JSON: {err}") from None
+            if self._streams_anyway(completion, streaming):
+                continue
             return self._response(completion)
         raise ModelError("bad_request", f"{self.where} kept rejecting the {self.name} request's parameters")
 
-    def _adapt(self, err: openai.BadRequestError) -> bool:
+    async def _streamed(self, client: openai.AsyncOpenAI, **request: Any) -> ChatCompletion:
+        """One call made streaming, its chunks put together into the reply a whole one would have been."""
+        state = ChatCompletionStreamState()
+        chunks = 0
+        try:
+            async with await client.chat.completions.create(**request, stream=True) as stream:
+                async for chunk in stream:
+                    state.handle_chunk(chunk)
+                    chunks += 1
+        except (AttributeError, TypeError, ValueError, IndexError, KeyError) as err:
+            raise self._unreadable(f"a stream chunk that is not Chat Completions': {err}") from None
+        if not chunks:
+            raise self._unreadable("an empty stream")
+        return state.current_completion_snapshot
+
+    def _streams_anyway(self, reply: object, streaming: bool) -> bool:
+        """Whether the reply to a call made without `streaming` is a stream (server-sent events) all the same: then
+        the server streams every reply, and this call and every later one are made streaming."""
+        if streaming or not isinstance(reply, str) or not reply.lstrip().startswith(("data:", "event:")):
+            return False
+        self._stream_from_now("answers it with a stream though none was asked for")
+        return True
+
+    def _stream_from_now(self, why: str) -> None:
+        if not self._stream:
+            self._stream = True
+            log.info("%s %s for %s; streaming from now on", self.where, why, self.name)
+
+    def _adapt(self, err: openai.BadRequestError, sent: dict[str, Any], streaming: bool) -> bool:
         """Change the request detail a server rejected as unsupported; False when there is nothing to change.
 
         Each detail changes at most once per model, so an error that is about something else (say, a
-        `max_tokens` value that is too large) is reported, not retried back and forth.
+        `max_tokens` value that is too large) is reported, not retried back and forth. `sent` and `streaming`
+        are the rejected call's: concurrent calls are rejected alike, and the first to hear it changes the
+        detail for all; the others are asked again as it now is.
         """
-        if self._send_parallel and _rejects(err, "parallel_tool_calls"):
+        if "parallel_tool_calls" in sent and _rejects(err, "parallel_tool_calls"):
             self._send_parallel = False
             return True
-        param = self._token_param
-        if not self._token_param_switched and _rejects(err, param):
-            other: TokenLimitParam = "max_tokens" if param == "max_completion_tokens" else "max_completion_tokens"
-            log.info("%s rejects %s for %s; sending %s instead", self.where, param, self.name, other)
-            self._token_param, self._token_param_switched = other, True
+        if "temperature" in sent and (_rejects(err, "temperature") or _rejects_value(err, "temperature")):
+            if self._send_temperature:
+                self._send_temperature = False
+                log.warning(
+                    "%s does not take temperature %g for %s (%s); the model's own applies",
+                    self.where, sent["temperature"], self.name, clip(_api_message(err), 200),
+                )  # fmt: skip
             return True
-        return False
+        if not streaming and _STREAM_ONLY.search(_api_message(err)):
+            self._stream_from_now("answers only streams")
+            return True
+        if "stream_options" in sent and _rejects(err, "stream_options"):
+            self._send_stream_options = False
+            return True
+        param: TokenLimitParam = "max_tokens" if "max_tokens" in sent else "max_completion_tokens"
+        if not _rejects(err, param):
+            return False
+        if param != self._token_param:
+            return True  # another call has switched it already
+        if self._token_param_switched:
+            return False  # it was switched to this one: both are rejected, for some other reason
+        other: TokenLimitParam = "max_tokens" if param == "max_completion_tokens" else "max_completion_tokens"
+        log.info("%s rejects %s for %s; sending %s instead", self.where, param, self.name, other)
+        self._token_param, self._token_param_switched = other, True
+        return True
 
     def _response(self, completion: ChatCompletion) -> ModelResponse:
         """The reply as a `ModelResponse`, however incomplete a compatible server made it."""
         if not isinstance(completion, ChatCompletion):
             # The SDK hands back a body that is not JSON-labelled as text, and JSON that is no object as it is.
-            raise self._unreadable(f"not a Chat Completions reply: {clip(repr(completion), 200)}")
+            what = quoted(completion, 200) if isinstance(completion, str) else clip(repr(completion), 200)
+            raise self._unreadable(f"not a Chat Completions reply: {what}")
         try:
             response = from_completion(completion, self.name)
         except (AttributeError, TypeError, ValueError, IndexError, KeyError) as err:
             raise self._unreadable(f"not a Chat Completions reply: {err}") from None
-        if getattr(completion, "usage", None) is None and not self._warned_no_usage:
+        if response.usage.cost_usd is None and not self._warned_no_usage:  # no counts, or not both
             self._warned_no_usage = True
             log.warning(
-                "%s reports no token usage for %s: token budgets and costs cannot count its calls",
+                "%s reports no token usage for %s: token budgets cannot count its calls, and their cost is unknown",
                 self.where,
                 self.name,
             )
@@ -216,7 +300,7 @@ class OpenAIModel:
         hint = (
             ""
             if self.base_url is None
-            else "; check the base URL (OPENAI_BASE_URL): it should be the server's OpenAI-compatible API, "
+            else f"; check the base URL ({self.url_setting}): it should be the server's OpenAI-compatible API, "
             "which usually ends in /v1"
         )
         return ModelError("server_error", self._scrub(unreadable(self.where, self.name, why, hint)))
@@ -257,8 +341,8 @@ class OpenAIModel:
             where=self.where,
             timeout=self.timeout,
             max_retries=self.max_retries,
-            key_variable="OPENAI_API_KEY",
-            url_variable="OPENAI_BASE_URL",
+            key_variable=self.key_setting,
+            url_variable=self.url_setting,
             detail=detail,
             hint=hint,
         )
@@ -275,8 +359,16 @@ def _api_message(err: openai.APIError) -> str:
         message = body.get("message") or body.get("detail") or body.get("error")
         return message if isinstance(message, str) else json.dumps(body)[:500]
     if isinstance(body, str):
-        return body[:500]
+        return quoted(body)
     return ""
+
+
+def _rejects_value(err: openai.BadRequestError, param: str) -> bool:
+    """Whether a 400 says the value of the request parameter `param` is not one the model takes (OpenAI's
+    reasoning models: "Unsupported value: 'temperature' does not support 0.2 with this model")."""
+    if err.code == "unsupported_value" and err.param == param:
+        return True
+    return bool(re.search(rf"unsupported value:? ['\"`]?{param}\b", _api_message(err), re.I))
 
 
 def _rejects(err: openai.BadRequestError, param: str) -> bool:

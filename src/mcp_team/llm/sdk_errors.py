@@ -30,7 +30,8 @@ def describe(
     """`(kind, HTTP status, message)` for an exception `sdk` raised after its own retries.
 
     `where` names the endpoint (`the OpenAI API`, `the server at <url>`), `detail` is the API's own
-    account of a status error, `hint` ends the message of a request the API rejected.
+    account of a status error, `hint` ends the message of a request the API rejected; `key_variable` and
+    `url_variable` say where the key and the base URL are set (a variable, a team file's entry).
     """
     if isinstance(err, sdk.APIStatusError):
         status: int = err.status_code
@@ -56,7 +57,7 @@ def describe(
                 f"{where} failed the {model} call with HTTP {status}{detail}; gave up after {tries}; try again later",
             )
         if status in (401, 403):
-            what = "rejected the API key" if status == 401 else "denied this API key access"
+            what = f"rejected the API key of the {model} call" if status == 401 else f"denied the key access to {model}"
             return ("auth", status, f"{where} {what} (HTTP {status}){detail}; check {key_variable}")
         if status == 408:
             return ("timeout", status, f"{where} timed out the {model} call (HTTP 408){detail}; gave up after {tries}")
@@ -87,6 +88,30 @@ def unreadable(where: str, model: str, why: str, hint: str) -> str:
     or page (the backend gives the `hint` on its base URL). Its kind is `server_error`: retried, and a fallback
     model may answer instead."""
     return f"{where} returned a reply to the {model} call that could not be read ({why}){hint}"
+
+
+_HTML = re.compile(r"\s*(<!doctype html|<html|<head|<body)", re.I)
+_HEADING = re.compile(r"<title[^>]*>(.*?)</title>|<h1[^>]*>(.*?)</h1>", re.I | re.S)
+
+
+def quoted(text: str, width: int = 500) -> str:
+    """What a server sent, for a message: an HTML page (a proxy's or web server's error page, not the API's
+    answer) by its title or else its text, anything else cut to `width` characters."""
+    if not _HTML.match(text):
+        return clip(text, width)
+    heading = _HEADING.search(text)
+    if heading:
+        return f"an HTML page titled {_text(next(g for g in heading.groups() if g is not None))!r}{_NOT_THE_API}"
+    body = _text(re.sub(r"<(script|style)\b.*?</\1>", " ", text, flags=re.I | re.S))
+    return f"an HTML page{f' saying {body!r}' if body else ''}{_NOT_THE_API}"
+
+
+_NOT_THE_API = " (a proxy or web server answered, not the API)"
+
+
+def _text(html: str) -> str:
+    """The text of an HTML fragment, on one line, cut to 100 characters."""
+    return clip(" ".join(re.sub(r"<[^>]+>", " ", html).split()), 100)
 
 
 def clip(text: str, width: int = 300) -> str:

@@ -303,7 +303,14 @@ def _build(settings: ModelSettings, backend: Backend, members: Mapping[str, Memb
         ref = settings.role_model(role)
         key = settings.supervisor_api_key if role == SUPERVISOR else settings.specialist_api_key
         url = settings.supervisor_base_url if role == SUPERVISOR else settings.specialist_base_url
-        roles[role] = factory.model(ref, key, url, f"MCP_TEAM_{role.upper()}_API_KEY")
+        roles[role] = factory.model(
+            ref,
+            key,
+            url,
+            f"MCP_TEAM_{role.upper()}_API_KEY",
+            key_from=f"MCP_TEAM_{role.upper()}_API_KEY" if key is not None else None,
+            url_from=f"MCP_TEAM_{role.upper()}_BASE_URL" if url is not None else None,
+        )
         sampling = settings.supervisor_sampling if role == SUPERVISOR else settings.specialist_sampling
         if sampling is not None:
             roles[role] = TunedModel(roles[role], sampling)
@@ -324,7 +331,15 @@ def _build(settings: ModelSettings, backend: Backend, members: Mapping[str, Memb
             ref = _member_ref(choice.model, backend, f"specialist {name!r}")
             # Its own key: its api_key_env, not the role's variables (they are not read for it).
             where = choice.api_key_env or f'api_key_env = "VARIABLE" in specialist {name!r}\'s entry'
-            own[name] = factory.model(ref, key, choice.base_url, where, f"specialist {name!r}")
+            own[name] = factory.model(
+                ref,
+                key,
+                choice.base_url,
+                where,
+                f"specialist {name!r}",
+                key_from=choice.api_key_env,
+                url_from=f"base_url of specialist {name!r} in the team file" if choice.base_url else None,
+            )
         if choice.sampling is not None:
             own[name] = _tuned(own.get(name) or roles[choice.role], choice.sampling)
         if choice.fallback is not None:
@@ -386,11 +401,20 @@ class _Factory:
         return self._made[("offline", "", None, None)]
 
     def model(
-        self, ref: ModelRef, key: SecretStr | None, base_url: str | None, key_variable: str | None, who: str = ""
+        self,
+        ref: ModelRef,
+        key: SecretStr | None,
+        base_url: str | None,
+        key_variable: str | None,
+        who: str = "",
+        *,
+        key_from: str | None = None,
+        url_from: str | None = None,
     ) -> Model:
         """The model `ref` names, with `key` and `base_url` when given, else its provider's. `key_variable`: where
         else its key may be set, for the message when none is (None: nowhere else, as for a fallback model);
-        `who` uses it (`specialist 'scout'`), named first in that message."""
+        `who` uses it (`specialist 'scout'`), named first in that message. `key_from` and `url_from` say where
+        the given `key` and `base_url` were set, for the model's errors (a 401 says which key to check)."""
         s = self.settings
         if ref.provider == "offline":
             return self.offline()
@@ -398,10 +422,14 @@ class _Factory:
         other = "" if key_variable is None else f" (or {key_variable or _ROLE_KEYS})"
         whose = f"{who}: " if who else ""
         if ref.provider == "anthropic":
+            key_setting = (key_from if key is not None else None) or "ANTHROPIC_API_KEY"
+            url_setting = (url_from if base_url is not None else None) or "ANTHROPIC_BASE_URL"
             key, base_url = key or s.anthropic_api_key, base_url or s.anthropic_base_url
             if key is None:
                 raise ConfigError(f"{whose}the anthropic backend needs an API key: set ANTHROPIC_API_KEY{other}")
         else:
+            key_setting = (key_from if key is not None else None) or "OPENAI_API_KEY"
+            url_setting = (url_from if base_url is not None else None) or "OPENAI_BASE_URL"
             key, base_url = key or s.openai_api_key, base_url or s.openai_base_url
             if key is None and base_url is None:
                 raise ConfigError(
@@ -416,12 +444,24 @@ class _Factory:
                 from mcp_team.llm.anthropic import AnthropicModel
 
                 self._made[made_key] = AnthropicModel(
-                    name, api_key=secret, base_url=base_url, max_retries=s.max_retries, price_provider=prices
+                    name,
+                    api_key=secret,
+                    base_url=base_url,
+                    max_retries=s.max_retries,
+                    price_provider=prices,
+                    key_setting=key_setting,
+                    url_setting=url_setting,
                 )
             else:
                 from mcp_team.llm.openai import OpenAIModel
 
                 self._made[made_key] = OpenAIModel(
-                    name, api_key=secret, base_url=base_url, max_retries=s.max_retries, price_provider=prices
+                    name,
+                    api_key=secret,
+                    base_url=base_url,
+                    max_retries=s.max_retries,
+                    price_provider=prices,
+                    key_setting=key_setting,
+                    url_setting=url_setting,
                 )
         return self._made[made_key]

@@ -175,9 +175,9 @@ async def _loop(
             continue
         if not uses:
             if response.stop_reason == "refusal":
-                return failed("model_refused", f"the model declined the task: {text[:300]}", turn)
+                return failed("model_refused", _declined(text), turn)
             if response.stop_reason == "max_tokens":
-                return failed("truncated", "the answer was cut off at the output token limit; ask for less", turn)
+                return failed("truncated", TRUNCATED.format(name=specialist.name), turn)
             if not text.strip():
                 return failed("empty_answer", "the model returned an empty answer", turn)
             verdict = parse_verdict(text) if specialist.returns_verdict else None
@@ -213,6 +213,20 @@ async def _loop(
         f"answer (it kept calling: {', '.join(called)})",
         specialist.max_turns,
     )
+
+
+TRUNCATED = (
+    "the answer was cut off at the output token limit; ask for less, or raise the limit: sampling = "
+    "{{ max_tokens = N }} in {name}'s entry of the team file (specialist_sampling under [models], or "
+    """MCP_TEAM_SPECIALIST_SAMPLING='{{"max_tokens": N}}', for every specialist)"""
+)
+
+
+def _declined(text: str) -> str:
+    """Why a specialist failed whose model refused: in its own words, or (a content filter's stop says none) so."""
+    if text.strip():
+        return f"the model declined the task: {text[:300]}"
+    return "the model declined the task without saying why (a provider's content filter stops an answer so)"
 
 
 class _NotText(Exception):
