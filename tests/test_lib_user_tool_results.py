@@ -7,6 +7,7 @@ budget or the provider's context limit with an error that did not name the tool.
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -147,3 +148,40 @@ async def test_an_mcp_servers_tool_is_cut_at_the_team_files_max_result_chars(tmp
 
     assert not result.is_error, result.content
     assert result.structured_content["output"] == "é" * 500 + note("result", 2000, 500)  # type: ignore[index]
+
+
+async def test_a_durable_run_cuts_at_the_tools_own_limit_and_records_no_more_than_the_model_sees(
+    tmp_path: Path,
+) -> None:
+    """Durable runs (the default of `serve` and `run`) wrap each tool as a step: the wrapper was a new `Tool`
+    with the default limit, so a tool's own (or `[tools] max_result_chars`) was ignored there."""
+    from mcp_team.runs import open_runs, resolve
+    from mcp_team.runs.team_engine import TeamEngine
+
+    async def run(arguments: dict[str, Any]) -> str:
+        return "x" * 30
+
+    model = Caller()
+    lookup = Tool("lookup", "Looks a fact up.", {"type": "object"}, run, max_result_chars=10)
+    scout = Specialist(name="scout", description="Finds facts.", system_prompt="Use lookup.", tools=(lookup,))
+    async with open_runs(
+        resolve(state_dir=tmp_path, environ={}), TeamEngine(Team(ModelSet.single(model), [scout]))
+    ) as runs:
+        started = await runs.start("Find facts about bees")
+        record = await runs.wait(started.run_id, timeout=60)
+    assert record is not None and record.status == "complete", record
+    (seen,) = model.tool_results
+    assert seen.content == "x" * 10 + note("result", 30, 10)
+    with sqlite3.connect(tmp_path / "runs.sqlite") as db:
+        outputs = [str(row[0]) for row in db.execute("SELECT output FROM operation_outputs")]
+    assert any("x" * 10 in out for out in outputs), outputs  # the tool's step was recorded
+    assert not any("x" * 11 in out for out in outputs), outputs  # and only what the model saw of it
+
+
+async def test_an_error_is_cut_at_the_tools_own_limit() -> None:
+    async def run(arguments: dict[str, Any]) -> str:
+        raise RuntimeError("y" * 50)
+
+    seen, _ = await run_scout(Tool("lookup", "Looks a fact up.", {"type": "object"}, run, max_result_chars=20))
+    said = "lookup failed: RuntimeError: " + "y" * 50
+    assert seen.is_error and seen.content == said[:20] + note("error", len(said), 20)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any, TypeVar
 
 import anyio
@@ -29,7 +30,7 @@ from mcp_team.llm.call import timed_out
 from mcp_team.llm.wrappers import WrapperModel
 from mcp_team.runs import _dbos_internals as internals
 from mcp_team.runs import _dbos_steps as steps
-from mcp_team.specialists.tools import Tool
+from mcp_team.specialists.tools import Tool, capped
 
 T = TypeVar("T")
 
@@ -184,7 +185,8 @@ def durable_tool(tool: Tool) -> Tool:
     run = tool.run
 
     async def call(args: dict[str, Any]) -> str:
-        return await run(args)
+        output = await run(args)  # cut here too: the step's record keeps no more than the model sees
+        return capped(output, tool.max_result_chars) if isinstance(output, str) else output
 
     async def durable_run(args: dict[str, Any]) -> str:
         if not internals.in_workflow():
@@ -193,4 +195,4 @@ def durable_tool(tool: Tool) -> Tool:
         step = f"tool:{tool.name}:{_digest(repr(sorted(args.items())))}"
         return await _step(step, call, args)
 
-    return Tool(tool.name, tool.description, tool.input_schema, durable_run)
+    return replace(tool, run=durable_run)  # its limits and hints (max_result_chars, read_only...) kept

@@ -53,13 +53,18 @@ class Tool:
         return ToolDefinition(name=self.name, description=self.description, input_schema=self.input_schema)
 
 
+_CUT = "\n\n[truncated: the "  # where `capped` cut: its note starts here, right after the first `limit` characters
+
+
 def capped(text: str, limit: int, what: str = "result") -> str:
     """`text`, or its first `limit` characters and a note saying it was cut, how long it was and what to do.
 
-    Cut on characters (code points), never inside one: the text stays valid whatever its encoding."""
-    if len(text) <= limit:
+    Cut on characters (code points), never inside one: the text stays valid whatever its encoding. Text it cut
+    already is returned as it is (a durable run cuts a result inside its step, so the database keeps no more than
+    the model sees, and the specialist's loop cuts every result again)."""
+    if len(text) <= limit or text.startswith(_CUT, limit):
         return text
     return (
-        f"{text[:limit]}\n\n[truncated: the {what} is {len(text):,} characters; only the first {limit:,} are shown. "
+        f"{text[:limit]}{_CUT}{what} is {len(text):,} characters; only the first {limit:,} are shown. "
         "If you need the rest, ask the tool for less at a time (a narrower query, a part or a page).]"
     )
