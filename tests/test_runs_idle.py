@@ -1,5 +1,5 @@
 """An idle server on SQLite stays idle: DBOS's background jobs (delayed workflows, workflow timeouts: mcp-team
-uses neither) ran every second, two SQL statements each time, over half of an idle server's CPU. They run once a
+uses neither) ran every second, two SQL statements each time, over a third of an idle server's CPU. They run once a
 minute there now; on PostgreSQL DBOS's own pace is kept (the jobs' lock is a transaction held for the interval)."""
 
 from __future__ import annotations

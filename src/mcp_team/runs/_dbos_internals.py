@@ -203,11 +203,12 @@ def space_background_jobs(interval_sec: float | None) -> None:
 
     They enqueue delayed workflows and cancel workflows past their DBOS timeout; mcp-team makes neither (a run's
     deadline is the engine's), so each pass finds nothing, but it costs two SQL statements through SQLAlchemy:
-    over half of an idle server's CPU (0.5% of a core, all day, in a Claude Desktop that keeps the server
-    running). For SQLite only: there the jobs' lock is no lock, while on PostgreSQL the process holding it keeps a
-    transaction open for the whole interval, which the 5 s idle timeout DBOS sets on it would end. A module
-    constant DBOS reads on each pass, so process-wide: `launch` sets it for every database it opens. Call before
-    `launch()`."""
+    over a third of an idle server's CPU (0.34 of 0.77% of a core, all day, in a Claude Desktop that keeps the
+    server running: benchmarks/idle.py). For SQLite only: there the jobs' lock is no lock, while on PostgreSQL the
+    process holding it keeps a transaction open for the whole interval, which the 5 s idle timeout DBOS sets on it
+    would end. A module
+    constant DBOS reads when its background thread starts, so process-wide: `launch` sets it before every launch,
+    for the database it opens. Call before `launch()`."""
     from dbos import _workflow_commands
 
     if not hasattr(_workflow_commands, "_BACKGROUND_JOBS_INTERVAL_SEC"):

@@ -224,6 +224,8 @@ def _report(
     for runs in (team_runs, single_runs or []):
         runs.sort(key=lambda r: (order[r.case.name], r.attempt))  # suite order, not the order they finished
     finished = len(team_runs) + len(single_runs or [])
+    # A signal once every run had finished (the team's MCP servers closing) cut nothing short: the eval is whole.
+    interrupted = interrupted and finished < planned
     written = None
     if args.json:
         report = json_report(source, backend, notice, args.repeat, team_runs, single_runs, interrupted=interrupted)
