@@ -83,3 +83,19 @@ def test_the_checkpoint_timeout_ends_a_run_nobody_answers_on_the_terminal(tmp_pa
     assert (code, result["status"]) == (130, "cancelled"), err
     assert "nobody answered checkpoint 'plan' within 1 s" in result["answer"]
     assert [(c["action"], c["answered_by"]) for c in result["checkpoints"]] == [("timeout", "timeout")]
+
+
+def test_a_revise_without_feedback_is_asked_again_not_spent_as_a_round() -> None:
+    # An empty "what should change?" re-planned with nothing to change: a model call and one of the
+    # max_checkpoint_rounds spent, where a client's form and answer_checkpoint both refuse such a revise.
+    with on_a_terminal() as (proc, controller):
+        until_asked(proc)
+        os.write(controller, b"r\n\nr\nalso write the python code for it\na\n")
+        code, out, err = ended(proc)
+    assert code == 0, err
+    assert "with revise, say what should change" in err
+    result = json.loads(out)
+    assert [(c["action"], c["feedback"]) for c in result["checkpoints"]] == [
+        ("revise", "also write the python code for it"),
+        ("approve", ""),
+    ]

@@ -31,12 +31,15 @@ def terminal_approver() -> Approver:
         print(f"\n── checkpoint {checkpoint.name}{again} ──\n{checkpoint.summary}\n", file=sys.stderr, flush=True)
         while True:
             choice = (await terminal.ask("[a]pprove, [r]evise or reject ([x])? ")).strip().lower()
-            if choice in _CHOICES:
-                break
-            print("please answer a, r or x", file=sys.stderr, flush=True)
-        action = _CHOICES[choice]
-        feedback = (await terminal.ask("what should change? ")).strip() if action == "revise" else ""
-        return Decision(action=action, feedback=feedback)  # type: ignore[arg-type]
+            action = _CHOICES.get(choice)
+            if action is None:
+                print("please answer a, r or x", file=sys.stderr, flush=True)
+            elif action != "revise":
+                return Decision(action=action)  # type: ignore[arg-type]
+            elif feedback := (await terminal.ask("what should change? ")).strip():
+                return Decision(action="revise", feedback=feedback)
+            else:  # a revise round with nothing to change would re-plan (a model call) for nothing
+                print("with revise, say what should change; or answer a or x", file=sys.stderr, flush=True)
 
     return approve
 
