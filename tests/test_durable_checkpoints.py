@@ -318,6 +318,10 @@ async def test_run_team_as_a_task_waits_at_its_checkpoint_for_the_tool(tmp_path:
         run_id = created["taskId"]  # the task id is the run id
         view = await _until_waiting(client, run_id)
         assert view["waiting"]["name"] == "plan"
+        # the task's own status says so: it read "running: 0 handoff(s) finished, 0 in progress", and a client that
+        # follows tasks/get never learned that the run would only time out unless someone answered
+        waiting = (await tasks.get(run_id))["statusMessage"]
+        assert "waiting at checkpoint 'plan'" in waiting and "answer_checkpoint" in waiting, waiting
         await _answer_when_waiting(client, run_id, "plan", "approve")
         task, result = await tasks.final(run_id)
     assert task["status"] == "completed", task
