@@ -80,6 +80,28 @@ async def test_revise_replans_and_the_new_plan_is_what_runs(mode: str) -> None:
     assert [c.action for c in run_.checkpoints] == ["revise", "approve"]
 
 
+async def test_the_caller_hears_in_progress_that_the_run_waits_for_approval(mode: str) -> None:
+    # Waiting at "plan" moved no handoff count, so no progress was sent: a client showing progress saw nothing
+    # from the run until it ended, while the person took their time over the form.
+    heard: list[str] = []
+    heard_when_asked: list[str] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        heard.append(message or "")
+
+    class Watching(Person):
+        async def __call__(self, context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+            heard_when_asked.extend(heard)
+            return await super().__call__(context, params)
+
+    person = Watching({"decision": "approve"})
+    async with Client(server(mode="planned", checkpoints=["plan"]), mode=mode, elicitation_callback=person) as c:
+        result = await c.call_tool("run_team", {"request": REQUEST}, progress_callback=on_progress)
+    assert not result.is_error, result.content
+    assert heard_when_asked == ["checkpoint plan: waiting for approval"]
+    assert heard[1] == "checkpoint plan: approve" and len(heard) == 2 + 2 * 2  # then two handoffs, each two
+
+
 async def test_reject_before_the_writer_cancels_with_what_had_finished(mode: str) -> None:
     person = Person({"decision": "reject", "feedback": "the research is thin"})
     async with Client(server(), mode=mode, elicitation_callback=person) as c:
