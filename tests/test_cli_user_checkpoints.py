@@ -1,6 +1,6 @@
 """A terminal user of `mcp-team run --checkpoint plan`: the question on a real terminal (a pty), answered, left
-unanswered until the checkpoint's timeout, or cut short with Ctrl-C; the process ends either way without
-anyone pressing Enter."""
+unanswered until the checkpoint's timeout, cut short with Ctrl-C, or ended with Ctrl-D; the process ends
+without anyone pressing Enter."""
 
 from __future__ import annotations
 
@@ -99,3 +99,16 @@ def test_a_revise_without_feedback_is_asked_again_not_spent_as_a_round() -> None
         ("revise", "also write the python code for it"),
         ("approve", ""),
     ]
+
+
+def test_ctrl_d_at_the_prompt_is_a_reject() -> None:
+    # It was "nobody can be asked": the run failed telling the person to answer "on a terminal", where they were,
+    # and under checkpoint_policy = "approve" their Ctrl-D went on as approved.
+    with on_a_terminal() as (proc, controller):
+        until_asked(proc)
+        os.write(controller, b"\x04")
+        code, out, err = ended(proc)
+    result = json.loads(out)
+    assert (code, result["status"]) == (130, "cancelled"), err
+    assert [(c["action"], c["answered_by"]) for c in result["checkpoints"]] == [("reject", "person")]
+    assert "rejected at checkpoint 'plan': the input ended (Ctrl-D) at the prompt" in result["answer"]

@@ -1,7 +1,8 @@
 """`mcp-team run`'s checkpoints: the engine's `Approver` (handoffs/checkpoints.py) as a question on the terminal.
 
 Asked only when stdin is a terminal; otherwise `CannotAsk`, and the team's `checkpoint_policy` decides
-(by default the run fails saying nobody could approve). The question goes to stderr, like progress, so
+(by default the run fails saying nobody could approve). Ctrl-D at the prompt is a reject, as a cancelled form
+is in an MCP client: the person was asked, and ended the input. The question goes to stderr, like progress, so
 stdout keeps only the answer.
 
 The terminal is read on the event loop (`anyio.wait_readable`), not in a worker thread: a thread blocked in a
@@ -29,19 +30,26 @@ def terminal_approver() -> Approver:
             raise CannotAsk("mcp-team run is not attached to a terminal (stdin is not interactive)")
         again = f" (round {checkpoint.round})" if checkpoint.round > 1 else ""
         print(f"\n── checkpoint {checkpoint.name}{again} ──\n{checkpoint.summary}\n", file=sys.stderr, flush=True)
-        while True:
-            choice = (await terminal.ask("[a]pprove, [r]evise or reject ([x])? ")).strip().lower()
-            action = _CHOICES.get(choice)
-            if action is None:
-                print("please answer a, r or x", file=sys.stderr, flush=True)
-            elif action != "revise":
-                return Decision(action=action)  # type: ignore[arg-type]
-            elif feedback := (await terminal.ask("what should change? ")).strip():
-                return Decision(action="revise", feedback=feedback)
-            else:  # a revise round with nothing to change would re-plan (a model call) for nothing
-                print("with revise, say what should change; or answer a or x", file=sys.stderr, flush=True)
+        try:
+            return await _decision(terminal)
+        except EOFError:  # Ctrl-D: the person ended the input, as a client's person cancels a form: a reject
+            print(file=sys.stderr, flush=True)
+            return Decision(action="reject", feedback="the input ended (Ctrl-D) at the prompt")
 
     return approve
+
+
+async def _decision(terminal: _Lines) -> Decision:
+    while True:
+        action = _CHOICES.get((await terminal.ask("[a]pprove, [r]evise or reject ([x])? ")).strip().lower())
+        if action is None:
+            print("please answer a, r or x", file=sys.stderr, flush=True)
+        elif action != "revise":
+            return Decision(action=action)  # type: ignore[arg-type]
+        elif feedback := (await terminal.ask("what should change? ")).strip():
+            return Decision(action="revise", feedback=feedback)
+        else:  # a revise round with nothing to change would re-plan (a model call) for nothing
+            print("with revise, say what should change; or answer a or x", file=sys.stderr, flush=True)
 
 
 class _Lines:
@@ -68,7 +76,7 @@ class _Lines:
                 chunk = b""
             if not chunk:  # Ctrl-D, or the terminal went away
                 if not self.pending:
-                    raise CannotAsk("the terminal closed before answering")
+                    raise EOFError
                 break
             self.pending += chunk
         line, _, self.pending = self.pending.partition(b"\n")
