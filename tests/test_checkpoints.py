@@ -172,6 +172,29 @@ async def test_no_answer_within_the_timeout_cancels_the_run(mode: str) -> None:
     assert [(c.action, c.answered_by) for c in run_.checkpoints] == [("timeout", "timeout")]
 
 
+async def test_on_2026_07_28_a_person_has_the_whole_checkpoint_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A parked run gave up on its client's input_required round after JOB_TTL_SECONDS (600 s), whatever the team's
+    # checkpoint_timeout: "nobody could be asked", so the policy decided (approved the plan under "approve") while
+    # the person still had the form, and their answer then found the run gone.
+    from mcp_team.server import sampling
+
+    ttl = 0.3
+    monkeypatch.setattr(sampling, "JOB_TTL_SECONDS", ttl)
+
+    class Slow(Person):
+        async def __call__(self, context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+            await anyio.sleep(3 * ttl)  # the person reads the plan for longer than a round is kept
+            return await super().__call__(context, params)
+
+    person = Slow({"decision": "reject", "feedback": "not this plan"})
+    app = server(mode="planned", checkpoints=["plan"], checkpoint_policy="approve", checkpoint_timeout=60)
+    async with Client(app, mode="auto", elicitation_callback=person) as c:
+        result, run_ = await run(c)
+    assert run_ is not None, result.content
+    assert run_.status == "cancelled" and "not this plan" in run_.answer, run_.answer
+    assert [(c.action, c.answered_by) for c in run_.checkpoints] == [("reject", "person")]
+
+
 async def test_a_client_without_elicitation_fails_by_default_saying_so(mode: str) -> None:
     async with Client(server(checkpoints=["plan"]), mode=mode) as c:
         result, _ = await run(c)
