@@ -68,6 +68,8 @@ async def answer_checkpoint(
 
 
 def _shows(record: Any, answered: Checkpoint) -> bool:
+    if answered.run_id != record.run_id:  # a sub-team's question: its answers are on its handoff's record
+        return bool(record.waiting != answered)
     taken = record.result.checkpoints if record.result is not None else []
     return any((c.name, c.round) == (answered.name, answered.round) for c in taken)
 
