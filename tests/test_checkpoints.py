@@ -104,9 +104,18 @@ async def test_the_caller_hears_in_progress_that_the_run_waits_for_approval(mode
 
 async def test_reject_before_the_writer_cancels_with_what_had_finished(mode: str) -> None:
     person = Person({"decision": "reject", "feedback": "the research is thin"})
+    heard: list[str] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        heard.append(message or "")
+
     async with Client(server(), mode=mode, elicitation_callback=person) as c:
-        _, run_ = await run(c, checkpoints=["before:writer"])  # a per-call checkpoint
+        result = await c.call_tool(
+            "run_team", {"request": REQUEST, "checkpoints": ["before:writer"]}, progress_callback=on_progress
+        )  # a per-call checkpoint
+        run_ = RunResult.model_validate(result.structured_content)
     assert run_ is not None and run_.status == "cancelled"
+    assert heard[-1] == "checkpoint before:writer: reject"  # told at once, as an approve is
     assert "writer will get this task" in person.asked[0]
     assert [(h.target, h.status) for h in run_.handoffs] == [("researcher", "completed"), ("writer", "refused")]
     assert "rejected at checkpoint 'before:writer': the research is thin" in run_.answer
