@@ -80,11 +80,42 @@ async def test_revise_replans_and_the_new_plan_is_what_runs(mode: str) -> None:
     assert [c.action for c in run_.checkpoints] == ["revise", "approve"]
 
 
+async def test_the_caller_hears_in_progress_that_the_run_waits_for_approval(mode: str) -> None:
+    # Waiting at "plan" moved no handoff count, so no progress was sent: a client showing progress saw nothing
+    # from the run until it ended, while the person took their time over the form.
+    heard: list[str] = []
+    heard_when_asked: list[str] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        heard.append(message or "")
+
+    class Watching(Person):
+        async def __call__(self, context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+            heard_when_asked.extend(heard)
+            return await super().__call__(context, params)
+
+    person = Watching({"decision": "approve"})
+    async with Client(server(mode="planned", checkpoints=["plan"]), mode=mode, elicitation_callback=person) as c:
+        result = await c.call_tool("run_team", {"request": REQUEST}, progress_callback=on_progress)
+    assert not result.is_error, result.content
+    assert heard_when_asked == ["checkpoint plan: waiting for approval"]
+    assert heard[1] == "checkpoint plan: approve" and len(heard) == 2 + 2 * 2  # then two handoffs, each two
+
+
 async def test_reject_before_the_writer_cancels_with_what_had_finished(mode: str) -> None:
     person = Person({"decision": "reject", "feedback": "the research is thin"})
+    heard: list[str] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        heard.append(message or "")
+
     async with Client(server(), mode=mode, elicitation_callback=person) as c:
-        _, run_ = await run(c, checkpoints=["before:writer"])  # a per-call checkpoint
+        result = await c.call_tool(
+            "run_team", {"request": REQUEST, "checkpoints": ["before:writer"]}, progress_callback=on_progress
+        )  # a per-call checkpoint
+        run_ = RunResult.model_validate(result.structured_content)
     assert run_ is not None and run_.status == "cancelled"
+    assert heard[-1] == "checkpoint before:writer: reject"  # told at once, as an approve is
     assert "writer will get this task" in person.asked[0]
     assert [(h.target, h.status) for h in run_.handoffs] == [("researcher", "completed"), ("writer", "refused")]
     assert "rejected at checkpoint 'before:writer': the research is thin" in run_.answer
@@ -148,6 +179,29 @@ async def test_no_answer_within_the_timeout_cancels_the_run(mode: str) -> None:
     assert run_ is not None and run_.status == "cancelled"
     assert "nobody answered checkpoint 'before:writer' within 0.2 s" in run_.answer
     assert [(c.action, c.answered_by) for c in run_.checkpoints] == [("timeout", "timeout")]
+
+
+async def test_on_2026_07_28_a_person_has_the_whole_checkpoint_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A parked run gave up on its client's input_required round after JOB_TTL_SECONDS (600 s), whatever the team's
+    # checkpoint_timeout: "nobody could be asked", so the policy decided (approved the plan under "approve") while
+    # the person still had the form, and their answer then found the run gone.
+    from mcp_team.server import sampling
+
+    ttl = 0.3
+    monkeypatch.setattr(sampling, "JOB_TTL_SECONDS", ttl)
+
+    class Slow(Person):
+        async def __call__(self, context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+            await anyio.sleep(3 * ttl)  # the person reads the plan for longer than a round is kept
+            return await super().__call__(context, params)
+
+    person = Slow({"decision": "reject", "feedback": "not this plan"})
+    app = server(mode="planned", checkpoints=["plan"], checkpoint_policy="approve", checkpoint_timeout=60)
+    async with Client(app, mode="auto", elicitation_callback=person) as c:
+        result, run_ = await run(c)
+    assert run_ is not None, result.content
+    assert run_.status == "cancelled" and "not this plan" in run_.answer, run_.answer
+    assert [(c.action, c.answered_by) for c in run_.checkpoints] == [("reject", "person")]
 
 
 async def test_a_client_without_elicitation_fails_by_default_saying_so(mode: str) -> None:

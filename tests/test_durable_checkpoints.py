@@ -249,6 +249,24 @@ async def test_a_reject_through_the_tool_cancels_the_run_and_a_finished_run_cann
         assert missing.is_error and "no run 'nope'" in str(missing.content)
 
 
+async def test_a_running_run_shows_the_answers_given_so_far(tmp_path: Path) -> None:
+    # A running run's record had no checkpoints: waiting at round 2 of "plan", get_run showed none answered,
+    # and answer_checkpoint returned a record without the answer it had just given.
+    server = _durable_server(tmp_path, mode="planned", checkpoints=["plan"])
+    async with Client(server, mode="legacy") as client:
+        run_id = (await client.call_tool("start_run", {"request": REQUEST})).structured_content["run_id"]  # type: ignore[index]
+        await _until_waiting(client, run_id)
+        args = {"run_id": run_id, "decision": "revise", "feedback": "also write the python code"}
+        answered = (await client.call_tool("answer_checkpoint", args)).structured_content or {}
+        assert [(c["name"], c["round"], c["action"]) for c in answered["checkpoints"]] == [("plan", 1, "revise")]
+        view = await _until_waiting(client, run_id)
+        assert view["waiting"]["round"] == 2 and [c["feedback"] for c in view["checkpoints"]] == [args["feedback"]]
+        await _answer_when_waiting(client, run_id, "plan", "approve")
+        done = await _get_run(client, run_id, wait=50)
+    assert done["status"] == "complete", done
+    assert [(c["round"], c["action"]) for c in done["checkpoints"]] == [(1, "revise"), (2, "approve")]
+
+
 async def _until_waiting(client: Client, run_id: str) -> dict[str, Any]:
     deadline = time.monotonic() + HANG_GUARD
     while not (view := await _get_run(client, run_id)).get("waiting"):
@@ -318,6 +336,10 @@ async def test_run_team_as_a_task_waits_at_its_checkpoint_for_the_tool(tmp_path:
         run_id = created["taskId"]  # the task id is the run id
         view = await _until_waiting(client, run_id)
         assert view["waiting"]["name"] == "plan"
+        # the task's own status says so: it read "running: 0 handoff(s) finished, 0 in progress", and a client that
+        # follows tasks/get never learned that the run would only time out unless someone answered
+        waiting = (await tasks.get(run_id))["statusMessage"]
+        assert "waiting at checkpoint 'plan'" in waiting and "answer_checkpoint" in waiting, waiting
         await _answer_when_waiting(client, run_id, "plan", "approve")
         task, result = await tasks.final(run_id)
     assert task["status"] == "completed", task

@@ -33,9 +33,10 @@ async def _ask(ctx: RunContext, name: str, summary: str, round_: int) -> Decisio
     if isinstance(answer, Stop):
         ctx.checkpoint_stop = ctx.checkpoint_stop or answer
         ctx.stopped_by = ctx.stopped_by or answer.reason
-        return None
-    await ctx.emit("checkpoint", f"checkpoint {name}: {answer.action}")
-    return answer
+    # Told whatever the answer (a reject, no answer too; `ask` recorded it): the run's record and its caller's
+    # progress show it now, not only once the run has wound down.
+    await ctx.emit("checkpoint", f"checkpoint {name}: {ctx.checkpoints[-1].action}")
+    return None if isinstance(answer, Stop) else answer
 
 
 def describe_plan(plan: Plan) -> str:

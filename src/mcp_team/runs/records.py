@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from mcp_team.handoffs import HandoffRecord, RunEvent, RunResult, UsageReport
+from mcp_team.handoffs.checkpoints import CheckpointRecord
 from mcp_team.runs.tables import RunRecord, RunState, now
 
 NOT_RESUMABLE = (
@@ -23,12 +24,16 @@ class Progress:
         self._ran = {h.id: {"started_at": h.started_at, "ended_at": h.ended_at} for h in self.handoffs.values()
                      if h.ended_at is not None}  # fmt: skip
         self._usage: Callable[[], UsageReport] | None = None  # the run's spend so far, from its events
+        # the answers at its checkpoints so far: a person sees what they answered while the run asks again
+        self.checkpoints: list[CheckpointRecord] = list(record.result.checkpoints) if record.result else []
 
     def on_event(self, event: RunEvent) -> None:
         if event.usage is not None:
             self._usage = event.usage
         if event.record is not None:
             self.handoffs[event.record.id] = self._timed(event.record.model_copy())
+        if event.kind == "checkpoint" and event.snapshot is not None:  # rare: a whole snapshot is fine
+            self.checkpoints = event.snapshot().checkpoints
 
     def _timed(self, handoff: HandoffRecord) -> HandoffRecord:
         ran = self._ran.get(handoff.id)
@@ -42,7 +47,7 @@ class Progress:
             answer="", status="running", handoffs=list(self.handoffs.values()), failures=[],
             usage=self._usage() if self._usage is not None else UsageReport(),
             run_id=r.run_id, trace_id=None, request=r.request, mode=r.mode or "adaptive",  # type: ignore[arg-type]
-            started_at=r.started_at,
+            started_at=r.started_at, checkpoints=list(self.checkpoints),
         )  # fmt: skip
         return r.model_copy(update={"updated_at": now(), "result": partial})
 

@@ -17,7 +17,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 from pydantic import Field
 
-from mcp_team.handoffs.checkpoints import Decision
+from mcp_team.handoffs.checkpoints import Checkpoint, Decision
 from mcp_team.server.run_tools import RUN_ID, _own, _service
 from mcp_team.server.state import ServerState
 from mcp_team.server.tools import described
@@ -56,14 +56,22 @@ async def answer_checkpoint(
         now = f"it waits at '{record.waiting.name}'" if record.waiting is not None else f"its status: {record.status}"
         why = getattr(exc, "reason", None) or now
         raise ToolError(f"run '{run_id}' is not waiting {where} in this server ({why}); see get_run") from None
-    # The run takes the answer in its own task: the record returned is the first that shows it taken (the run past
-    # this checkpoint, at the next, or finished), not the one still waiting here.
+    # The run takes the answer in its own task: the record returned is the first that shows it among the run's
+    # checkpoints (or the run finished), which the run writes once the answer is recorded: a restart from then
+    # on never asks this question again.
     latest = record
     with anyio.move_on_after(ANSWER_SHOWN_WITHIN):
         async for latest in runs.subscribe(run_id):
-            if latest.finished or latest.waiting != answered:
+            if latest.finished or _shows(latest, answered):
                 break
     return latest.view()
+
+
+def _shows(record: Any, answered: Checkpoint) -> bool:
+    if answered.run_id != record.run_id:  # a sub-team's question: its answers are on its handoff's record
+        return bool(record.waiting != answered)
+    taken = record.result.checkpoints if record.result is not None else []
+    return any((c.name, c.round) == (answered.name, answered.round) for c in taken)
 
 
 ANSWER_SHOWN_WITHIN = 5.0  # seconds answer_checkpoint waits for the run's record to show its answer taken

@@ -13,6 +13,7 @@ policy decides. Declining or cancelling the form is a reject.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import anyio
@@ -94,8 +95,10 @@ def elicitation_approver(get_ctx: CtxGetter) -> Approver:
         request = request_for(checkpoint, problem)
         job = current_job.get()
         if job is not None:
-            answer = await job.ask(request)
-            if answer is None:  # the client stopped coming back; the engine's timeout usually ends it first
+            # Until the checkpoint's timeout ends the wait (handoffs/checkpoints.ask), not a model call's round: a
+            # person reading a plan may take longer than a client takes to come back for a model call.
+            answer = await job.ask(request, within=math.inf)
+            if answer is None:
                 raise CannotAsk("the client stopped answering input_required rounds")
             return answer
         if not ctx.session.can_send_request:

@@ -174,14 +174,21 @@ class ParkedJob:
     def poke(self) -> None:
         self.changed.set()
 
-    async def ask(self, request: types.CreateMessageRequest | types.ElicitRequest) -> Any:
-        """Put `request` in the next round and wait for the client's answer (None after `JOB_TTL_SECONDS`)."""
+    @property
+    def asks_a_person(self) -> bool:
+        """Whether a checkpoint's question (elicitation) waits for its answer: a person may take longer than a
+        client takes to come back for a model call."""
+        return any(isinstance(s.request, types.ElicitRequest) for s in self.slots.values())
+
+    async def ask(self, request: types.CreateMessageRequest | types.ElicitRequest, within: float | None = None) -> Any:
+        """Put `request` in the next round and wait for the client's answer (None after `within` seconds, by default
+        `JOB_TTL_SECONDS`)."""
         key = f"{'llm' if isinstance(request, types.CreateMessageRequest) else 'elicit'}-{next(self._keys)}"
         slot = _Slot(request)
         self.slots[key] = slot
         self.poke()
         try:
-            with anyio.move_on_after(JOB_TTL_SECONDS):
+            with anyio.move_on_after(JOB_TTL_SECONDS if within is None else within):
                 await slot.answered.wait()
         finally:
             self.slots.pop(key, None)
@@ -314,6 +321,8 @@ class RoundRunner:
         """Forget runs no client came back for (finished ones whose result nobody fetched, too)."""
         now = time.monotonic()
         for job in list(self.jobs.values()):
+            if job.asks_a_person:  # its checkpoint's own timeout ends the wait
+                continue
             if now - job.touched > 2 * JOB_TTL_SECONDS:
                 job.scope.cancel()
                 self.jobs.pop(job.id, None)

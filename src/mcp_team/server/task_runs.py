@@ -180,8 +180,9 @@ def _maybe(record: RunRecord | None) -> TaskRun | None:
 
 
 def _from_record(record: RunRecord) -> TaskRun:
+    waiting = record.waiting.name if record.waiting is not None else None
     return TaskRun(record.run_id, record.status, record.started_at, record.updated_at, record.owner, record.reason,
-                   record.result)  # fmt: skip
+                   record.result, waiting)  # fmt: skip
 
 
 @dataclass

@@ -35,6 +35,7 @@ class TaskRun:
     owner: str | None = None
     reason: str | None = None
     result: RunResult | None = None
+    waiting: str | None = None  # the human checkpoint a durable run waits at, by name
 
     @property
     def finished(self) -> bool:
@@ -56,6 +57,9 @@ def task_status(run: TaskRun, modern: bool) -> str:
 def status_message(run: TaskRun) -> str:
     handoffs = run.result.handoffs if run.result else []
     done = sum(1 for h in handoffs if h.status != "running")
+    if run.status == "running" and run.waiting is not None:  # nothing happens until someone answers: say who, how
+        return (f"waiting at checkpoint '{run.waiting}' for a person's answer: see it with get_run and answer it "
+                f"with answer_checkpoint (run_id: this task's id); {done} handoff(s) finished")  # fmt: skip
     if run.status == "running":
         return f"running: {done} handoff(s) finished, {len(handoffs) - done} in progress"
     if run.reason:

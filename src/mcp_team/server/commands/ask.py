@@ -1,12 +1,18 @@
 """`mcp-team run`'s checkpoints: the engine's `Approver` (handoffs/checkpoints.py) as a question on the terminal.
 
 Asked only when stdin is a terminal; otherwise `CannotAsk`, and the team's `checkpoint_policy` decides
-(by default the run fails saying nobody could approve). The question goes to stderr, like progress, so
+(by default the run fails saying nobody could approve). Ctrl-D at the prompt is a reject, as a cancelled form
+is in an MCP client: the person was asked, and ended the input. The question goes to stderr, like progress, so
 stdout keeps only the answer.
+
+The terminal is read on the event loop (`anyio.wait_readable`), not in a worker thread: a thread blocked in a
+read cannot be cancelled, and the process could not exit (after Ctrl-C, or the checkpoint's timeout) until
+the person pressed Enter.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 
 import anyio
@@ -17,26 +23,61 @@ _CHOICES = {"a": "approve", "approve": "approve", "r": "revise", "revise": "revi
 
 
 def terminal_approver() -> Approver:
+    terminal = _Lines()
+
     async def approve(checkpoint: Checkpoint) -> Decision:
         if not sys.stdin.isatty():
             raise CannotAsk("mcp-team run is not attached to a terminal (stdin is not interactive)")
         again = f" (round {checkpoint.round})" if checkpoint.round > 1 else ""
         print(f"\n── checkpoint {checkpoint.name}{again} ──\n{checkpoint.summary}\n", file=sys.stderr, flush=True)
-        while True:
-            choice = (await _ask("[a]pprove, [r]evise or reject ([x])? ")).strip().lower()
-            if choice in _CHOICES:
-                break
-            print("please answer a, r or x", file=sys.stderr, flush=True)
-        action = _CHOICES[choice]
-        feedback = (await _ask("what should change? ")).strip() if action == "revise" else ""
-        return Decision(action=action, feedback=feedback)  # type: ignore[arg-type]
+        try:
+            return await _decision(terminal)
+        except EOFError:  # Ctrl-D: the person ended the input, as a client's person cancels a form: a reject
+            print(file=sys.stderr, flush=True)
+            return Decision(action="reject", feedback="the input ended (Ctrl-D) at the prompt")
 
     return approve
 
 
-async def _ask(prompt: str) -> str:
-    print(prompt, end="", file=sys.stderr, flush=True)
-    line = await anyio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True)
-    if not line:
-        raise CannotAsk("the terminal closed before answering")
-    return line
+async def _decision(terminal: _Lines) -> Decision:
+    while True:
+        action = _CHOICES.get((await terminal.ask("[a]pprove, [r]evise or reject ([x])? ")).strip().lower())
+        if action is None:
+            print("please answer a, r or x", file=sys.stderr, flush=True)
+        elif action != "revise":
+            return Decision(action=action)  # type: ignore[arg-type]
+        elif feedback := (await terminal.ask("what should change? ")).strip():
+            return Decision(action="revise", feedback=feedback)
+        else:  # a revise round with nothing to change would re-plan (a model call) for nothing
+            print("with revise, say what should change; or answer a or x", file=sys.stderr, flush=True)
+
+
+class _Lines:
+    """Lines typed on stdin, read without a thread (see the module docstring); lines typed ahead are kept."""
+
+    def __init__(self) -> None:
+        self.pending = b""
+
+    async def ask(self, prompt: str) -> str:
+        print(prompt, end="", file=sys.stderr, flush=True)
+        try:
+            return await self._line()
+        except anyio.get_cancelled_exc_class():
+            print(file=sys.stderr, flush=True)  # what comes next (the run's end) starts on a line of its own
+            raise
+
+    async def _line(self) -> str:
+        fd = sys.stdin.fileno()
+        while b"\n" not in self.pending:
+            await anyio.wait_readable(fd)
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:  # EIO: the terminal (its window, the ssh session) is gone
+                chunk = b""
+            if not chunk:  # Ctrl-D, or the terminal went away
+                if not self.pending:
+                    raise EOFError
+                break
+            self.pending += chunk
+        line, _, self.pending = self.pending.partition(b"\n")
+        return line.decode(sys.stdin.encoding or "utf-8", errors="replace")
