@@ -56,7 +56,9 @@ class Tool:
 def capped(text: str, limit: int, what: str = "result") -> str:
     """`text`, or its first `limit` characters and a note saying it was cut, how long it was and what to do.
 
-    Cut on characters (code points), never inside one: the text stays valid whatever its encoding."""
+    Cut on characters (code points), never inside one: the text stays valid whatever its encoding. The note stays
+    generic: a tool that can give a part (`read_file`, `fetch_url`) sizes its parts to fit `limit` and ends each
+    with its own note naming the argument to go on with, which this cut would hide."""
     if len(text) <= limit:
         return text
     return (
