@@ -1,8 +1,10 @@
-"""`read_file` / `list_files`: confined to the granted roots (`..`, absolute paths, symlinks), text only, limits."""
+"""`read_file` / `list_files`: confined to the granted roots (`..`, absolute paths, symlinks), text only, limits,
+and a long file read whole in parts."""
 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -82,12 +84,76 @@ async def test_read_is_cut_at_the_limit(tree: Path) -> None:
     (tree / "long.txt").write_text("é" * 100, encoding="utf-8")  # 200 bytes
 
     assert await tools(tree, max_bytes=7)["read_file"].run({"path": "long.txt"}) == (
-        "ééé\n\n[truncated: long.txt is 200 bytes; only the first 7 were read]"  # no half character
+        "ééé\n\n[part: bytes 0-6 of 200 of long.txt; call read_file again with offset=6 for the rest]"  # no half é
     )
-    assert (await read(tree, "long.txt", max_bytes=10)).startswith("ééééé\n\n[truncated:")
+    assert (await read(tree, "long.txt", max_bytes=10)).startswith("ééééé\n\n[part: bytes 0-10 of 200 ")
     assert await read(tree, "long.txt", max_bytes=10**9) == "é" * 100  # capped at the configured limit
     with pytest.raises(ToolFailed, match="'max_bytes' must be a positive integer"):
         await read(tree, "long.txt", max_bytes=0)
+
+
+BEES = "🐝 bees dance é\n"  # 4-, 1- and 2-byte characters: parts end inside characters unless cut before them
+NOTE = re.compile(r"\n\n\[part: bytes (\d+)-(\d+) of (\d+) of [^\n]*\]\Z")
+
+
+async def read_in_parts(tool: Tool, path: str, **args: object) -> list[str]:
+    """Every result of reading `path` from its start, going where each part's note says, until a note says
+    the end of the file."""
+    results = [await tool.run({"path": path, **args})]
+    while "; call read_file again with offset=" in results[-1]:
+        offset = int(results[-1].rsplit("offset=", 1)[1].split()[0])
+        results.append(await tool.run({"path": path, "offset": offset, **args}))
+        assert len(results) < 1000, "the notes lead in a circle"
+    assert results[-1].endswith(": the end of the file]")
+    return results
+
+
+async def test_a_long_file_is_read_whole_in_parts_each_fitting_what_the_model_sees(tree: Path) -> None:
+    content = BEES * 300  # 4,500 characters, 5,700 bytes
+    (tree / "bees.txt").write_text(content, encoding="utf-8")
+    read_file = tools(tree, max_result_chars=1000)["read_file"]
+
+    results = await read_in_parts(read_file, "bees.txt")
+
+    texts = [NOTE.split(result)[0] for result in results]
+    assert "".join(texts) == content  # all of it, each character once
+    assert all(len(result) <= 1000 for result in results)  # the loop never cuts one, nor its note
+    ranges = [tuple(int(n) for n in NOTE.search(result).groups()) for result in results]  # type: ignore[union-attr]
+    assert [start for start, _, _ in ranges] == [0, *(end for _, end, _ in ranges[:-1])]
+    assert ranges[-1][1:] == (5700, 5700)
+    assert read_file.description.endswith(
+        "Up to 1000 bytes at a time: a longer file comes in parts, each ending "
+        "with a note that gives the offset of the next."
+    )
+    assert read_file.input_schema["properties"]["max_bytes"]["maximum"] == 1000
+    assert read_file.max_result_chars == 1000
+
+    smaller = await read_in_parts(read_file, "bees.txt", max_bytes=77)  # the model asks for less at a time
+    assert "".join(NOTE.split(result)[0] for result in smaller) == content
+
+
+async def test_offsets_no_note_gave(tree: Path) -> None:
+    (tree / "bees.txt").write_text(BEES * 2, encoding="utf-8")  # 38 bytes: the second bee is at 19
+
+    assert (
+        await read(tree, "bees.txt", offset=19)
+        == BEES + "\n\n[part: bytes 19-38 of 38 of bees.txt: the end of the file]"
+    )
+    inside = await read(tree, "bees.txt", offset=20)  # inside the bee: the next whole character
+    assert inside == BEES[1:] + "\n\n[part: bytes 23-38 of 38 of bees.txt: the end of the file]"
+    with pytest.raises(ToolFailed) as info:
+        await read(tree, "bees.txt", offset=38)
+    assert str(info.value) == "offset=38 is past the end of bees.txt (38 bytes): there is no more to read"
+    with pytest.raises(
+        ToolFailed, match="the character at offset 0 is longer than 2 bytes; call again with max_bytes=4"
+    ):
+        await read(tree, "bees.txt", max_bytes=2)
+    for wrong in (-1, "3", True):
+        with pytest.raises(ToolFailed, match="'offset' must be an integer of at least 0"):
+            await read(tree, "bees.txt", offset=wrong)
+    (tree / "late.txt").write_bytes(b"a" * 30 + "café".encode("latin-1"))
+    with pytest.raises(ToolFailed, match=r"not UTF-8 text \(invalid byte at offset 33\)"):
+        await read(tree, "late.txt", offset=20)
 
 
 # --- refusals -----------------------------------------------------------------------------------------------------

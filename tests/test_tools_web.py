@@ -1,4 +1,5 @@
-"""`fetch_url`: SSRF refusals (addresses, schemes, redirect hops, DNS answers), text extraction and limits.
+"""`fetch_url`: SSRF refusals (addresses, schemes, redirect hops, DNS answers), text extraction and limits, and a
+long page read whole in parts.
 
 A local `ThreadingHTTPServer` on 127.0.0.1 stands in for the web; reaching it needs `allow_private` or an
 `allowed_hosts` entry, which is itself what the refusal tests check.
@@ -9,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import json
+import re
 import socket
 import ssl
 import threading
@@ -36,6 +38,9 @@ with <b>bold</b> text.</p><noscript>enable js</noscript>
 <ul><li>one</li><li>two</li></ul><script type="module">alert("x")</script><p>Last&nbsp;line &amp; more</p>
 </body></html>"""
 BIG = b"x" * 50_000
+BEES = "🐝 bees dance é\n" * 400  # 6,000 characters, 7,600 bytes of UTF-8
+BEES_PAGE = f"<html><head><title>{'T' * 1000}</title></head><body><p>{'</p><p>'.join(BEES.splitlines())}</p></body>"
+PART_NOTE = re.compile(r"\n\n\[part: characters (\d+)-(\d+) of (\d+) of the page's text[^\n]*\]\Z")
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -68,6 +73,10 @@ class Handler(BaseHTTPRequestHandler):
                 self.reply(b"no type here", None)
             case "/big":
                 self.reply(BIG, "text/plain")
+            case "/bees":
+                self.reply(BEES.encode(), "text/plain; charset=utf-8")
+            case "/bees.html":
+                self.reply(BEES_PAGE.encode(), "text/html; charset=utf-8")
             case "/image":
                 self.reply(b"\x89PNG\r\n\x1a\n" + bytes(100), "image/png")
             case "/missing":
@@ -222,6 +231,57 @@ async def test_body_is_cut_at_max_bytes(base: str) -> None:
     assert text == "x" * 1000
     assert note == "[truncated: the body is larger than 1000 bytes; only that much was read]"
     assert "truncated" not in await fetch(f"{base}/big", allow_private=True, max_bytes=len(BIG))
+
+
+async def read_in_parts(url: str, head: str, **config: Any) -> str:
+    """The text of `url`, read from its start going where each part's note says, until a note says the end;
+    every part must begin with `head` and fit in what the model sees."""
+    tool = fetch_url_tool(allow_private=True, max_result_chars=1000, **config)
+    results = [await tool.run({"url": url})]
+    while "; call fetch_url again with the same url and start=" in results[-1]:
+        start = int(results[-1].rsplit("start=", 1)[1].split()[0])
+        results.append(await tool.run({"url": url, "start": start}))
+        assert len(results) < 1000, "the notes lead in a circle"
+    assert ": the end" in results[-1]
+    assert all(result.startswith(head) and len(result) <= 1000 for result in results)
+    ranges = [tuple(int(n) for n in PART_NOTE.search(result).groups()) for result in results]  # type: ignore[union-attr]
+    assert [start for start, _, _ in ranges] == [0, *(end for _, end, _ in ranges[:-1])]
+    return "".join(PART_NOTE.split(result[len(head) :])[0] for result in results)
+
+
+async def test_a_long_text_is_read_whole_in_parts_each_fitting_what_the_model_sees(base: str) -> None:
+    assert await read_in_parts(f"{base}/bees", f"URL: {base}/bees\n\n") == BEES
+
+    title = "T" * 299 + "…"  # a title is shortened: it comes before every part
+    text = await read_in_parts(f"{base}/bees.html", f"URL: {base}/bees.html\nTitle: {title}\n\n")
+    assert text == html_to_text(BEES_PAGE)[1]
+
+
+async def test_a_cut_body_is_read_in_parts_up_to_the_cut(base: str) -> None:
+    text = await read_in_parts(f"{base}/bees", f"URL: {base}/bees\n\n", max_bytes=3000)
+
+    assert text == BEES.encode()[:3000].decode(errors="replace")
+    last = await fetch_url_tool(allow_private=True, max_bytes=3000).run({"url": f"{base}/bees", "start": 2000})
+    assert last.endswith(
+        f"\n\n[part: characters 2000-{len(text)} of {len(text)} of the page's text: the end; the body is larger "
+        "than 3000 bytes; only that much was read]"
+    )
+
+
+async def test_a_start_past_the_end_or_wrong_is_refused(base: str) -> None:
+    tool = fetch_url_tool(allow_private=True)
+    with pytest.raises(ToolFailed) as info:
+        await tool.run({"url": f"{base}/text", "start": 19})
+    assert str(info.value) == f"start=19 is past the end of the text of {base}/text (19 characters): there is no more"
+    for wrong in (-1, "3", True):
+        with pytest.raises(ToolFailed, match="'start' must be an integer of at least 0"):
+            await tool.run({"url": f"{base}/text", "start": wrong})
+    assert tool.input_schema["properties"]["start"] == {
+        "type": "integer",
+        "minimum": 0,
+        "maximum": 1_000_000,
+        "description": "The character of the text to start at, as the note after the previous part says (default 0).",
+    }
 
 
 async def test_slow_server_hits_the_time_limit(base: str) -> None:

@@ -276,11 +276,13 @@ def _builtin_tools(settings: ToolSettings, base_dir: Path, granted: set[str]) ->
             allow_private=settings.fetch_allow_private,
             allowed_hosts=settings.fetch_allowed_hosts,
             max_bytes=settings.fetch_max_bytes,
+            max_result_chars=settings.max_result_chars,  # its parts fit what the model sees
         )
     if granted & {"read_file", "list_files"}:
         from mcp_team.specialists.files import file_tools
 
-        tools.update((t.name, t) for t in file_tools([(base_dir / d).resolve() for d in settings.read_dirs]))
+        roots = [(base_dir / d).resolve() for d in settings.read_dirs]
+        tools.update((t.name, t) for t in file_tools(roots, max_result_chars=settings.max_result_chars))
     if granted & {"write_note", "read_notes"}:
         from mcp_team.specialists.notes import notes_tools
 

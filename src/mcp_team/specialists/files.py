@@ -4,8 +4,10 @@ This module owns the confinement rule: a path (relative to a root, or absolute) 
 `Path.resolve()`, which follows every symlink and `..`, and is refused unless the result lies inside one of the
 resolved roots. So `../` escapes, absolute paths elsewhere and symlinks pointing out are all refused, while a
 symlink between two places inside the roots works. Only regular UTF-8 text files are read (no binaries, FIFOs
-or devices), up to a size limit; listings are one directory level, sorted, capped. All file system work runs
-in a worker thread so the event loop never blocks.
+or devices), a part at a time: a part fits what the model sees of a result (`max_result_chars`) with its note,
+which gives the byte offset of the next part, so a long file is read whole in parts and never cut by the loop.
+Listings are one directory level, sorted, capped. All file system work runs in a worker thread so the event
+loop never blocks.
 
 Limitation: the check and the open are two steps, so a process that can write inside a root could swap a
 checked file for a symlink in between. The roots are meant to hold content the team reads, not content an
@@ -23,10 +25,11 @@ from typing import Any
 
 import anyio.to_thread
 
-from mcp_team.specialists.tools import Tool, ToolFailed
+from mcp_team.specialists.tools import MAX_RESULT_CHARS, Tool, ToolFailed
 
 MAX_PATH = 1024
 _UTF8_TAIL = 3  # a cut can split a UTF-8 character of up to 4 bytes
+_CONTINUATION = bytes(range(0x80, 0xC0))  # the bytes after the first of a UTF-8 character
 
 
 @dataclass(frozen=True)
@@ -35,36 +38,54 @@ class _Located:
     root: Path  # the resolved root that contains it
 
 
-def file_tools(roots: Sequence[Path], *, max_bytes: int = 200_000, max_entries: int = 500) -> list[Tool]:
-    """`read_file` and `list_files`, confined to `roots` (resolved now; they need not exist yet)."""
+def file_tools(
+    roots: Sequence[Path],
+    *,
+    max_bytes: int = 200_000,
+    max_entries: int = 500,
+    max_result_chars: int = MAX_RESULT_CHARS,
+) -> list[Tool]:
+    """`read_file` and `list_files`, confined to `roots` (resolved now; they need not exist yet).
+
+    `read_file` reads a part of at most `max_bytes` bytes, and no more than fits in `max_result_chars` characters
+    with its note: what a model sees of the tools is never cut."""
     if not roots:
         raise ValueError("file tools need at least one root directory")
-    if max_bytes < 1 or max_entries < 1:
-        raise ValueError("max_bytes and max_entries must be at least 1")
-    files = _Files(tuple(dict.fromkeys(Path(r).expanduser().resolve() for r in roots)), max_bytes, max_entries)
+    if max_bytes < 1 or max_entries < 1 or max_result_chars < 1:
+        raise ValueError("max_bytes, max_entries and max_result_chars must be at least 1")
+    part = min(max_bytes, max_result_chars)  # a byte decodes to at most one character
+    roots = tuple(dict.fromkeys(Path(r).expanduser().resolve() for r in roots))
+    files = _Files(roots, part, max_entries, max_result_chars)
     where = ", ".join(str(r) for r in files.roots)
     return [
         Tool(
             name="read_file",
             description=(
                 f"Read a UTF-8 text file from the allowed directories ({where}). Paths are relative to a "
-                f"directory (as list_files shows them) or absolute inside one. At most {max_bytes} bytes."
+                f"directory (as list_files shows them) or absolute inside one. Up to {part} bytes at a time: "
+                "a longer file comes in parts, each ending with a note that gives the offset of the next."
             ),
             input_schema={
                 "type": "object",
                 "properties": {
                     "path": {"type": "string", "description": "e.g. notes/plan.md"},
+                    "offset": {
+                        "type": "integer",
+                        "minimum": 0,
+                        "description": "The byte to start at, as the note after the previous part says (default 0).",
+                    },
                     "max_bytes": {
                         "type": "integer",
                         "minimum": 1,
-                        "maximum": max_bytes,
-                        "description": f"Read at most this many bytes (default and limit {max_bytes}).",
+                        "maximum": part,
+                        "description": f"Read at most this many bytes (default and limit {part}).",
                     },
                 },
                 "required": ["path"],
             },
             run=files.read_file,
             read_only=True,
+            max_result_chars=max_result_chars,
         ),
         Tool(
             name="list_files",
@@ -78,15 +99,17 @@ def file_tools(roots: Sequence[Path], *, max_bytes: int = 200_000, max_entries: 
             },
             run=files.list_files,
             read_only=True,
+            max_result_chars=max_result_chars,
         ),
     ]
 
 
 class _Files:
-    def __init__(self, roots: tuple[Path, ...], max_bytes: int, max_entries: int) -> None:
+    def __init__(self, roots: tuple[Path, ...], max_bytes: int, max_entries: int, max_result_chars: int) -> None:
         self.roots = roots
         self.max_bytes = max_bytes
         self.max_entries = max_entries
+        self.max_result_chars = max_result_chars
 
     # --- tools ---------------------------------------------------------------------------------------------------
 
@@ -97,7 +120,10 @@ class _Files:
         limit = args.get("max_bytes", self.max_bytes)
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise ToolFailed(f"'max_bytes' must be a positive integer (at most {self.max_bytes})")
-        return await anyio.to_thread.run_sync(self._read, raw, min(limit, self.max_bytes))
+        offset = args.get("offset", 0)
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise ToolFailed("'offset' must be an integer of at least 0, as the note after the previous part says")
+        return await anyio.to_thread.run_sync(self._read, raw, offset, min(limit, self.max_bytes))
 
     async def list_files(self, args: dict[str, Any]) -> str:
         raw = _path_argument(args)
@@ -107,7 +133,7 @@ class _Files:
 
     # --- blocking work, in a worker thread ---------------------------------------------------------------------
 
-    def _read(self, raw: str, limit: int) -> str:
+    def _read(self, raw: str, offset: int, limit: int) -> str:
         located = self._locate(raw)
         try:
             info = located.path.stat()
@@ -115,26 +141,44 @@ class _Files:
                 raise ToolFailed(f"{raw} is a directory; use list_files to see what it holds")
             if not stat.S_ISREG(info.st_mode):  # a FIFO or device could block or never end
                 raise ToolFailed(f"refused: {raw} is not a regular file")
+            if offset and offset >= info.st_size:
+                raise ToolFailed(
+                    f"offset={offset} is past the end of {raw} ({info.st_size} bytes): there is no more to read"
+                )
+            # Room for the note, with the longest numbers it can hold, so that the loop never cuts it off.
+            most = max(info.st_size, offset + limit)
+            limit = max(1, min(limit, self.max_result_chars - len(_part_note(raw, most, most, most, more=True))))
             with located.path.open("rb") as handle:
-                data = handle.read(limit + 1)
+                handle.seek(offset)
+                data = handle.read(_UTF8_TAIL + limit + 1)
         except OSError as exc:
             raise ToolFailed(f"cannot read {raw}: {exc.strerror or exc}") from None
-        truncated = len(data) > limit
+        # An offset inside a character (not one a note gave) starts at the next whole one.
+        skip = len(data[:_UTF8_TAIL]) - len(data[:_UTF8_TAIL].lstrip(_CONTINUATION)) if offset else 0
+        start = offset + skip
+        data = data[skip : skip + limit + 1]
+        more = len(data) > limit
         data = data[:limit]
         if b"\x00" in data:
             raise ToolFailed(f"refused: {raw} is a binary file; read_file reads only UTF-8 text")
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
-            if not (truncated and exc.start >= len(data) - _UTF8_TAIL):
+            if not (more and exc.start >= len(data) - _UTF8_TAIL):
                 raise ToolFailed(
-                    f"refused: {raw} is not UTF-8 text (invalid byte at offset {exc.start}); "
+                    f"refused: {raw} is not UTF-8 text (invalid byte at offset {start + exc.start}); "
                     "read_file reads only UTF-8 text"
                 ) from None
-            text = data[: exc.start].decode("utf-8")
-        if truncated:
-            text += f"\n\n[truncated: {raw} is {info.st_size} bytes; only the first {limit} were read]"
-        return text
+            if exc.start == 0:  # the part would be empty, and its note would give the same offset again
+                raise ToolFailed(
+                    f"the character at offset {start} is longer than {limit} bytes; call again with max_bytes=4 or more"
+                ) from None
+            data = data[: exc.start]
+            text = data.decode("utf-8")
+        if not more and start == 0:
+            return text
+        end = start + len(data)
+        return text + _part_note(raw, start, end, max(info.st_size, end), more=more)
 
     def _list(self, raw: str | None) -> str:
         if raw is None:
@@ -193,6 +237,14 @@ class _Files:
 
     def _root_of(self, resolved: Path) -> Path | None:
         return next((root for root in self.roots if resolved.is_relative_to(root)), None)
+
+
+def _part_note(raw: str, start: int, end: int, size: int, *, more: bool) -> str:
+    """What follows a part of a file: where it lies, and how to read the next one, or that it is the last."""
+    where = f"\n\n[part: bytes {start}-{end} of {size} of {raw}"
+    if more:
+        return f"{where}; call read_file again with offset={end} for the rest]"
+    return f"{where}: the end of the file]"
 
 
 def _path_argument(args: dict[str, Any]) -> str | None:

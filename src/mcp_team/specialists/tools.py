@@ -61,7 +61,9 @@ def capped(text: str, limit: int, what: str = "result") -> str:
 
     Cut on characters (code points), never inside one: the text stays valid whatever its encoding. Text it cut
     already is returned as it is (a durable run cuts a result inside its step, so the database keeps no more than
-    the model sees, and the specialist's loop cuts every result again)."""
+    the model sees, and the specialist's loop cuts every result again). The note stays generic: a tool that can
+    give a part (`read_file`, `fetch_url`) sizes its parts to fit `limit` and ends each with its own note naming
+    the argument to go on with, which this cut would hide."""
     if len(text) <= limit or text.startswith(_CUT, limit):
         return text
     return (

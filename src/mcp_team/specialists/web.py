@@ -17,6 +17,9 @@ This module owns the URL fetching tool and its address policy:
   cut at `max_bytes`.
 * HTML is reduced to its visible text (specialists/html_text.py: script, style and similar elements dropped,
   whitespace collapsed); plain text and JSON are returned as they are; other content types are refused.
+* A text longer than what the model sees of a result (`max_result_chars`) comes in parts, each ending with a
+  note that gives the `start` (in characters of the text) of the next. Nothing is kept between calls: each part
+  fetches the page again, so a page that changes in between may repeat or skip a little.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ import anyio
 import httpx2
 
 from mcp_team.specialists.html_text import html_to_text
-from mcp_team.specialists.tools import Tool, ToolFailed
+from mcp_team.specialists.tools import MAX_RESULT_CHARS, Tool, ToolFailed
 
 MAX_REDIRECTS = 5
 MAX_URL_LENGTH = 2048
@@ -45,6 +48,7 @@ _HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 _TEXT_TYPES = frozenset({"application/json", "application/xml", "application/javascript", "application/x-ndjson"})
 _PRIVATE_HINT = "private addresses are blocked unless the team file allows them"
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
+_MAX_TITLE = 300  # characters: a title is repeated before every part, in the room the part's text needs
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -55,35 +59,55 @@ def fetch_url_tool(
     allowed_hosts: Sequence[str] = (),
     max_bytes: int = 1_000_000,
     timeout: float = 15.0,
+    max_result_chars: int = MAX_RESULT_CHARS,
 ) -> Tool:
-    """The `fetch_url` tool: GET an http(s) URL and return its text, under the given address policy and limits."""
-    if max_bytes < 1:
-        raise ValueError("max_bytes must be at least 1")
+    """The `fetch_url` tool: GET an http(s) URL and return its text, under the given address policy and limits.
+
+    Only the first `max_bytes` bytes of a body are read; its text comes in parts that fit in `max_result_chars`
+    characters with their notes, so what a model sees of the tool is never cut."""
+    if max_bytes < 1 or max_result_chars < 1:
+        raise ValueError("max_bytes and max_result_chars must be at least 1")
     if timeout <= 0:
         raise ValueError("timeout must be positive")
-    fetcher = _Fetcher(allow_private, frozenset(_normalize_host(h) for h in allowed_hosts), max_bytes, timeout)
+    hosts = frozenset(_normalize_host(h) for h in allowed_hosts)
+    fetcher = _Fetcher(allow_private, hosts, max_bytes, timeout, max_result_chars)
     return Tool(
         name="fetch_url",
         description=(
             "Fetch a web page (http or https) and return its text: HTML reduced to readable text, "
-            f"plain text and JSON as they are. Bodies over {max_bytes} bytes are cut."
+            f"plain text and JSON as they are. Only a page's first {max_bytes} bytes are read. A long text "
+            "comes in parts, each ending with a note that gives the start of the next; each call fetches "
+            "the page again."
         ),
         input_schema={
             "type": "object",
-            "properties": {"url": {"type": "string", "description": "Absolute http(s) URL, e.g. https://example.com/"}},
+            "properties": {
+                "url": {"type": "string", "description": "Absolute http(s) URL, e.g. https://example.com/"},
+                "start": {
+                    "type": "integer",
+                    "minimum": 0,
+                    "maximum": max_bytes,  # the text of a body is never longer than the body
+                    "description": "The character of the text to start at, as the note after the previous "
+                    "part says (default 0).",
+                },
+            },
             "required": ["url"],
         },
         run=fetcher.run,
         read_only=True,
+        max_result_chars=max_result_chars,
     )
 
 
 class _Fetcher:
-    def __init__(self, allow_private: bool, allowed_hosts: frozenset[str], max_bytes: int, timeout: float) -> None:
+    def __init__(
+        self, allow_private: bool, allowed_hosts: frozenset[str], max_bytes: int, timeout: float, max_result_chars: int
+    ) -> None:
         self.allow_private = allow_private
         self.allowed_hosts = allowed_hosts
         self.max_bytes = max_bytes
         self.timeout = timeout
+        self.max_result_chars = max_result_chars
 
     async def run(self, args: dict[str, Any]) -> str:
         url = args.get("url")
@@ -92,13 +116,16 @@ class _Fetcher:
         url = url.strip()
         if len(url) > MAX_URL_LENGTH:
             raise ToolFailed(f"refused: the URL is {len(url)} characters long; the limit is {MAX_URL_LENGTH}")
+        start = args.get("start", 0)
+        if isinstance(start, bool) or not isinstance(start, int) or start < 0:
+            raise ToolFailed("'start' must be an integer of at least 0, as the note after the previous part says")
         try:
             with anyio.fail_after(self.timeout):
-                return await self._fetch(url)
+                return await self._fetch(url, start)
         except TimeoutError:
             raise ToolFailed(f"fetching {url} took longer than the {self.timeout:g} s time limit") from None
 
-    async def _fetch(self, url: str) -> str:
+    async def _fetch(self, url: str, start: int) -> str:
         current = _parse_url(url)
         async with httpx2.AsyncClient(
             verify=await anyio.to_thread.run_sync(_trust_store),
@@ -119,7 +146,7 @@ class _Fetcher:
                         except httpx2.InvalidURL as exc:
                             raise ToolFailed(f"{current} redirects to an invalid URL {location!r}: {exc}") from None
                         continue
-                    return await self._read(current, response)
+                    return await self._read(current, response, start)
                 except httpx2.HTTPError as exc:  # the body broke off or could not be decoded
                     raise ToolFailed(f"could not read {current}: {_describe(exc)}") from None
                 finally:
@@ -176,7 +203,7 @@ class _Fetcher:
             raise ToolFailed(f"could not resolve {host}: no addresses")
         return addresses
 
-    async def _read(self, url: httpx2.URL, response: httpx2.Response) -> str:
+    async def _read(self, url: httpx2.URL, response: httpx2.Response, start: int) -> str:
         if response.status_code >= 400:
             raise ToolFailed(f"{url} answered HTTP {response.status_code} {response.reason_phrase}".rstrip())
         media_type, charset = _content_type(response.headers.get("content-type", ""))
@@ -191,16 +218,31 @@ class _Fetcher:
                 raise ToolFailed(f"refused: {url} sent no content type and its body is not text")
             media_type = sniffed
         text = body.decode(_codec(charset), errors="replace")
-        parts = [f"URL: {url}"]
+        head = f"URL: {url}\n"
         if media_type in _HTML_TYPES:
             title, text = html_to_text(text)
             if title:
-                parts.append(f"Title: {title}")
-        parts.append("")
-        parts.append(text)
-        if truncated:
-            parts.append(f"\n[truncated: the body is larger than {self.max_bytes} bytes; only that much was read]")
-        return "\n".join(parts)
+                head += f"Title: {title if len(title) <= _MAX_TITLE else title[: _MAX_TITLE - 1] + '…'}\n"
+        head += "\n"
+        return head + self._part(url, text, start, truncated, self.max_result_chars - len(head))
+
+    def _part(self, url: httpx2.URL, text: str, start: int, truncated: bool, room: int) -> str:
+        """The part of `text` from `start` that fits in `room` characters with what follows it: where it lies and
+        how to go on."""
+        total = len(text)
+        if start and start >= total:
+            raise ToolFailed(
+                f"start={start} is past the end of the text of {url} ({total} characters): there is no more"
+            )
+        cut = f"the body is larger than {self.max_bytes} bytes; only that much was read" if truncated else ""
+        # Room for the note, with the longest numbers it can hold, so that the loop never cuts it off.
+        room -= max(len(_part_note(total, total, total, more=more, cut=cut)) for more in (True, False))
+        end = min(total, start + max(1, room))
+        if end < total:
+            return text[start:end] + _part_note(start, end, total, more=True, cut=cut)
+        if start:
+            return text[start:] + _part_note(start, end, total, more=False, cut=cut)
+        return text + (f"\n\n[truncated: {cut}]" if cut else "")
 
 
 @functools.cache
@@ -329,6 +371,14 @@ async def _read_limited(response: httpx2.Response, max_bytes: int) -> tuple[byte
         chunks.append(chunk)
         size += len(chunk)
     return b"".join(chunks), False
+
+
+def _part_note(start: int, end: int, total: int, *, more: bool, cut: str) -> str:
+    """What follows a part of a page's text: where it lies, and how to read the next one, or that it is the last."""
+    where = f"\n\n[part: characters {start}-{end} of {total} of the page's text"
+    if more:
+        return f"{where}; call fetch_url again with the same url and start={end} for the rest]"
+    return f"{where}: the end{'; ' + cut if cut else ''}]"
 
 
 def _describe(exc: BaseException | None) -> str:
