@@ -83,3 +83,28 @@ def test_sigterm_while_eval_imports_its_commands(tmp_path: Path) -> None:
     assert said == "paused\n", said + proc.stderr.read().decode()
     proc.send_signal(signal.SIGTERM)
     _assert_cancelled_before_any_case(proc, report)
+
+
+def test_sigterm_once_every_run_finished_leaves_the_eval_whole(tmp_path: Path) -> None:
+    """A SIGTERM as the eval closes the team's external MCP servers, its runs all finished, cuts nothing short: the
+    report is the whole eval's, exit 0. It said 'interrupted: 1 of 1 run(s) finished' and exited 130."""
+    from support import ADDER_TEAM
+
+    suite, team, closed = tmp_path / "suite.toml", tmp_path / "team.toml", tmp_path / "closed"
+    suite.write_text('[[cases]]\nname = "poem"\nrequest = "Write a poem about bees"\n')
+    server_env = f'env = {{ ECHO_CLOSED_FILE = "{closed}" }}\n'
+    team.write_text(
+        ADDER_TEAM.replace('allowed_tools = ["add", "echo"]\n', f'allowed_tools = ["add", "echo"]\n{server_env}')
+    )
+    assert server_env in team.read_text()
+    env = clean_env(MCP_TEAM_MODEL="offline", MCP_TEAM_STATE_DIR=str(tmp_path / "state"))
+    proc = subprocess.Popen([MCP_TEAM, "eval", str(suite), "--team", str(team)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    deadline = time.monotonic() + HANG_GUARD  # a guard against a hang only
+    while not closed.exists():  # the echo server's stdin closed: the eval is closing its team, every run done
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate(timeout=HANG_GUARD)
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGTERM)
+    out, err = (b.decode() for b in proc.communicate(timeout=HANG_GUARD))
+    assert proc.returncode == 0, (proc.returncode, out, err)
+    assert "interrupted" not in out + err and "1/1 cases pass" in " ".join(out.split()), (out, err)
