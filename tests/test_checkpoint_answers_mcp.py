@@ -84,3 +84,39 @@ async def test_an_answer_without_a_round_answers_the_round_the_run_waits_at(tmp_
         done = await _view(client, run_id, wait=50)
     assert done["status"] == "complete", done
     assert [(c["round"], c["action"]) for c in done["checkpoints"]] == [(1, "approve")]
+
+
+# --- a client that cannot elicit, under checkpoint_policy "fail": told the way that works where it is --------
+
+
+async def _refused(app: Any, mode: str, **args: Any) -> str:
+    async with Client(app, mode=mode) as client:  # no elicitation callback: the client declares none
+        result = await client.call_tool("run_team", {"request": REQUEST, **args})
+    assert result.is_error, result.content
+    return str(result.content[0].text)  # type: ignore[union-attr]
+
+
+async def test_on_a_durable_server_it_is_told_to_start_the_run_and_answer_with_the_tool(
+    tmp_path: Path, mode: str
+) -> None:
+    # It was told to answer from a client that supports elicitation, or to pass approve= in Python: advice for
+    # somebody else, while this server had a way for this very client.
+    text = await _refused(_durable(tmp_path, checkpoints=["plan"]), mode)
+    assert "does not support elicitation" in text, text
+    assert "start the run with start_run, watch get_run until it shows `waiting`" in text, text
+    assert "answer it with answer_checkpoint" in text and 'checkpoint_policy = "approve"' in text, text
+    assert "Python" not in text and "mcp-team run" not in text, text
+
+
+async def test_on_a_server_without_durable_runs_it_is_told_what_works_there(mode: str) -> None:
+    app = build_server(ModelSettings(model="offline"), TeamSpec.of(DEFAULT_TEAM, RunSettings(checkpoints=["plan"])))
+    text = await _refused(app, mode)
+    assert "does not support elicitation" in text, text
+    assert "Answer from an MCP client that supports elicitation" in text, text
+    assert 'checkpoint_policy = "approve"' in text, text
+    assert "Python" not in text and "mcp-team run" not in text and "start_run" not in text, text
+    # a call's own checkpoints are refused before the run starts, with the same fit
+    plain = build_server(ModelSettings(model="offline"), TeamSpec.of(DEFAULT_TEAM, RunSettings()))
+    text = await _refused(plain, mode, checkpoints=["plan"])
+    assert "leave 'checkpoints' out, or call from a client that supports elicitation" in text, text
+    assert "start_run" not in text, text

@@ -114,7 +114,7 @@ class Board:
             else:
                 outcome = await wait(checkpoint, await _now())
             if "cannot" in outcome:  # recorded as a value: a stored exception would come back as another type
-                raise CannotAsk(outcome["cannot"])
+                raise CannotAsk(outcome["cannot"], outcome.get("how", ""))
             if outcome.get("timeout"):
                 raise NoAnswer(f"nobody answered checkpoint '{checkpoint.name}' in time")
             return Decision(action=outcome["action"], feedback=outcome.get("feedback", ""))
@@ -138,7 +138,7 @@ async def _first_answer(run_id: str, entry: _Waiting, session: Approver | None, 
             try:
                 decision = await session(entry.checkpoint)
             except CannotAsk as exc:
-                outcome["cannot"] = str(exc)
+                outcome.update(cannot=str(exc), how=exc.how)
             else:
                 outcome.update(decision.model_dump())
             tg.cancel_scope.cancel()
