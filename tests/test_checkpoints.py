@@ -250,6 +250,7 @@ def test_the_cli_without_a_terminal_follows_the_policy(tmp_path: Path) -> None:
     proc = cli("--checkpoint", "plan", "--mode", "planned", REQUEST, stdin=subprocess.DEVNULL)
     assert proc.returncode == 1
     assert "not attached to a terminal" in proc.stdout and "checkpoint_policy" in proc.stdout
+    assert "Run it on a terminal to answer" in proc.stdout and "Python" not in proc.stdout  # advice for the CLI
 
     team = tmp_path / "team.toml"
     subprocess.run([MCP_TEAM, "init", str(team)], check=True, env=clean_env(), timeout=HANG_GUARD)

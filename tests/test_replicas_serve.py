@@ -421,6 +421,9 @@ async def test_a_checkpoint_is_answered_on_the_replica_not_running_the_run(pg: P
             revised = await call(there, "answer_checkpoint", run_id=run_id, decision="revise", feedback="use metres")
             assert revised["status"] == "running", revised
             await until("the run waiting at before:w2 again", lambda: waiting(2), a, b)
+            retried = await there.call_tool("answer_checkpoint", {"run_id": run_id, "decision": "revise",
+                                                                  "feedback": "use metres", "round": 1})  # fmt: skip
+            assert retried.is_error and "it waits at 'before:w2' in round 2" in str(retried.content), retried
             await call(there, "answer_checkpoint", run_id=run_id, decision="approve")
 
             done = await until("the run's end", _finished_on(there, run_id), a, b)

@@ -59,7 +59,12 @@ class CheckpointRecord(BaseModel, defer_build=True):
 
 
 class CannotAsk(McpTeamError):
-    """The approver has nobody to ask (a client without elicitation, a CLI without a terminal)."""
+    """The approver has nobody to ask (a client without elicitation, a CLI without a terminal); `how`, when the
+    approver knows where it runs: what whoever runs it can do instead (else `ask` gives every way there is)."""
+
+    def __init__(self, reason: str, how: str = "") -> None:
+        super().__init__(reason)
+        self.how = how
 
 
 class NoAnswer(McpTeamError):
@@ -84,6 +89,12 @@ def checkpoint_problems(names: Iterable[str], members: Collection[str]) -> list[
 
 
 NO_APPROVER = "nobody can be asked: the caller gave no way to approve"
+ANY_WAY_OUT = (  # for an approver that does not say where it runs (`CannotAsk.how`)
+    "Answer from a client that supports elicitation (or `mcp-team run` on a terminal), or set "
+    'checkpoint_policy = "approve" in the team file\'s [supervisor] to go on without asking; '
+    "in Python, pass approve= (an async Checkpoint -> Decision) to Team.run, or "
+    'RunSettings(checkpoint_policy="approve")'
+)
 
 
 async def _answer(approve: Approver, checkpoint: Checkpoint) -> Decision:
@@ -146,12 +157,7 @@ async def ask(
                     )
                 )  # fmt: skip
                 # Whoever runs it (a client, the CLI, a Python caller without `approve`) learns their way out.
-                how = (
-                    "Answer from a client that supports elicitation (or `mcp-team run` on a terminal), or set "
-                    'checkpoint_policy = "approve" in the team file\'s [supervisor] to go on without asking; '
-                    "in Python, pass approve= (an async Checkpoint -> Decision) to Team.run, or "
-                    'RunSettings(checkpoint_policy="approve")'
-                )
+                how = exc.how or ANY_WAY_OUT
                 reason = f"checkpoint '{checkpoint.name}' needs a person's approval, but {exc}. {how}"
                 spans.mark_error(span, "checkpoint_unanswerable", message=reason)
                 return Stop(status="failed", reason=reason)

@@ -70,10 +70,12 @@ class Board:
     waiting: dict[str, list[_Waiting]] = field(default_factory=dict)
     inbox: Inbox | None = None  # with replicas: answers posted by the others (`inbox_of`)
 
-    def answer(self, run_id: str, decision: Decision, name: str | None = None) -> Checkpoint:
-        """Answer the oldest checkpoint `run_id` waits at (the one named `name`, when given); `NotWaiting` if none."""
+    def answer(self, run_id: str, decision: Decision, name: str | None = None, round_: int | None = None) -> Checkpoint:
+        """Answer the oldest checkpoint `run_id` waits at (the one named `name`, in round `round_`, when given);
+        `NotWaiting` if none."""
         for entry in self.waiting.get(run_id, []):
-            if not entry.answered.is_set() and name in (None, entry.checkpoint.name):
+            at = entry.checkpoint
+            if not entry.answered.is_set() and name in (None, at.name) and round_ in (None, at.round):
                 entry.decision = decision
                 entry.answered.set()
                 return entry.checkpoint
@@ -112,7 +114,7 @@ class Board:
             else:
                 outcome = await wait(checkpoint, await _now())
             if "cannot" in outcome:  # recorded as a value: a stored exception would come back as another type
-                raise CannotAsk(outcome["cannot"])
+                raise CannotAsk(outcome["cannot"], outcome.get("how", ""))
             if outcome.get("timeout"):
                 raise NoAnswer(f"nobody answered checkpoint '{checkpoint.name}' in time")
             return Decision(action=outcome["action"], feedback=outcome.get("feedback", ""))
@@ -136,7 +138,7 @@ async def _first_answer(run_id: str, entry: _Waiting, session: Approver | None, 
             try:
                 decision = await session(entry.checkpoint)
             except CannotAsk as exc:
-                outcome["cannot"] = str(exc)
+                outcome.update(cannot=str(exc), how=exc.how)
             else:
                 outcome.update(decision.model_dump())
             tg.cancel_scope.cancel()
@@ -201,7 +203,9 @@ def _take(db: sa.Engine, run_id: str, checkpoint: Checkpoint) -> Decision | None
     return Decision.model_validate_json(row.decision)
 
 
-async def answer_elsewhere(db: sa.Engine, record: RunRecord, decision: Decision, name: str | None) -> Checkpoint:
+async def answer_elsewhere(
+    db: sa.Engine, record: RunRecord, decision: Decision, name: str | None, round_: int | None = None
+) -> Checkpoint:
     """Answer the checkpoint a run of another replica shows waiting at (`record.waiting`) through the shared
     database, once that replica has taken it; `NotWaiting` saying why when it cannot be answered so."""
     waiting = record.waiting
@@ -210,6 +214,8 @@ async def answer_elsewhere(db: sa.Engine, record: RunRecord, decision: Decision,
     if name is not None and name != waiting.name:
         why = f"it runs on replica {record.executor_id}, where it shows waiting at '{waiting.name}' first: answer "
         raise NotWaiting(record.run_id, why + f"that one, then '{name}'")
+    if round_ is not None and round_ != waiting.round:  # e.g. a retried answer to a round already answered
+        raise NotWaiting(record.run_id)
     if not await post_answer(db, record.run_id, waiting, decision):
         why = f"replica {record.executor_id}, which runs it, did not take the answer within {TAKE_WITHIN:g} s"
         raise NotWaiting(record.run_id, why + ", so nothing was answered; try again")

@@ -305,16 +305,19 @@ class Runs(Execution):
             return await self.get(run_id)
         return await cancel_elsewhere(self.store, record, reason)
 
-    async def answer(self, run_id: str, decision: Decision, name: str | None = None) -> Checkpoint:
-        """Answer the checkpoint run `run_id` waits at (the one named `name`, when given), here or on the replica
-        running it. Returns the checkpoint answered; `NotWaiting` (saying why) when it waits at none."""
+    async def answer(
+        self, run_id: str, decision: Decision, name: str | None = None, round_: int | None = None
+    ) -> Checkpoint:
+        """Answer the checkpoint run `run_id` waits at (the one named `name`, in round `round_`, when given), here
+        or on the replica running it. Returns the checkpoint answered; `NotWaiting` (saying why) when it waits at
+        none."""
         try:
-            return self.checkpoints.answer(run_id, decision, name)
+            return self.checkpoints.answer(run_id, decision, name, round_)
         except approvals.NotWaiting:
             record = await self.get(run_id)
             if self.replicas is None or record is None or record.executor_id == self.executor_id:
                 raise
-            return await approvals.answer_elsewhere(self.store.engine, record, decision, name)
+            return await approvals.answer_elsewhere(self.store.engine, record, decision, name, round_)
 
     async def history(self, thread: str) -> ThreadHistory:
         records = await anyio.to_thread.run_sync(

@@ -40,6 +40,14 @@ async def answer_checkpoint(
             description='Answer only if the run waits at this checkpoint ("plan", "before:<member>").',
         ),
     ] = None,
+    round: Annotated[
+        int | None,
+        Field(
+            ge=1,
+            description="Answer only if the checkpoint waits in this round (get_run's `waiting.round`): a retried "
+            "answer then never answers the next round too.",
+        ),
+    ] = None,
 ) -> dict[str, Any]:
     """Answer the human checkpoint a durable run waits at (get_run shows it under `waiting`); returns the
     run's record. The run goes on (or stops, on reject) as if its own client had answered."""
@@ -50,12 +58,9 @@ async def answer_checkpoint(
     record = await runs.get(run_id)
     assert record is not None  # it was there a moment ago: runs are never deleted
     try:
-        answered = await runs.answer(run_id, Decision(action=decision, feedback=feedback), checkpoint)
+        answered = await runs.answer(run_id, Decision(action=decision, feedback=feedback), checkpoint, round)
     except LookupError as exc:  # runs.approvals.NotWaiting, not imported here: that would load DBOS at start-up
-        where = f"at checkpoint '{checkpoint}'" if checkpoint else "at a checkpoint"
-        now = f"it waits at '{record.waiting.name}'" if record.waiting is not None else f"its status: {record.status}"
-        why = getattr(exc, "reason", None) or now
-        raise ToolError(f"run '{run_id}' is not waiting {where} in this server ({why}); see get_run") from None
+        raise ToolError(_not_waiting(await runs.get(run_id) or record, checkpoint, round, exc)) from None
     # The run takes the answer in its own task: the record returned is the first that shows it among the run's
     # checkpoints (or the run finished), which the run writes once the answer is recorded: a restart from then
     # on never asks this question again.
@@ -65,6 +70,22 @@ async def answer_checkpoint(
             if latest.finished or _shows(latest, answered):
                 break
     return latest.view()
+
+
+def _not_waiting(record: Any, checkpoint: str | None, round_: int | None, exc: LookupError) -> str:
+    """Why the answer was refused, with where the run waits now (its record read after the refusal: a retried
+    answer finds the run a round further on than when the call began)."""
+    where = f"at checkpoint '{checkpoint}'" if checkpoint else "at a checkpoint"
+    where += f" in round {round_}" if round_ is not None else ""
+    waiting = record.waiting
+    if waiting is not None:
+        now = f"it waits at '{waiting.name}' in round {waiting.round}"
+    elif record.finished:
+        now = f"its status: {record.status}"
+    else:  # e.g. re-planning after a revise: its next round shows in get_run once it waits there
+        now = "it is running and waits at no checkpoint now"
+    why = getattr(exc, "reason", None) or now
+    return f"run '{record.run_id}' is not waiting {where} in this server ({why}); nothing was answered, see get_run"
 
 
 def _shows(record: Any, answered: Checkpoint) -> bool:

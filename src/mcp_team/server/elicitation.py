@@ -76,13 +76,27 @@ def decision_of(result: types.ElicitResult) -> Decision | str:
     return Decision(action=action, feedback=feedback)  # type: ignore[arg-type]
 
 
-def elicitation_approver(get_ctx: CtxGetter) -> Approver:
-    """Ask the MCP client of the current call (see the module docstring)."""
+POLICY = 'set checkpoint_policy = "approve" in the team file\'s [supervisor] to go on without asking'
+ELICIT_WAY_OUT = f"Answer from an MCP client that supports elicitation, or {POLICY}"
+TOOL_WAY_OUT = (
+    "To answer from this client, start the run with start_run, watch get_run until it shows `waiting`, and "
+    f"answer it with answer_checkpoint; or {POLICY}"
+)
+
+
+def elicitation_approver(get_ctx: CtxGetter, *, by_tool: bool = False) -> Approver:
+    """Ask the MCP client of the current call (see the module docstring). `by_tool`: the run is one that
+    start_run could run too (durable, on the server's model), so a client that cannot be asked is told that way."""
+    way_out = TOOL_WAY_OUT if by_tool else ELICIT_WAY_OUT
 
     async def approve(checkpoint: Checkpoint) -> Decision:
         problem = ""
         for _ in range(ASKS):
-            answer = decision_of(await ask(checkpoint, problem))
+            try:
+                asked = await ask(checkpoint, problem)
+            except CannotAsk as exc:  # told what works on this server, not every way there is
+                raise CannotAsk(str(exc), way_out) from None
+            answer = decision_of(asked)
             if isinstance(answer, Decision):
                 return answer
             problem = answer  # a slip in the form (no decision, a revise without feedback): asked again

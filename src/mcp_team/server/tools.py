@@ -145,10 +145,14 @@ async def run_team(
         raise ToolError("invalid checkpoints: " + "; ".join(problems))
     if checkpoints and not can_elicit(ctx) and state.run_settings.checkpoint_policy == "fail":
         # Asked for by this call, which cannot answer them: the run would only fail at the first.
+        other = (
+            "use start_run with a team file's checkpoints and answer them with answer_checkpoint"
+            if _start_run_works(state)
+            else "call from a client that supports elicitation"
+        )
         raise ToolError(
             "'checkpoints' need a client that can answer them (MCP elicitation), and this one declares none: leave "
-            "'checkpoints' out, or use start_run with a team file's checkpoints and answer them with "
-            "answer_checkpoint"
+            f"'checkpoints' out, or {other}"
         )
     asks = bool(checkpoints or state.run_settings.checkpoints)
     asked = RunRequest(request, mode, budgets, thread, checkpoints=tuple(checkpoints or ()))
@@ -162,7 +166,7 @@ async def run_team(
             progress = progress_sink(get_ctx)
             resumable = state.own_models() is not None  # a run on the client's model cannot resume
             if resumable or not asks:  # a durable run waiting at a checkpoint survives a restart (issue 13)
-                approve = elicitation_approver(get_ctx)
+                approve = elicitation_approver(get_ctx, by_tool=resumable)
                 return await run_and_wait(runs, state.engine, team, asked, resumable=resumable, on_event=progress,
                                           approve=approve, owner=principal(),
                                           stop=durability.asked_to_stop)  # fmt: skip
@@ -191,6 +195,14 @@ async def run_team(
             f"{reasons or result.answer}"
         )
     return result
+
+
+def _start_run_works(state: ServerState) -> bool:
+    """Whether start_run can run a team here, its checkpoints answered with answer_checkpoint: durable runs on,
+    on the server's own model (run_tools.start_run), not recording runs to files (which runs them in process)."""
+    settings = state.model_settings
+    own_model = settings.configured_backend() not in (None, "sampling")
+    return state.durability is not None and not settings.record_dir and own_model
 
 
 async def plan_team(

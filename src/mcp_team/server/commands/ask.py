@@ -22,12 +22,18 @@ from mcp_team.handoffs.checkpoints import Approver, CannotAsk, Checkpoint, Decis
 _CHOICES = {"a": "approve", "approve": "approve", "r": "revise", "revise": "revise", "x": "reject", "reject": "reject"}
 
 
+WAY_OUT = (
+    'Run it on a terminal to answer, or set checkpoint_policy = "approve" in the team file\'s [supervisor] to go '
+    "on without asking"
+)
+
+
 def terminal_approver() -> Approver:
     terminal = _Lines()
 
     async def approve(checkpoint: Checkpoint) -> Decision:
         if not sys.stdin.isatty():
-            raise CannotAsk("mcp-team run is not attached to a terminal (stdin is not interactive)")
+            raise CannotAsk("mcp-team run is not attached to a terminal (stdin is not interactive)", WAY_OUT)
         again = f" (round {checkpoint.round})" if checkpoint.round > 1 else ""
         print(f"\n── checkpoint {checkpoint.name}{again} ──\n{checkpoint.summary}\n", file=sys.stderr, flush=True)
         try:
