@@ -112,3 +112,46 @@ def test_ctrl_d_at_the_prompt_is_a_reject() -> None:
     assert (code, result["status"]) == (130, "cancelled"), err
     assert [(c["action"], c["answered_by"]) for c in result["checkpoints"]] == [("reject", "person")]
     assert "rejected at checkpoint 'plan': the input ended (Ctrl-D) at the prompt" in result["answer"]
+
+
+def test_two_checkpoints_reached_at_once_are_asked_one_after_the_other() -> None:
+    # The planned run's researcher and analyst tasks are independent: both reach their `before:` checkpoint at
+    # once. The second question's read of the terminal failed (anyio's BusyResourceError) and the run was lost.
+    controller, terminal = pty.openpty()
+    args = ["run", "--json", "--ephemeral", "--mode", "planned", "--checkpoint", "before:researcher",
+            "--checkpoint", "before:analyst", "Research bees and analyze 12*(3+4)/2"]  # fmt: skip
+    proc = subprocess.Popen([MCP_TEAM, *args], stdin=terminal, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=clean_env(MCP_TEAM_MODEL="offline"))  # fmt: skip
+    os.close(terminal)
+    try:
+        asked = [until_asked(proc)]
+        os.write(controller, b"a\n")
+        asked.append(until_asked(proc))
+        os.write(controller, b"a\n")
+        code, out, err = ended(proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(controller)
+    assert code == 0, (code, err)
+    questions = sorted(line for said in asked for line in said.decode().splitlines() if line.startswith("── "))
+    assert questions == ["── checkpoint before:analyst ──", "── checkpoint before:researcher ──"], asked
+    result = json.loads(out)
+    assert result["status"] == "complete", result
+    assert sorted((c["name"], c["action"]) for c in result["checkpoints"]) == [
+        ("before:analyst", "approve"), ("before:researcher", "approve")]  # fmt: skip
+
+
+def test_a_run_started_with_stdin_closed_is_decided_by_the_policy() -> None:
+    # Under systemd or some CI runners stdin is closed: `sys.stdin` is None, and asking crashed the run
+    # ("unexpected AttributeError"); it is not a terminal, so the checkpoint policy decides (by default: fail).
+    proc = subprocess.Popen([MCP_TEAM, "run", "--json", "--ephemeral", "--mode", "planned", "--checkpoint", "plan",
+                             REQUEST], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=clean_env(MCP_TEAM_MODEL="offline"),
+                            preexec_fn=lambda: os.close(0))  # fmt: skip
+    code, out, err = ended(proc)
+    assert code == 1 and "Traceback" not in err and "unexpected" not in err, (code, err)  # a failed run's status
+    result = json.loads(out)
+    (failure,) = result["failures"]
+    assert result["status"] == "failed" and failure["kind"] == "checkpoint_unanswerable", result
+    assert "not attached to a terminal" in failure["reason"], failure

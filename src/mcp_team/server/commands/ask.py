@@ -30,19 +30,29 @@ WAY_OUT = (
 
 def terminal_approver() -> Approver:
     terminal = _Lines()
+    # Branches running in parallel can reach their checkpoints at once (`before:` two members of one turn or
+    # of independent planned tasks): one terminal, so one question at a time, in the order they came.
+    one_at_a_time = anyio.Lock()
 
     async def approve(checkpoint: Checkpoint) -> Decision:
-        if not sys.stdin.isatty():
+        if sys.stdin is None or not sys.stdin.isatty():  # None: started with stdin closed (`<&-`, some units)
             raise CannotAsk("mcp-team run is not attached to a terminal (stdin is not interactive)", WAY_OUT)
-        again = f" (round {checkpoint.round})" if checkpoint.round > 1 else ""
-        print(f"\n── checkpoint {checkpoint.name}{again} ──\n{checkpoint.summary}\n", file=sys.stderr, flush=True)
-        try:
-            return await _decision(terminal)
-        except EOFError:  # Ctrl-D: the person ended the input, as a client's person cancels a form: a reject
-            print(file=sys.stderr, flush=True)
-            return Decision(action="reject", feedback="the input ended (Ctrl-D) at the prompt")
+        async with one_at_a_time:
+            again = f" (round {checkpoint.round})" if checkpoint.round > 1 else ""
+            print(f"\n── checkpoint {checkpoint.name}{again} ──\n{checkpoint.summary}\n", file=sys.stderr, flush=True)
+            try:
+                return await _decision(terminal)
+            except _TerminalGone:  # its window or ssh session closed: nobody is left to approve anything
+                return Decision(action="reject", feedback="the terminal closed at the prompt")
+            except EOFError:  # Ctrl-D: the person ended the input, as a client's person cancels a form: a reject
+                print(file=sys.stderr, flush=True)
+                return Decision(action="reject", feedback="the input ended (Ctrl-D) at the prompt")
 
     return approve
+
+
+class _TerminalGone(EOFError):
+    """Reading the terminal failed (EIO): its window or ssh session is gone."""
 
 
 async def _decision(terminal: _Lines) -> Decision:
@@ -79,8 +89,8 @@ class _Lines:
             try:
                 chunk = os.read(fd, 4096)
             except OSError:  # EIO: the terminal (its window, the ssh session) is gone
-                chunk = b""
-            if not chunk:  # Ctrl-D, or the terminal went away
+                raise _TerminalGone from None
+            if not chunk:  # Ctrl-D
                 if not self.pending:
                     raise EOFError
                 break
