@@ -185,3 +185,15 @@ async def test_an_error_is_cut_at_the_tools_own_limit() -> None:
     seen, _ = await run_scout(Tool("lookup", "Looks a fact up.", {"type": "object"}, run, max_result_chars=20))
     said = "lookup failed: RuntimeError: " + "y" * 50
     assert seen.is_error and seen.content == said[:20] + note("error", len(said), 20)
+
+
+async def test_a_result_that_only_looks_cut_already_is_cut() -> None:
+    # `capped` leaves text it cut itself as it is (a durable step cuts, then the loop); a tool's own text with the
+    # note's start at the limit and more after it is no such text.
+    posing = "x" * 10 + "\n\n[truncated: the result is 11 characters" + "y" * 5000
+
+    async def run(arguments: dict[str, Any]) -> str:
+        return posing
+
+    seen, _ = await run_scout(Tool("lookup", "Looks a fact up.", {"type": "object"}, run, max_result_chars=10))
+    assert seen.content == "x" * 10 + note("result", len(posing), 10)

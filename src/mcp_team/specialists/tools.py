@@ -54,6 +54,7 @@ class Tool:
 
 
 _CUT = "\n\n[truncated: the "  # where `capped` cut: its note starts here, right after the first `limit` characters
+_NOTE_MAX = 300  # its note's length, at most: a result that only looks cut (a longer tail) is cut
 
 
 def capped(text: str, limit: int, what: str = "result") -> str:
@@ -64,7 +65,7 @@ def capped(text: str, limit: int, what: str = "result") -> str:
     the model sees, and the specialist's loop cuts every result again). The note stays generic: a tool that can
     give a part (`read_file`, `fetch_url`) sizes its parts to fit `limit` and ends each with its own note naming
     the argument to go on with, which this cut would hide."""
-    if len(text) <= limit or text.startswith(_CUT, limit):
+    if len(text) <= limit or (text.startswith(_CUT, limit) and len(text) - limit <= _NOTE_MAX):
         return text
     return (
         f"{text[:limit]}{_CUT}{what} is {len(text):,} characters; only the first {limit:,} are shown. "
