@@ -267,6 +267,35 @@ async def test_a_running_run_shows_the_answers_given_so_far(tmp_path: Path) -> N
     assert [(c["round"], c["action"]) for c in done["checkpoints"]] == [(1, "revise"), (2, "approve")]
 
 
+async def test_the_run_listing_shows_which_runs_wait_at_which_checkpoint(tmp_path: Path) -> None:
+    # team://runs listed a waiting run as "running" like any other: a client saw which runs need a person only by
+    # reading each run's record.
+    async def listed(round_: int | None) -> dict[str, Any]:
+        deadline = time.monotonic() + HANG_GUARD
+        while True:
+            text = (await client.read_resource("team://runs")).contents[0].text  # type: ignore[union-attr]
+            (run,) = [r for r in json.loads(text)["runs"] if r["run_id"] == run_id]
+            if (run["waiting"] or {}).get("round") == round_ and (round_ or run["status"] != "running"):
+                return dict(run)
+            assert time.monotonic() < deadline, f"hang guard: the listing never showed round {round_}, but {run}"
+            await anyio.sleep(0.02)
+
+    server = _durable_server(tmp_path, mode="planned", checkpoints=["plan"])
+    async with Client(server, mode="legacy") as client:
+        run_id = (await client.call_tool("start_run", {"request": REQUEST})).structured_content["run_id"]  # type: ignore[index]
+        asked = (await _until_waiting(client, run_id))["waiting"]["summary"]
+        first = await listed(1)
+        assert first["status"] == "running" and first["waiting"]["name"] == "plan"
+        summary = first["waiting"]["summary"]  # in short: the listing holds 50 runs; the record has it whole
+        assert summary == asked or (len(summary) == 200 and summary.endswith("…") and asked.startswith(summary[:-1]))
+        args = {"run_id": run_id, "decision": "revise", "feedback": "also write the python code"}
+        assert not (await client.call_tool("answer_checkpoint", args)).is_error
+        assert (await listed(2))["waiting"]["name"] == "plan"
+        await _answer_when_waiting(client, run_id, "plan", "approve")
+        done = await listed(None)
+    assert done["status"] == "complete" and done["waiting"] is None, done
+
+
 async def _until_waiting(client: Client, run_id: str) -> dict[str, Any]:
     deadline = time.monotonic() + HANG_GUARD
     while not (view := await _get_run(client, run_id)).get("waiting"):

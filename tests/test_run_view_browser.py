@@ -248,6 +248,54 @@ def test_a_planned_run_shows_its_plan_as_a_graph(server: str, browser: Browser) 
     page.close()
 
 
+def test_a_run_waiting_at_a_checkpoint_says_so_on_its_page_and_in_the_list(browser: Browser, tmp_path: Path) -> None:
+    # The pages drew a waiting run as one that goes on ("running", its supervisor "thinking"): the checkpoint and
+    # what was to be approved were only under "More", as JSON, and the list did not show it at all.
+    team = tmp_path / "team.toml"
+    team.write_text(TEAM_WAITING)
+    with serve_http("--team", str(team), env=clean_env(MCP_TEAM_MODEL="offline")) as base:
+        run_id = _call(base, "start_run", {"request": "Research bees, then write a short report"})["run_id"]
+        context = browser.new_context(viewport={"width": 900, "height": 1000})
+        context.set_default_timeout(120_000)
+        page, runs_page = context.new_page(), context.new_page()
+        page.goto(f"{base}/runs/{run_id}")
+        runs_page.goto(f"{base}/runs")
+        box = page.locator("article.run[data-status=running] section.waiting[data-checkpoint='before:writer']")
+        box.wait_for()
+        record = _get(base, f"/runs/{run_id}.json")
+        assert record["waiting"]["name"] == "before:writer" and box.get_attribute("data-round") == "1"
+        assert "At checkpoint before:writer: nothing goes on until someone answers it" in box.inner_text()
+        assert all(line in box.inner_text() for line in record["waiting"]["summary"].splitlines())  # all of it
+        assert "waiting" in page.locator("[data-lane=supervisor] .bar.live").inner_text()  # not "thinking"
+        assert "waiting" not in page.locator("section.more dt").all_inner_texts()  # not again, as JSON
+        row = runs_page.locator(f"tr[data-run='{run_id}'][data-waiting='before:writer']")
+        expect(row.locator(".badge.waiting")).to_have_text("waits at before:writer")
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=ARTIFACTS / "run-view-waiting.png", full_page=True)
+
+        _call(base, "answer_checkpoint", {"run_id": run_id, "decision": "approve"})
+        page.locator("article.run[data-status=complete]").wait_for()
+        assert page.locator("section.waiting").count() == 0
+        runs_page.locator(f"tr[data-run='{run_id}'][data-status=complete]:not([data-waiting])").wait_for()
+        context.close()
+
+
+TEAM_WAITING = """
+[supervisor]
+checkpoints = ["before:writer"]
+
+[[specialists]]
+name = "researcher"
+description = "Finds facts."
+prompt = "Find facts."
+
+[[specialists]]
+name = "writer"
+description = "Writes reports."
+prompt = "Write."
+"""
+
+
 def assert_live(states: list[dict[str, Any]], handoffs: int) -> None:
     """The view drew the run while it went: running states with bars coming in, then the final one."""
     running = [s for s in states if s["status"] == "running"]
@@ -316,6 +364,24 @@ async def _run_team(server: str, request: str, mode: str = "adaptive") -> dict[s
     async with http, Client(streamable_http_client(f"{server}/mcp", http_client=http)) as client:
         result = await client.call_tool("run_team", {"request": request, "mode": mode})
     return {"structured": result.structured_content}
+
+
+def _call(server: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """`tool`'s result, called by an MCP client of the server (which has no token), in a thread of its own:
+    Playwright's sync API holds this thread's event loop."""
+
+    async def call() -> Any:
+        http = plain_http_async(timeout=120)
+        async with http, Client(streamable_http_client(f"{server}/mcp", http_client=http)) as client:
+            return await client.call_tool(tool, arguments)
+
+    done: list[Any] = []
+    caller = threading.Thread(target=lambda: done.append(anyio.run(call)))
+    caller.start()
+    caller.join()
+    (result,) = done
+    assert not result.is_error and result.structured_content is not None, result.content
+    return dict(result.structured_content)
 
 
 def _get(server: str, path: str) -> Any:

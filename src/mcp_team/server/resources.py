@@ -15,8 +15,10 @@ from mcp_team.server.state import ServerState
 from mcp_team.server.tasks import visible
 
 if TYPE_CHECKING:
+    from mcp_team.handoffs.checkpoints import Checkpoint
     from mcp_team.runs.service import Runs  # imports DBOS: only a durable server's run service loads it
 
+WAITING_SUMMARY = 200  # characters of what a waiting run asks to approve, in the listing
 LISTED = 50  # runs in team://runs, newest first
 MAX_SCANNED = 1000  # newest runs looked at for the caller's own, when the server checks tokens
 
@@ -52,14 +54,15 @@ def add_resources(server: MCPServer[ServerState], state: ServerState) -> None:
         "team://runs",
         name="runs",
         mime_type="application/json",
-        description="Recent runs, newest first. Subscribe to it to be told when a run starts or finishes.",
+        description="Recent runs, newest first; a run waiting for a person shows the checkpoint under `waiting` "
+        "(answer it with answer_checkpoint). Subscribe to it to be told when a run starts or finishes.",
     )
     async def runs_resource() -> dict[str, Any]:
         if state.durability is not None:
             runs = await _service(state)
             # The caller's own (with auth on); one page read when the newest are theirs: the run pages poll this.
             mine = await runs.list(limit=LISTED, keep=lambda r: visible(r.owner), deep=MAX_SCANNED)
-            return {"runs": [_summary(r.run_id, r.status, r.request, r.started_at) for r in mine]}
+            return {"runs": [_summary(r.run_id, r.status, r.request, r.started_at, r.waiting) for r in mine]}
         recent = state.store.recent(LISTED, visible)
         return {"runs": [_summary(r.run_id, r.status, r.request, r.started_at) for r in recent]}
 
@@ -96,11 +99,22 @@ async def _service(state: ServerState) -> "Runs":
         raise ResourceError(str(exc)) from None
 
 
-def _summary(run_id: str, status: str, request: str, started_at: "datetime") -> dict[str, Any]:
+def _summary(
+    run_id: str, status: str, request: str, started_at: "datetime", waiting: "Checkpoint | None" = None
+) -> dict[str, Any]:
+    """A run in the listing; `waiting`, in short, the checkpoint it waits at for a person (the whole question is
+    in team://runs/{run_id}): a client sees which runs need someone without reading each."""
+    asks = None
+    if waiting is not None:
+        summary = waiting.summary
+        if len(summary) > WAITING_SUMMARY:
+            summary = summary[: WAITING_SUMMARY - 1].rstrip() + "…"
+        asks = {"name": waiting.name, "round": waiting.round, "summary": summary}
     return {
         "run_id": run_id,
         "status": status,
         "request": request[:200],
         "started_at": started_at.isoformat(),
         "uri": f"team://runs/{run_id}",
+        "waiting": asks,
     }

@@ -96,13 +96,29 @@ def check_command(args: argparse.Namespace) -> int:
         console.width = 140  # piped or captured: rich would assume 80 columns
     console.print(table)
     if settings is not None:
-        print(f"supervisor (and planner): {describe_model(settings, 'supervisor')}")
+        _print_roles(settings, spec)
     if spec.mcp_servers:
         print("MCP servers: " + ", ".join(m.name for m in spec.mcp_servers))
     # A warning, not a failure: the file is valid, and where check runs (a CI lint job) the secrets often are not.
     for problem in _unset_keys(settings, members):
         print(f"mcp-team: warning: {problem}", file=sys.stderr)
     return EXIT_OK
+
+
+def _print_roles(settings: ModelSettings, spec: TeamSpec) -> None:
+    """Each role's model and endpoint, and the setting each came from: a wrong pair (OpenAI's default model name
+    on a local server) shows here, not as the first call's 404."""
+    from mcp_team.llm.origins import default_name_elsewhere, role_model
+
+    roles = [role_model(settings, role, spec.model_overrides, spec.source) for role in ("supervisor", "specialist")]
+    for r in roles:
+        fallback = getattr(settings, f"{r.role}_fallback")
+        label = "supervisor (and planner)" if r.role == "supervisor" else "specialists (unless their own)"
+        print(f"{label}: {r.line}" + (f" (fallback {fallback})" if fallback else ""))
+        if r.origin:
+            print(f"    {r.origin}")
+    if (warning := default_name_elsewhere(roles)) is not None:
+        print(f"mcp-team: warning: {warning}", file=sys.stderr)
 
 
 def _unset_keys(settings: ModelSettings | None, members: Mapping[str, MemberModel]) -> list[str]:

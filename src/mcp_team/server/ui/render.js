@@ -177,7 +177,7 @@
         const first = segments.length === 0 && busy.length === 0;
         segments.push({
           start: tail[0], end: tail[1], live: t.live,
-          label: t.live ? (first ? (planned ? "plan" : "turn 1") : "thinking") : first ? "answer" : "synthesis",
+          label: t.live ? (run.waiting ? "waiting" : first ? (planned ? "plan" : "turn 1") : "thinking") : first ? "answer" : "synthesis",
         });
       }
     }
@@ -300,7 +300,17 @@
 
   // ---- the run
   const KNOWN_RUN = new Set(["answer", "status", "handoffs", "failures", "usage", "run_id", "trace_id", "request", "mode",
-    "plan", "stopped_by", "started_at", "ended_at", "cost", "supervisor_turns"]);
+    "plan", "stopped_by", "started_at", "ended_at", "cost", "supervisor_turns", "waiting"]);
+
+  /* A run that waits for a person (get_run's `waiting`): which checkpoint, which round, what is to be approved. */
+  const checkpointName = (w) => w.name + (w.round > 1 ? ` (round ${w.round})` : "");
+  function waitingBox(w) {
+    return h("section", { class: "waiting", "data-checkpoint": w.name, "data-round": w.round },
+      h("h2", {}, "Waiting for a person"),
+      h("p", {}, "At checkpoint ", h("strong", {}, checkpointName(w)), ": nothing goes on until someone answers it ",
+        "(the ", h("code", {}, "answer_checkpoint"), " tool: approve, revise with feedback, or reject)."),
+      h("pre", { class: "text" }, String(w.summary || "")));
+  }
 
   function renderRun(run, ctx) {
     ctx = { prefix: "", ...ctx, runId: run.run_id };
@@ -338,6 +348,7 @@
         ref, ref ? " " : "", h("strong", {}, f.specialist), ` · ${f.kind}: ${f.reason}`, f.recovered ? " (recovered)" : ""));
     }
     const sections = [head];
+    if (run.waiting && run.status === "running") sections.push(waitingBox(run.waiting));
     if (problems.length) sections.push(h("ul", { class: "problems" }, problems));
     if (run.plan && (run.plan.tasks || []).length) sections.push(planGraph(run.plan, hs));
     sections.push(h("section", { class: "timeline-box" }, h("h2", {}, "Timeline"), timeline(run, t, ctx)));
@@ -367,8 +378,9 @@
   }
 
   function renderRunList(runs, ctx) {
-    const rows = runs.map((r) => h("tr", { "data-run": r.run_id, "data-status": r.status },
-      h("td", {}, badge(r.status)),
+    const rows = runs.map((r) => h("tr", { "data-run": r.run_id, "data-status": r.status, "data-waiting": r.waiting && r.waiting.name },
+      h("td", {}, badge(r.status), r.waiting
+        ? [" ", h("span", { class: "badge waiting", title: r.waiting.summary }, `waits at ${checkpointName(r.waiting)}`)] : null),
       h("td", { class: "req" }, h("a", { href: ctx.runHref(r.run_id) }, String(r.request || "(no request)").slice(0, 160))),
       h("td", { class: "when" }, r.started_at ? new Date(r.started_at).toLocaleString() : ""),
       h("td", { class: "when" }, h("code", {}, String(r.run_id).slice(0, 8)))));
