@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal, cast, get_args
+from typing import Any, Literal, cast, get_args
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -439,29 +439,20 @@ class _Factory:
         secret = key.get_secret_value() if key is not None else None
         made_key = (ref.provider or "", name, base_url, secret)
         if made_key not in self._made:
-            prices = s.prices.get(base_url.rstrip("/")) if base_url else None
+            options: dict[str, Any] = {
+                "api_key": secret,
+                "base_url": base_url,
+                "max_retries": s.max_retries,
+                "price_provider": s.prices.get(base_url.rstrip("/")) if base_url else None,
+                "key_setting": key_setting,
+                "url_setting": url_setting,
+            }
             if ref.provider == "anthropic":
                 from mcp_team.llm.anthropic import AnthropicModel
 
-                self._made[made_key] = AnthropicModel(
-                    name,
-                    api_key=secret,
-                    base_url=base_url,
-                    max_retries=s.max_retries,
-                    price_provider=prices,
-                    key_setting=key_setting,
-                    url_setting=url_setting,
-                )
+                self._made[made_key] = AnthropicModel(name, **options)
             else:
                 from mcp_team.llm.openai import OpenAIModel
 
-                self._made[made_key] = OpenAIModel(
-                    name,
-                    api_key=secret,
-                    base_url=base_url,
-                    max_retries=s.max_retries,
-                    price_provider=prices,
-                    key_setting=key_setting,
-                    url_setting=url_setting,
-                )
+                self._made[made_key] = OpenAIModel(name, **options)
         return self._made[made_key]
