@@ -291,8 +291,12 @@ async def test_missing_ids_types_and_model_are_filled_in(api: FakeOpenAIAPI) -> 
         ("  <think>a</think>The notes say X.", "stop", "The notes say X.", "end_turn"),
         # The chat template opened the tag in the prompt: only its end is in the reply.
         ("They want the notes.\n</think>\n\nThe notes say X.", "stop", "The notes say X.", "end_turn"),
+        ("They want the notes.\n </think> \nThe notes say X.", "stop", "The notes say X.", "end_turn"),
         ("<think>\nThey want the notes, so I", "length", "", "max_tokens"),  # cut off while thinking
         ("Write <think> and </think> around it.", "stop", "Write <think> and </think> around it.", "end_turn"),
+        # A closing tag in prose, not on a line of its own, is part of the answer.
+        ("Split on </think> and keep what follows.", "stop", "Split on </think> and keep what follows.", "end_turn"),
+        ("Split on\n</think> tags.", "stop", "Split on\n</think> tags.", "end_turn"),
         ("The notes say X.", "stop", "The notes say X.", "end_turn"),
     ],
 )
