@@ -23,7 +23,9 @@ the brain's answers):
 - `reasoning_in_content`: a reasoning model's thinking comes first in each reply's text, in `<think>` tags, as
   on vLLM without `--reasoning-parser`;
 - `stream_only`: every reply is a stream of server-sent events; `"always"` sends one even when `stream` is not
-  asked for (as a proxy that forces streaming), `"rejects"` answers such a request with DashScope's 400.
+  asked for (as a proxy that forces streaming), `"rejects"` answers such a request with DashScope's 400;
+- `repeat_names`: a streamed tool call's id, type and name come again in every chunk of it, as Fireworks and some
+  proxies send them.
 A request with `stream: true` is answered with a stream (usage in a last chunk when `stream_options` asks).
 """
 
@@ -117,9 +119,10 @@ def completion(
     return body
 
 
-def stream(body: dict[str, Any], *, usage: bool = True) -> bytes:
+def stream(body: dict[str, Any], *, usage: bool = True, repeat_names: bool = False) -> bytes:
     """A Chat Completions body as the server-sent events of the stream a server sends for it: the text, then each
-    tool call with its arguments in two pieces, the finish reason, and the usage in a chunk of its own."""
+    tool call with its arguments in two pieces, the finish reason, and the usage in a chunk of its own.
+    `repeat_names`: each tool call's id, type and name come again with the second piece of its arguments."""
     choice, head = body["choices"][0], {k: body[k] for k in ("id", "created", "model")}
     message = choice["message"]
     deltas: list[dict[str, Any]] = [{"role": "assistant", "content": message.get("content") or ""}]
@@ -127,10 +130,10 @@ def stream(body: dict[str, Any], *, usage: bool = True) -> bytes:
         arguments = call["function"]["arguments"]
         cut = len(arguments) // 2
         first = {**call, "function": {"name": call["function"]["name"], "arguments": arguments[:cut]}}
-        deltas += [
-            {"tool_calls": [{"index": i, **first}]},
-            {"tool_calls": [{"index": i, "function": {"arguments": arguments[cut:]}}]},
-        ]
+        second = {"function": {"arguments": arguments[cut:]}}
+        if repeat_names:
+            second = {**call, "function": {"name": call["function"]["name"], **second["function"]}}
+        deltas += [{"tool_calls": [{"index": i, **first}]}, {"tool_calls": [{"index": i, **second}]}]
     chunks = [{**head, "choices": [{"index": 0, "delta": d, "finish_reason": None}]} for d in deltas]
     chunks.append({**head, "choices": [{"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}]})
     if usage and body.get("usage"):
@@ -248,6 +251,7 @@ class FakeOpenAIAPI(FakeJSONAPI):
         reject_params: tuple[str, ...] = (),
         reasoning_in_content: bool = False,
         stream_only: StreamOnly | None = None,
+        repeat_names: bool = False,
     ) -> None:
         super().__init__()
         self.brain = brain
@@ -258,6 +262,7 @@ class FakeOpenAIAPI(FakeJSONAPI):
         self.reject_params = reject_params
         self.reasoning_in_content = reasoning_in_content
         self.stream_only = stream_only
+        self.repeat_names = repeat_names
 
     @property
     def base_url(self) -> str:
@@ -312,7 +317,8 @@ class FakeOpenAIAPI(FakeJSONAPI):
         answer = self._quirks(answer)
         if body.get("stream") or self.stream_only == "always":
             usage = (body.get("stream_options") or {}).get("include_usage")
-            return Reply(200, stream(answer, usage=bool(usage)), {"content-type": "text/event-stream"})
+            events = stream(answer, usage=bool(usage), repeat_names=self.repeat_names)
+            return Reply(200, events, {"content-type": "text/event-stream"})
         return Reply(200, answer)
 
     def _quirks(self, body: dict[str, Any]) -> dict[str, Any]:

@@ -18,7 +18,7 @@ import pytest
 from conftest import Spans
 from fake_api import offline_brain
 from fake_openai_api import FakeOpenAIAPI, completion
-from mcp_team.handoffs import Team
+from mcp_team.handoffs import Budgets, Team
 from mcp_team.llm import SPECIALIST, SUPERVISOR, Message, ModelRequest, ModelSet, chat
 from mcp_team.llm.cost import usage_cost
 from mcp_team.llm.limits import EndpointLimits, Limiters
@@ -120,6 +120,45 @@ def test_the_cli_says_the_cost_is_unknown_when_a_priced_gateway_counts_no_tokens
         proc = cli_here("run", "--ephemeral", "--model", f"openai:{MODEL}", REQUEST, **env)
     assert "complete:" in proc.stderr and "cost unknown" in proc.stderr and "$0" not in proc.stderr, proc.stderr
     assert "reports no token usage" in proc.stderr  # and why
+
+
+def test_max_cost_on_a_priced_gateway_that_counts_no_tokens_says_it_could_not_count_them() -> None:
+    """Such calls' cost is unknown: the cost budget cannot count them, and the run says so instead of calling it $0."""
+    with FakeOpenAIAPI(brain=offline_brain, usage=False) as api:
+        env = {"OPENAI_BASE_URL": api.base_url, "MCP_TEAM_PRICES": json.dumps({api.base_url: "openai"})}
+        proc = cli_here(
+            "run", "--json", "--ephemeral", "--model", f"openai:{MODEL}", "--max-cost", "0.5", REQUEST, **env
+        )
+    result = json.loads(proc.stdout)
+    assert result["status"] == "complete" and result["usage"]["total"]["cost_usd"] is None
+    (note,) = [n for n in result["notes"] if "cost budget" in n]
+    calls = result["usage"]["model_calls"]
+    assert f"The cost budget (max_cost $0.5) could not count {calls} model calls whose cost is unknown" in note
+    assert "$0.0000 for the calls it could price" in note and "set max_model_calls" in note
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("priced", "max_cost"), [(True, 5.0), (False, None)])
+async def test_a_run_says_nothing_of_unknown_costs_when_it_has_no_cost_budget_or_knows_every_cost(
+    gpt: FakeOpenAIAPI, priced: bool, max_cost: float | None
+) -> None:
+    result = await Team(ModelSet.single(on(gpt, priced=priced))).run(REQUEST, budgets=Budgets(max_cost=max_cost))
+    assert result.status == "complete"
+    assert not [n for n in result.notes if "cost budget" in n]
+
+
+@pytest.mark.anyio
+async def test_a_cost_budget_counts_what_it_can_price_and_says_what_it_could_not(gpt: FakeOpenAIAPI) -> None:
+    """A priced supervisor and specialists on a local server (no price): the note says how many calls it could not
+    count, and what the ones it could cost."""
+    with FakeOpenAIAPI(brain=offline_brain) as local:
+        models = ModelSet({SUPERVISOR: on(gpt), SPECIALIST: on(local, priced=False)})
+        result = await Team(models).run(REQUEST, budgets=Budgets(max_cost=5.0))
+    assert result.status == "complete"
+    (note,) = [n for n in result.notes if "cost budget" in n]
+    priced = result.usage.by_specialist["supervisor"].cost_usd
+    assert priced and f"counted ${priced:.4f} for the calls it could price" in note
+    assert f"could not count {len(local.requests)} model calls whose cost is unknown" in note
 
 
 def test_max_cost_is_refused_when_not_a_positive_number() -> None:

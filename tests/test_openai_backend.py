@@ -3,6 +3,7 @@ Chat Completions API; and whole team runs on it, with the offline model as the s
 
 from __future__ import annotations
 
+import json
 import logging
 import socket
 import threading
@@ -290,8 +291,12 @@ async def test_missing_ids_types_and_model_are_filled_in(api: FakeOpenAIAPI) -> 
         ("  <think>a</think>The notes say X.", "stop", "The notes say X.", "end_turn"),
         # The chat template opened the tag in the prompt: only its end is in the reply.
         ("They want the notes.\n</think>\n\nThe notes say X.", "stop", "The notes say X.", "end_turn"),
+        ("They want the notes.\n </think> \nThe notes say X.", "stop", "The notes say X.", "end_turn"),
         ("<think>\nThey want the notes, so I", "length", "", "max_tokens"),  # cut off while thinking
         ("Write <think> and </think> around it.", "stop", "Write <think> and </think> around it.", "end_turn"),
+        # A closing tag in prose, not on a line of its own, is part of the answer.
+        ("Split on </think> and keep what follows.", "stop", "Split on </think> and keep what follows.", "end_turn"),
+        ("Split on\n</think> tags.", "stop", "Split on\n</think> tags.", "end_turn"),
         ("The notes say X.", "stop", "The notes say X.", "end_turn"),
     ],
 )
@@ -727,11 +732,12 @@ async def test_full_run_on_a_server_without_parallel_tool_calls() -> None:
     assert len(supervisor_requests(bodies)) == 5
 
 
-@pytest.mark.parametrize("stream_only", ["always", "rejects"])
-async def test_full_run_on_a_server_that_answers_only_streams(stream_only: StreamOnly) -> None:
+@pytest.mark.parametrize(("stream_only", "repeat_names"), [("always", False), ("rejects", False), ("always", True)])
+async def test_full_run_on_a_server_that_answers_only_streams(stream_only: StreamOnly, repeat_names: bool) -> None:
     """A proxy that streams every reply, or a model that takes only streaming calls (DashScope's QwQ): the calls are
-    made streaming from the first such reply on, their chunks (tool-call arguments in pieces) put back together."""
-    with FakeOpenAIAPI(brain=offline_brain, stream_only=stream_only) as api:
+    made streaming from the first such reply on, their chunks (tool-call arguments in pieces) put back together; also
+    where every chunk of a tool call repeats its id and name (Fireworks)."""
+    with FakeOpenAIAPI(brain=offline_brain, stream_only=stream_only, repeat_names=repeat_names) as api:
         result, bodies = await run_team(api)
     assert result.status == "complete", result.failures
     assert "12*(3+4)/2 = 42" in result.answer  # the analyst's calculate call, its arguments streamed in two pieces
@@ -746,6 +752,63 @@ async def test_a_stream_cut_off_at_the_token_limit_is_a_truncated_reply(api: Fak
     response = await model_for(api).complete(ask())
     assert (response.text, response.stop_reason) == ("The notes sa", "max_tokens")
     assert response.usage == Usage(input_tokens=10, output_tokens=5)
+
+
+def reply_streamed(api: FakeOpenAIAPI, *events: bytes) -> None:
+    """Queue a 400 asking for streams, then a 200 answering with the server-sent `events`."""
+    api.reply(400, error_body("stream must be set to true"))
+    api.reply(200, b"".join(events), {"content-type": "text/event-stream"})
+
+
+def event(**chunk: Any) -> bytes:
+    """One stream chunk as a server-sent event."""
+    head = {"id": "chatcmpl-s", "object": "chat.completion.chunk", "created": 1_700_000_000, "model": MODEL}
+    return f"data: {json.dumps({**head, **chunk})}\n\n".encode()
+
+
+def without_done(events: bytes) -> bytes:
+    return events.removesuffix(b"data: [DONE]\n\n")
+
+
+async def test_tool_calls_whose_id_and_name_come_in_every_chunk_are_called_by_them(api: FakeOpenAIAPI) -> None:
+    """Fireworks and some proxies send a streamed tool call's id and name again with each piece of its arguments:
+    they are the call's id and name, not joined into `call_1call_1` and `searchsearch` (a call to no tool)."""
+    calls = [tool_call("call_1", "search", {"q": "launch notes"}), tool_call("call_2", "read", {"id": "n7"})]
+    reply_streamed(api, stream(completion(None, calls, "tool_calls"), repeat_names=True))
+    response = await model_for(api).complete(ask())
+    assert [(b.id, b.name, b.input) for b in response.tool_uses] == [
+        ("call_1", "search", {"q": "launch notes"}),
+        ("call_2", "read", {"id": "n7"}),
+    ]
+
+
+async def test_a_stream_whose_usage_chunk_is_followed_by_one_without_keeps_the_usage(api: FakeOpenAIAPI) -> None:
+    usage = completion("The notes say so.", usage={"prompt_tokens": 21, "completion_tokens": 8})
+    reply_streamed(api, without_done(stream(usage)), event(choices=[], usage=None), b"data: [DONE]\n\n")
+    response = await model_for(api).complete(ask())
+    assert (response.text, response.usage) == ("The notes say so.", Usage(input_tokens=21, output_tokens=8))
+
+
+@pytest.mark.parametrize(
+    "later",
+    [
+        {"function": {"arguments": '"bees"}'}},  # no index: the SDK raises RuntimeError
+        {"index": 0, "type": "custom", "function": {"arguments": '"bees"}'}},  # another type: the SDK asserts
+    ],
+)
+async def test_a_stream_chunk_the_sdk_cannot_merge_is_a_server_error(api: FakeOpenAIAPI, later: dict[str, Any]) -> None:
+    first = {"index": 0, "id": "c1", "type": "function", "function": {"name": "search", "arguments": '{"q": '}}
+    reply_streamed(
+        api,
+        event(choices=[{"index": 0, "delta": {"role": "assistant", "tool_calls": [first]}, "finish_reason": None}]),
+        event(choices=[{"index": 0, "delta": {"tool_calls": [later]}, "finish_reason": None}]),
+        b"data: [DONE]\n\n",
+    )
+    with pytest.raises(ModelError) as caught:
+        await model_for(api).complete(ask())
+    assert caught.value.kind == "server_error"
+    message = caught.value.message
+    assert "a stream chunk that is not Chat Completions'" in message and api.base_url in message
 
 
 async def test_a_streaming_server_that_rejects_stream_options_is_asked_without() -> None:

@@ -7,7 +7,9 @@ want of budget raises `BudgetExhausted`; the handoff budget is checked and charg
 
 Tokens are checked before a call with the size of its prompt, so one call never overshoots the
 budget by its whole input; only its output (and calls already in flight) can pass the limit, and
-then the budget counts as used up. Cost is counted from the calls whose price is known.
+then the budget counts as used up. Cost is counted from the calls whose price is known; a call whose cost is
+unknown (a model without a price, a server that reports no token counts, a call cut off once sent) cannot be,
+and a run with a cost budget says so in its notes (`cost_note`).
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ class Budget:
     model_calls: int = 0
     usage: Usage = field(default_factory=no_usage)
     cost_usd: float = 0.0  # of the calls whose price is known
+    unpriced_calls: int = 0  # the calls whose cost is unknown: the cost budget cannot count them
     exhausted: str | None = None  # which budget ran out first, in words, once one has
     fallbacks: list[str] = field(default_factory=list)  # the supervisor's calls a fallback model answered
 
@@ -78,7 +81,10 @@ class Budget:
 
     def after_call(self, usage: Usage) -> None:
         self.usage = self.usage + usage
-        self.cost_usd += usage.cost_usd or 0.0
+        if usage.cost_usd is None:
+            self.unpriced_calls += 1
+        else:
+            self.cost_usd += usage.cost_usd
         if self.usage.total_tokens >= self.limits.max_tokens:
             self._run_out(self._tokens_used_up())
         if (limit := self.limits.max_cost) is not None and self.cost_usd >= limit:
@@ -86,6 +92,19 @@ class Budget:
 
     def used_fallback(self, note: str) -> None:
         self.fallbacks.append(note)
+
+    def cost_note(self) -> str | None:
+        """What the run's caller should know of a cost budget that could not count every call; None: nothing."""
+        if (limit := self.limits.max_cost) is None or not self.unpriced_calls:
+            return None
+        calls = f"{self.unpriced_calls} model call{'' if self.unpriced_calls == 1 else 's'}"
+        return (
+            f"The cost budget (max_cost ${limit:g}) could not count {calls} whose cost is unknown (a model without "
+            "a price, a server that reports no token counts, or a call cut off once sent): it counted "
+            f"${self.cost_usd:.4f} for the calls it could price, and the run may have cost more. To bound such calls, "
+            "set max_model_calls (max_tokens too, where the server reports token counts); a gateway in front of a "
+            "priced API is priced when MCP_TEAM_PRICES names its price list."
+        )
 
     def charge_call(self, reserve: int, input_tokens: int = 0) -> None:
         """Count one model call whose prompt is about `input_tokens` long, keeping `reserve` calls back;

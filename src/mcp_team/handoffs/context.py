@@ -184,6 +184,7 @@ class RunContext:
         return UsageReport(total=total, by_specialist=by_specialist, model_calls=self.budget.model_calls)
 
     def result(self) -> RunResult:
+        cost_note = self.budget.cost_note()
         return RunResult(
             answer=self.answer,
             status=self.status,
@@ -199,6 +200,7 @@ class RunContext:
             notes=[
                 *self.notes.values(),
                 *(f"A fallback model answered the supervisor: {n}." for n in dict.fromkeys(self.budget.fallbacks)),
+                *([cost_note] if cost_note else []),
             ],
             started_at=self.started_at,
             ended_at=self.ended_at,

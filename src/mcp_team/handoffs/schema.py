@@ -49,7 +49,8 @@ class Budgets(BaseModel):
         default=None,
         gt=0,
         allow_inf_nan=False,
-        description="US dollars over all calls whose price is known (see llm.cost); None: no limit.",
+        description="US dollars over all calls whose price is known (see llm.cost); a call of unknown cost is not "
+        "counted, and the run's notes say how many were not. None: no limit.",
     )
 
 

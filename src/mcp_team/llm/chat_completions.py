@@ -11,6 +11,7 @@ the type checker only: `import openai` is llm/openai.py's alone (it is slow).
 from __future__ import annotations
 
 import json
+import re
 from typing import TYPE_CHECKING, Any
 
 from mcp_team.llm.sdk_errors import clip
@@ -165,6 +166,9 @@ def from_completion(completion: ChatCompletion, requested_model: str) -> ModelRe
 
 
 _THINK, _THOUGHT = "<think>", "</think>"
+# A closing tag without its opening one ends reasoning only on a line of its own, as chat templates write it: in
+# prose ("split on </think> and keep what follows") it is part of the answer.
+_BARE_THOUGHT = re.compile(r"(?:^|\n)[ \t]*</think>[ \t]*(?:\n|$)")
 
 
 def without_reasoning(text: str) -> str:
@@ -173,15 +177,15 @@ def without_reasoning(text: str) -> str:
     Reasoning models (DeepSeek-R1, Qwen3, QwQ) write it into the content on a server that does not split it
     out into `reasoning_content` (vLLM without --reasoning-parser, llama.cpp with --reasoning-format none,
     Ollama's older versions); their chat templates often open the tag in the prompt, so the content has only
-    the closing one. Kept, it would be a specialist's result and the run's answer, and hide a tool call
-    written as text after it. A reply that is all reasoning (cut off inside it) has no answer.
+    the closing one, on a line of its own. Kept, it would be a specialist's result and the run's answer, and hide
+    a tool call written as text after it. A reply that is all reasoning (cut off inside it) has no answer.
     """
     head = text.lstrip()
     if head.startswith(_THINK):
         end = head.find(_THOUGHT)
         return "" if end < 0 else head[end + len(_THOUGHT) :].lstrip()
-    if _THOUGHT in text and _THINK not in text:
-        return text.split(_THOUGHT, 1)[1].lstrip()
+    if _THINK not in text and (bare := _BARE_THOUGHT.search(text)):
+        return text[bare.end() :].lstrip()
     return text
 
 

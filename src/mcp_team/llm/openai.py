@@ -12,14 +12,15 @@ Ollama, vLLM, llama.cpp's server, LM Studio), so this module owns the difference
   engine to send back to the model to fix;
 - a reply without `usage` counts zero tokens at an unknown cost (and says so once in the log);
 - a server that answers only with streams (it sends server-sent events though none were asked for, or
-  rejects `stream: false`) is asked again streaming, and the chunks are put together into one reply;
+  rejects `stream: false`) is asked again streaming, and the chunks are put together into one reply
+  (llm/openai_stream.py);
 - a model or server without tool support is a `bad_request` that says so and what to do.
 Retrying 408/409/429/5xx with backoff (honouring `retry-after`) is left to the SDK.
 The request and reply in Chat Completions' shapes (messages, tools, tool-call arguments, usage) are
 llm/chat_completions.py's.
 
-`import openai` takes about half a second, so nothing outside this module imports it, and this
-module is itself imported only when an OpenAI-compatible model is configured.
+`import openai` takes about half a second, so nothing outside this module (and llm/openai_stream.py, which only
+it imports) imports it, and this module is itself imported only when an OpenAI-compatible model is configured.
 """
 
 from __future__ import annotations
@@ -31,10 +32,10 @@ import re
 from typing import Any, Literal
 
 import openai
-from openai.lib.streaming.chat import ChatCompletionStreamState
 from openai.types.chat import ChatCompletion
 
 from mcp_team.llm.chat_completions import from_completion, to_messages, to_tool_params
+from mcp_team.llm.openai_stream import StreamedReply
 from mcp_team.llm.sdk_errors import clip, describe, quoted, scrub, unreadable
 from mcp_team.llm.types import (
     ErrorKind,
@@ -212,18 +213,20 @@ class OpenAIModel:
 
     async def _streamed(self, client: openai.AsyncOpenAI, **request: Any) -> ChatCompletion:
         """One call made streaming, its chunks put together into the reply a whole one would have been."""
-        state = ChatCompletionStreamState()
-        chunks = 0
+        reply = StreamedReply()
         try:
             async with await client.chat.completions.create(**request, stream=True) as stream:
                 async for chunk in stream:
-                    state.handle_chunk(chunk)
-                    chunks += 1
+                    try:
+                        reply.add(chunk)
+                    except Exception as err:  # the SDK's merging asserts and raises what it finds, of many kinds
+                        what = str(err) or type(err).__name__  # a bare assert says nothing
+                        raise self._unreadable(f"a stream chunk that is not Chat Completions': {what}") from None
         except (AttributeError, TypeError, ValueError, IndexError, KeyError) as err:
             raise self._unreadable(f"a stream chunk that is not Chat Completions': {err}") from None
-        if not chunks:
+        if not reply.chunks:
             raise self._unreadable("an empty stream")
-        return state.current_completion_snapshot
+        return reply.completion()
 
     def _streams_anyway(self, reply: object, streaming: bool) -> bool:
         """Whether the reply to a call made without `streaming` is a stream (server-sent events) all the same: then

@@ -70,7 +70,13 @@ DeadlineSeconds = Annotated[
 ]
 MaxCost = Annotated[
     float | None,
-    Field(gt=0, strict=True, allow_inf_nan=False, description="Cap on the cost in US dollars (priced calls)."),
+    Field(
+        gt=0,
+        strict=True,
+        allow_inf_nan=False,
+        description="Cap on the cost in US dollars of the calls whose price is known; the run's notes say how many "
+        "it could not count.",
+    ),
 ]
 Thread = Annotated[str | None, THREAD_FIELD]
 

@@ -63,7 +63,13 @@ def add_parsers(sub: Subparsers) -> None:
     run.add_argument("--max-tokens", type=int, metavar="N")
     run.add_argument("--deadline", type=float, metavar="SECONDS")
     durable_flags(run)
-    run.add_argument("--max-cost", type=float, metavar="USD", help="stop when the priced calls cost this much")
+    run.add_argument(
+        "--max-cost",
+        type=float,
+        metavar="USD",
+        help="stop when the priced calls cost this much (calls of unknown cost are not counted: --json's notes say "
+        "how many)",
+    )
     call_timeout_flag(run)
     run.add_argument(
         "--checkpoint",
