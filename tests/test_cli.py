@@ -15,6 +15,7 @@ from fake_api import offline_brain
 from fake_messages_api import FakeMessagesAPI
 from fake_openai_api import FakeOpenAIAPI
 from mcp_team.handoffs import RunResult
+from mcp_team.server.commands.common import EXIT_PARTIAL
 from support import ADDER_TEAM, MCP_TEAM, clean_env, cli_here
 
 REQUEST = "Research the history of the transistor, compute 12*(3+4)/2, write a short report, then review it."
@@ -37,6 +38,17 @@ def test_offline_run_prints_the_answer_and_progress() -> None:
         assert re.search(rf"→ h\d+ {name}", proc.stderr) and re.search(rf"✓ h\d+ {name}", proc.stderr)
     assert "complete: 4 handoffs" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_a_runs_notes_are_said_after_its_summary() -> None:
+    # A run's notes (what to change: a budget that cut a fan-out, a cost budget that could not count every call,
+    # a fallback that answered) were in --json and MCP results only: on a terminal a partial run did not say why.
+    proc = cli_here("run", "--model", "offline", "--ephemeral", "--max-handoffs", "1", REQUEST)
+    assert proc.returncode == EXIT_PARTIAL, proc.stderr
+    assert "partial: 2 handoffs" in proc.stderr, proc.stderr
+    note = proc.stderr[proc.stderr.index("partial: 2 handoffs") :].splitlines()[1]
+    assert note.startswith("note: 1 of the 2 handoffs asked for in one turn were not started"), proc.stderr
+    assert "the team file's [supervisor.budgets]" in note, note  # its brackets are text, not markup
 
 
 def test_json_output_is_the_structured_run_result() -> None:

@@ -49,6 +49,10 @@ def summary(console: Console, result: RunResult) -> None:
         f"{u.total.total_tokens} tokens, {_cost(u.total.cost_usd)}, run {result.run_id}"
         + (f", trace {result.trace_id}" if result.trace_id else "")
     )
+    from rich.markup import escape  # a note names settings in brackets ("[supervisor.budgets]")
+
+    for note in result.notes:  # what the caller should know (each with what to change): --json has them too
+        console.print(f"[yellow]note:[/yellow] {escape(note)}")
 
 
 def _cost(usd: float | None) -> str:
