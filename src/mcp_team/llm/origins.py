@@ -7,22 +7,13 @@ came from before the run lets them see that; `default_name_elsewhere` says it ou
 
 from __future__ import annotations
 
-import os
 from collections.abc import Collection
 from dataclasses import dataclass
 
 from mcp_team.errors import ConfigError
-from mcp_team.llm.settings import ModelSettings, parse_model
+from mcp_team.llm.settings import ModelSettings, env_variable, env_variables, parse_model
 
 PROVIDER_APIS = {"anthropic": "https://api.anthropic.com", "openai": "https://api.openai.com/v1"}
-_URL_VARIABLES = {
-    "anthropic": ("MCP_TEAM_ANTHROPIC_BASE_URL", "ANTHROPIC_BASE_URL"),
-    "openai": ("MCP_TEAM_OPENAI_BASE_URL", "OPENAI_BASE_URL"),
-}
-_KEY_VARIABLES = {
-    "anthropic": ("MCP_TEAM_ANTHROPIC_API_KEY", "ANTHROPIC_API_KEY"),
-    "openai": ("MCP_TEAM_OPENAI_API_KEY", "OPENAI_API_KEY"),
-}
 
 
 @dataclass(frozen=True)
@@ -54,9 +45,9 @@ def role_model(settings: ModelSettings, role: str, in_file: Collection[str] = ()
     the environment). Never raises: a role that cannot run says why in `model`."""
     if settings.model is not None and (whole := parse_model(settings.model)).provider in ("offline", "sampling"):
         endpoint = "-" if whole.provider == "offline" else "the MCP client's model (inside mcp-team serve)"
-        return RoleModel(role, str(whole), f"{_variable('MCP_TEAM_MODEL')} (the whole team)", endpoint)
+        return RoleModel(role, str(whole), f"{_variable('model')} (the whole team)", endpoint)
     if settings.model is not None and whole.provider == "replay":
-        return RoleModel(role, str(whole), f"{_variable('MCP_TEAM_MODEL')} (the whole team)")
+        return RoleModel(role, str(whole), f"{_variable('model')} (the whole team)")
     if settings.configured_backend() is None:
         return RoleModel(role, "not configured (see mcp-team run --help)", "")
     try:
@@ -66,13 +57,13 @@ def role_model(settings: ModelSettings, role: str, in_file: Collection[str] = ()
     own_text = getattr(settings, f"{role}_model")
     own = parse_model(own_text) if own_text else None
     field = f"{role}_model"
-    own_from = f"[models] {role} in {file}" if field in in_file else _variable(f"MCP_TEAM_{role.upper()}_MODEL")
+    own_from = f"[models] {role} in {file}" if field in in_file else _variable(field)
     default = parse_model(settings.model) if settings.model else None
     is_default = False
     if own is not None and own.name:
         model_from = own_from
     elif default is not None and default.name and default.provider == ref.provider:
-        model_from = _variable("MCP_TEAM_MODEL")
+        model_from = _variable("model")
     else:
         model_from, is_default = f"{ref.provider}'s default model", True
     if own is None or own.provider is None:
@@ -84,11 +75,12 @@ def role_model(settings: ModelSettings, role: str, in_file: Collection[str] = ()
     role_url = getattr(settings, f"{role}_base_url")
     provider_url = getattr(settings, f"{ref.provider}_base_url")
     if role_url is not None:
-        endpoint, endpoint_from = role_url, "endpoint from " + _variable(f"MCP_TEAM_{role.upper()}_BASE_URL")
+        endpoint, endpoint_from = role_url, "endpoint from " + _variable(f"{role}_base_url")
     elif provider_url is not None:
-        endpoint, endpoint_from = provider_url, "endpoint from " + _variable(*_URL_VARIABLES[ref.provider or ""])
+        endpoint, endpoint_from = provider_url, "endpoint from " + _variable(f"{ref.provider}_base_url")
     else:
-        unset = f"no base URL set ({_URL_VARIABLES[ref.provider or ''][1]}, MCP_TEAM_{role.upper()}_BASE_URL)"
+        provider_variable = env_variables(ModelSettings, f"{ref.provider}_base_url")[-1]  # OPENAI_BASE_URL
+        unset = f"no base URL set ({provider_variable}, {_variable(f'{role}_base_url')})"
         endpoint = f"the provider's API ({PROVIDER_APIS[ref.provider or '']})"
         return RoleModel(role, str(ref), model_from, endpoint, unset, is_default)
     own_api = endpoint.rstrip("/").startswith(PROVIDER_APIS[ref.provider or ""])
@@ -110,22 +102,16 @@ def default_name_elsewhere(roles: list[RoleModel]) -> str | None:
     )
 
 
-def _variable(*names: str) -> str:
-    """The first of `names` set (non-empty) in the environment, as pydantic-settings reads it (any case)."""
-    present = {k.upper() for k, v in os.environ.items() if v}
-    return next((n for n in names if n in present), names[-1])
+def _variable(field: str) -> str:
+    """The variable that sets the `ModelSettings` field (of two, the one the user set)."""
+    return env_variable(ModelSettings, field)
 
 
 def _backend_from(settings: ModelSettings) -> str:
-    """The setting that chose the default provider, as `ModelSettings.configured_backend` reads them."""
-    if settings.model is not None:  # it names a provider (ModelSettings checks that)
-        return _variable("MCP_TEAM_MODEL")
-    if settings.anthropic_api_key is not None:
-        return _variable(*_KEY_VARIABLES["anthropic"])
-    if settings.openai_api_key is not None:
-        return _variable(*_KEY_VARIABLES["openai"])
-    if settings.openai_base_url is not None:
-        return _variable(*_URL_VARIABLES["openai"])
-    if settings.supervisor_model or settings.specialist_model:
+    """The setting that chose the default provider (`ModelSettings.backend_chosen_by`)."""
+    field = settings.backend_chosen_by()
+    if field in ("supervisor_model", "specialist_model"):
         return "the other role's model"
-    return "MCP_TEAM_SUPERVISOR_API_KEY / MCP_TEAM_SPECIALIST_API_KEY (anthropic)"
+    if field in ("supervisor_api_key", "specialist_api_key"):
+        return "MCP_TEAM_SUPERVISOR_API_KEY / MCP_TEAM_SPECIALIST_API_KEY (anthropic)"
+    return _variable(field or "model")

@@ -114,6 +114,23 @@ class MemberModel(BaseModel):
     _base_url = field_validator("base_url")(check_base_url)
 
 
+def env_variables(settings: type[BaseSettings], field: str) -> list[str]:
+    """The environment variables that set `field` of `settings`, in the order they are read (two for a field
+    with alias choices: MCP_TEAM_OPENAI_BASE_URL and OPENAI_BASE_URL)."""
+    alias = settings.model_fields[field].validation_alias
+    if isinstance(alias, AliasChoices):
+        return [str(choice) for choice in alias.choices]
+    return [f"{settings.model_config.get('env_prefix') or ''}{field}".upper()]
+
+
+def env_variable(settings: type[BaseSettings], field: str) -> str:
+    """Of `env_variables`, the one set in the environment (any case, as pydantic-settings reads them), else the
+    first: the name to give a user who set the field, not one they never wrote."""
+    names = env_variables(settings, field)
+    present = {name.upper() for name, value in os.environ.items() if value}
+    return next((name for name in names if name.upper() in present), names[0])
+
+
 class ModelSettings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="MCP_TEAM_", extra="ignore", populate_by_name=True, env_ignore_empty=True
@@ -194,21 +211,29 @@ class ModelSettings(BaseSettings):
     def configured_backend(self) -> Backend | None:
         """The default provider these settings name or imply, or None. Never raises: a model string
         that does not parse is reported by `build_models`."""
+        return self._chosen()[0]
+
+    def backend_chosen_by(self) -> str | None:
+        """The field that chose `configured_backend` (e.g. `openai_base_url`), for saying where it came from."""
+        return self._chosen()[1]
+
+    def _chosen(self) -> tuple[Backend | None, str | None]:
         named = [_provider_of(text) for text in (self.model, self.supervisor_model, self.specialist_model)]
         if named[0] is not None:
-            return named[0]
-        if self.anthropic_api_key is not None:
-            return "anthropic"
-        if self.openai_api_key is not None or self.openai_base_url is not None:
-            return "openai"
-        for provider in named[1:]:
-            if provider not in (None, "offline"):  # one role offline says nothing about the other
-                return provider
+            return named[0], "model"
+        for field, provider in (("anthropic_api_key", "anthropic"), ("openai_api_key", "openai"),
+                                ("openai_base_url", "openai")):  # fmt: skip
+            if getattr(self, field) is not None:
+                return cast(Backend, provider), field
+        for field, role_provider in zip(("supervisor_model", "specialist_model"), named[1:], strict=True):
+            if role_provider not in (None, "offline"):  # one role offline says nothing about the other
+                return role_provider, field
         if named[1] is not None and named[2] is not None:  # both roles offline: so is the team
-            return named[1]
-        if self.supervisor_api_key is not None or self.specialist_api_key is not None:
-            return "anthropic"
-        return None
+            return named[1], "supervisor_model"
+        for field in ("supervisor_api_key", "specialist_api_key"):
+            if getattr(self, field) is not None:
+                return "anthropic", field
+        return None, None
 
     def backend(self) -> Backend:
         """The default provider, or `ConfigError` listing the options."""

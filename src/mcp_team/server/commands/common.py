@@ -4,7 +4,6 @@ with what they turn into (settings, tracing, registered secrets, logging to stde
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -135,29 +134,21 @@ def settings_problems(exc: ValidationError, *candidates: type[BaseSettings]) -> 
     """Each error of settings read from the environment, named by the variable that sets it
     (`MCP_TEAM_REQUESTS_PER_MINUTE: Input should be a valid integer`), not by the field behind it. `exc` is
     matched to the one of `candidates` that raised it (by name); of any other model, fields are named."""
+    from mcp_team.llm.settings import env_variable, env_variables
+
     settings = next((c for c in candidates if c.__name__ == exc.title), None)
-    prefix = str(settings.model_config.get("env_prefix") or "") if settings is not None else ""
     problems = []
     for e in exc.errors():
         name, *rest = [str(part) for part in e["loc"]] or ["settings"]
-        field = settings.model_fields.get(name) if settings is not None else None
-        if settings is not None and field is None:  # pydantic names a field with alias choices by its first
-            field = next((f for f in settings.model_fields.values() if name in _choices(f.validation_alias)), None)
-        if field is not None:
-            if names := _choices(field.validation_alias):  # the variable the user set (OPENAI_BASE_URL), else the first
-                variable = next((n for n in names if os.environ.get(n)), names[0])
-            else:
-                variable = f"{prefix}{name}".upper()
+        # pydantic names a field with alias choices by its first (MCP_TEAM_OPENAI_BASE_URL)
+        key = None if settings is None else next(
+            (k for k in settings.model_fields if name == k or name in env_variables(settings, k)), None
+        )  # fmt: skip
+        if settings is not None and key is not None:
+            variable = env_variable(settings, key)  # the variable the user set (OPENAI_BASE_URL), else the first
             name = f"{_FLAGS[name]} / {variable}" if name in _FLAGS else variable  # either may have set it
         problems.append(f"{'.'.join([name, *rest])}: {message_of(e)}")
     return problems
-
-
-def _choices(alias: object) -> list[str]:
-    """The variable names a field's `AliasChoices` reads; none for another alias."""
-    from pydantic import AliasChoices
-
-    return [str(choice) for choice in alias.choices] if isinstance(alias, AliasChoices) else []
 
 
 def start_tracing(args: argparse.Namespace, trace_dir: str | None = None) -> Tracing | None:
