@@ -47,7 +47,7 @@ from mcp_types import CONNECTION_CLOSED
 from pydantic import ValidationError
 
 from mcp_team.specialists.mcp_config import McpServerConfig, local_name
-from mcp_team.specialists.tools import MAX_RESULT_CHARS, Tool, ToolFailed
+from mcp_team.specialists.tools import Tool, ToolFailed
 
 logger = logging.getLogger(__name__)
 
@@ -114,7 +114,6 @@ class McpToolPool:
         *,
         start_timeout: float = 30.0,
         stop_timeout: float = 5.0,
-        max_output_chars: int = MAX_RESULT_CHARS,
     ) -> None:
         names = [c.name for c in configs]
         duplicates = sorted({n for n in names if names.count(n) > 1})
@@ -123,7 +122,6 @@ class McpToolPool:
         self._servers = {c.name: _Server(c) for c in configs}
         self.start_timeout = start_timeout
         self.stop_timeout = stop_timeout
-        self.max_output_chars = max_output_chars
         self._closing = anyio.Event()
         self._stack: AsyncExitStack | None = None
 
@@ -257,8 +255,7 @@ class McpToolPool:
             run=run,
             read_only=said.read_only_hint is True,
             destructive=said.destructive_hint is not False,
-            max_result_chars=self.max_output_chars,  # the loop cuts a longer result or error, as any tool's
-        )
+        )  # a longer result or error is cut by the loop, at the tool's max_result_chars (a team file's [tools])
 
     def _stub(self, server: _Server, remote_name: str) -> Tool:
         async def run(args: dict[str, Any]) -> str:
