@@ -40,9 +40,12 @@ def test_a_dead_processs_run_is_resumed_by_mcp_team_run_with_its_executor_id(tmp
     listed = json.loads(cli_here("runs", "--json", MCP_TEAM_STATE_DIR=str(tmp_path)).stdout)
     assert [(r["run_id"], r["executor_id"]) for r in listed] == [(run_id, "box-7")], listed
 
-    # Doing what it says resumes it. This request takes a round of model calls more than the resumed one (its
-    # analyst calls a tool), at 1 s a call: the resumed run ends first, so this command sees it end.
-    again = subprocess.run([MCP_TEAM, "run", "--quiet", "--executor-id", "box-7", "Research bees and calculate 2+2"],
+    # Doing what it says resumes it. This request takes four rounds of model calls more than the resumed one (four
+    # specialists one after the other, the analyst calling a tool), at 1 s a call: the resumed run, picked up from
+    # DBOS's queue within its poll (a second), ends first, so this command sees it end. (One round more was too
+    # little: a clean-clone CI run saw the resumed run still running.)
+    longer = "Research the history of the transistor, compute 12*(3+4)/2, write a short report, then review it."
+    again = subprocess.run([MCP_TEAM, "run", "--quiet", "--executor-id", "box-7", longer],
                            env={**env, "MCP_TEAM_OFFLINE_LATENCY_MS": "1000"}, capture_output=True, text=True,
                            timeout=HANG_GUARD)  # fmt: skip
     assert again.returncode == 0, again.stderr
