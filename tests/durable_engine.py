@@ -8,10 +8,10 @@ Each branch checks that every result it got is its own.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
-from collections.abc import Awaitable, Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 import anyio
 
 from mcp_team.handoffs import HandoffRecord, RunEvent, RunResult, UsageReport
+from mcp_team.handoffs.runtime import Branch
 from mcp_team.llm import Message, ModelRequest, ModelResponse, TextBlock
 from mcp_team.runs.runtime import DurableModel, durable_tool
 from mcp_team.specialists.tools import Tool
@@ -29,9 +30,10 @@ T = TypeVar("T")
 class Ephemeral:
     """The in-memory runtime (what handoffs/runtime.py's default does)."""
 
-    @contextmanager
-    def branch(self, seq: int) -> Iterator[None]:
-        yield
+    async def branches(self, work: Sequence[Branch]) -> None:
+        async with anyio.create_task_group() as tg:
+            for branch in work:
+                tg.start_soon(branch.body)
 
     async def gather(self, calls: Sequence[Callable[[], Awaitable[T]]]) -> list[T]:
         out: list[Any] = [None] * len(calls)
@@ -107,32 +109,30 @@ class FakeEngine:
         await supervisor.complete(ask(f"plan {run.request}"))
 
         async def handoff(seq: int) -> None:
-            with runtime.branch(seq):
-                rec = HandoffRecord(id=f"h{seq + 1}", run_id=run.run_id, target="worker", call_id=f"c{seq}",
-                                    seq=seq + 1, task=f"task {seq}", started_at=datetime.now(UTC))  # fmt: skip
-                records.append(rec)
-                await on_event(RunEvent("handoff_started", f"h{seq + 1}", rec))
-                outputs = []
-                for i in range(self.steps):
-                    got = (await model.complete(ask(f"b{seq} s{i}"))).text
-                    if got != f"ans:b{seq} s{i}":
-                        self.mismatches.append(f"branch {seq} step {i} got {got}")
-                    outputs.append(got)
-                calls = [(lambda j=j: tool.run({"b": seq, "j": j})) for j in range(self.tools)]
-                results = await runtime.gather(calls) if calls else []
-                for j, got in enumerate(results):
-                    if got != f"tool:{seq}:{j}":
-                        self.mismatches.append(f"branch {seq} tool {j} got {got}")
-                done = lambda: sum(r.status == "completed" for r in records)  # noqa: E731
-                first = await runtime.decide("finished_first", done) if self.decide else 0
-                rec.status, rec.ended_at = "completed", datetime.now(UTC)
-                rec.output = " | ".join([*outputs, *results, f"after {first}"])
-                await on_event(RunEvent("handoff_finished", f"h{seq + 1}", rec))
+            rec = HandoffRecord(id=f"h{seq + 1}", run_id=run.run_id, target="worker", call_id=f"c{seq}",
+                                seq=seq + 1, task=f"task {seq}", started_at=datetime.now(UTC))  # fmt: skip
+            records.append(rec)
+            await on_event(RunEvent("handoff_started", f"h{seq + 1}", rec))
+            outputs = []
+            for i in range(self.steps):
+                got = (await model.complete(ask(f"b{seq} s{i}"))).text
+                if got != f"ans:b{seq} s{i}":
+                    self.mismatches.append(f"branch {seq} step {i} got {got}")
+                outputs.append(got)
+            calls = [(lambda j=j: tool.run({"b": seq, "j": j})) for j in range(self.tools)]
+            results = await runtime.gather(calls) if calls else []
+            for j, got in enumerate(results):
+                if got != f"tool:{seq}:{j}":
+                    self.mismatches.append(f"branch {seq} tool {j} got {got}")
+            done = lambda: sum(r.status == "completed" for r in records)  # noqa: E731
+            first = await runtime.decide("finished_first", done) if self.decide else 0
+            rec.status, rec.ended_at = "completed", datetime.now(UTC)
+            rec.output = " | ".join([*outputs, *results, f"after {first}"])
+            await on_event(RunEvent("handoff_finished", f"h{seq + 1}", rec))
 
         try:
-            async with anyio.create_task_group() as tg:
-                for seq in range(self.k):
-                    tg.start_soon(handoff, seq)
+            await runtime.branches([Branch(f"{run.run_id}/h{seq + 1}", functools.partial(handoff, seq))
+                                    for seq in range(self.k)])  # fmt: skip
         except anyio.get_cancelled_exc_class():
             on_finish(self._result(run, records, started, "cancelled", ""))
             raise

@@ -14,6 +14,11 @@ import anyio
 
 sys.path.insert(0, os.path.dirname(__file__))
 
+import mcp_team
+
+if os.environ.get("MCP_TEAM_TEST_RELEASE"):  # as an older release of mcp-team would run it
+    mcp_team.__version__ = os.environ["MCP_TEAM_TEST_RELEASE"]
+
 from durable_engine import FakeEngine
 from mcp_team.runs import open_runs, resolve
 

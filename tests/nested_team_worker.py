@@ -25,7 +25,7 @@ from mcp_team.runs.team_engine import TeamEngine
 from mcp_team.specialists import Specialist
 from mcp_team.specialists.calculator import CALCULATE
 
-LEVELS = "abcd"
+LEVELS = "abcde"
 
 
 class LoggedOffline(OfflineModel):

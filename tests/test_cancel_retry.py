@@ -22,7 +22,7 @@ from durable_engine import FakeEngine
 from mcp_team.runs import open_runs, resolve
 from mcp_team.runs.database import sqlite_engine
 from mcp_team.runs.records import Progress
-from mcp_team.runs.store import RunStore
+from mcp_team.runs.sql_store import SqlRunStore as RunStore
 from support import HANG_GUARD, INITIALIZED, MCP_TEAM, clean_env, initialize, stdio_lines, stored_runs
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")]

@@ -11,9 +11,7 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -21,6 +19,7 @@ import anyio
 import pytest
 
 from mcp_team.handoffs import RunSettings, Team
+from mcp_team.handoffs.runtime import Branch
 from mcp_team.handoffs.subteam import SubTeam
 from mcp_team.llm import ModelSet
 from mcp_team.llm.faults import FaultyModel, parse_faults
@@ -61,9 +60,9 @@ def _leaves(result: dict[str, Any], path: str = "") -> dict[str, str]:
     return outputs
 
 
-@pytest.mark.parametrize("depth", [2, 3])
+@pytest.mark.parametrize("depth", [2, 3, 4])  # 4: deeper than the old step-id layout allowed
 def test_a_team_tree_killed_inside_a_sub_run_resumes_with_each_handoffs_own_results(tmp_path: Path, depth: int) -> None:
-    deepest = "abc"[depth - 1]
+    deepest = "abcd"[depth - 1]
     first = _start(tmp_path, "start", depth)
     # The deepest team's even worker answers in one call, its odd one is still at its second: kill then.
     while not any(c["member"] == f"{deepest}2" for c in _calls(tmp_path)):
@@ -82,8 +81,8 @@ def test_a_team_tree_killed_inside_a_sub_run_resumes_with_each_handoffs_own_resu
     assert record["status"] == "complete", record.get("reason")
 
     leaves = _leaves(record["result"])
-    teams = ["", "team_b/", "team_b/team_c/"][:depth]
-    expected = {f"{teams[level]}{'abc'[level]}{i}" for level in range(depth) for i in (1, 2)}
+    teams = ["", "team_b/", "team_b/team_c/", "team_b/team_c/team_d/"][:depth]
+    expected = {f"{teams[level]}{'abcd'[level]}{i}" for level in range(depth) for i in (1, 2)}
     assert set(leaves) == expected
     for path, output in leaves.items():  # its own answer and its own tool result, not another branch's
         name = path.rsplit("/", 1)[-1]
@@ -97,36 +96,18 @@ def test_a_team_tree_killed_inside_a_sub_run_resumes_with_each_handoffs_own_resu
     assert not asked_again, f"model calls whose results were saved were asked again: {asked_again}"
 
 
-def test_a_tree_deeper_than_a_durable_run_numbers_fails_at_once_saying_what_to_change(tmp_path: Path) -> None:
-    proc = _start(tmp_path, "start", 4)  # allowed by a team file with max_team_depth = 4
-    out, err = proc.communicate(timeout=120)
-    lines = [line for line in out.splitlines() if line.startswith("RESULT ")]
-    assert lines, f"no result; stderr:\n{err[-3000:]}"
-    record = json.loads(lines[-1][7:])
-    assert record["status"] == "failed"
-    assert "nest 4 deep" in record["reason"] and "--ephemeral" in record["reason"], record["reason"]
-    assert _calls(tmp_path) == []  # refused before any model call
-
-
 T = TypeVar("T")
-PATH: ContextVar[tuple[int, ...]] = ContextVar("path", default=())
-
-
-class Paths:
-    """A `Runtime` noting the path of every branch entered (a branch inside a branch nests, as in DBOS's)."""
+class Keys:
+    """A `Runtime` noting the key of every branch it runs (a durable runtime names its child workflow so)."""
 
     def __init__(self) -> None:
-        self.entered: list[tuple[int, ...]] = []
+        self.keys: list[str] = []
 
-    @contextmanager
-    def branch(self, seq: int) -> Iterator[None]:
-        path = (*PATH.get(), seq)
-        self.entered.append(path)
-        token = PATH.set(path)
-        try:
-            yield
-        finally:
-            PATH.reset(token)
+    async def branches(self, work: Sequence[Branch]) -> None:
+        self.keys += [b.key for b in work]
+        async with anyio.create_task_group() as tg:
+            for b in work:
+                tg.start_soon(b.body)
 
     async def gather(self, calls: Sequence[Callable[[], Awaitable[T]]]) -> list[T]:
         return await gather_concurrently(calls)
@@ -143,9 +124,10 @@ def test_a_retried_sub_team_runs_its_new_sub_run_in_branches_of_its_own() -> Non
                      settings=RunSettings(max_retries=0))  # fmt: skip
     a1 = Specialist(name="a1", description="worker a1", system_prompt="You are a1.")
     team = Team(ModelSet.single(FaultyModel(OfflineModel(), parse_faults("server_error:b1:1"))), [a1, team_b])
-    runtime = Paths()
-    result = anyio.run(lambda: team.run("Each of you: compute 6*7 and report.", runtime=runtime))
+    runtime = Keys()
+    result = anyio.run(lambda: team.run("Each of you: compute 6*7 and report.", runtime=runtime, run_id="r"))
     attempts = [(h.id, h.status) for h in result.handoffs if h.target == "team_b"]
     assert attempts == [("h2", "failed"), ("h2.2", "completed")]
-    inside = [p for p in runtime.entered if p[:1] == (2,) and len(p) == 2]
-    assert inside == [(2, 1), (2, 2)]  # attempt 1's b1, then attempt 2's: never the same branch twice
+    # team_b's branch (its retry runs in it, after the first attempt), then each attempt's sub-run's own branch
+    assert [k for k in runtime.keys if k.startswith("r/h2")] == ["r/h2", "r/h2/h1", "r/h2.2/h1"], runtime.keys
+    assert len(set(runtime.keys)) == len(runtime.keys)  # never one branch key twice: each names its own workflow

@@ -1,7 +1,7 @@
 """Kill -9 and replay: a K=8 fan-out of branches (several model steps, a gather of tool steps, a decision)
 killed mid-run, restarted with the same executor id: every branch gets its own results, and no call whose
 result was recorded runs again (only calls in flight at the kill may). Also an upgrade (a run left pending
-by an older application version is forked onto the new one) and a changed team (interrupted, kept)."""
+by an older release that records runs the same way resumes) and a changed team (interrupted, kept)."""
 
 from __future__ import annotations
 
@@ -25,9 +25,12 @@ K, STEPS = 8, 4
 CALLS = 1 + K * (STEPS + 2) + 1  # plan, per branch: model steps and 2 tools, synthesis
 
 
-def _start(state: Path, log: Path, mode: str, *extra: str, latency: float = 0.05) -> subprocess.Popen[str]:
+def _start(
+    state: Path, log: Path, mode: str, *extra: str, latency: float = 0.05, env: dict[str, str] | None = None
+) -> subprocess.Popen[str]:
     args = [sys.executable, str(WORKER), str(state), mode, "run-1", str(K), str(STEPS), str(latency), str(log), *extra]
-    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, **(env or {})})  # fmt: skip
 
 
 def _calls(log: Path) -> list[dict[str, object]]:
@@ -105,16 +108,19 @@ def test_fan_out_killed_mid_run_resumes_with_each_branch_its_own_results(tmp_pat
     assert sum(n for n in counts.values()) - len(counts) == len(reran)
 
 
-def test_a_run_left_by_an_older_version_is_forked_onto_the_new_one(tmp_path: Path) -> None:
+def test_a_run_left_by_an_older_release_that_records_runs_the_same_way_resumes(tmp_path: Path) -> None:
+    # DBOS resumes only the workflows of the application version that runs: it names the replay format, not the
+    # release, so an upgrade that records runs the same way goes on with the runs the older release left.
     log = tmp_path / "calls.log"
-    fmt = f"r{REPLAY_FORMAT}"  # the same replay format: forked, not interrupted
-    _kill_after(_start(tmp_path, log, "start", f"0.0.9.{fmt}"), log, 20)
-    record = _result(_start(tmp_path, log, "resume", f"0.1.0.{fmt}"))
+    _kill_after(_start(tmp_path, log, "start", env={"MCP_TEAM_TEST_RELEASE": "0.0.9"}), log, 20)
+    record = _result(_start(tmp_path, log, "resume"))
     assert record["status"] == "complete", record.get("reason")
-    assert record["workflow_id"] == f"run-1~0.1.0.{fmt}" and record["app_version"] == f"0.1.0.{fmt}"
+    assert record["app_version"] == f"mcp-team.r{REPLAY_FORMAT}"
+    resumed = record["resumed"]
+    assert isinstance(resumed, list) and [r["how"] for r in resumed] == ["restart"], resumed
     _check_branches(record)
     counts = collections.Counter(c["call"] for c in _calls(log))
-    assert len([n for n in counts.values() if n > 1]) <= K
+    assert len([n for n in counts.values() if n > 1]) <= 2 * K
 
 
 def test_a_run_of_another_replay_format_is_interrupted_with_its_finished_handoffs(tmp_path: Path) -> None:

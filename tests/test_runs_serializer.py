@@ -3,7 +3,6 @@ the allowed packages; the step-id layout fits PostgreSQL's INT4 and leaves room 
 
 from __future__ import annotations
 
-import itertools
 import json
 from datetime import UTC, datetime
 
@@ -12,7 +11,6 @@ from dbos._error import DBOSMaxStepRetriesExceeded, DBOSUnexpectedStepError
 from pydantic import BaseModel
 
 from mcp_team.llm import ModelError, ModelResponse, TextBlock
-from mcp_team.runs import _dbos_internals as internals
 from mcp_team.runs.serializer import JSONSerializer, SerializationError, StoredError
 from mcp_team.specialists.tools import ToolFailed
 
@@ -62,20 +60,3 @@ def test_values_another_process_could_not_import_are_refused_or_kept_as_text() -
     forged = json.dumps({"$t": "model", "c": "os:system", "v": {}})
     with pytest.raises(SerializationError, match="refusing to import"):
         S.deserialize(forged)
-
-
-def test_step_id_layout_fits_int4_and_nests_three_levels() -> None:
-    deepest = tuple((1 << bits) - 1 for bits in internals.LEVEL_BITS)
-    assert internals.namespace_base(deepest) + internals.MAX_STEPS == 2**31 - 1
-    ranges = [
-        (internals.namespace_base(p) + 1, internals.namespace_base(p) + internals.MAX_STEPS)
-        for p in [(), (1,), (1, 1), (1, 1, 1), (1, 1, 31), (1, 2), (1, 63, 31), (2,), (511,), deepest]
-    ]
-    for (_, end), (start, _) in itertools.pairwise(ranges):
-        assert end < start  # namespaces never overlap
-    with pytest.raises(ValueError, match="outside"):
-        internals.namespace_base((512,))
-    with pytest.raises(ValueError, match="outside"):
-        internals.namespace_base((1, 1, 32))
-    with pytest.raises(ValueError, match="teams 3 deep at most"):
-        internals.namespace_base((1, 1, 1, 1))

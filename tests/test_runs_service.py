@@ -67,8 +67,9 @@ async def test_closing_right_after_a_run_finished_leaves_its_workflow_ended_not_
             assert record is not None and record.status == "complete"
     assert config.sqlite_path is not None
     with sqlite3.connect(config.sqlite_path) as db:
-        statuses = [row[0] for row in db.execute("SELECT status FROM workflow_status")]
-    assert statuses == ["SUCCESS"] * 3
+        statuses = dict(db.execute("SELECT name, group_concat(status) FROM workflow_status GROUP BY name"))
+    # the three runs, each with its two branches (child workflows), all ended
+    assert statuses == {"mcp_team.run": "SUCCESS,SUCCESS,SUCCESS", "mcp_team.branch": ",".join(["SUCCESS"] * 6)}
 
 
 async def test_a_run_whose_end_was_recorded_is_never_run_again(tmp_path: Path) -> None:
@@ -83,13 +84,13 @@ async def test_a_run_whose_end_was_recorded_is_never_run_again(tmp_path: Path) -
     with sqlite3.connect(config.sqlite_path) as db:
         db.execute("UPDATE workflow_status SET status = 'PENDING', output = NULL")
 
-    def statuses() -> list[str]:
+    def statuses() -> set[str]:
         with sqlite3.connect(config.sqlite_path) as db:  # type: ignore[arg-type]
-            return [row[0] for row in db.execute("SELECT status FROM workflow_status")]
+            return {row[0] for row in db.execute("SELECT status FROM workflow_status")}
 
     async with open_runs(config, FakeEngine(k=2, steps=1, team_hash="fake-team-2")) as runs:
         with anyio.fail_after(30):
-            while statuses() != ["SUCCESS"] or runs.running:  # noqa: ASYNC110 - polls another writer (DBOS)
+            while statuses() != {"SUCCESS"} or runs.running:  # noqa: ASYNC110 - polls another writer (DBOS)
                 await anyio.sleep(0.05)
         assert await runs.get(done.run_id) == done
 
@@ -137,9 +138,8 @@ _RUN_THROUGH_A_FULL_DISK = """
 import logging, sqlite3, sys, anyio, sqlalchemy as sa
 sys.path.insert(0, sys.argv[2])
 from durable_engine import FakeEngine
-from mcp_team.runs import open_runs, resolve, _dbos_steps
+from mcp_team.runs import open_runs, resolve
 
-_dbos_steps.FULL_RETRY = 0.1
 logging.basicConfig(level=logging.WARNING, format="%(name)s %(message)s")
 full = False
 
@@ -154,7 +154,7 @@ async def main(state):
     global full
     engine = FakeEngine(k=2, steps=2, latency=0.3)
     async with open_runs(resolve(state_dir=state, environ={}), engine) as runs:
-        sa.event.listen(_dbos_steps._sys_db().engine, "before_cursor_execute", disk)
+        sa.event.listen(runs.store.engine, "before_cursor_execute", disk)  # DBOS writes through it on SQLite
         run_id = (await runs.start("one")).run_id
         await anyio.sleep(0.4)  # its first calls are in flight
         full = True
@@ -170,7 +170,8 @@ anyio.run(main, sys.argv[1])
 
 def test_a_run_whose_database_disk_fills_waits_for_space_and_finishes(tmp_path: Path) -> None:
     # DBOS does not retry a write that fails on a full disk: the step failed, and the run with it, for good
-    # ("unhandled errors in a TaskGroup"), though every call had finished.
+    # ("unhandled errors in a TaskGroup"), though every call had finished. Now the run pauses and goes on from
+    # its last recorded step once the disk has room.
     import subprocess
 
     proc = subprocess.run([sys.executable, "-c", _RUN_THROUGH_A_FULL_DISK, str(tmp_path), str(Path(__file__).parent)],
@@ -342,11 +343,11 @@ async def test_a_database_from_a_newer_dbos_is_refused_and_left_unchanged(tmp_pa
         pass
     db = config.sqlite_path
     assert db is not None
-    with sqlite3.connect(db) as conn:
-        conn.execute("UPDATE dbos_migrations SET version = version + 5")
+    with sqlite3.connect(db) as conn:  # as a newer DBOS leaves it (the version of the last to open it)
+        conn.execute("UPDATE mcp_team_meta SET value = '99.0.0' WHERE key = 'dbos_version'")
     before = _dump(db)
     message = await _open_fails(config)
-    assert "written by a newer DBOS" in message
+    assert "written by a newer DBOS (99.0.0" in message and "Nothing was changed" in message
     assert _dump(db) == before
 
 

@@ -1,18 +1,19 @@
 """Running handoffs: attempts, retries with a refined task, fallbacks, and the order of what they record.
 
 A handoff is first admitted or refused (handoffs.admission), then run to completion in its own branch of the run
-(`Runtime.branch`): every attempt and every refine call of handoff number `seq` happens inside
-`branch(seq)`, in the task that runs it. Decisions whose outcome depends on how other branches
-were timed go through `Runtime.decide` (a retry once a breaker may have opened; a start that
-waited for other branches), so a replay takes the same ones; nothing else here does.
+(`Runtime.branches`): every attempt and every refine call of a handoff happens in its branch, one after
+another. Decisions whose outcome depends on how other branches were timed go through `Runtime.decide` (a
+retry once a breaker may have opened; a start that waited for other branches), so a replay takes the same
+ones; nothing else here does.
 
-`dispatch` admits a turn's handoffs in order, then runs the admitted ones at once in a task
-group, so one failed branch never discards its siblings' results. Both adaptive and planned runs
-go through `execute`.
+`dispatch` admits a turn's handoffs in order, then runs the admitted ones at once, each in its branch,
+so one failed branch never discards its siblings' results. Both adaptive and planned runs go through
+`execute`.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -36,6 +37,7 @@ from mcp_team.handoffs.budget import Budget
 from mcp_team.handoffs.context import RunContext, now
 from mcp_team.handoffs.prompts import REFINE_INSTRUCTIONS
 from mcp_team.handoffs.review import gate_revision
+from mcp_team.handoffs.runtime import Branch
 from mcp_team.handoffs.schema import Handoff, HandoffRecord, finish_record, started_record
 from mcp_team.handoffs.subteam import SubTeam, run_subteam
 from mcp_team.llm import SUPERVISOR, Message, ModelError, ModelRequest, ToolDefinition, Usage
@@ -73,14 +75,16 @@ async def dispatch(ctx: RunContext, handoffs: Sequence[Handoff]) -> list[Handoff
             else:
                 results[i] = refused
         note_fan_out(ctx, "handoffs asked for in one turn", results, len(admitted))
-        if len(admitted) == 1:
-            await run(admitted[0])
-        elif admitted:
-            async with anyio.create_task_group() as tg:
-                for i in admitted:
-                    # Named: anyio otherwise builds a name from the function's module and qualname.
-                    tg.start_soon(run, i, name=handoffs[i].id)
+        if admitted:
+            branches = [Branch(branch_key(ctx, handoffs[i]), functools.partial(run, i)) for i in admitted]
+            await ctx.runtime.branches(branches)
     return [r for r in results if r is not None]
+
+
+def branch_key(ctx: RunContext, handoff: Handoff) -> str:
+    """The name of `handoff`'s branch, unique within the run tree: a sub-run's id is its handoff's, qualified by
+    its parent run's (`<run id>/h2.1`), so a retried sub-team's new sub-run never reuses its first one's keys."""
+    return f"{ctx.run_id}/{handoff.id}"
 
 
 async def execute(ctx: RunContext, handoff: Handoff, *, contested: bool = False) -> HandoffRecord:
@@ -91,44 +95,43 @@ async def execute(ctx: RunContext, handoff: Handoff, *, contested: bool = False)
     """
     first = handoff
     failed_ids: list[str] = []
-    with ctx.runtime.branch(handoff.seq):
-        if contested:
-            refusal = await ctx.runtime.decide("start", lambda: refusal_of(ctx, first))
-            if (refused := settle(ctx, handoff, refusal)) is not None:
-                return refused
-        if (approved := await approve_handoff(ctx, handoff)) is None:  # a before:<member> checkpoint stopped it
-            return not_run(ctx, handoff, "refused", "checkpoint", ctx.stopped_by or "stopped at a checkpoint")
-        first = handoff = approved
+    if contested:
+        refusal = await ctx.runtime.decide("start", lambda: refusal_of(ctx, first))
+        if (refused := settle(ctx, handoff, refusal)) is not None:
+            return refused
+    if (approved := await approve_handoff(ctx, handoff)) is None:  # a before:<member> checkpoint stopped it
+        return not_run(ctx, handoff, "refused", "checkpoint", ctx.stopped_by or "stopped at a checkpoint")
+    first = handoff = approved
+    handoff = await _to_fallback(ctx, handoff)
+    while True:
+        record = await _attempt(ctx, handoff)
+        if record.status == "completed":
+            if (revised := await gate_revision(ctx, handoff, record)) is None:
+                break
+            handoff = revised
+            continue
+        if record.status != "failed":
+            break
+        failed_ids.append(record.id)
+        if record.error_type in _FINAL_ERRORS or len(failed_ids) > ctx.settings.max_retries:
+            break
+        # Other branches may have opened the breaker or spent the handoff budget meanwhile.
+        blocked = await ctx.runtime.decide(f"retry {handoff.attempt + 1}", lambda: retry_blocked(ctx, first))
+        if blocked == "handoff_budget":
+            ctx.budget.handoffs_used_up()
+        if blocked is not None:
+            break
+        ctx.budget.charge_handoff()
+        task = await _refine(ctx, handoff, record.error or "unknown error")
+        handoff = handoff.model_copy(
+            update={
+                "id": f"{first.id}.{handoff.attempt + 1}",
+                "task": task,
+                "attempt": handoff.attempt + 1,
+                "retry_of": record.id,
+            }
+        )
         handoff = await _to_fallback(ctx, handoff)
-        while True:
-            record = await _attempt(ctx, handoff)
-            if record.status == "completed":
-                if (revised := await gate_revision(ctx, handoff, record)) is None:
-                    break
-                handoff = revised
-                continue
-            if record.status != "failed":
-                break
-            failed_ids.append(record.id)
-            if record.error_type in _FINAL_ERRORS or len(failed_ids) > ctx.settings.max_retries:
-                break
-            # Other branches may have opened the breaker or spent the handoff budget meanwhile.
-            blocked = await ctx.runtime.decide(f"retry {handoff.attempt + 1}", lambda: retry_blocked(ctx, first))
-            if blocked == "handoff_budget":
-                ctx.budget.handoffs_used_up()
-            if blocked is not None:
-                break
-            ctx.budget.charge_handoff()
-            task = await _refine(ctx, handoff, record.error or "unknown error")
-            handoff = handoff.model_copy(
-                update={
-                    "id": f"{first.id}.{handoff.attempt + 1}",
-                    "task": task,
-                    "attempt": handoff.attempt + 1,
-                    "retry_of": record.id,
-                }
-            )
-            handoff = await _to_fallback(ctx, handoff)
     if failed_ids and record.status == "completed":
         for failure in ctx.failures:
             if failure.handoff_id in failed_ids:

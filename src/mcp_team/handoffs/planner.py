@@ -19,6 +19,7 @@ from mcp_team.handoffs.context import RunContext
 from mcp_team.handoffs.execution import execute, in_handoff_order
 from mcp_team.handoffs.prompts import PLANNER_INSTRUCTIONS, describe_team
 from mcp_team.handoffs.review import revise_in_plan
+from mcp_team.handoffs.runtime import Branch
 from mcp_team.handoffs.schema import Handoff, HandoffRecord, Plan, PlanTask, validation_problems
 from mcp_team.llm import PLANNER, Message, ModelError, ModelRequest, ToolDefinition, ToolResultBlock, ToolUseBlock
 from mcp_team.telemetry import spans
@@ -172,18 +173,19 @@ async def run_plan(ctx: RunContext, plan: Plan) -> None:
             done[task.id].set()
 
     with in_handoff_order(ctx):
-        starts: list[tuple[PlanTask, Handoff | None]] = []
+        starts: list[Branch] = []
         for task in plan.tasks:
-            if task.depends_on:
-                starts.append((task, None))
-            elif (refused := admit(ctx, handoff := handoff_for(task), dedupe=False)) is None:
-                starts.append((task, handoff))
-            else:
+            # Every task's branch starts now, in plan order (a durable runtime needs a fixed order): one that
+            # depends on others waits for them inside its branch.
+            handoff = handoff_for(task) if not task.depends_on else None
+            if handoff is not None and (refused := admit(ctx, handoff, dedupe=False)) is not None:
                 outcome[task.id] = refused
                 done[task.id].set()
-        async with anyio.create_task_group() as tg:
-            for task, admitted in starts:
-                tg.start_soon(run_task, task, admitted)
+                continue
+            key = f"{ctx.run_id}/h{seqs[task.id]}"  # as `execution.branch_key` names the task's handoff
+            starts.append(Branch(key, functools.partial(run_task, task, handoff)))
+        if starts:
+            await ctx.runtime.branches(starts)
     note_fan_out(ctx, "tasks of the plan", [outcome.get(t.id) for t in plan.tasks], _widest_level(plan))
 
 

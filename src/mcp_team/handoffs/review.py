@@ -90,10 +90,10 @@ async def revise_in_plan(
         reasons = "\n".join(f"- {r}" for r in review.verdict.reasons) or "- (no reasons given)"
         revised = []
         for author in authors:
-            ctx.last_seq += 1
+            seq = await next_seq(ctx, f"revise {author.id}")
             handoff = Handoff(
-                id=f"h{ctx.last_seq}",
-                seq=ctx.last_seq,
+                id=f"h{seq}",
+                seq=seq,
                 run_id=ctx.run_id,
                 target=author.target,
                 call_id=author.call_id,
@@ -105,12 +105,12 @@ async def revise_in_plan(
         if any(r.status != "completed" for r in revised):
             break
         authors = revised
-        ctx.last_seq += 1
+        seq = await next_seq(ctx, f"review again {review.id}")
         context = "\n\n".join(f"Result of {r.call_id} ({r.target}):\n{r.output}" for r in revised)
         review = await run(
             Handoff(
-                id=f"h{ctx.last_seq}",
-                seq=ctx.last_seq,
+                id=f"h{seq}",
+                seq=seq,
                 run_id=ctx.run_id,
                 target=review.target,
                 call_id=review.call_id,
@@ -120,6 +120,14 @@ async def revise_in_plan(
             )
         )
     return review
+
+
+async def next_seq(ctx: RunContext, name: str) -> int:
+    """The number of a handoff added while other branches run (a review's revisions): taken in whatever order the
+    branches get here, so it is a decision of the runtime, and a replay numbers the handoff as the run did."""
+    seq = await ctx.runtime.decide(f"seq {name}", lambda: ctx.last_seq + 1)
+    ctx.last_seq = max(ctx.last_seq, seq)
+    return seq
 
 
 def _plan_blocked(ctx: RunContext) -> str | None:

@@ -11,14 +11,11 @@ its progress is named by path (`research_team/researcher`).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TypeVar
 
 from mcp_team.handoffs.budget import Budget
 from mcp_team.handoffs.context import EventSink, RunContext, RunEvent, now
-from mcp_team.handoffs.runtime import Runtime
 from mcp_team.handoffs.schema import Budgets, Handoff, RunResult, RunSettings
 from mcp_team.llm import Usage
 from mcp_team.specialists import Specialist, SpecialistResult, handoff_message
@@ -91,7 +88,7 @@ async def run_subteam(ctx: RunContext, team: SubTeam, handoff: Handoff) -> tuple
         models=ctx.models,
         settings=settings,
         on_event=_forward(ctx, team.name, handoff.id),
-        runtime=_Shifted.of(ctx.runtime, _branches_used(ctx, handoff.seq)),
+        runtime=ctx.runtime,  # its branches' keys start with its own run id (`execution.branch_key`)
         approve=ctx.approve,
     )
     child.budget = TreeBudget(settings.budgets, parent=ctx.budget)
@@ -111,44 +108,6 @@ async def run_subteam(ctx: RunContext, team: SubTeam, handoff: Handoff) -> tuple
     else:
         result = SpecialistResult(specialist=team.name, status="completed", output=child.answer, usage=usage)
     return result, record
-
-
-@dataclass(frozen=True)
-class _Shifted:
-    """The parent's runtime for a sub-run: its handoff `seq` is branch `seq + offset` of the parent's branch.
-
-    The sub-run's supervisor, planner and synthesis run in the task of the parent's handoff, one after
-    another, so they take that branch's next steps; its handoffs nest one level deeper. A retried (or
-    revised) sub-team handoff runs a new sub-run in the same parent branch: the offset puts its handoffs
-    after those of the earlier attempts, so no two sub-runs ever share a branch's steps.
-    """
-
-    inner: Runtime
-    offset: int
-
-    @classmethod
-    def of(cls, runtime: Runtime, offset: int) -> _Shifted:
-        """Shift the run's own runtime: a sub-sub-run's offset is for its level only (the level is the
-        runtime's current branch), never added to its parent's."""
-        return cls(runtime.inner if isinstance(runtime, _Shifted) else runtime, offset)
-
-    def branch(self, seq: int) -> AbstractContextManager[None]:
-        return self.inner.branch(seq + self.offset)
-
-    async def gather(self, calls: Sequence[Callable[[], Awaitable[T]]]) -> list[T]:
-        return await self.inner.gather(calls)
-
-    async def decide(self, name: str, value: Callable[[], T]) -> T:
-        return await self.inner.decide(name, value)
-
-
-def _branches_used(ctx: RunContext, seq: int) -> int:
-    """How many branches the earlier sub-runs of handoff `seq` numbered (all finished: attempts run in turn).
-
-    Read from their records, which a replay rebuilds the same way, so the offset is the same on a replay."""
-    return sum(
-        max((h.seq for h in r.subrun.handoffs), default=0) for r in ctx.records if r.seq == seq and r.subrun is not None
-    )
 
 
 def _forward(ctx: RunContext, name: str, handoff_id: str) -> EventSink:

@@ -1,18 +1,18 @@
-"""Runs that survive: the run store and durable execution on DBOS.
+"""Runs that survive: the run store and durable execution on DBOS's public API.
 
-Importing this package is cheap (no DBOS, no SQLAlchemy): `open_runs` imports and launches them in a
-worker thread, so the server can answer `initialize` first and start durable runs in the background.
+Importing this package is cheap (no DBOS, no SQLAlchemy): `open_runs` imports them in a worker thread, so the
+server can answer `initialize` first and start durable runs in the background.
 
 Modules: `config` (state dir, database URL, executor id, versions), `database` (connections, SQLite tuning),
 `executor` (executor-id leases), `tables` (the runs database's tables, `RunRecord`), `store` (coalesced
-writes, reads, subscriptions), `threads` (follow-up history), `serializer` (JSON for DBOS), `runtime` (the
-engine seam: branches, gather, decide; model and tool steps), `workflow` (the run workflow and its input),
-`launch` (start-up checks, DBOS launch and shutdown), `service` (the `Runs` API and recovery), `execution`
-(running a run here and its final record), `replicas` (heartbeat, takeover, the run queue), `orphans` (SQLite:
-a dead process's runs taken over), `shared_limits` (rates shared by replicas), `approvals` (durable checkpoint
-answers), `team_engine` (the real `Team` as the engine), `live` (the runs executing here), `cancels` (cancels
-across processes and the watch for them), `_dbos_internals` (every use of DBOS internals, pinned to dbos
-3.4.0).
+writes, reads, subscriptions), `threads` (follow-up history), `serializer` (JSON for DBOS), `branches` (a run's
+concurrent branches as child workflows), `runtime` (the engine seam: branches, gather, decide; model and tool
+steps), `workflow` (the run workflow and its input), `launch` (start-up checks, DBOS's migrations, launch and
+shutdown), `service` (the `Runs` API), `execution` (running a run here and its record), `recovery` (settling
+and resuming what a stopped process left), `replicas` (heartbeat, takeover, the shared run queue), `orphans`
+(SQLite: a dead process's runs taken over), `shared_limits` (rates shared by replicas), `approvals` (durable
+checkpoint answers), `team_engine` (the real `Team` as the engine), `live` (the runs executing here),
+`cancels` (cancels across processes and the watch for them).
 """
 
 from __future__ import annotations

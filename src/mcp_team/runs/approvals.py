@@ -29,11 +29,9 @@ from typing import Any
 
 import anyio
 import sqlalchemy as sa
-from dbos import DBOS
 
 from mcp_team.handoffs.checkpoints import Approver, CannotAsk, Checkpoint, Decision, NoAnswer
-from mcp_team.runs import _dbos_internals as internals
-from mcp_team.runs.runtime import _check_room, _raise_if_diverged
+from mcp_team.runs.runtime import step
 from mcp_team.runs.tables import RunRecord, answers_table
 
 INBOX_POLL = 0.5  # seconds between looks for an answer another replica posted, while a checkpoint waits
@@ -84,8 +82,9 @@ class Board:
     def _now_waiting(self, run_id: str) -> Checkpoint | None:
         return next((e.checkpoint for e in self.waiting.get(run_id, []) if not e.answered.is_set()), None)
 
-    def approver(self, run_id: str, session: Approver | None, on_wait: OnWait) -> Approver:
-        """The approver of durable run `run_id`: recorded answers, from `session` or `answer`, whichever comes first."""
+    def approver(self, run_id: str, session: Approver | None, on_wait: OnWait, *, durable: bool = True) -> Approver:
+        """The approver of run `run_id`: answers from `session` or `answer`, whichever comes first; recorded as steps
+        of the run's workflow when `durable`."""
 
         async def wait(checkpoint: Checkpoint, asked_at: str) -> dict[str, Any]:
             left = _left(checkpoint, asked_at)
@@ -108,9 +107,9 @@ class Board:
 
         async def approve(checkpoint: Checkpoint) -> Decision:
             key = f"{checkpoint.name}:{checkpoint.round}"
-            if internals.in_workflow():
-                asked_at = await _step(f"checkpoint-asked:{key}", _now)
-                outcome = await _step(f"checkpoint:{key}", wait, checkpoint, asked_at)
+            if durable:
+                asked_at = await step(f"checkpoint-asked:{key}", _now)
+                outcome = await step(f"checkpoint:{key}", wait, checkpoint, asked_at)
             else:
                 outcome = await wait(checkpoint, await _now())
             if "cannot" in outcome:  # recorded as a value: a stored exception would come back as another type
@@ -165,15 +164,6 @@ def _left(checkpoint: Checkpoint, asked_at: str) -> float | None:
 
 async def _now() -> str:
     return datetime.now(UTC).isoformat()
-
-
-async def _step(name: str, func: Callable[..., Awaitable[Any]], *args: Any) -> Any:
-    _check_room()
-    try:
-        return await DBOS.run_step_async({"name": name}, func, *args)
-    except Exception as exc:
-        _raise_if_diverged(exc)
-        raise
 
 
 # --- answers between replicas ------------------------------------------------------------------------

@@ -123,7 +123,7 @@ async def cancel_workflow(record: RunRecord) -> None:
     """DBOS's half of cancelling `record`'s run, whose record says cancelled: `CancelRefused` if refused."""
     assert record.workflow_id is not None
     try:
-        await DBOS.cancel_workflow_async(record.workflow_id)
+        await DBOS.cancel_workflow_async(record.workflow_id, cancel_children=True)  # its branches too
     except sa.exc.SQLAlchemyError as exc:
         raise CancelRefused(record.run_id, exc) from None
 

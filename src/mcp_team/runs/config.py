@@ -22,18 +22,19 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from mcp_team import __version__
 from mcp_team.errors import ConfigError
 
-REPLAY_FORMAT = 2  # 2: step ids leave room for three levels of branches (teams inside teams)
-"""Bump when a change alters what a replay depends on beyond the engine's own code: the step-id layout
-(_dbos_internals), the stored value format (serializer), the run workflow's inputs (workflow.RunInput) or
-the step names (runtime). Runs left unfinished by a version with another replay format are not resumed
-(they are marked interrupted, finished handoffs kept); with the same format they are forked onto the new
-version and resumed."""
+REPLAY_FORMAT = 3  # 3: concurrent branches are child workflows (runs/branches.py)
+"""Bump when a change alters what a replay depends on beyond the engine's own code: how branches are started
+(branches), the stored value format (serializer), the run workflow's inputs (workflow.RunInput) or the step
+names (runtime). Runs left unfinished by a version with another replay format are not resumed (they are marked
+interrupted, finished handoffs kept); with the same format any version resumes them. (A change in the engine's
+own prompts makes a replay ask other steps than those recorded: such a run is interrupted then, see
+runtime.ReplayDiverged.)"""
 
-APP_VERSION = f"{__version__}.r{REPLAY_FORMAT}"
-"""DBOS's application version: DBOS recovers only the workflows of the version that is running."""
+APP_VERSION = f"mcp-team.r{REPLAY_FORMAT}"
+"""DBOS's application version: DBOS dequeues only the workflows of the version that is running, so it names the
+replay format, not the release: an upgrade that records runs the same way resumes the runs an older one left."""
 
 EXECUTOR_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$")
 

@@ -1,6 +1,12 @@
-"""Running a run in this process: the engine under the run's cancel scope, DBOS's step bookkeeping for a
-durable run, and the run's final record however it ends (finished, failed, cancelled here or from another
+"""Running a run in this process: the engine under the run's cancel scope, on the durable runtime for a
+durable run, and the run's record however it ends (finished, failed, cancelled here or from another
 process, interrupted by a stop, a changed team or a replay that diverged).
+
+What a run's record says is never ahead of what is stored: a finished handoff is written before the engine
+goes on and before anyone (progress, get_run, the run's live record) is told it finished, so a handoff a
+client saw completed keeps its id, times, output and cost through any restart. A resumed run replays its
+finished handoffs from their recorded steps: their stored times are kept, and a replayed start never shows a
+finished handoff running again.
 
 `Execution` is the part of the run service (`runs.service.Runs`) that runs: the run workflow calls its
 `execute`, and so do runs that cannot resume.
@@ -9,25 +15,30 @@ process, interrupted by a stop, a changed team or a replay that diverged).
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING
+import logging
+from typing import TYPE_CHECKING, Literal
 
 import anyio
-from dbos import DBOS
+from anyio.abc import TaskGroup
+from dbos import DBOS  # a durable run's workflow id: only read when `durable` (DBOS is loaded then)
 
 from mcp_team.errors import McpTeamError
 from mcp_team.handoffs import RunEvent, RunResult
 from mcp_team.handoffs.checkpoints import Approver, Checkpoint
-from mcp_team.runs import _dbos_internals as internals
-from mcp_team.runs import _dbos_steps as steps
 from mcp_team.runs.approvals import Board
+from mcp_team.runs.branches import Branches
 from mcp_team.runs.cancels import stored_cancel_reason
 from mcp_team.runs.config import DurableConfig
+from mcp_team.runs.errors import CheckpointFailed, ReplayDiverged
 from mcp_team.runs.live import Live
 from mcp_team.runs.records import NOT_RESUMABLE, Progress, final_state
-from mcp_team.runs.runtime import DurableRuntime, ReplayDiverged
+from mcp_team.runs.recovery import resume_here
+from mcp_team.runs.runtime import DurableRuntime
 from mcp_team.runs.store import RunStore
-from mcp_team.runs.tables import RunRecord, now
+from mcp_team.runs.tables import Resumed, RunRecord, now
 from mcp_team.runs.workflow import Engine, RunInput
+
+log = logging.getLogger(__name__)
 
 
 class RunInterrupted(McpTeamError):
@@ -41,8 +52,10 @@ class Execution:
     store: RunStore
     engine: Engine
     checkpoints: Board
+    branches: Branches | None  # a durable service's (None: runs never go through DBOS)
     _live: dict[str, Live]
     _closing: bool
+    _tg: TaskGroup | None
 
     if TYPE_CHECKING:
 
@@ -56,25 +69,40 @@ class Execution:
     async def execute(self, run: RunInput, *, durable: bool) -> RunResult:
         """Run `run` here (called by the run workflow, and for runs that cannot resume)."""
         live = self._live.get(run.run_id)
-        if live is None:  # resumed after a restart, or forked onto this version
+        if live is None:  # resumed after a restart or taken over, or a run of the shared queue
             stored = await anyio.to_thread.run_sync(self.store.get, run.run_id)
-            if stored is not None and stored.finished and stored.result is not None:
-                # Its end was recorded but DBOS's was not (e.g. a full disk, or a stop in between): its caller
-                # had the result, so it is the result; running it again could only overwrite it.
-                return stored.result
+            if stored is not None and stored.finished:
+                # Its end was recorded but DBOS's was not (a crash in between), or it was cancelled while no
+                # process ran it: its record is the truth, and running it again could only overwrite it.
+                if self.branches is not None:
+                    self.branches.finish(run.run_id)
+                if stored.result is not None:
+                    return stored.result
+                raise RunInterrupted(stored.reason or stored.status)
             base = stored or RunRecord(run_id=run.run_id, status="running", request=run.request, thread=run.thread,
                                        mode=run.mode, executor_id=self.executor_id, resumable=True,
                                        started_at=run.started_at, updated_at=now())  # fmt: skip
-            live = self._live[run.run_id] = Live(Progress(base), self.engine)
-            run = run.model_copy(update={"resumed_at": now()})
+            if base.executions:  # it ran before: say so in its record
+                how: Literal["restart", "takeover"] = "restart" if base.executor_id == self.executor_id else "takeover"
+                base = base.model_copy(update={"resumed": [*base.resumed, Resumed(at=now(), by=self.executor_id,
+                                                                                   how=how)]})  # fmt: skip
+            live = self._live[run.run_id] = Live(Progress(base), self.engine, fresh=False)
+            run = run.model_copy(update={"resumed_at": now()}) if base.executions else run
         progress = live.progress
+        begun = progress.record.executions + (0 if live.fresh else 1)  # a fresh run's record counted its start
+        progress.record = progress.record.model_copy(
+            update={"executor_id": self.executor_id, "status": "running", "executions": begun,
+                    "waiting": None}  # a resumed run shows its checkpoint again once it waits there
+        )  # fmt: skip
         if durable:
             progress.record = progress.record.model_copy(
-                update={"workflow_id": DBOS.workflow_id, "executor_id": self.executor_id,
-                        "app_version": self.config.app_version, "status": "running",
-                        "waiting": None}  # a resumed run shows its checkpoint again once it waits there
-            )  # fmt: skip
+                update={"workflow_id": DBOS.workflow_id, "app_version": self.config.app_version}
+            )
         try:
+            if not live.fresh:
+                # Resumed, or taken off the shared queue: its record says where it runs (and that it resumed) at
+                # once, so that recovery finds it under this process's executor id should this one stop too.
+                await self.store.write(progress.snapshot())
             if run.team_hash != live.engine.team_hash:
                 raise RunInterrupted(
                     "the team changed since the run started (another team file or settings), so it was not "
@@ -87,18 +115,22 @@ class Execution:
         finally:
             self._live.pop(run.run_id, None)
             live.done.set()
+            if self.branches is not None:
+                if progress.record.finished:
+                    self.branches.finish(run.run_id)  # its branch workflows may end now: the record is final
+                else:
+                    self.branches.stop(run.run_id)  # a stop: they stay pending and resume with the run
 
     async def _run_engine(self, run: RunInput, live: Live, durable: bool) -> RunResult:
         progress = live.progress
         finished: list[RunResult] = []
 
         async def on_event(event: RunEvent) -> None:
+            if event.kind == "handoff_finished":
+                # Stored before anyone is told (see the module docstring); concurrent ends share one write.
+                await self.store.write(progress.preview(event))
             progress.on_event(event)
-            if event.kind == "handoff_finished" and not durable:
-                # the store is the only record of a run that cannot resume: written before the branch goes
-                # on. A durable run's finished handoffs are DBOS steps already; its record follows (coalesced).
-                await self.store.write(progress.snapshot())
-            else:  # the record is taken when the store writes it or someone reads it, not at every event
+            if event.kind != "handoff_finished":  # the record is taken when written or read, not at every event
                 self.store.put_later(progress.record.run_id, progress.snapshot)
             if live.on_event is not None:
                 await live.on_event(event)
@@ -107,26 +139,23 @@ class Execution:
         try:
             with live.scope:
                 if durable:
-                    workflow_id = DBOS.workflow_id
-                    assert workflow_id is not None
-                    recorded = (
-                        frozenset()
-                        if live.fresh
-                        else await anyio.to_thread.run_sync(steps.recorded_step_ids, workflow_id)
-                    )
-                    live.fresh = False  # another execution of it here (none is expected) reads them
-                    with steps.known_steps(workflow_id, recorded):  # steps not recorded yet skip DBOS's read
-                        runtime = DurableRuntime(self._approver(run.run_id, live))
-                        result = await live.engine.run(run, runtime, on_event, finished.append)
+                    assert self.branches is not None
+                    runtime = DurableRuntime(run.run_id, self.branches, self._approver(run.run_id, live, durable))
+                    result = await live.engine.run(run, runtime, on_event, finished.append)
                 else:
                     result = await live.engine.run(run, None, on_event, finished.append)
         except BaseException as exc:
+            if _contains(exc, CheckpointFailed) and not self._closing:
+                # Its workflow stays pending (nothing recorded its end): it goes on from its last recorded step once
+                # the database takes writes again, in this process (`_resume_when_writable`).
+                self._pause(progress.snapshot(), _first(exc))
+                raise anyio.get_cancelled_exc_class()() from None
             if _contains(exc, ReplayDiverged):
                 raise RunInterrupted(
                     f"it could not resume: the replay asked for other steps than those recorded ({_first(exc)})"
                 ) from None
-            if _contains(exc, BaseException, names=("DBOSWorkflowConflictIDError",)) and await _owned_elsewhere(
-                progress.record.workflow_id
+            if _contains(exc, BaseException, names=("DBOSWorkflowConflictIDError",)) and await self._owned_elsewhere(
+                progress.record
             ):  # another replica took the run over while we could not reach the database: its record now
                 raise
             if _contains(exc, BaseException, names=("DBOSWorkflowCancelledError", "DBOSWorkflowConflictIDError")):
@@ -162,19 +191,32 @@ class Execution:
         before `watch_cancellations` has read the reason that process stored: it is read here then, not lost."""
         return live.cancel_reason or await stored_cancel_reason(self.store, live.progress.record.run_id) or "cancelled"
 
-    def _approver(self, run_id: str, live: Live) -> Approver:
+    def _pause(self, record: RunRecord, reason: str) -> None:
+        log.warning(
+            "the runs database could not record a step of run %s (%s): the run pauses, and goes on from its last "
+            "recorded step once the database takes writes again", record.run_id, reason,
+        )  # fmt: skip
+        if self._tg is not None:
+            self._tg.start_soon(self._resume_when_writable, record)
+
+    async def _resume_when_writable(self, record: RunRecord) -> None:
+        await self.store.write(record)  # waits, retrying with backoff (and saying so), until the database takes it
+        await resume_here(record.run_id, self.executor_id)
+        log.warning("run %s goes on: the runs database takes writes again", record.run_id)
+
+    def _approver(self, run_id: str, live: Live, durable: bool) -> Approver:
         """The run's checkpoint approver (runs/approvals.py); its question shows on the run's record meanwhile."""
 
         async def on_wait(checkpoint: Checkpoint | None) -> None:
             live.progress.record = live.progress.record.model_copy(update={"waiting": checkpoint})
             await self.store.write(live.progress.snapshot())
 
-        return self.checkpoints.approver(run_id, live.approve, on_wait)
+        return self.checkpoints.approver(run_id, live.approve, on_wait, durable=durable)
 
-
-async def _owned_elsewhere(workflow_id: str | None) -> bool:
-    status = await internals.workflow_status(workflow_id) if workflow_id else None
-    return status is not None and status.status != "CANCELLED"
+    async def _owned_elsewhere(self, record: RunRecord) -> bool:
+        """Whether another process took the run over (its record names another executor, and is not cancelled)."""
+        stored = await anyio.to_thread.run_sync(self.store.get, record.run_id)
+        return stored is not None and stored.executor_id != self.executor_id and stored.status != "cancelled"
 
 
 def _contains(exc: BaseException, kind: type[BaseException], names: tuple[str, ...] = ()) -> bool:

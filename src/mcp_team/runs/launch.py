@@ -1,12 +1,21 @@
 """Opening the runs database and DBOS: the start-up checks (version, reachability, executor id, tables),
-DBOS's launch on our own database engine and event loop, and its shutdown. Blocking: call them in a thread.
+DBOS's migrations, its launch on our own database engine and event loop, and its shutdown.
+
+Only DBOS's public API. `prepare` and `migrate` block: call them in a thread. `launch` runs on the event loop
+(briefly blocking it: the schema is migrated already): DBOS runs the workflows it dequeues on the loop of the
+thread that launched it, and ours must run on the server's loop.
+
+Each process gives DBOS an executor id of its own (`<executor id>+<6 hex digits>`): DBOS then finds nothing of
+an earlier process to recover at launch, and every resume is ours (runs/recovery.py), made by the process that
+holds the run's executor id, onto that process's own queue (`here_queue`), which no other process listens to.
+So all the workflows of one run (the run's and its branches', runs/branches.py) always run in one process.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import re
+import secrets
 import time
 from typing import Any
 
@@ -14,16 +23,19 @@ import sqlalchemy as sa
 from dbos import DBOS
 
 from mcp_team.errors import ConfigError
-from mcp_team.runs import _dbos_internals as internals
-from mcp_team.runs import _dbos_steps as steps
 from mcp_team.runs.config import DurableConfig
 from mcp_team.runs.database import open_engine, reason_of
 from mcp_team.runs.executor import ExecutorLease, acquire
 from mcp_team.runs.serializer import JSONSerializer
-from mcp_team.runs.store import RunStore
+from mcp_team.runs.sql_store import SqlRunStore
 
-EXECUTOR_THREADS = 16  # DBOS's executor: at most this many threads, all started at launch
-BACKGROUND_JOBS_SECONDS = 60.0  # on SQLite, between two passes of DBOS's background jobs (none is ours)
+EXECUTOR_THREADS = 16  # DBOS's executor: at most this many threads
+RUN_QUEUE = "mcp_team_runs"  # PostgreSQL: runs any replica may start (runs/replicas.py)
+
+
+def here_queue(executor_id: str) -> str:
+    """The queue of the process holding `executor_id`: resumed and taken-over runs go there, and only there."""
+    return f"mcp_team_here_{executor_id}"
 
 
 def check(config: DurableConfig) -> None:
@@ -34,23 +46,12 @@ def check(config: DurableConfig) -> None:
     store.engine.dispose()
 
 
-def prepare(config: DurableConfig) -> tuple[RunStore, ExecutorLease]:
-    """Blocking checks before DBOS touches the database: version, reachability, executor id, tables."""
-    try:
-        internals.check_dbos_version()
-    except internals.InternalsChanged as exc:
-        raise ConfigError(str(exc)) from None
+def prepare(config: DurableConfig) -> tuple[SqlRunStore, ExecutorLease]:
+    """Blocking checks before DBOS touches the database: versions, reachability, executor id, tables."""
     db = open_engine(config)
     try:
-        store = RunStore(db)
+        store = SqlRunStore(db)
         store.check_version()
-        recorded, known = internals.migration_versions(db)
-        if recorded > known:
-            raise ConfigError(
-                f"the runs database {config.redacted_url} was written by a newer DBOS (system tables at "
-                f"version {recorded}, this mcp-team knows {known}). Upgrade mcp-team, or use another database "
-                f"(--state-dir / --database-url). Nothing was changed."
-            )
         lease = acquire(config, db)
         try:
             store.create()
@@ -66,15 +67,26 @@ def prepare(config: DurableConfig) -> tuple[RunStore, ExecutorLease]:
     return store, lease
 
 
-def launch(config: DurableConfig, db: sa.Engine, executor_id: str, loop: asyncio.AbstractEventLoop) -> None:
+def migrate(config: DurableConfig) -> None:
+    """Create or upgrade DBOS's tables (blocking), so that `launch` on the event loop only reads them."""
+    try:
+        DBOS.migrate(config.database_url)
+    except Exception as exc:
+        raise ConfigError(f"could not start durable runs on {config.redacted_url}: {reason_of(exc)}") from None
+
+
+def launch(config: DurableConfig, db: sa.Engine, executor_id: str) -> str:
+    """Launch DBOS for this process (call it on the event loop that runs the workflows); its executor id."""
+    dbos_id = f"{executor_id}+{secrets.token_hex(3)}"
     dbos_config: dict[str, Any] = {
         "name": "mcp-team",
         "system_database_url": config.database_url,
         "serializer": JSONSerializer(),
-        "executor_id": executor_id,
+        "executor_id": dbos_id,
         "application_version": config.app_version,
         "log_level": "WARNING",
         "enable_otlp": False,
+        "run_migrations": False,  # `migrate` did, off the loop
         # DBOS runs its database calls in a thread pool that is unbounded by default: 1,000 concurrent runs
         # started about 600 threads, which stay. More threads than database connections only wait in the
         # connection pool (SQLite: one connection), so a few do the same work.
@@ -86,21 +98,22 @@ def launch(config: DurableConfig, db: sa.Engine, executor_id: str, loop: asyncio
         # `DBOS.destroy` joins it: every close (each `mcp-team run`) waited up to a second for that sleep. A poll
         # with nothing awaited reads no database, so waking ten times a second costs next to nothing.
         dbos_config["notification_listener_polling_interval_sec"] = 0.1
-    # DBOS's background jobs find nothing of ours to do (see the function); on PostgreSQL their lock needs its pace.
-    internals.space_background_jobs(BACKGROUND_JOBS_SECONDS if config.sqlite_path is not None else None)
     DBOS(config=dbos_config)  # type: ignore[arg-type]
     logging.getLogger("dbos").addFilter(_without_traceback)
     logging.getLogger("dbos").addFilter(_REPEATS)  # once, however many times runs open in a process
-    internals.adopt_event_loop(loop)
-    if config.sqlite_path is None:
-        internals.tune_internal_queue(config.queue_poll)  # takeovers and resumes start within a poll
+    DBOS.listen_queues([here_queue(executor_id)] if config.is_sqlite else [here_queue(executor_id), RUN_QUEUE])
     try:
         DBOS.launch()
     except Exception as exc:
         destroy()
         raise ConfigError(f"could not start durable runs on {config.redacted_url}: {reason_of(exc)}") from None
-    internals.start_executor_threads(EXECUTOR_THREADS)
-    steps.speed_up_checkpoints()  # fewer database round trips per step (see _dbos_steps)
+    return dbos_id
+
+
+async def register_here_queue(config: DurableConfig, executor_id: str) -> None:
+    """Declare this process's queue (after launch; after recovery has moved the runs to resume onto it)."""
+    await DBOS.register_queue_async(here_queue(executor_id), polling_interval_sec=config.queue_poll,
+                                    on_conflict="always_update")  # fmt: skip
 
 
 # What DBOS logs when a run is cancelled (by its client, `cancel_run`, a stop): the run's record says it already.
@@ -181,5 +194,4 @@ _REPEATS = RepeatsFilter()
 
 
 def destroy() -> None:
-    steps.stop_checkpoints()  # its writer thread writes through DBOS's engine, disposed below
     DBOS.destroy(destroy_registry=False)

@@ -22,4 +22,4 @@ class Live:
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     cancel_reason: str | None = None
     done: anyio.Event = field(default_factory=anyio.Event)
-    fresh: bool = False  # its workflow id was made here, now: DBOS has recorded nothing for it
+    fresh: bool = True  # started here by this process (False: resumed, or taken off the shared queue)

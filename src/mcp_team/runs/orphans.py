@@ -4,9 +4,9 @@ Several processes may share one SQLite state directory (two stdio servers starte
 executor ids `<host>-0` and `<host>-1`). Each holds its id's lock file (executor.py) while it lives. When one
 dies, its unfinished runs would wait for the next process to take its id; a live server does not wait for
 that: every `POLL` seconds it takes the lock of each id nobody holds (so a process starting with that id
-waits, as for a replica's takeover) and has DBOS resume the id's pending runs (re-enqueued: whichever process
-dequeues one runs it, from its last recorded step), then settles the id's records as a restart would, and
-lets the id go. PostgreSQL replicas do this with leases instead (replicas.py).
+waits, as for a replica's takeover) and settles the id's runs as a restart would (runs/recovery.py: the ones that
+can go on resume in this process, from their last recorded steps), and lets the id go. PostgreSQL replicas do
+this with leases instead (replicas.py).
 
 Only a server adopts (`open_runs(..., adopt_orphans=True)`): `mcp-team run` runs its own request and exits.
 """
@@ -14,12 +14,12 @@ Only a server adopts (`open_runs(..., adopt_orphans=True)`): `mcp-team run` runs
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 import anyio
 import sqlalchemy as sa
 
-from mcp_team.runs import _dbos_internals as internals
 from mcp_team.runs.config import DurableConfig
 from mcp_team.runs.executor import ExecutorLease, lock_dir, try_acquire
 
@@ -31,7 +31,9 @@ POLL = 10.0  # seconds between looks for ids nobody holds
 class Adopter:
     """The loop that takes over dead processes' runs; `stop` ends it before the service closes."""
 
-    def __init__(self, config: DurableConfig, engine: sa.Engine, own: str, settle: Callable[[str], Awaitable[None]]):
+    def __init__(
+        self, config: DurableConfig, engine: sa.Engine, own: str, settle: Callable[[str], Awaitable[Sequence[Any]]]
+    ):
         self.config, self.engine, self.own, self.settle = config, engine, own, settle
         self._scope = anyio.CancelScope()
         self._ended: anyio.Event | None = None  # set once `run` has ended; None before it starts
@@ -53,15 +55,14 @@ class Adopter:
 
     async def _take_over(self, executor_id: str) -> None:
         try:
-            resumed = await anyio.to_thread.run_sync(internals.recover_executor, [executor_id])
-            if resumed:
-                log.warning("resuming %d run(s) left by the stopped process %s", len(resumed), executor_id)
-            await self.settle(executor_id)
+            settled = await self.settle(executor_id)
+            for run in settled:
+                log.warning("took over from the stopped process %s: %s", executor_id, run.describe())
         except sa.exc.SQLAlchemyError as exc:
             log.warning("could not take over the runs of %s (%s); retrying", executor_id, exc)
 
     async def stop(self) -> None:
-        """End the loop, waiting for a takeover under way in a worker thread (DBOS must still be there)."""
+        """End the loop, waiting for a takeover under way (DBOS must still be there)."""
         self._scope.cancel()
         if self._ended is not None:
             await self._ended.wait()

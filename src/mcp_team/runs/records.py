@@ -30,10 +30,27 @@ class Progress:
     def on_event(self, event: RunEvent) -> None:
         if event.usage is not None:
             self._usage = event.usage
-        if event.record is not None:
-            self.handoffs[event.record.id] = self._timed(event.record.model_copy())
+        if event.record is not None and (handoff := self._kept(event.record)) is not None:
+            self.handoffs[handoff.id] = handoff
         if event.kind == "checkpoint" and event.snapshot is not None:  # rare: a whole snapshot is fine
             self.checkpoints = event.snapshot().checkpoints
+
+    def preview(self, event: RunEvent) -> RunRecord:
+        """The record with `event` applied, without applying it (written before anyone is told of the event)."""
+        handoffs = self.handoffs
+        if event.record is not None and (handoff := self._kept(event.record)) is not None:
+            self.handoffs = {**handoffs, handoff.id: handoff}
+        try:
+            return self.snapshot()
+        finally:
+            self.handoffs = handoffs
+
+    def _kept(self, handoff: HandoffRecord) -> HandoffRecord | None:
+        """`handoff` as the record keeps it: a resumed run replays its finished handoffs from their recorded steps,
+        so their stored times stay, and the replay's start of one never shows it running again (None)."""
+        if handoff.id in self._ran and handoff.ended_at is None:
+            return None
+        return self._timed(handoff.model_copy())
 
     def _timed(self, handoff: HandoffRecord) -> HandoffRecord:
         ran = self._ran.get(handoff.id)

@@ -8,19 +8,18 @@ connection: kill -9, a lost machine) is dead. A live replica then takes its runs
    replicas, exactly one sees a row changed, the others skip it for one lease;
 2. takes the dead id's lease itself, so the dead replica cannot come back half-way through (it waits
    `executor.TAKEOVER_GRACE` at start-up, then resumes whatever is still its own);
-3. asks DBOS to recover the dead executor's pending workflows (`_dbos_internals.recover_executor`):
-   DBOS re-enqueues them, and the queue's atomic ENQUEUED->PENDING dequeue lets exactly one replica run
-   each, from its last recorded step;
-4. settles the dead executor's run records as a restart would (runs/recovery.py): runs on the client's
-   model marked interrupted, runs of an older version forked or interrupted;
-5. deletes the dead row and releases the id.
+3. settles the dead executor's runs as a restart would (runs/recovery.py): the ones that can go on are resumed
+   on this replica's own queue, each with all its branches, from their last recorded steps; runs on the
+   client's model are marked interrupted, runs of another replay format interrupted;
+4. deletes the dead row and releases the id.
 
 A replica restarted with its own id before its lease expired resumes its runs itself (DBOS does it at
 launch). Clocks: leases are wall-clock times written by each replica, so replicas' clocks must agree to
 well within a lease (NTP does).
 
-Runs started with `start_run` go on one DBOS queue shared by every replica (any replica may execute
-them, `max_runs` at once across all), polled every `queue_poll` seconds.
+A run starts on the replica that was asked, unless that replica already runs `runs_per_replica`: then it goes
+on one DBOS queue shared by every replica (`launch.RUN_QUEUE`: any replica with room takes it, `max_runs` at
+once across all), polled every `queue_poll` seconds.
 """
 
 from __future__ import annotations
@@ -29,22 +28,21 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 import anyio
 import sqlalchemy as sa
 from dbos import DBOS
 
-from mcp_team.runs import _dbos_internals as internals
 from mcp_team.runs.config import DurableConfig
 from mcp_team.runs.database import reason_of
 from mcp_team.runs.executor import ExecutorLease, try_acquire
+from mcp_team.runs.launch import RUN_QUEUE
 from mcp_team.runs.shared_limits import PostgresRate, create_tables
 from mcp_team.runs.workflow import RunInput, run_workflow
 
 log = logging.getLogger(__name__)
-
-RUN_QUEUE = "mcp_team_runs"
 
 metadata = sa.MetaData()
 replicas_table = sa.Table(
@@ -68,7 +66,7 @@ class Replicas:
         config: DurableConfig,
         engine: sa.Engine,
         lease: ExecutorLease,
-        settle: Callable[[str], Awaitable[None]],
+        settle: Callable[[str], Awaitable[Sequence[Any]]],
     ) -> None:
         self.config = config
         self.engine = engine
@@ -82,6 +80,11 @@ class Replicas:
     @property
     def executor_id(self) -> str:
         return self.lease.executor_id
+
+    def busy(self, running: int) -> bool:
+        """Whether this replica, running `running` runs, has no room for another (`runs_per_replica`): a run started
+        here then goes on the shared queue, for a replica with room."""
+        return self.config.runs_per_replica is not None and running >= self.config.runs_per_replica
 
     # --- blocking parts (run in a worker thread) --------------------------------------------------
     def register(self) -> None:
@@ -187,8 +190,8 @@ class Replicas:
             return False
         try:
             log.warning("replica %s takes over the runs of dead replica %s", self.executor_id, executor_id)
-            await anyio.to_thread.run_sync(internals.recover_executor, [executor_id])
-            await self.settle(executor_id)
+            for run in await self.settle(executor_id):
+                log.warning("took over from replica %s: %s", executor_id, run.describe())
             await anyio.to_thread.run_sync(self.forget, executor_id)
             self.taken_over.append(executor_id)
         finally:
@@ -212,7 +215,7 @@ async def enqueue(run: RunInput) -> None:
 
 
 async def join(
-    config: DurableConfig, engine: sa.Engine, lease: ExecutorLease, settle: Callable[[str], Awaitable[None]]
+    config: DurableConfig, engine: sa.Engine, lease: ExecutorLease, settle: Callable[[str], Awaitable[Sequence[Any]]]
 ) -> Replicas:
     """Join the replicas of `config`'s database (after DBOS's launch): our row, the run queue."""
     group = Replicas(config, engine, lease, settle)

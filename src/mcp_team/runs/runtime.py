@@ -1,7 +1,7 @@
-"""The durable side of the engine's runtime seam: branches, concurrent single steps, recorded decisions,
-and the model and tool wrappers that make each call a DBOS step.
+"""The durable side of the engine's runtime seam: branches (child workflows, runs/branches.py), concurrent
+single steps, recorded decisions, and the model and tool wrappers that make each call a DBOS step.
 
-Inside the run workflow every model call and every side-effecting tool call is a step: its result (or
+Inside a run's workflows every model call and every side-effecting tool call is a step: its result (or
 its error) is stored, and a replay after a crash gets the stored value instead of calling again. A step
 that was running when the process died has no stored result and runs again (at-least-once): only the
 call in flight at the crash can repeat.
@@ -10,26 +10,27 @@ Step names carry a digest of the call's input (`model:specialist:3f2a…`): DBOS
 step's name against the recorded one, so a replay that would ask something different from what was
 recorded (changed prompts, a different team, a timing-dependent decision that went the other way) stops
 with `DBOSUnexpectedStepError` instead of silently handing back an answer to another question.
-Outside a workflow every wrapper is a plain pass-through, so a wrapped team also runs ephemerally.
+Everything here is DBOS's public API (`DBOS.run_step_async`, `DBOS.reserve_step`, child workflows).
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Awaitable, Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
 import anyio
+import sqlalchemy as sa
 from dbos import DBOS
 
 from mcp_team.handoffs.checkpoints import Approver
+from mcp_team.handoffs.runtime import Branch
 from mcp_team.llm import Model, ModelRequest, ModelResponse
 from mcp_team.llm.call import timed_out
 from mcp_team.llm.wrappers import WrapperModel
-from mcp_team.runs import _dbos_internals as internals
-from mcp_team.runs import _dbos_steps as steps
+from mcp_team.runs.branches import Branches
+from mcp_team.runs.errors import CheckpointFailed, raise_if_diverged
 from mcp_team.specialists.tools import Tool, capped
 
 T = TypeVar("T")
@@ -38,65 +39,42 @@ PURE_TOOLS = frozenset({"calculate"})
 """Tools with no side effects and cheap, deterministic results: not worth a step (~2 ms each)."""
 
 
-class NamespaceFull(RuntimeError):
-    """A branch ran more steps than its namespace holds (see _dbos_internals.MAX_STEPS)."""
-
-
-class ReplayDiverged(BaseException):
-    """A replay asked for a step other than the one recorded: the run cannot resume and is interrupted.
-
-    A BaseException on purpose: the engine turns a tool's `Exception` into an error result for the model,
-    which would let a diverged replay go on."""
-
-
-_DIVERGED = ("DBOSUnexpectedStepError", "DBOSStepNondeterminismError")
-
-
-async def _step(name: str, func: Callable[..., Awaitable[T]], *args: Any) -> T:
+async def step(name: str, func: Callable[..., Coroutine[Any, Any, T]], *args: Any) -> T:
+    """`await func(*args)` as a step named `name` of the current workflow; `ReplayDiverged` when a replay finds
+    another step recorded at this point."""
     try:
-        return await steps.run_step(name, func, *args)
+        return await DBOS.run_step_async({"name": name}, func, *args)
+    except sa.exc.SQLAlchemyError as exc:  # DBOS's own write: our calls never touch the runs database
+        raise CheckpointFailed(exc) from exc
     except Exception as exc:
-        _raise_if_diverged(exc)
+        raise_if_diverged(exc)
         raise
-
-
-def _raise_if_diverged(exc: Exception) -> None:
-    if type(exc).__name__ in _DIVERGED:
-        raise ReplayDiverged(str(exc)) from exc
 
 
 def _digest(text: str) -> str:
     return hashlib.blake2b(text.encode(), digest_size=6).hexdigest()
 
 
-def _check_room(n: int = 1) -> None:
-    if internals.in_workflow() and internals.steps_left() < n:
-        raise NamespaceFull(
-            f"branch {internals.current_namespace() or 'main'} used all {internals.MAX_STEPS} of its steps"
-        )
-
-
 class DurableRuntime:
-    """The `Runtime` the engine runs on inside the run workflow (handoffs/runtime.py names the seam).
+    """The `Runtime` the engine runs on inside a run's workflows (handoffs/runtime.py names the seam).
 
     `approve`: the run's checkpoint approver, whose answers are steps (runs/approvals.py)."""
 
-    def __init__(self, approve: Approver | None = None) -> None:
-        self.approve = approve
+    def __init__(self, run_id: str, branches: Branches, approve: Approver | None = None) -> None:
+        self.run_id, self._branches, self.approve = run_id, branches, approve
 
-    @contextmanager
-    def branch(self, seq: int) -> Iterator[None]:
-        """Everything inside is handoff `seq` (0-based): its steps are numbered in its own namespace."""
-        with internals.step_namespace(seq + 1):
-            yield
+    async def branches(self, work: Sequence[Branch]) -> None:
+        """Each branch a child workflow (runs/branches.py); one alone runs inline: nothing runs beside it, so its
+        steps are the current workflow's, in order, on every replay too."""
+        if len(work) == 1:
+            await work[0].body()
+            return
+        await self._branches.run(self.run_id, work)
 
     async def gather(self, calls: Sequence[Callable[[], Awaitable[T]]]) -> list[T]:
         """Run single-step calls concurrently; results in order. Each call is one step (ids drawn in order
         before any starts), so a replay maps every stored result to its own call. All calls run to the
         end; then the first failure, in call order, is raised."""
-        if not internals.in_workflow():
-            return await _run_all([_plain(c) for c in calls])
-        _check_room(len(calls))
         reservations = [DBOS.reserve_step() for _ in calls]
 
         def as_step(i: int, call: Callable[[], Awaitable[T]]) -> Callable[[], Awaitable[T]]:
@@ -106,8 +84,10 @@ class DurableRuntime:
             async def run() -> T:
                 try:
                     return await reservations[i].run_async({"name": "gather"}, body)
+                except sa.exc.SQLAlchemyError as exc:
+                    raise CheckpointFailed(exc) from exc
                 except Exception as exc:
-                    _raise_if_diverged(exc)
+                    raise_if_diverged(exc)
                     raise
 
             return run
@@ -116,14 +96,11 @@ class DurableRuntime:
 
     async def decide(self, name: str, value: Callable[[], T]) -> T:
         """A decision that depends on timing (which branch finished first): recorded, replayed as recorded."""
-        if not internals.in_workflow():
-            return value()
-        _check_room()
 
         async def compute() -> T:
             return value()
 
-        return await _step(f"decide:{name}", compute)
+        return await step(f"decide:{name}", compute)
 
 
 def _plain(call: Callable[[], Awaitable[T]]) -> Callable[[], Awaitable[T]]:
@@ -163,11 +140,7 @@ class DurableModel(WrapperModel):
         self.said = said if said is not None else timeout  # the call timeout as set (`timeout` leaves a margin)
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
-        if not internals.in_workflow():
-            return await self._call(request)
-        _check_room()
-        step = f"model:{self.role}:{_digest(request.model_dump_json())}"
-        return await _step(step, self._call, request)
+        return await step(f"model:{self.role}:{_digest(request.model_dump_json())}", self._call, request)
 
     async def _call(self, request: ModelRequest) -> ModelResponse:
         if self.timeout is None:
@@ -189,10 +162,6 @@ def durable_tool(tool: Tool) -> Tool:
         return capped(output, tool.max_result_chars) if isinstance(output, str) else output
 
     async def durable_run(args: dict[str, Any]) -> str:
-        if not internals.in_workflow():
-            return await run(args)
-        _check_room()
-        step = f"tool:{tool.name}:{_digest(repr(sorted(args.items())))}"
-        return await _step(step, call, args)
+        return await step(f"tool:{tool.name}:{_digest(repr(sorted(args.items())))}", call, args)
 
     return replace(tool, run=durable_run)  # its limits and hints (max_result_chars, read_only...) kept

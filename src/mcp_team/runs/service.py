@@ -1,6 +1,6 @@
 """The run service the server talks to: start, get, list, wait, subscribe, cancel.
 
-`Runs.open` checks the database, takes this process's executor id, launches DBOS (`launch`, off the loop)
+`Runs.open` checks the database, takes this process's executor id, migrates and launches DBOS (runs/launch.py)
 and settles what a previous process left (runs/recovery.py). Running a run here, and how its record ends,
 is `Execution`'s (runs/execution.py), which `Runs` extends: e.g. a run whose team changed since it started
 is marked `interrupted` when it would resume, its finished handoffs kept.
@@ -23,8 +23,9 @@ from mcp_team.errors import ConfigError
 from mcp_team.handoffs import Budgets, RunResult
 from mcp_team.handoffs.checkpoints import Approver, Checkpoint, Decision
 from mcp_team.handoffs.schema import Mode
-from mcp_team.runs import approvals, launch, orphans, recovery, replicas, workflow
+from mcp_team.runs import approvals, branches, launch, orphans, recovery, replicas, workflow
 from mcp_team.runs.approvals import Board
+from mcp_team.runs.branches import Branches
 from mcp_team.runs.cancels import (
     CANCEL_POLL,
     CancelRefused,
@@ -40,7 +41,7 @@ from mcp_team.runs.executor import ExecutorLease
 from mcp_team.runs.live import Live
 from mcp_team.runs.records import Progress
 from mcp_team.runs.replicas import Replicas
-from mcp_team.runs.store import RunStore
+from mcp_team.runs.sql_store import SqlRunStore
 from mcp_team.runs.tables import RunRecord, now
 from mcp_team.runs.threads import ThreadHistory, build_history
 from mcp_team.runs.workflow import Engine, EventSink, RunInput
@@ -49,9 +50,10 @@ SETTLE_SECONDS = 5.0  # at close, how long finished runs get for DBOS to record 
 
 
 class Runs(Execution):
-    def __init__(self, config: DurableConfig, store: RunStore, lease: ExecutorLease, engine: Engine) -> None:
+    def __init__(self, config: DurableConfig, store: SqlRunStore, lease: ExecutorLease, engine: Engine) -> None:
         self.config = config
         self.store = store
+        self.db = store.engine  # the runs database (DBOS's tables and ours)
         self.lease = lease
         self.engine = engine
         self._live: dict[str, Live] = {}
@@ -63,6 +65,8 @@ class Runs(Execution):
         self.replicas: Replicas | None = None  # PostgreSQL: heartbeat, takeover, the shared run queue
         self.adopter: orphans.Adopter | None = None  # SQLite, a server: runs of dead processes taken over
         self.checkpoints = Board()  # the checkpoints this process's durable runs wait at
+        self.branches: Branches | None = Branches(self._is_over)
+        self.recovered: Sequence[recovery.Settled] = ()  # what this process found left by an earlier one, and did
 
     @property
     def executor_id(self) -> str:
@@ -80,15 +84,18 @@ class Runs(Execution):
         store, lease = await anyio.to_thread.run_sync(launch.prepare, config)
         runs = cls(config, store, lease, engine)
         workflow.bind(runs)
-        loop = asyncio.get_running_loop()
+        branches.bind(runs.branches)
         try:
-            await anyio.to_thread.run_sync(launch.launch, config, store.engine, lease.executor_id, loop)
+            await anyio.to_thread.run_sync(launch.migrate, config)
+            launch.launch(config, store.engine, lease.executor_id)  # on this loop: DBOS runs its workflows on it
             if not config.is_sqlite:
                 runs.replicas = await replicas.join(config, store.engine, lease, runs._recover)
                 runs.checkpoints.inbox = approvals.inbox_of(store.engine)
-            await runs._recover()
+            runs.recovered = await runs._recover()
+            await launch.register_here_queue(config, lease.executor_id)
         except BaseException as exc:
             workflow.bind(None)
+            branches.bind(None)
             lease.release()
             if isinstance(exc, (sa.exc.DBAPIError, sa.exc.InvalidatePoolError)):
                 # The database went away (or refused a statement) part-way through: a PostgreSQL restart as the
@@ -108,7 +115,7 @@ class Runs(Execution):
         if self.replicas is not None:
             tg.start_soon(self.replicas.run)
         elif adopt_orphans and self.config.is_sqlite:
-            self.adopter = orphans.Adopter(self.config, self.store.engine, self.executor_id, self._recover)
+            self.adopter = orphans.Adopter(self.config, self.db, self.executor_id, self._recover)
             tg.start_soon(self.adopter.run)
 
     async def close(self) -> None:
@@ -120,6 +127,8 @@ class Runs(Execution):
             await live.done.wait()
         if self.adopter is not None:
             await self.adopter.stop()
+        if self.branches is not None:
+            self.branches.stop()  # branches waiting for their run stay pending, to resume with it
         await workflow.settle(SETTLE_SECONDS)
         await self.store.flush()
         if self.replicas is not None:
@@ -131,8 +140,9 @@ class Runs(Execution):
         # live one, or the next `to_thread` on it fails, a service opened again on it included.
         asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor())
         workflow.bind(None)
+        branches.bind(None)
         self.lease.release()
-        self.store.engine.dispose()
+        self.db.dispose()
 
     # --- the API the server calls -------------------------------------------------------------
     async def start(
@@ -177,21 +187,24 @@ class Runs(Execution):
         return record
 
     async def _launch(self, record: RunRecord, run: RunInput, *, resumable: bool, anywhere: bool) -> None:
-        if resumable and anywhere and self.replicas is not None:
-            await self.store.write(record)  # before another replica can take the run and write its progress
-            self._live.pop(record.run_id, None)  # any replica may run it, on its own engine (same team)
+        # The record first: a crash before the workflow starts leaves a record that recovery settles, never a
+        # workflow nobody knows of (recovery goes by records).
+        if resumable and anywhere and self.replicas is not None and self.replicas.busy(self.running):
+            self._live.pop(record.run_id, None)  # another replica with room may run it, on its own engine (same team)
+            await self.store.write_new(record.model_copy(update={"executions": 0}))  # not begun: its taker begins it
             await replicas.enqueue(run)
-        elif resumable:
-            # DBOS's workflow row first, so the run starts without waiting for its record (both are committed
-            # before the id is returned). Not both at once: two SQLite writers make one sleep in its busy
-            # handler (a millisecond or more). The record is queued before the run's task first runs, so its
-            # progress always comes after it; a crash in between leaves a workflow that recovery resumes and
-            # records (`execute` makes the record of a run it finds none for).
-            with SetWorkflowID(record.run_id):
-                await DBOS.start_workflow_async(workflow.run_workflow, run)
-            await self.store.write(record)
+            return
+        await self.store.write_new(record)
+        if resumable:
+            try:
+                with SetWorkflowID(record.run_id):
+                    await DBOS.start_workflow_async(workflow.run_workflow, run)
+            except BaseException as exc:
+                with contextlib.suppress(sa.exc.SQLAlchemyError), anyio.CancelScope(shield=True):
+                    why = reason_of(exc) if isinstance(exc, sa.exc.SQLAlchemyError) else type(exc).__name__
+                    await self.store.write_new(Progress(record).finish("failed", reason=f"it could not start: {why}"))
+                raise
         else:
-            await self.store.write(record)
             assert self._tg is not None
             self._tg.start_soon(self._execute_quietly, run)
 
@@ -239,7 +252,7 @@ class Runs(Execution):
         write: bool = True,
     ) -> tuple[RunRecord, RunInput]:
         engine = engine or self.engine
-        fresh, run_id = run_id is None, run_id or uuid.uuid4().hex
+        run_id = run_id or uuid.uuid4().hex
         history = await self.history(thread) if thread else ThreadHistory()
         started = now()
         run = RunInput(run_id=run_id, request=request, mode=mode, budgets=budgets, thread=thread,
@@ -247,8 +260,8 @@ class Runs(Execution):
         record = RunRecord(run_id=run_id, status="running", request=request, thread=thread, mode=mode,
                            executor_id=self.executor_id, resumable=resumable,
                            workflow_id=run_id if resumable else None, app_version=self.config.app_version,
-                           started_at=started, updated_at=started, owner=owner)  # fmt: skip
-        self._live[run_id] = Live(Progress(record), engine, on_event, fresh=fresh)
+                           started_at=started, updated_at=started, owner=owner, executions=1)  # fmt: skip
+        self._live[run_id] = Live(Progress(record), engine, on_event)
         if write:
             await self.store.write(record)
         return record, run
@@ -317,7 +330,7 @@ class Runs(Execution):
             record = await self.get(run_id)
             if self.replicas is None or record is None or record.executor_id == self.executor_id:
                 raise
-            return await approvals.answer_elsewhere(self.store.engine, record, decision, name, round_)
+            return await approvals.answer_elsewhere(self.db, record, decision, name, round_)
 
     async def history(self, thread: str) -> ThreadHistory:
         records = await anyio.to_thread.run_sync(
@@ -325,5 +338,13 @@ class Runs(Execution):
         )
         return build_history([(r.run_id, r.request, r.result.answer if r.result else "") for r in records])
 
-    async def _recover(self, executor_id: str | None = None) -> None:
-        await recovery.recover(self.store, self.config.app_version, executor_id or self.executor_id, self._live)
+    async def _recover(self, executor_id: str | None = None) -> Sequence[recovery.Settled]:
+        """Settle the runs `executor_id` (default: this process's own, left by its last process) left running."""
+        return await recovery.recover(
+            self.store, self.config.app_version, executor_id or self.executor_id, self._live, self.executor_id
+        )
+
+    async def _is_over(self, run_id: str) -> bool:
+        """Whether `run_id`'s record is finished (for a branch waiting for a body its run will never publish)."""
+        record = await anyio.to_thread.run_sync(self.store.get, run_id)
+        return record is None or record.finished

@@ -1,48 +1,41 @@
-"""The run store: one row per run in the runs database, readable from any process or replica.
+"""The run store: one record per run, written as the run goes and read by whoever follows it (`team://runs`,
+`get_run`, tasks, `mcp-team runs`). One interface, two implementations: `MemoryRunStore` (this module: an
+`--ephemeral` server, an eval, a recorded run) and `SqlRunStore` (runs/sql_store.py: the runs database, readable
+from any process or replica).
 
-Written outside DBOS's step numbering (plain tables next to DBOS's), so what `team://runs`, `get_run`
-and `mcp-team runs` show never depends on replaying anything. It holds durable runs and runs that
-cannot resume (on the client's model through sampling). Progress is coalesced: `put` only marks a run
-dirty; a background flush writes every dirty run in one transaction, at most every `interval` seconds,
-so a K=32 fan-out's progress costs a few writes. `put_later` queues a way to take the record instead of
-the record itself, so a run's progress events cost no copy of its record each (a K=32 fan-out has 64).
-`write` is the immediate form, for a run's start and end and each finished handoff (awaited, so a crash
-never loses a handoff that was reported finished).
+Progress is coalesced: `put` only marks a run dirty; a background flush writes every dirty run at once, at most
+every `interval` seconds, so a K=32 fan-out's progress costs a few writes. `put_later` queues a way to take the
+record instead of the record itself, so a run's progress events cost no copy of its record each (a K=32 fan-out
+has 64). `write` is the immediate form, for a run's start and end and each finished handoff (awaited, so a crash
+never loses a handoff that was reported finished). Reads take what is queued first: a record read here is never
+older than what this process has.
 """
 
 from __future__ import annotations
 
+import builtins
 import functools
 import logging
+import zlib
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Sequence
 
 import anyio
-import sqlalchemy as sa
-from pydantic import ValidationError
 
-from mcp_team import __version__
-from mcp_team.errors import ConfigError
-from mcp_team.runs.database import is_full, reason_of
-from mcp_team.runs.tables import (
-    FINISHED,
-    STORE_SCHEMA,
-    RunRecord,
-    meta_table,
-    metadata,
-    row_of,
-    runs_table,
-)
+from mcp_team.runs.tables import FINISHED, RunRecord
 
 log = logging.getLogger(__name__)
 
-_INSUFFICIENT_PRIVILEGE = "42501"  # PostgreSQL's SQLSTATE, e.g. "must be owner of table"
 KEEP_FINISHED = 256  # at most this many finished records kept for their waiting subscribers
 
 
 class RunStore:
-    def __init__(self, engine: sa.Engine, *, interval: float = 0.25) -> None:
-        self.engine = engine
+    """What both stores share: the queue of records to write, flushing, subscriptions. A store says how it writes,
+    reads and lists (`_write_batch`, `_read`, `list`...); `Retriable` names the errors its writes wait out."""
+
+    Retriable: tuple[type[BaseException], ...] = ()
+
+    def __init__(self, *, interval: float = 0.25) -> None:
         self.interval = interval
         self._dirty: dict[str, RunRecord | Callable[[], RunRecord]] = {}
         # finished records this process wrote while a subscriber here waited on them: final, so it takes one as
@@ -55,64 +48,57 @@ class RunStore:
         # told the ids of every batch written, each with its run's owner (whose listen streams may hear of it)
         self.on_write: Callable[[dict[str, str | None]], None] | None = None
 
-    # --- schema -------------------------------------------------------------------------------
-    def check_version(self) -> None:
-        """`ConfigError` if a newer mcp-team wrote this database. Reads only."""
-        with self.engine.connect() as conn:
-            if not sa.inspect(conn).has_table("mcp_team_meta"):
-                return
-            rows = dict(conn.execute(sa.select(meta_table.c.key, meta_table.c.value)).all())
-        found = int(rows.get("schema_version", "0") or 0)
-        if found > STORE_SCHEMA:
-            raise ConfigError(
-                f"the runs database was written by a newer mcp-team ({rows.get('written_by', '?')}, run store "
-                f"schema {found}; this is {__version__} with schema {STORE_SCHEMA}). Upgrade mcp-team, or use "
-                f"another database (--state-dir / --database-url). Nothing was changed."
-            )
+    # --- what a store implements --------------------------------------------------------------
+    def _write_batch(self, records: Sequence[RunRecord]) -> frozenset[str]:
+        """Write `records`; returns the ids of those not written because the stored run was cancelled: a cancel
+        wins over the end the process running the run writes after it (that process stops the run when it sees
+        the cancel, within a second, but the run may end first), or the user's cancel would be lost."""
+        raise NotImplementedError
 
-    def exists(self) -> bool:
-        """Whether the tables are there (a database no durable run ever used has none)."""
-        with self.engine.connect() as conn:
-            return sa.inspect(conn).has_table("mcp_team_runs")
+    def _read(self, run_id: str) -> RunRecord | None:
+        raise NotImplementedError
 
-    def create(self) -> None:
-        metadata.create_all(self.engine)
-        self._add_indexes()
-        with self.engine.begin() as conn:
-            for key, value in (("schema_version", str(STORE_SCHEMA)), ("written_by", __version__)):
-                if conn.execute(sa.update(meta_table).where(meta_table.c.key == key).values(value=value)).rowcount == 0:
-                    conn.execute(sa.insert(meta_table).values(key=key, value=value))
+    def _finish_if_running(self, record: RunRecord) -> bool:
+        raise NotImplementedError
 
-    def _add_indexes(self) -> None:
-        """Create the indexes a database made by an older version lacks: `create_all` makes a table's indexes
-        only with the table. Not a schema change: older versions read and write the tables as before. Only
-        reads when nothing is missing (every start); a replica starting at the same time may create one first,
-        so it is `IF NOT EXISTS`, and PostgreSQL's lost race (a duplicate name in its catalog) is tried again.
-        A role that may write the tables but does not own them (PostgreSQL: only the owner adds an index) is
-        told how to add it, in a warning, and goes on: an index only speeds reads up."""
-        missing: list[sa.Index] = []
-        with self.engine.connect() as conn:
-            inspector = sa.inspect(conn)
-            for table in metadata.sorted_tables:
-                found = {index["name"] for index in inspector.get_indexes(table.name)}
-                missing += [index for index in table.indexes if index.name not in found]
-        for index in missing:
-            create = sa.schema.CreateIndex(index, if_not_exists=True)
-            for attempt in range(3):
-                try:
-                    with self.engine.begin() as conn:
-                        conn.execute(create)
-                    break
-                except sa.exc.DBAPIError as exc:
-                    if getattr(exc.orig, "sqlstate", None) == _INSUFFICIENT_PRIVILEGE:
-                        log.warning(
-                            "the runs database's index %s could not be added (%s): listing and following runs "
-                            "read the whole table %s until its owner runs: %s",
-                            index.name, reason_of(exc), index.table, create.compile(dialect=self.engine.dialect),
-                        )  # fmt: skip
-                        break
-                    if attempt == 2 or not isinstance(exc, sa.exc.IntegrityError | sa.exc.ProgrammingError):
-                        raise
+    def _retry_note(self, exc: BaseException) -> str:
+        """Why a write must wait, in words (for the log line said while it does)."""
+        return str(exc)
+
+    def list(
+        self,
+        *,
+        limit: int = 50,
+        offset: int = 0,
+        status: Sequence[str] | None = None,
+        thread: str | None = None,
+        executor_id: str | None = None,
+        oldest_first: bool = False,
+    ) -> builtins.list[RunRecord]:
+        """The newest runs first (oldest with `oldest_first`), filtered."""
+        raise NotImplementedError
+
+    def updated_at(self, run_id: str) -> float | None:
+        raise NotImplementedError
+
+    def cancelled_among(self, run_ids: Sequence[str]) -> dict[str, str | None]:
+        """Of `run_ids`, the runs recorded cancelled, with the reason given."""
+        raise NotImplementedError
+
+    def statuses_since(self, since: float, *, running: bool = False) -> builtins.list[tuple[str, str, float]]:
+        """`(run_id, status, updated_at)` of the runs written after `since` and, with `running`, of every run not
+        finished besides."""
+        raise NotImplementedError
+
+    def changed_since(self, since: float) -> builtins.list[tuple[str, float]]:
+        """`(run_id, updated_at)` of the runs written after `since`."""
+        raise NotImplementedError
+
+    def get(self, run_id: str) -> RunRecord | None:
+        """The run's record: what is queued here first, else what is stored (blocking for a database)."""
+        if (queued := self._queued(run_id)) is not None:
+            return queued
+        return self._read(run_id)
 
     # --- writes -------------------------------------------------------------------------------
     @property
@@ -139,9 +125,18 @@ class RunStore:
         return None if queued is None else _taken(queued)
 
     async def write(self, record: RunRecord) -> None:
-        """Write now (and anything queued with it)."""
+        """Write now (and anything queued with it); while the database cannot take it, wait (retrying, and saying
+        so): what a run has done is never dropped."""
         self._dirty[record.run_id] = record
         await self.flush()
+
+    async def write_new(self, record: RunRecord) -> None:
+        """Write the record of a run that is only starting, now, or raise the database's error: a run that cannot be
+        recorded is refused rather than started (nothing has happened yet that waiting would keep)."""
+        async with self._flushing:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(self._write_batch, [record])
+        self._written({record.run_id: record})
 
     async def flush(self) -> None:
         async with self._flushing:
@@ -152,7 +147,7 @@ class RunStore:
             try:
                 with anyio.CancelScope(shield=True):  # a batch taken is a batch written
                     kept = await anyio.to_thread.run_sync(self._write_batch, list(batch.values()))
-            except sa.exc.OperationalError as exc:  # the database is away or full: wait, as DBOS's own writes do
+            except self.Retriable as exc:  # the database is away or full: wait, as DBOS's own writes do
                 kept = await self._write_when_back(batch, exc)
         self._written(batch, kept)
 
@@ -163,11 +158,6 @@ class RunStore:
         if done:
             self._written({record.run_id: record})
         return done
-
-    def _finish_if_running(self, r: RunRecord) -> bool:
-        with self.engine.begin() as conn:
-            running = (runs_table.c.run_id == r.run_id) & runs_table.c.status.not_in(FINISHED)
-            return conn.execute(sa.update(runs_table).where(running).values(**row_of(r))).rowcount == 1
 
     def _written(self, batch: dict[str, RunRecord], kept: frozenset[str] = frozenset()) -> None:
         """Tell the subscribers of each run of `batch` (and `on_write`) that it was written; of those in `kept`,
@@ -182,20 +172,19 @@ class RunStore:
         if self.on_write is not None:
             self.on_write({run_id: record.owner for run_id, record in batch.items()})
 
-    async def _write_when_back(self, batch: dict[str, RunRecord], exc: sa.exc.OperationalError) -> frozenset[str]:
+    async def _write_when_back(self, batch: dict[str, RunRecord], exc: BaseException) -> frozenset[str]:
         """Retry a batch until the database takes it (returns what `_write_batch` kept); cancelled meanwhile, it
         goes back in the queue."""
         backoff = 0.5
         try:
             while True:
-                why = "its disk is full" if is_full(exc) else "it is not reachable"
-                log.warning("the runs database cannot be written (%s: %s); retrying in %.1f s", why,
-                            reason_of(exc), backoff)  # fmt: skip
+                log.warning("the runs database cannot be written (%s); retrying in %.1f s", self._retry_note(exc),
+                            backoff)  # fmt: skip
                 await anyio.sleep(backoff)
                 backoff = min(backoff * 2, 10.0)
                 try:
                     return await anyio.to_thread.run_sync(self._write_batch, list(batch.values()))
-                except sa.exc.OperationalError as again:
+                except self.Retriable as again:
                     exc = again
         except BaseException:
             self._dirty = {**batch, **self._dirty}
@@ -209,74 +198,13 @@ class RunStore:
             await anyio.sleep(self.interval)
             await self.flush()
 
-    def _write_batch(self, records: Sequence[RunRecord]) -> frozenset[str]:
-        """Write `records`; returns the ids of those not written because the stored run was cancelled: a cancel
-        wins over the end the process running the run writes after it (that process stops the run when it sees
-        the cancel, within a second, but the run may end first), or the user's cancel would be lost."""
-        kept: set[str] = set()
-        with self.engine.begin() as conn:
-            for r in records:
-                values = row_of(r)
-                where = [runs_table.c.run_id == r.run_id]
-                if not r.finished:  # progress never turns a finished run back into a running one: another
-                    where.append(runs_table.c.status.not_in(FINISHED))  # replica may have cancelled it meanwhile
-                elif r.status != "cancelled":  # only a cancel's own end (its finished handoffs) follows a cancel
-                    where.append(runs_table.c.status != "cancelled")
-                done = conn.execute(sa.update(runs_table).where(*where).values(**values))
-                if done.rowcount == 0:
-                    if self._missing(conn, r.run_id):
-                        conn.execute(sa.insert(runs_table).values(run_id=r.run_id, **values))
-                    elif r.finished:
-                        kept.add(r.run_id)
-        self.writes += 1
-        return frozenset(kept)
-
-    @staticmethod
-    def _missing(conn: sa.Connection, run_id: str) -> bool:
-        return conn.execute(sa.select(runs_table.c.run_id).where(runs_table.c.run_id == run_id)).first() is None
-
     # --- reads --------------------------------------------------------------------------------
-    def cancelled_among(self, run_ids: Sequence[str]) -> dict[str, str | None]:
-        """Of `run_ids`, the runs recorded cancelled, with the reason given (for the cancellation watch, every
-        second: one primary-key query, reading the record only of the runs cancelled)."""
-        cancelled = runs_table.c.run_id.in_(list(run_ids)) & (runs_table.c.status == "cancelled")
-        with self.engine.connect() as conn:
-            rows = conn.execute(sa.select(runs_table.c.run_id, runs_table.c.record).where(cancelled)).all()
-        return {run_id: _reason(record) for run_id, record in rows}
-
-    def changed_since(self, since: float) -> list[tuple[str, float]]:
-        """`(run_id, updated_at)` of the runs written (by any process) after `since`."""
-        with self.engine.connect() as conn:
-            rows = conn.execute(
-                sa.select(runs_table.c.run_id, runs_table.c.updated_at).where(runs_table.c.updated_at > since)
-            ).all()
-        return [(r[0], r[1]) for r in rows]
-
-    def statuses_since(self, since: float, *, running: bool = False) -> list[tuple[str, str, float]]:
-        """`(run_id, status, updated_at)` of the runs written (by any process) after `since` and, with `running`,
-        of every run not finished besides. The columns only: a look every second must not parse every record
-        written with progress (the owner is in the record: `get` the few that matter)."""
-        c = runs_table.c
-        where = c.updated_at > since
-        if running:
-            where = sa.or_(where, c.status.not_in(FINISHED))
-        with self.engine.connect() as conn:
-            rows = conn.execute(sa.select(c.run_id, c.status, c.updated_at).where(where)).all()
-        return [(r[0], r[1], r[2]) for r in rows]
-
-    def get(self, run_id: str) -> RunRecord | None:
-        if (queued := self._queued(run_id)) is not None:
-            return queued
-        with self.engine.connect() as conn:
-            row = conn.execute(sa.select(runs_table.c.record).where(runs_table.c.run_id == run_id)).first()
-        return RunRecord.model_validate_json(row[0]) if row else None
-
     async def kept(
         self, keep: Callable[[RunRecord], bool], *, limit: int, offset: int = 0, thread: str | None, deep: int
-    ) -> list[RunRecord]:
+    ) -> builtins.list[RunRecord]:
         """The newest runs `keep` keeps, after the first `offset` of them, read a page of `limit` at a time (one
         page when the newest are kept) and at most `deep` runs deep. `keep` runs here, not in the thread."""
-        found: list[RunRecord] = []
+        found: builtins.list[RunRecord] = []
         read = functools.partial(self.list, thread=thread)
         for at in range(0, deep, limit):
             page = await anyio.to_thread.run_sync(functools.partial(read, limit=min(limit, deep - at), offset=at))
@@ -284,33 +212,6 @@ class RunStore:
             if len(found) >= offset + limit or len(page) < limit:
                 break
         return found[offset : offset + limit]
-
-    def list(
-        self,
-        *,
-        limit: int = 50,
-        offset: int = 0,
-        status: Sequence[str] | None = None,
-        thread: str | None = None,
-        executor_id: str | None = None,
-        oldest_first: bool = False,
-    ) -> list[RunRecord]:
-        q = sa.select(runs_table.c.record)
-        if status is not None:
-            q = q.where(runs_table.c.status.in_(list(status)))
-        if thread is not None:
-            q = q.where(runs_table.c.thread_id == thread)
-        if executor_id is not None:
-            q = q.where(runs_table.c.executor_id == executor_id)
-        order = runs_table.c.started_at.asc() if oldest_first else runs_table.c.started_at.desc()
-        with self.engine.connect() as conn:
-            rows = conn.execute(q.order_by(order).limit(limit).offset(offset)).all()
-        return [RunRecord.model_validate_json(r[0]) for r in rows]
-
-    def updated_at(self, run_id: str) -> float | None:
-        with self.engine.connect() as conn:
-            row = conn.execute(sa.select(runs_table.c.updated_at).where(runs_table.c.run_id == run_id)).first()
-        return row[0] if row else None
 
     async def subscribe(self, run_id: str, *, poll: float = 1.0, final: bool = False) -> AsyncIterator[RunRecord]:
         """The run's record now and after each change, until it is finished. Changes written by this
@@ -355,14 +256,87 @@ class RunStore:
             self._finished.pop(run_id, None)
 
 
+class MemoryRunStore(RunStore):
+    """Runs kept in this process only (an `--ephemeral` server, an eval, a recorded run): every run still running,
+    and the newest `max_finished` finished ones, each kept as compressed JSON (a record parsed now and then costs
+    little, while 200 records as pydantic objects held about 24 KB each on the offline model against about 1 KB
+    compressed). They end with the process."""
+
+    def __init__(self, max_finished: int = 200) -> None:
+        super().__init__()
+        if max_finished < 1:
+            raise ValueError("max_finished must be at least 1")
+        self.max_finished = max_finished
+        self._rows: OrderedDict[str, tuple[RunRecord | None, bytes]] = OrderedDict()  # running: the record itself
+
+    def _write_batch(self, records: Sequence[RunRecord]) -> frozenset[str]:
+        kept: set[str] = set()
+        for r in records:
+            stored = self._read(r.run_id)
+            if stored is not None and stored.finished and (not r.finished or
+                                                           (stored.status == "cancelled" and r.status != "cancelled")):
+                if r.finished:
+                    kept.add(r.run_id)
+                continue  # as the database's conditional writes: a finished run stays as it ended
+            self._rows.pop(r.run_id, None)
+            self._rows[r.run_id] = (None, zlib.compress(r.model_dump_json().encode(), 1)) if r.finished else (r, b"")
+        finished = [run_id for run_id, (live, _) in self._rows.items() if live is None]
+        for run_id in finished[: max(len(finished) - self.max_finished, 0)]:
+            del self._rows[run_id]
+        self.writes += 1
+        return frozenset(kept)
+
+    def _read(self, run_id: str) -> RunRecord | None:
+        live, packed = self._rows.get(run_id, (None, b""))
+        return live if live is not None else RunRecord.model_validate_json(zlib.decompress(packed)) if packed else None
+
+    def _finish_if_running(self, record: RunRecord) -> bool:
+        stored = self._read(record.run_id)
+        if stored is None or stored.finished:
+            return False
+        self._write_batch([record])
+        return True
+
+    def _all(self) -> builtins.list[RunRecord]:
+        return [r for run_id in list(self._rows) if (r := self._read(run_id)) is not None]
+
+    def list(
+        self,
+        *,
+        limit: int = 50,
+        offset: int = 0,
+        status: Sequence[str] | None = None,
+        thread: str | None = None,
+        executor_id: str | None = None,
+        oldest_first: bool = False,
+    ) -> builtins.list[RunRecord]:
+        found = [
+            r for r in self._all()
+            if (status is None or r.status in status) and (thread is None or r.thread == thread)
+            and (executor_id is None or r.executor_id == executor_id)
+        ]  # fmt: skip
+        found.sort(key=lambda r: r.started_at, reverse=not oldest_first)
+        return found[offset : offset + limit]
+
+    def updated_at(self, run_id: str) -> float | None:
+        record = self._read(run_id)
+        return record.updated_at.timestamp() if record is not None else None
+
+    def cancelled_among(self, run_ids: Sequence[str]) -> dict[str, str | None]:
+        return {r.run_id: r.reason for run_id in run_ids if (r := self._read(run_id)) and r.status == "cancelled"}
+
+    def statuses_since(self, since: float, *, running: bool = False) -> builtins.list[tuple[str, str, float]]:
+        return [
+            (r.run_id, r.status, r.updated_at.timestamp())
+            for r in self._all()
+            if r.updated_at.timestamp() > since or (running and r.status not in FINISHED)
+        ]
+
+    def changed_since(self, since: float) -> builtins.list[tuple[str, float]]:
+        return [(r.run_id, r.updated_at.timestamp()) for r in self._all() if r.updated_at.timestamp() > since]
+
+
 def _taken(queued: RunRecord | Callable[[], RunRecord]) -> RunRecord:
     return queued() if callable(queued) else queued
 
 
-def _reason(record: str) -> str | None:
-    """The reason of a stored cancelled record; None when this version cannot read the record (one written by a
-    newer version): its status column says cancelled all the same, and the run is stopped without it."""
-    try:
-        return RunRecord.model_validate_json(record).reason
-    except ValidationError:
-        return None

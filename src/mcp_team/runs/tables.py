@@ -59,6 +59,16 @@ answers_table = sa.Table(
 )
 
 
+class Resumed(BaseModel):
+    """A time a run came back after the process running it stopped."""
+
+    at: datetime
+    by: str = Field(description="The executor id of the process that resumed it.")
+    how: Literal["restart", "takeover"] = Field(
+        description="restart: the process came back with its executor id; takeover: another process took it over."
+    )
+
+
 class RunRecord(BaseModel):
     """What the store knows of a run: its state and the run record so far (the result once finished)."""
 
@@ -84,6 +94,8 @@ class RunRecord(BaseModel):
     waiting: Checkpoint | None = Field(
         default=None, description="The checkpoint the run waits at for a person (answer it with answer_checkpoint)."
     )
+    resumed: list[Resumed] = Field(default=[], description="Each time it came back after its process stopped.")
+    executions: int = Field(default=0, description="How many times a process began running it (1 unless resumed).")
 
     @property
     def finished(self) -> bool:
@@ -101,7 +113,7 @@ class RunRecord(BaseModel):
             thread=self.thread,
             resumable=self.resumable,
             # the times as the result writes them
-            **self.model_dump(mode="json", include={"started_at", "updated_at", "waiting"}),
+            **self.model_dump(mode="json", include={"started_at", "updated_at", "waiting", "resumed"}),
         )
         view.setdefault("handoffs", [])
         return redact_value(view)

@@ -16,16 +16,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from mcp_team.errors import McpTeamError
-from mcp_team.handoffs import RunResult, Team
+from mcp_team.handoffs import RunResult, Runtime, Team
 from mcp_team.handoffs.subteam import SubTeam
 from mcp_team.llm import Model
 from mcp_team.llm.wrappers import map_models
-from mcp_team.runs._dbos_internals import MAX_DEPTH
 from mcp_team.runs.runtime import DurableModel, DurableRuntime, durable_tool
 from mcp_team.runs.threads import compose_request
 from mcp_team.runs.workflow import EventSink, RunInput
@@ -78,11 +76,6 @@ def durable_team(team: Team) -> Team:
     return Team(models, specialists, team.settings, team.runtime)
 
 
-def _depth(specialists: Sequence[Specialist]) -> int:
-    """How many levels of handoffs a run of these members has (1: no member is a team)."""
-    return 1 + max((_depth(s.members) for s in specialists if isinstance(s, SubTeam)), default=0)
-
-
 def _label(model: Model) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "-" for c in model.name)[:40] or "model"
 
@@ -111,17 +104,11 @@ class TeamEngine:
     async def run(
         self,
         run: RunInput,
-        runtime: DurableRuntime | None,
+        runtime: Runtime | None,
         on_event: EventSink,
         on_finish: Callable[[RunResult], None],
     ) -> RunResult:
         team = self.durable if runtime is not None else self.team
-        if runtime is not None and (depth := _depth(team.specialists)) > MAX_DEPTH:
-            raise McpTeamError(
-                f"its teams nest {depth} deep, and a durable run numbers its steps for {MAX_DEPTH} levels at most: "
-                f"flatten a level of the team tree (or lower [supervisor] max_team_depth), or run it with durable "
-                f"runs off (--ephemeral)"
-            )
         return await team.run(
             compose_request(run.request, run.history),
             mode=run.mode,
@@ -133,5 +120,5 @@ class TeamEngine:
             started_at=run.started_at,
             resumed_at=run.resumed_at,
             checkpoints=run.checkpoints,
-            approve=runtime.approve if runtime is not None else None,
+            approve=runtime.approve if isinstance(runtime, DurableRuntime) else None,
         )

@@ -17,9 +17,8 @@ from typing import TYPE_CHECKING, Protocol
 from dbos import DBOS
 from pydantic import BaseModel
 
-from mcp_team.handoffs import Budgets, RunEvent, RunResult
+from mcp_team.handoffs import Budgets, RunEvent, RunResult, Runtime
 from mcp_team.handoffs.schema import Mode
-from mcp_team.runs.runtime import DurableRuntime
 from mcp_team.runs.threads import ThreadHistory
 
 if TYPE_CHECKING:
@@ -55,7 +54,7 @@ class Engine(Protocol):
     async def run(
         self,
         run: RunInput,
-        runtime: DurableRuntime | None,
+        runtime: Runtime | None,
         on_event: EventSink,
         on_finish: Callable[[RunResult], None],
     ) -> RunResult:

@@ -18,7 +18,7 @@ from mcp_team.server.commands.common import EXIT_FAILED, EXIT_OK, error
 
 if TYPE_CHECKING:
     from mcp_team.runs.config import DurableConfig
-    from mcp_team.runs.store import RunStore
+    from mcp_team.runs.sql_store import SqlRunStore as RunStore
     from mcp_team.runs.tables import RunRecord
     from mcp_team.server.commands.common import Subparsers
 
@@ -95,7 +95,7 @@ def runs_command(args: argparse.Namespace) -> int:
     import sqlalchemy as sa
 
     from mcp_team.runs.database import check_state_dir, damaged, is_damaged, open_engine
-    from mcp_team.runs.store import RunStore
+    from mcp_team.runs.sql_store import SqlRunStore as RunStore
 
     if config.sqlite_path is not None and not config.sqlite_path.exists():
         check_state_dir(config.sqlite_path.parent, config)
