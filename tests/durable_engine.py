@@ -89,6 +89,7 @@ class FakeEngine:
         runtime: Any,
         on_event: Callable[[RunEvent], Awaitable[None]],
         on_finish: Callable[[RunResult], None],
+        approve: Any = None,
     ) -> RunResult:
         runtime = runtime or Ephemeral()
         model = DurableModel(LoggingModel(self), "specialist")

@@ -21,6 +21,7 @@ if os.environ.get("MCP_TEAM_TEST_RELEASE"):  # as an older release of mcp-team w
 
 from durable_engine import FakeEngine
 from mcp_team.runs import open_runs, resolve
+from mcp_team.runs.types import RunRequest
 
 
 async def main() -> None:
@@ -34,7 +35,7 @@ async def main() -> None:
         engine.team_hash = sys.argv[9]
     async with open_runs(config, engine) as runs:
         if mode == "start":
-            await runs.start("fan out", run_id=run_id)
+            await runs.start(RunRequest(request="fan out"), run_id=run_id)
             print("STARTED", flush=True)
         record = await runs.wait(run_id)
         assert record is not None

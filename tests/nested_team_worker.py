@@ -22,6 +22,7 @@ from mcp_team.llm import ModelRequest, ModelResponse, ModelSet
 from mcp_team.llm.offline import OfflineModel
 from mcp_team.runs import open_runs, resolve
 from mcp_team.runs.team_engine import TeamEngine
+from mcp_team.runs.types import RunRequest
 from mcp_team.specialists import Specialist
 from mcp_team.specialists.calculator import CALCULATE
 
@@ -72,7 +73,7 @@ async def main() -> None:
     config = resolve(state_dir=state, executor_id="worker-1", environ={})
     async with open_runs(config, TeamEngine(team)) as runs:
         if mode == "start":
-            await runs.start("Each of you: compute 6*7 and report.", run_id=run_id)
+            await runs.start(RunRequest(request="Each of you: compute 6*7 and report."), run_id=run_id)
             print("STARTED", flush=True)
         record = await runs.wait(run_id)
         assert record is not None

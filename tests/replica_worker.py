@@ -23,6 +23,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from durable_engine import FakeEngine
 from mcp_team.errors import ConfigError
 from mcp_team.runs import open_runs, resolve
+from mcp_team.runs.types import RunRequest
 
 
 def _say(**fields: Any) -> None:
@@ -44,7 +45,7 @@ async def main() -> None:
 
             async def handle(cmd: str, arg: str) -> None:
                 if cmd == "start":
-                    _say(cmd=cmd, record=_dump(await runs.start("fan out", run_id=arg)))
+                    _say(cmd=cmd, record=_dump(await runs.start(RunRequest(request="fan out"), run_id=arg)))
                 elif cmd == "get":
                     _say(cmd=cmd, record=_dump(await runs.get(arg)))
                 elif cmd == "wait":

@@ -18,6 +18,7 @@ from mcp_team.llm import ModelRequest, ModelResponse, ModelSet
 from mcp_team.llm.offline import OfflineModel
 from mcp_team.runs import open_runs, resolve
 from mcp_team.runs.team_engine import TeamEngine
+from mcp_team.runs.types import RunRequest
 from mcp_team.specialists import Specialist
 from mcp_team.specialists.calculator import CALCULATE
 
@@ -58,7 +59,8 @@ async def main() -> None:
     engine = TeamEngine(team(int(k), float(latency), log, deadline))
     async with open_runs(config, engine) as runs:
         if mode == "start":
-            await runs.start("Each of you: compute 6*7 and report.", run_id=run_id, mode=run_mode)  # type: ignore[arg-type]
+            asked = RunRequest(request="Each of you: compute 6*7 and report.", mode=run_mode)  # type: ignore[arg-type]
+            await runs.start(asked, run_id=run_id)
             print("STARTED", flush=True)
         record = await runs.wait(run_id)
         assert record is not None

@@ -19,8 +19,8 @@ from durable_engine import FakeEngine
 from mcp_team.runs import open_runs, resolve
 from mcp_team.runs.database import sqlite_engine
 from mcp_team.runs.records import Progress
-from mcp_team.runs.store import RunStore
-from mcp_team.runs.tables import RunRecord, now
+from mcp_team.runs.sql_store import SqlRunStore as RunStore
+from mcp_team.runs.types import RunRecord, RunRequest, now
 from support import HANG_GUARD, stored_runs
 from test_cancel_retry import (
     FIRST_REASON,
@@ -74,7 +74,7 @@ async def test_the_run_service_stops_a_run_recorded_cancelled_by_another_process
     assert config.sqlite_path is not None
     engine = FakeEngine(k=2, steps=2, latency=3600.0)  # its model calls never return: only a cancel ends it
     async with open_runs(config, engine) as runs:
-        await runs.start("a request", run_id="run-x", resumable=resumable)
+        await runs.start(RunRequest(request="a request"), run_id="run-x", resumable=resumable)
         half = await _cancel_record_only(config.sqlite_path, "run-x")
         with anyio.fail_after(HANG_GUARD):
             while runs.running:  # noqa: ASYNC110 (polled: the watch's period is the thing tested)

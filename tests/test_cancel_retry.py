@@ -23,6 +23,7 @@ from mcp_team.runs import open_runs, resolve
 from mcp_team.runs.database import sqlite_engine
 from mcp_team.runs.records import Progress
 from mcp_team.runs.sql_store import SqlRunStore as RunStore
+from mcp_team.runs.types import RunRequest
 from support import HANG_GUARD, INITIALIZED, MCP_TEAM, clean_env, initialize, stdio_lines, stored_runs
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")]
@@ -107,7 +108,8 @@ async def test_a_restart_does_not_run_a_workflow_whose_record_says_cancelled(tmp
     start. The run service finds its record finished and returns what it recorded, calling no model."""
     config = resolve(state_dir=tmp_path, environ={})
     async with open_runs(config, FakeEngine(k=2, steps=2, latency=3600.0)) as runs:
-        await runs.start("a request", run_id="run-c")  # closing leaves it pending, to resume at the next start
+        # closing leaves it pending, to resume at the next start
+        await runs.start(RunRequest(request="a request"), run_id="run-c")
     assert config.sqlite_path is not None
     half = await _cancel_record_only(config.sqlite_path, "run-c")
     assert _workflow_status(config.sqlite_path, "run-c") == "PENDING"
@@ -132,7 +134,8 @@ async def test_a_cancel_whose_workflow_the_database_refused_says_so_and_cancelli
 ) -> None:
     config = resolve(state_dir=tmp_path, environ={})
     async with open_runs(config, FakeEngine(k=2, steps=2, latency=3600.0)) as runs:
-        await runs.start("a request", run_id="run-r")  # closing leaves it pending, to resume at the next start
+        # closing leaves it pending, to resume at the next start
+        await runs.start(RunRequest(request="a request"), run_id="run-r")
     db = config.sqlite_path
     assert db is not None
     with sqlite3.connect(db) as conn:  # DBOS's half of a cancel fails, the run store's does not

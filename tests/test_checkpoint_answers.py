@@ -12,7 +12,7 @@ import sqlalchemy as sa
 
 from mcp_team.handoffs.checkpoints import Checkpoint, Decision
 from mcp_team.runs import approvals
-from mcp_team.runs.store import RunStore
+from mcp_team.runs.sql_store import SqlRunStore as RunStore
 from mcp_team.runs.tables import answers_table
 
 pytestmark = pytest.mark.anyio

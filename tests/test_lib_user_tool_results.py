@@ -22,6 +22,7 @@ from mcp_team import ModelSet, Specialist, Team, Tool, use_tracing
 from mcp_team.llm import ModelRequest, ModelResponse, TextBlock, ToolResultBlock, ToolUseBlock
 from mcp_team.llm.offline import OfflineModel
 from mcp_team.llm.settings import ModelSettings
+from mcp_team.runs.types import RunRequest
 from mcp_team.server.app import build_server
 from mcp_team.server.teamfile import load_team
 from mcp_team.telemetry import content
@@ -167,7 +168,7 @@ async def test_a_durable_run_cuts_at_the_tools_own_limit_and_records_no_more_tha
     async with open_runs(
         resolve(state_dir=tmp_path, environ={}), TeamEngine(Team(ModelSet.single(model), [scout]))
     ) as runs:
-        started = await runs.start("Find facts about bees")
+        started = await runs.start(RunRequest(request="Find facts about bees"))
         record = await runs.wait(started.run_id, timeout=60)
     assert record is not None and record.status == "complete", record
     (seen,) = model.tool_results

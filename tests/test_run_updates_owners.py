@@ -22,7 +22,7 @@ from mcp.server.auth.settings import AuthSettings
 from mcp_team.llm.settings import ModelSettings
 from mcp_team.runs import resolve
 from mcp_team.runs.sql_store import SqlRunStore as RunStore
-from mcp_team.runs.tables import RunRecord
+from mcp_team.runs.types import RunRecord
 from mcp_team.server.app import build_server
 from mcp_team.server.http import HttpSettings, http_app
 from postgres import postgres_server

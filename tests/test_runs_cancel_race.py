@@ -11,8 +11,8 @@ import sqlalchemy as sa
 
 from mcp_team.handoffs import RunResult, UsageReport
 from mcp_team.runs.records import Progress
-from mcp_team.runs.store import RunStore
-from mcp_team.runs.tables import RunRecord, now
+from mcp_team.runs.sql_store import SqlRunStore as RunStore
+from mcp_team.runs.types import RunRecord, now
 
 pytestmark = pytest.mark.anyio
 

@@ -18,6 +18,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from durable_engine import FakeEngine
 from mcp_team.runs import open_runs, resolve
 from mcp_team.runs.database import open_engine
+from mcp_team.runs.types import RunRequest
 from postgres import postgres
 from test_runs_updated_index import INDEX, indexes, opened_on_an_older_database
 
@@ -57,7 +58,8 @@ async def test_a_role_that_does_not_own_the_runs_table_still_opens_runs(
     with caplog.at_level(logging.WARNING, logger="mcp_team"):
         async with open_runs(app, FakeEngine()) as runs:
             assert [r.request for r in await runs.list()] == ["before the index"]
-            record = await runs.wait((await runs.start("by the application's role")).run_id, timeout=60)
+            started = await runs.start(RunRequest(request="by the application's role"))
+            record = await runs.wait(started.run_id, timeout=60)
             assert record is not None and record.status == "complete", record
     said = [r.getMessage() for r in caplog.records if INDEX in r.getMessage()]
     assert len(said) == 1, caplog.text

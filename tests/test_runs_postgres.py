@@ -15,6 +15,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from durable_engine import FakeEngine
 from mcp_team.errors import ConfigError
 from mcp_team.runs import open_runs, resolve
+from mcp_team.runs.types import RunRequest
 from postgres import postgres_server
 
 
@@ -28,7 +29,7 @@ def pg_url() -> Iterator[str]:
 async def test_runs_on_postgresql(tmp_path: Path, pg_url: str) -> None:
     config = resolve(state_dir=tmp_path, database_url=pg_url, executor_id="pg-a", environ={})
     async with open_runs(config, FakeEngine(k=4, steps=2)) as runs:
-        record = await runs.wait((await runs.start("on postgres", thread="p")).run_id, timeout=60)
+        record = await runs.wait((await runs.start(RunRequest(request="on postgres", thread="p"))).run_id, timeout=60)
         assert record is not None and record.status == "complete", record
         assert record.result is not None and len(record.result.handoffs) == 4
         from mcp_team.runs.database import open_engine

@@ -17,6 +17,7 @@ from durable_engine import FakeEngine
 from mcp_team.errors import ConfigError
 from mcp_team.handoffs import RunResult
 from mcp_team.runs import DurableConfig, open_runs, resolve
+from mcp_team.runs.types import RunRequest
 
 pytestmark = pytest.mark.anyio
 
@@ -28,7 +29,7 @@ def _config(tmp_path: Path, **kw: str) -> DurableConfig:
 async def test_a_run_is_recorded_from_start_to_finish_and_listed(tmp_path: Path) -> None:
     engine = FakeEngine(k=3, steps=2, latency=0.01)
     async with open_runs(_config(tmp_path), engine) as runs:
-        started = await runs.start("first request", thread="t1")
+        started = await runs.start(RunRequest(request="first request", thread="t1"))
         assert started.status == "running" and started.resumable
         seen = [r.status async for r in runs.subscribe(started.run_id)]
         assert seen[-1] == "complete"
@@ -47,9 +48,9 @@ async def test_runs_waited_on_or_watched_leave_nothing_behind_in_the_store(tmp_p
     engine = FakeEngine(k=1, steps=1, latency=0.01)
     async with open_runs(_config(tmp_path), engine) as runs:
         for _ in range(3):
-            await runs.wait((await runs.start("a request")).run_id)
+            await runs.wait((await runs.start(RunRequest(request="a request"))).run_id)
         engine.latency = 30.0  # still running when the test looks (at 10 ms a loaded machine once saw it end first)
-        watch = runs.subscribe((await runs.start("left early")).run_id)
+        watch = runs.subscribe((await runs.start(RunRequest(request="left early"))).run_id)
         await anext(watch)
         assert runs.store.watched == 1
         await watch.aclose()  # a client that stops watching before the run ends
@@ -63,7 +64,7 @@ async def test_closing_right_after_a_run_finished_leaves_its_workflow_ended_not_
     config = _config(tmp_path)
     for _ in range(3):
         async with open_runs(config, FakeEngine(k=2, steps=1)) as runs:
-            record = await runs.wait((await runs.start("a request")).run_id)
+            record = await runs.wait((await runs.start(RunRequest(request="a request"))).run_id)
             assert record is not None and record.status == "complete"
     assert config.sqlite_path is not None
     with sqlite3.connect(config.sqlite_path) as db:
@@ -78,7 +79,7 @@ async def test_a_run_whose_end_was_recorded_is_never_run_again(tmp_path: Path) -
     # which interrupts it) must not overwrite the record.
     config = _config(tmp_path)
     async with open_runs(config, FakeEngine(k=2, steps=1)) as runs:
-        done = await runs.wait((await runs.start("a request")).run_id)
+        done = await runs.wait((await runs.start(RunRequest(request="a request"))).run_id)
     assert done is not None and done.status == "complete"
     assert config.sqlite_path is not None
     with sqlite3.connect(config.sqlite_path) as db:
@@ -101,16 +102,17 @@ sys.path.insert(0, sys.argv[2])
 from durable_engine import FakeEngine
 from mcp_team.errors import McpTeamError
 from mcp_team.runs import open_runs, resolve
+from mcp_team.runs.types import RunRequest
 
 async def main(state):
     async with open_runs(resolve(state_dir=state, environ={}), FakeEngine(k=2, steps=1)) as runs:
-        await runs.wait((await runs.start("one")).run_id, timeout=30)
+        await runs.wait((await runs.start(RunRequest(request="one"))).run_id, timeout=30)
         # No file may grow now: the database's next write fails as on a full disk (EFBIG, no signal).
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         biggest = max(os.path.getsize(os.path.join(state, f)) for f in os.listdir(state))
         resource.setrlimit(resource.RLIMIT_FSIZE, (biggest, resource.RLIM_INFINITY))
         try:
-            await runs.start("two")
+            await runs.start(RunRequest(request="two"))
         except McpTeamError as exc:
             print("REFUSED", exc)
         print("RUNNING", runs.running)
@@ -155,7 +157,7 @@ async def main(state):
     engine = FakeEngine(k=2, steps=2, latency=0.3)
     async with open_runs(resolve(state_dir=state, environ={}), engine) as runs:
         sa.event.listen(runs.store.engine, "before_cursor_execute", disk)  # DBOS writes through it on SQLite
-        run_id = (await runs.start("one")).run_id
+        run_id = (await runs.start(RunRequest(request="one"))).run_id
         await anyio.sleep(0.4)  # its first calls are in flight
         full = True
         await anyio.sleep(2.0)
@@ -189,7 +191,7 @@ async def test_a_run_that_crashes_is_failed_in_its_record_and_in_its_result(tmp_
             raise RuntimeError("a bug in an engine")
 
     async with open_runs(_config(tmp_path), Crashing()) as runs:
-        record = await runs.wait((await runs.start("a request")).run_id, timeout=30)
+        record = await runs.wait((await runs.start(RunRequest(request="a request"))).run_id, timeout=30)
     assert record is not None and record.status == "failed" and record.result is not None
     assert record.result.status == "failed" and "a bug in an engine" in (record.result.stopped_by or ""), record
 
@@ -211,7 +213,7 @@ async def test_a_team_run_whose_model_breaks_keeps_what_had_finished(tmp_path: P
     offline = OfflineModel()
     models = ModelSet({"supervisor": offline, "specialist": offline}, members={"writer": Broken()})
     async with open_runs(_config(tmp_path), TeamEngine(Team(models))) as runs:
-        started = await runs.start("Research bees and write a short report")
+        started = await runs.start(RunRequest(request="Research bees and write a short report"))
         record = await runs.wait(started.run_id, timeout=60)
     assert record is not None and record.status == "failed" and "a bug in my model" in (record.reason or "")
     assert record.result is not None
@@ -222,9 +224,9 @@ async def test_a_team_run_whose_model_breaks_keeps_what_had_finished(tmp_path: P
 async def test_follow_ups_in_a_thread_see_earlier_requests_and_answers(tmp_path: Path) -> None:
     engine = FakeEngine(k=1, steps=1)
     async with open_runs(_config(tmp_path), engine) as runs:
-        first = await runs.start("write a poem", thread="t1")
+        first = await runs.start(RunRequest(request="write a poem", thread="t1"))
         await runs.wait(first.run_id)
-        await runs.wait((await runs.start("unrelated", thread="t2")).run_id)
+        await runs.wait((await runs.start(RunRequest(request="unrelated", thread="t2"))).run_id)
         history = await runs.history("t1")
         assert [t.request for t in history.turns] == ["write a poem"]
         assert history.turns[0].answer.startswith("ans:synthesize")
@@ -235,7 +237,7 @@ async def test_cancel_stops_in_flight_calls_at_once_and_keeps_what_finished(
 ) -> None:
     engine = FakeEngine(k=4, steps=2, latency=0.02)
     async with open_runs(_config(tmp_path), engine) as runs:
-        record = await runs.start("long", run_id="run-c")
+        record = await runs.start(RunRequest(request="long"), run_id="run-c")
         # let some handoffs finish, then make the rest hang in their model calls
         async for update in runs.subscribe("run-c"):
             if update.result and any(h.status == "completed" for h in update.result.handoffs):
@@ -263,7 +265,7 @@ async def test_cancel_stops_in_flight_calls_at_once_and_keeps_what_finished(
 async def test_a_run_that_cannot_resume_is_marked_interrupted_at_the_next_start(tmp_path: Path) -> None:
     engine = FakeEngine(k=2, steps=1, latency=3600.0)
     async with open_runs(_config(tmp_path), engine) as runs:
-        await runs.start("on the client's model", run_id="run-s", resumable=False)
+        await runs.start(RunRequest(request="on the client's model"), run_id="run-s", resumable=False)
         # close() while it runs: it is marked interrupted, never left "running"
     async with open_runs(_config(tmp_path), FakeEngine()) as runs:
         record = await runs.get("run-s")
@@ -326,7 +328,7 @@ async def test_unreachable_postgresql_is_a_clear_error(tmp_path: Path) -> None:
 async def test_a_database_from_a_newer_mcp_team_is_refused_and_left_unchanged(tmp_path: Path) -> None:
     config = _config(tmp_path)
     async with open_runs(config, FakeEngine(k=1, steps=1)) as runs:
-        await runs.wait((await runs.start("x")).run_id)
+        await runs.wait((await runs.start(RunRequest(request="x"))).run_id)
     db = config.sqlite_path
     assert db is not None
     with sqlite3.connect(db) as conn:
@@ -357,7 +359,7 @@ def _dump(db: Path) -> list[str]:
 
 
 async def test_a_run_left_running_by_a_killed_process_that_cannot_resume_is_interrupted(tmp_path: Path) -> None:
-    from mcp_team.runs.tables import RunRecord, now
+    from mcp_team.runs.types import RunRecord, now
 
     async with open_runs(_config(tmp_path), FakeEngine()) as runs:
         at = now()

@@ -18,7 +18,8 @@ from durable_engine import FakeEngine
 from mcp_team.runs import open_runs, resolve
 from mcp_team.runs.config import DurableConfig
 from mcp_team.runs.database import open_engine
-from mcp_team.runs.store import RunStore
+from mcp_team.runs.sql_store import SqlRunStore as RunStore
+from mcp_team.runs.types import RunRequest
 from postgres import postgres_server
 
 INDEX = "mcp_team_runs_updated"
@@ -29,7 +30,7 @@ async def opened_on_an_older_database(config: DurableConfig) -> None:
     """Open runs on a database as a version without the index left it (its tables made, the index not), then
     once more, as this version's next start does."""
     async with open_runs(config, FakeEngine()) as runs:
-        record = await runs.wait((await runs.start("before the index")).run_id, timeout=60)
+        record = await runs.wait((await runs.start(RunRequest(request="before the index"))).run_id, timeout=60)
         assert record is not None and record.status == "complete", record
     db = open_engine(config)
     try:

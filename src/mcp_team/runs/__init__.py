@@ -28,15 +28,18 @@ from mcp_team.runs.config import APP_VERSION, DurableConfig, resolve
 
 if TYPE_CHECKING:
     from mcp_team.runs.service import Runs
-    from mcp_team.runs.workflow import Engine
+    from mcp_team.runs.types import Engine
 
 __all__ = ["APP_VERSION", "DurableConfig", "open_runs", "resolve"]
 
 
 @asynccontextmanager
-async def open_runs(config: DurableConfig, engine: Engine, *, adopt_orphans: bool = False) -> AsyncIterator[Runs]:
-    """The process's run service, open for the block. Raises `ConfigError` when it cannot start. A server
-    passes `adopt_orphans`: on SQLite it takes over the runs of processes that died (runs/orphans.py)."""
+async def open_runs(
+    config: DurableConfig | None, engine: Engine, *, adopt_orphans: bool = False
+) -> AsyncIterator[Runs]:
+    """The process's run service, open for the block: durable on `config`'s database, or in memory when None.
+    Raises `ConfigError` when it cannot start. A server passes `adopt_orphans`: on SQLite it takes over the runs
+    of processes that died (runs/orphans.py)."""
     service = await anyio.to_thread.run_sync(importlib.import_module, "mcp_team.runs.service")
     runs = await service.Runs.open(config, engine)
     async with anyio.create_task_group() as tg:

@@ -17,33 +17,17 @@ import anyio
 import sqlalchemy as sa
 from dbos import DBOS
 
-from mcp_team.errors import ConfigError
 from mcp_team.runs.database import reason_of
+from mcp_team.runs.errors import CancelRefused
 from mcp_team.runs.live import Live
 from mcp_team.runs.records import Progress
 from mcp_team.runs.store import RunStore
-from mcp_team.runs.tables import RunRecord
+from mcp_team.runs.types import RunRecord
 
 log = logging.getLogger(__name__)
 
 CANCEL_POLL = 1.0  # seconds between checks for runs cancelled by another process
 CANCEL_CHUNK = 64  # run ids per check (see fixed_chunks)
-
-
-class CancelRefused(ConfigError):
-    """The run's record says cancelled, but the runs database refused DBOS's half of the cancel (its workflow).
-    The message says the cancel did not finish and how to retry it (`retry`, the caller's way to cancel)."""
-
-    def __init__(self, run_id: str, exc: BaseException, retry: str = "Cancel it again") -> None:
-        self.run_id, self.cause = run_id, exc
-        super().__init__(
-            f"run {run_id} is recorded cancelled, but the runs database refused to cancel its workflow "
-            f"({reason_of(exc)}), so the cancel did not finish. {retry} once the database is writable"
-        )
-
-    def retried_with(self, retry: str) -> CancelRefused:
-        """The same error, saying to retry with `retry` (e.g. "Call cancel_run again")."""
-        return CancelRefused(self.run_id, self.cause, retry)
 
 
 async def watch_cancellations(lives: Mapping[str, Live], store: RunStore) -> None:
@@ -126,13 +110,6 @@ async def cancel_workflow(record: RunRecord) -> None:
         await DBOS.cancel_workflow_async(record.workflow_id, cancel_children=True)  # its branches too
     except sa.exc.SQLAlchemyError as exc:
         raise CancelRefused(record.run_id, exc) from None
-
-
-async def stored_cancel_reason(store: RunStore, run_id: str) -> str | None:
-    """The reason another process gave when it cancelled `run_id`: it writes the run's record (with the reason)
-    before it cancels the workflow, so the process running it keeps that reason, whoever stops the run first."""
-    told = await anyio.to_thread.run_sync(store.get, run_id)
-    return told.reason if told is not None and told.status == "cancelled" and told.reason else None
 
 
 def fixed_chunks(ids: list[str], size: int) -> list[list[str]]:

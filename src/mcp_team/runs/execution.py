@@ -20,23 +20,19 @@ from typing import TYPE_CHECKING, Literal
 
 import anyio
 from anyio.abc import TaskGroup
-from dbos import DBOS  # a durable run's workflow id: only read when `durable` (DBOS is loaded then)
 
 from mcp_team.errors import McpTeamError
 from mcp_team.handoffs import RunEvent, RunResult
 from mcp_team.handoffs.checkpoints import Approver, Checkpoint
 from mcp_team.runs.approvals import Board
-from mcp_team.runs.branches import Branches
-from mcp_team.runs.cancels import stored_cancel_reason
-from mcp_team.runs.config import DurableConfig
 from mcp_team.runs.errors import CheckpointFailed, ReplayDiverged
 from mcp_team.runs.live import Live
 from mcp_team.runs.records import NOT_RESUMABLE, Progress, final_state
-from mcp_team.runs.recovery import resume_here
-from mcp_team.runs.runtime import DurableRuntime
 from mcp_team.runs.store import RunStore
-from mcp_team.runs.tables import Resumed, RunRecord, now
-from mcp_team.runs.workflow import Engine, RunInput
+from mcp_team.runs.types import Engine, Resumed, RunInput, RunRecord, now
+
+if TYPE_CHECKING:
+    from mcp_team.runs.durable import Durable
 
 log = logging.getLogger(__name__)
 
@@ -48,19 +44,15 @@ class RunInterrupted(McpTeamError):
 class Execution:
     """Runs a run here; what it needs of the service is declared below (`Runs` sets it)."""
 
-    config: DurableConfig
     store: RunStore
     engine: Engine
+    executor_id: str
+    app_version: str
     checkpoints: Board
-    branches: Branches | None  # a durable service's (None: runs never go through DBOS)
+    durable: Durable | None  # a durable service's DBOS side (None: runs never go through DBOS)
     _live: dict[str, Live]
     _closing: bool
     _tg: TaskGroup | None
-
-    if TYPE_CHECKING:
-
-        @property
-        def executor_id(self) -> str: ...
 
     async def _execute_quietly(self, run: RunInput) -> None:
         with contextlib.suppress(Exception):
@@ -74,8 +66,8 @@ class Execution:
             if stored is not None and stored.finished:
                 # Its end was recorded but DBOS's was not (a crash in between), or it was cancelled while no
                 # process ran it: its record is the truth, and running it again could only overwrite it.
-                if self.branches is not None:
-                    self.branches.finish(run.run_id)
+                if self.durable is not None:
+                    self.durable.branches.finish(run.run_id)
                 if stored.result is not None:
                     return stored.result
                 raise RunInterrupted(stored.reason or stored.status)
@@ -95,8 +87,9 @@ class Execution:
                     "waiting": None}  # a resumed run shows its checkpoint again once it waits there
         )  # fmt: skip
         if durable:
+            assert self.durable is not None
             progress.record = progress.record.model_copy(
-                update={"workflow_id": DBOS.workflow_id, "app_version": self.config.app_version}
+                update={"workflow_id": self.durable.workflow_id(), "app_version": self.app_version}
             )
         try:
             if not live.fresh:
@@ -115,11 +108,11 @@ class Execution:
         finally:
             self._live.pop(run.run_id, None)
             live.done.set()
-            if self.branches is not None:
+            if durable and self.durable is not None:
                 if progress.record.finished:
-                    self.branches.finish(run.run_id)  # its branch workflows may end now: the record is final
+                    self.durable.branches.finish(run.run_id)  # its branch workflows may end now: the record is final
                 else:
-                    self.branches.stop(run.run_id)  # a stop: they stay pending and resume with the run
+                    self.durable.branches.stop(run.run_id)  # a stop: they stay pending and resume with the run
 
     async def _run_engine(self, run: RunInput, live: Live, durable: bool) -> RunResult:
         progress = live.progress
@@ -138,12 +131,13 @@ class Execution:
         result: RunResult | None = None
         try:
             with live.scope:
+                approve = self._approver(run.run_id, live, durable)
                 if durable:
-                    assert self.branches is not None
-                    runtime = DurableRuntime(run.run_id, self.branches, self._approver(run.run_id, live, durable))
-                    result = await live.engine.run(run, runtime, on_event, finished.append)
+                    assert self.durable is not None
+                    runtime = self.durable.runtime(run.run_id, approve)
+                    result = await live.engine.run(run, runtime, on_event, finished.append, approve)
                 else:
-                    result = await live.engine.run(run, None, on_event, finished.append)
+                    result = await live.engine.run(run, None, on_event, finished.append, approve)
         except BaseException as exc:
             if _contains(exc, CheckpointFailed) and not self._closing:
                 # Its workflow stays pending (nothing recorded its end): it goes on from its last recorded step once
@@ -189,7 +183,12 @@ class Execution:
     async def _cancel_reason(self, live: Live) -> str:
         """Why `live` was cancelled, for its final record. DBOS may stop a workflow cancelled from another process
         before `watch_cancellations` has read the reason that process stored: it is read here then, not lost."""
-        return live.cancel_reason or await stored_cancel_reason(self.store, live.progress.record.run_id) or "cancelled"
+        if live.cancel_reason:
+            return live.cancel_reason
+        # The reason another process gave when it cancelled the run: it writes the run's record (with the reason)
+        # before it cancels the workflow, so the reason is kept, whoever stops the run first.
+        told = await anyio.to_thread.run_sync(self.store.get, live.progress.record.run_id)
+        return told.reason if told is not None and told.status == "cancelled" and told.reason else "cancelled"
 
     def _pause(self, record: RunRecord, reason: str) -> None:
         log.warning(
@@ -201,7 +200,8 @@ class Execution:
 
     async def _resume_when_writable(self, record: RunRecord) -> None:
         await self.store.write(record)  # waits, retrying with backoff (and saying so), until the database takes it
-        await resume_here(record.run_id, self.executor_id)
+        assert self.durable is not None
+        await self.durable.resume_here(record.run_id)
         log.warning("run %s goes on: the runs database takes writes again", record.run_id)
 
     def _approver(self, run_id: str, live: Live, durable: bool) -> Approver:

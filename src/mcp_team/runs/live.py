@@ -8,7 +8,7 @@ import anyio
 
 from mcp_team.handoffs.checkpoints import Approver
 from mcp_team.runs.records import Progress
-from mcp_team.runs.workflow import Engine, EventSink
+from mcp_team.runs.types import Engine, EventSink
 
 
 @dataclass

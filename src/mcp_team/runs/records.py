@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from mcp_team.handoffs import HandoffRecord, RunEvent, RunResult, UsageReport
 from mcp_team.handoffs.checkpoints import CheckpointRecord
-from mcp_team.runs.tables import RunRecord, RunState, now
+from mcp_team.runs.types import RunRecord, RunState, now
 
 NOT_RESUMABLE = (
     "the process running it stopped; a run on the client's model (sampling) cannot resume. Finished handoffs are kept"

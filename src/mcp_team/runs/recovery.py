@@ -25,7 +25,7 @@ from mcp_team.runs.config import REPLAY_FORMAT
 from mcp_team.runs.launch import RUN_QUEUE, here_queue
 from mcp_team.runs.records import NOT_RESUMABLE, Progress, final_state
 from mcp_team.runs.store import RunStore
-from mcp_team.runs.tables import RunRecord
+from mcp_team.runs.types import RunRecord
 from mcp_team.runs.workflow import WORKFLOW_NAME as RUN_WORKFLOW
 
 _PENDING = ("PENDING", "ENQUEUED")

@@ -40,7 +40,8 @@ from mcp_team.runs.database import reason_of
 from mcp_team.runs.executor import ExecutorLease, try_acquire
 from mcp_team.runs.launch import RUN_QUEUE
 from mcp_team.runs.shared_limits import PostgresRate, create_tables
-from mcp_team.runs.workflow import RunInput, run_workflow
+from mcp_team.runs.types import RunInput
+from mcp_team.runs.workflow import run_workflow
 
 log = logging.getLogger(__name__)
 

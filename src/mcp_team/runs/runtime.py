@@ -24,13 +24,16 @@ import anyio
 import sqlalchemy as sa
 from dbos import DBOS
 
+from mcp_team.handoffs import Team
 from mcp_team.handoffs.checkpoints import Approver
 from mcp_team.handoffs.runtime import Branch
+from mcp_team.handoffs.subteam import SubTeam
 from mcp_team.llm import Model, ModelRequest, ModelResponse
 from mcp_team.llm.call import timed_out
-from mcp_team.llm.wrappers import WrapperModel
+from mcp_team.llm.wrappers import WrapperModel, map_models
 from mcp_team.runs.branches import Branches
 from mcp_team.runs.errors import CheckpointFailed, raise_if_diverged
+from mcp_team.specialists import Specialist
 from mcp_team.specialists.tools import Tool, capped
 
 T = TypeVar("T")
@@ -165,3 +168,30 @@ def durable_tool(tool: Tool) -> Tool:
         return await step(f"tool:{tool.name}:{_digest(repr(sorted(args.items())))}", call, args)
 
     return replace(tool, run=durable_run)  # its limits and hints (max_result_chars, read_only...) kept
+
+
+TIMEOUT_MARGIN = 0.05
+"""Seconds by which a durable model call times out before the engine's own limit, so the step records
+the timeout (a step cancelled from outside records nothing and would run again after a restart)."""
+
+
+def durable_team(team: Team) -> Team:
+    """`team` with every model call and every side-effecting tool call a step (in a workflow)."""
+    timeout = team.settings.call_timeout
+    step_timeout = max(timeout - TIMEOUT_MARGIN, timeout / 2)
+    models = map_models(team.models, lambda m: DurableModel(m, _label(m), step_timeout, said=timeout))
+    specialists = [_durable_specialist(s) for s in team.specialists]
+    return Team(models, specialists, team.settings, team.runtime)
+
+
+def _label(model: Model) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "-" for c in model.name)[:40] or "model"
+
+
+def _durable_specialist(specialist: Specialist) -> Specialist:
+    if isinstance(specialist, SubTeam):  # a team inside the team: its members' tools are steps too
+        members = tuple(_durable_specialist(m) for m in specialist.members)
+        specialist = specialist.model_copy(update={"members": members})
+    if not specialist.tools:
+        return specialist
+    return specialist.model_copy(update={"tools": tuple(durable_tool(t) for t in specialist.tools)})

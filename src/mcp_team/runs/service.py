@@ -1,271 +1,238 @@
-"""The run service the server talks to: start, get, list, wait, subscribe, cancel.
+"""The one run service: every way a run is started, followed, cancelled or answered goes through `Runs`.
 
-`Runs.open` checks the database, takes this process's executor id, migrates and launches DBOS (runs/launch.py)
-and settles what a previous process left (runs/recovery.py). Running a run here, and how its record ends,
-is `Execution`'s (runs/execution.py), which `Runs` extends: e.g. a run whose team changed since it started
-is marked `interrupted` when it would resume, its finished handoffs kept.
+`run_team`, `start_run`/`get_run`/`cancel_run`/`answer_checkpoint`, MCP tasks, `mcp-team run`, `mcp-team runs`
+and `eval` all call it; none of them starts, waits for or cancels a run in its own code. Where a run starts:
+`start` (and `run`, which starts and waits). Where it runs and how its record ends: `Execution.execute`
+(runs/execution.py). Where it is cancelled: `cancel`.
+
+A service opened on a `DurableConfig` keeps its runs in the runs database and runs them as DBOS workflows
+(runs/durable.py): they survive a crash, resume at the next start and, on PostgreSQL, are taken over by another
+replica. One opened without (`--ephemeral`, an eval, a recorded run) keeps them in memory (`MemoryRunStore`),
+runs them as tasks, and never imports DBOS. Either way a run that cannot resume (on the client's model through
+sampling) runs in the task of the call that asks for it.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
+import importlib
+import socket
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import anyio
-import sqlalchemy as sa
 from anyio.abc import TaskGroup
-from dbos import DBOS, SetWorkflowID
 
 from mcp_team.errors import ConfigError
-from mcp_team.handoffs import Budgets, RunResult
+from mcp_team.handoffs import RunResult
 from mcp_team.handoffs.checkpoints import Approver, Checkpoint, Decision
-from mcp_team.handoffs.schema import Mode
-from mcp_team.runs import approvals, branches, launch, orphans, recovery, replicas, workflow
+from mcp_team.runs import approvals
 from mcp_team.runs.approvals import Board
-from mcp_team.runs.branches import Branches
-from mcp_team.runs.cancels import (
-    CANCEL_POLL,
-    CancelRefused,
-    cancel_elsewhere,
-    cancel_workflow,
-    finished_cancel,
-    watch_cancellations,
-)
 from mcp_team.runs.config import DurableConfig
-from mcp_team.runs.database import is_damaged, is_full, reason_of
 from mcp_team.runs.execution import Execution
-from mcp_team.runs.executor import ExecutorLease
 from mcp_team.runs.live import Live
 from mcp_team.runs.records import Progress
-from mcp_team.runs.replicas import Replicas
-from mcp_team.runs.sql_store import SqlRunStore
-from mcp_team.runs.tables import RunRecord, now
+from mcp_team.runs.store import MemoryRunStore, RunStore
 from mcp_team.runs.threads import ThreadHistory, build_history
-from mcp_team.runs.workflow import Engine, EventSink, RunInput
+from mcp_team.runs.types import Engine, EventSink, RunInput, RunRecord, RunRequest, now
 
-SETTLE_SECONDS = 5.0  # at close, how long finished runs get for DBOS to record their workflows' end
+if TYPE_CHECKING:
+    from mcp_team.runs.durable import Durable
+
+CANCEL_POLL = 1.0  # seconds between looks at another process's changes to a run followed here
 
 
 class Runs(Execution):
-    def __init__(self, config: DurableConfig, store: SqlRunStore, lease: ExecutorLease, engine: Engine) -> None:
-        self.config = config
+    """Runs of this process and, with a runs database, of every process on it (see the module docstring)."""
+
+    def __init__(self, store: RunStore, engine: Engine, *, executor_id: str, app_version: str = "") -> None:
         self.store = store
-        self.db = store.engine  # the runs database (DBOS's tables and ours)
-        self.lease = lease
         self.engine = engine
+        self.executor_id = executor_id
+        self.app_version = app_version
+        self.durable: Durable | None = None
         self._live: dict[str, Live] = {}
         self._closing = False
         # The process was asked to stop (a signal): calls cancelled from now on by the stop leave their durable
         # runs pending, to resume at the next start. Set by the server, read by the calls waiting for runs.
         self.stopping = False
         self._tg: TaskGroup | None = None
-        self.replicas: Replicas | None = None  # PostgreSQL: heartbeat, takeover, the shared run queue
-        self.adopter: orphans.Adopter | None = None  # SQLite, a server: runs of dead processes taken over
-        self.checkpoints = Board()  # the checkpoints this process's durable runs wait at
-        self.branches: Branches | None = Branches(self._is_over)
-        self.recovered: Sequence[recovery.Settled] = ()  # what this process found left by an earlier one, and did
-
-    @property
-    def executor_id(self) -> str:
-        return self.lease.executor_id
+        self.checkpoints = Board()  # the checkpoints this process's runs wait at
 
     @property
     def running(self) -> int:
         """Runs executing in this process now."""
         return len(self._live)
 
+    @property
+    def live(self) -> Mapping[str, Live]:
+        """The runs executing in this process, by id."""
+        return self._live
+
     # --- lifecycle ----------------------------------------------------------------------------
     @classmethod
-    async def open(cls, config: DurableConfig, engine: Engine) -> Runs:
-        """Check, launch and recover. `ConfigError` (never a traceback) naming what to fix."""
+    async def open(cls, config: DurableConfig | None, engine: Engine) -> Runs:
+        """The service; durable on `config`'s database, else in memory. `ConfigError` (never a traceback) naming
+        what to fix when the database cannot be used."""
+        if config is None:
+            return cls(MemoryRunStore(), engine, executor_id=_ephemeral_id())
+        # DBOS and SQLAlchemy, loaded only by a durable service, and off the loop (about half a second)
+        await anyio.to_thread.run_sync(importlib.import_module, "mcp_team.runs.durable")
+        from mcp_team.runs import launch
+        from mcp_team.runs.durable import Durable
+
         store, lease = await anyio.to_thread.run_sync(launch.prepare, config)
-        runs = cls(config, store, lease, engine)
-        workflow.bind(runs)
-        branches.bind(runs.branches)
-        try:
-            await anyio.to_thread.run_sync(launch.migrate, config)
-            launch.launch(config, store.engine, lease.executor_id)  # on this loop: DBOS runs its workflows on it
-            if not config.is_sqlite:
-                runs.replicas = await replicas.join(config, store.engine, lease, runs._recover)
-                runs.checkpoints.inbox = approvals.inbox_of(store.engine)
-            runs.recovered = await runs._recover()
-            await launch.register_here_queue(config, lease.executor_id)
-        except BaseException as exc:
-            workflow.bind(None)
-            branches.bind(None)
-            lease.release()
-            if isinstance(exc, (sa.exc.DBAPIError, sa.exc.InvalidatePoolError)):
-                # The database went away (or refused a statement) part-way through: a PostgreSQL restart as the
-                # process starts. Said as the other start-up problems are, not as a traceback.
-                raise ConfigError(
-                    f"the runs database {config.redacted_url} failed while it was being opened: {reason_of(exc)}"
-                ) from None
-            raise
+        runs = cls(store, engine, executor_id=lease.executor_id, app_version=config.app_version)
+        runs.durable = Durable(config, store, lease, runs)
+        await runs.durable.open()
         return runs
 
     def serve(self, tg: TaskGroup, *, adopt_orphans: bool = False) -> None:
-        """Start the background work (coalesced writes, cancellations from other processes; with
-        `adopt_orphans`, taking over the runs of dead processes on SQLite) in `tg`."""
+        """Start the background work in `tg`: coalesced writes; for a durable service, cancellations from other
+        processes, replicas and (a server on SQLite: `adopt_orphans`) the runs of dead processes."""
         self._tg = tg
         tg.start_soon(self.store.flush_loop)
-        tg.start_soon(watch_cancellations, self._live, self.store)
-        if self.replicas is not None:
-            tg.start_soon(self.replicas.run)
-        elif adopt_orphans and self.config.is_sqlite:
-            self.adopter = orphans.Adopter(self.config, self.db, self.executor_id, self._recover)
-            tg.start_soon(self.adopter.run)
+        if self.durable is not None:
+            self.durable.serve(tg, adopt_orphans=adopt_orphans)
 
     async def close(self) -> None:
-        """Stop running work here: durable runs stay pending and resume at the next start; runs that
-        cannot resume are marked interrupted now."""
+        """Stop running work here: durable runs stay pending and resume at the next start; runs that cannot resume
+        are marked interrupted now."""
         self._closing = True
         for live in list(self._live.values()):
             live.scope.cancel()
             await live.done.wait()
-        if self.adopter is not None:
-            await self.adopter.stop()
-        if self.branches is not None:
-            self.branches.stop()  # branches waiting for their run stay pending, to resume with it
-        await workflow.settle(SETTLE_SECONDS)
-        await self.store.flush()
-        if self.replicas is not None:
-            await self.replicas.stop()
-            with contextlib.suppress(sa.exc.SQLAlchemyError):
-                await anyio.to_thread.run_sync(self.replicas.leave)
-        await anyio.to_thread.run_sync(launch.destroy)
-        # DBOS made its executor the loop's default (asyncio.to_thread) and has shut it down: give the loop a
-        # live one, or the next `to_thread` on it fails, a service opened again on it included.
-        asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor())
-        workflow.bind(None)
-        branches.bind(None)
-        self.lease.release()
-        self.db.dispose()
+        if self.durable is not None:
+            await self.durable.close()
+        else:
+            await self.store.flush()
 
-    # --- the API the server calls -------------------------------------------------------------
+    @property
+    def recovered(self) -> Sequence[object]:
+        """What this process found left running by an earlier one, and what became of each (runs/recovery.py)."""
+        return self.durable.recovered if self.durable is not None else ()
+
+    # --- starting -----------------------------------------------------------------------------
     async def start(
         self,
-        request: str,
+        request: RunRequest,
         *,
-        mode: Mode | None = None,
-        budgets: Budgets | None = None,
-        thread: str | None = None,
-        run_id: str | None = None,
-        on_event: EventSink | None = None,
         engine: Engine | None = None,
-        resumable: bool = True,
         owner: str | None = None,
+        on_event: EventSink | None = None,
         approve: Approver | None = None,
-        checkpoints: Sequence[str] = (),
+        resumable: bool = True,
+        run_id: str | None = None,
     ) -> RunRecord:
-        """Start a run and return its record at once. `resumable=False` (with the session's `engine`, e.g.
-        the client's model through sampling) runs it outside DBOS: recorded, but not resumed after a restart.
-        `approve`: the session's checkpoint approver, attached to the run while it runs here; `checkpoints`:
-        the call's own (issue 13)."""
-        record, run = await self._begin(
-            request, mode, budgets, thread, run_id, on_event, engine, resumable, owner, write=False
-        )
-        run.checkpoints = list(checkpoints)
+        """Start a run and return its record at once. Durable when the service is and `resumable` (a run on the
+        session's `engine`, e.g. the client's model through sampling, passes False: recorded, but not resumed
+        after a restart). `approve`: the session's checkpoint approver, attached while it runs here. `ConfigError`
+        when the runs database refuses it (nothing ran)."""
+        record, run = await self._begin(request, engine, owner, on_event, run_id, resumable)
         live = self._live[record.run_id]
         live.approve = approve
         try:
-            anywhere = on_event is None and approve is None and run.team_hash == self.engine.team_hash
-            await self._launch(record, run, resumable=resumable, anywhere=anywhere)
+            if self.durable is not None and record.resumable:
+                anywhere = on_event is None and approve is None and run.team_hash == self.engine.team_hash
+                if await self.durable.start(record, run, anywhere=anywhere):
+                    self._live.pop(record.run_id, None)  # on the shared queue: whichever replica takes it runs it
+            else:
+                await self.store.write_new(record)
+                assert self._tg is not None, "the run service is not serving (Runs.serve)"
+                self._tg.start_soon(self._execute_quietly, run)
         except BaseException as exc:
             # Never started: nothing will end it, so it must not stay live (`close` waits for live runs).
             self._live.pop(record.run_id, None)
             live.done.set()
-            if isinstance(exc, sa.exc.SQLAlchemyError):  # a database to fix, as at start-up: a ConfigError
-                fix = "" if is_damaged(exc) or is_full(exc) else "fix the database (disk space, permissions) and "
-                raise ConfigError(
-                    f"the run could not be started: the runs database {self.config.redacted_url} refused it "
-                    f"({reason_of(exc)}). Nothing ran; {fix}start it again"
-                ) from None
+            if _database_error(exc):
+                raise self._refused(exc) from None
             raise
         return record
 
-    async def _launch(self, record: RunRecord, run: RunInput, *, resumable: bool, anywhere: bool) -> None:
-        # The record first: a crash before the workflow starts leaves a record that recovery settles, never a
-        # workflow nobody knows of (recovery goes by records).
-        if resumable and anywhere and self.replicas is not None and self.replicas.busy(self.running):
-            self._live.pop(record.run_id, None)  # another replica with room may run it, on its own engine (same team)
-            await self.store.write_new(record.model_copy(update={"executions": 0}))  # not begun: its taker begins it
-            await replicas.enqueue(run)
-            return
-        await self.store.write_new(record)
-        if resumable:
-            try:
-                with SetWorkflowID(record.run_id):
-                    await DBOS.start_workflow_async(workflow.run_workflow, run)
-            except BaseException as exc:
-                with contextlib.suppress(sa.exc.SQLAlchemyError), anyio.CancelScope(shield=True):
-                    why = reason_of(exc) if isinstance(exc, sa.exc.SQLAlchemyError) else type(exc).__name__
-                    await self.store.write_new(Progress(record).finish("failed", reason=f"it could not start: {why}"))
-                raise
-        else:
-            assert self._tg is not None
-            self._tg.start_soon(self._execute_quietly, run)
-
-    async def run_here(
+    async def run(
         self,
-        request: str,
+        request: RunRequest,
         *,
-        engine: Engine,
-        mode: Mode | None = None,
-        budgets: Budgets | None = None,
-        thread: str | None = None,
-        on_event: EventSink | None = None,
+        engine: Engine | None = None,
         owner: str | None = None,
+        on_event: EventSink | None = None,
+        approve: Approver | None = None,
+        resumable: bool = True,
+        in_task: bool = False,
+        stop: anyio.Event | None = None,
+        run_id: str | None = None,
     ) -> RunRecord:
-        """Run a non-resumable run in the calling task (a run on the client's model, whose sampling requests
-        must come from the call that started it) and return its final record; recorded like any other, and
-        marked `interrupted` if the process stops first. Cancelling the call cancels the run."""
-        record, run = await self._begin(request, mode, budgets, thread, None, on_event, engine, False, owner)
-        with contextlib.suppress(Exception):
-            await self.execute(run, durable=False)
-        final = await self.get(record.run_id)
-        assert final is not None
+        """Run it and return its final record. Cancelling the call cancels the run, unless the process is stopping
+        (a durable run then goes on at the next start). `in_task`: it runs in the calling task (a run on the
+        client's model, whose sampling requests must come from the call that started it; never resumable). When
+        `stop` is set first (the server was asked to stop), `RunKept` naming the run, which goes on later."""
+        if in_task:
+            record, run_input = await self._begin(request, engine, owner, on_event, run_id, resumable=False)
+            self._live[record.run_id].approve = approve
+            await self.store.write_new(record)
+            with contextlib.suppress(Exception):
+                await self.execute(run_input, durable=False)
+            final = await self.get(record.run_id)
+            assert final is not None
+            return final
+        started = await self.start(request, engine=engine, owner=owner, on_event=on_event, approve=approve,
+                                   resumable=resumable, run_id=run_id)  # fmt: skip
+        try:
+            final = await self._wait_unless(stop, started.run_id)
+        except anyio.get_cancelled_exc_class():
+            if not (self.stopping and started.resumable):  # a stop leaves a durable run to resume; else: cancelled
+                with anyio.CancelScope(shield=True):
+                    await self.cancel(started.run_id, "cancelled by the client")
+            raise
+        if final is None:
+            raise RunKept(started.run_id)
         return final
 
     def keep(self, result: RunResult, owner: str | None = None) -> None:
-        """Record a run that ran outside the service (a specialist's own tool call, a run that stops at
-        checkpoints) as it is now; not resumable, so a restart marks it interrupted if it was still running."""
+        """Record a run that ran outside the service (a specialist's own tool call) as it is now; not resumable, so
+        a restart marks it interrupted if it was still running."""
         record = RunRecord(run_id=result.run_id, status=result.status, request=result.request, mode=result.mode,
-                           executor_id=self.executor_id, resumable=False, app_version=self.config.app_version,
+                           executor_id=self.executor_id, resumable=False, app_version=self.app_version,
                            started_at=result.started_at, updated_at=now(), result=result, owner=owner)  # fmt: skip
         self.store.put(record)
 
     async def _begin(
         self,
-        request: str,
-        mode: Mode | None,
-        budgets: Budgets | None,
-        thread: str | None,
-        run_id: str | None,
-        on_event: EventSink | None,
+        request: RunRequest,
         engine: Engine | None,
+        owner: str | None,
+        on_event: EventSink | None,
+        run_id: str | None,
         resumable: bool,
-        owner: str | None = None,
-        *,
-        write: bool = True,
     ) -> tuple[RunRecord, RunInput]:
         engine = engine or self.engine
         run_id = run_id or uuid.uuid4().hex
-        history = await self.history(thread) if thread else ThreadHistory()
+        resumable = resumable and self.durable is not None
+        history = await self.history(request.thread) if request.thread else ThreadHistory()
         started = now()
-        run = RunInput(run_id=run_id, request=request, mode=mode, budgets=budgets, thread=thread,
-                       history=history, started_at=started, team_hash=engine.team_hash)  # fmt: skip
-        record = RunRecord(run_id=run_id, status="running", request=request, thread=thread, mode=mode,
-                           executor_id=self.executor_id, resumable=resumable,
-                           workflow_id=run_id if resumable else None, app_version=self.config.app_version,
+        run = RunInput(run_id=run_id, request=request.request, mode=request.mode, budgets=request.budgets,
+                       thread=request.thread, history=history, started_at=started, team_hash=engine.team_hash,
+                       checkpoints=list(request.checkpoints))  # fmt: skip
+        record = RunRecord(run_id=run_id, status="running", request=request.request, thread=request.thread,
+                           mode=request.mode, executor_id=self.executor_id, resumable=resumable,
+                           workflow_id=run_id if resumable else None, app_version=self.app_version,
                            started_at=started, updated_at=started, owner=owner, executions=1)  # fmt: skip
         self._live[run_id] = Live(Progress(record), engine, on_event)
-        if write:
-            await self.store.write(record)
         return record, run
 
+    def _refused(self, exc: BaseException) -> ConfigError:
+        """A run the runs database would not record: said as the start-up problems are (nothing ran)."""
+        from mcp_team.runs.database import is_damaged, is_full, reason_of
+
+        assert self.durable is not None
+        fix = "" if is_damaged(exc) or is_full(exc) else "fix the database (disk space, permissions) and "
+        return ConfigError(
+            f"the run could not be started: the runs database {self.durable.config.redacted_url} refused it "
+            f"({reason_of(exc)}). Nothing ran; {fix}start it again"
+        )
+
+    # --- following ----------------------------------------------------------------------------
     async def get(self, run_id: str) -> RunRecord | None:
         if (live := self._live.get(run_id)) is not None:
             return live.progress.snapshot() if not live.progress.record.finished else live.progress.record
@@ -299,24 +266,54 @@ class Runs(Execution):
         """The record now and after each change (for `resources/subscribe`), until the run has finished."""
         return self.store.subscribe(run_id, poll=CANCEL_POLL)
 
+    async def history(self, thread: str) -> ThreadHistory:
+        records = await anyio.to_thread.run_sync(
+            lambda: self.store.list(limit=1000, thread=thread, status=["complete", "partial"], oldest_first=True)
+        )
+        return build_history([(r.run_id, r.request, r.result.answer if r.result else "") for r in records])
+
+    async def is_over(self, run_id: str) -> bool:
+        """Whether `run_id`'s record is finished (or unknown): nothing of it will run here again."""
+        record = await anyio.to_thread.run_sync(self.store.get, run_id)
+        return record is None or record.finished
+
+    async def _wait_unless(self, stop: anyio.Event | None, run_id: str) -> RunRecord | None:
+        """The run's final record; None as soon as `stop` is set."""
+        if stop is None:
+            return await self.wait(run_id)
+        final: list[RunRecord | None] = []
+        async with anyio.create_task_group() as tg:
+
+            async def wait() -> None:
+                final.append(await self.wait(run_id))
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(wait)
+            await stop.wait()
+            tg.cancel_scope.cancel()
+        return final[0] if final else None
+
+    # --- cancelling and answering -------------------------------------------------------------
     async def cancel(self, run_id: str, reason: str = "cancelled by request") -> RunRecord | None:
-        """Cancel: DBOS first (durable: nothing resumes after a restart), then the run's own task here, so
-        in-flight model and tool calls stop at once. A run of another process stops within a second. A run
-        that has finished is left as it is (`finished_cancel`). `CancelRefused` when the database refused to
-        cancel the workflow of a run recorded cancelled: cancelling again finishes it."""
+        """Cancel: DBOS first (a durable run: nothing resumes it after a restart), then the run's own task here, so
+        in-flight model and tool calls stop at once; returns once its cancelled record is stored. A run of another
+        process stops within a second. A run that has finished is left as it is. `CancelRefused` when the database
+        refused to cancel the workflow of a run recorded cancelled: cancelling again finishes it."""
         record = await self.get(run_id)
         if record is None or record.finished:
-            return await finished_cancel(record)
+            return await self.durable.finished_cancel(record) if self.durable is not None else record
         if (live := self._live.get(run_id)) is not None:
-            if record.resumable and record.workflow_id:
-                # Refused, the run stops all the same: it ends with its cancelled record, never run again.
-                with contextlib.suppress(CancelRefused):
-                    await cancel_workflow(record)
+            if self.durable is not None:
+                await self.durable.cancel_here(record)
             live.cancel_reason = reason
             live.scope.cancel()
             await live.done.wait()
             return await self.get(run_id)
-        return await cancel_elsewhere(self.store, record, reason)
+        if self.durable is None:  # recorded running, but no task of this process runs it: it never will
+            final = Progress(record).finish("cancelled", reason=reason)
+            await self.store.write(final)
+            return final
+        return await self.durable.cancel_elsewhere(record, reason)
 
     async def answer(
         self, run_id: str, decision: Decision, name: str | None = None, round_: int | None = None
@@ -328,23 +325,23 @@ class Runs(Execution):
             return self.checkpoints.answer(run_id, decision, name, round_)
         except approvals.NotWaiting:
             record = await self.get(run_id)
-            if self.replicas is None or record is None or record.executor_id == self.executor_id:
+            if self.durable is None or record is None:
                 raise
-            return await approvals.answer_elsewhere(self.db, record, decision, name, round_)
+            return await self.durable.answer_elsewhere(record, decision, name, round_)
 
-    async def history(self, thread: str) -> ThreadHistory:
-        records = await anyio.to_thread.run_sync(
-            lambda: self.store.list(limit=1000, thread=thread, status=["complete", "partial"], oldest_first=True)
-        )
-        return build_history([(r.run_id, r.request, r.result.answer if r.result else "") for r in records])
 
-    async def _recover(self, executor_id: str | None = None) -> Sequence[recovery.Settled]:
-        """Settle the runs `executor_id` (default: this process's own, left by its last process) left running."""
-        return await recovery.recover(
-            self.store, self.config.app_version, executor_id or self.executor_id, self._live, self.executor_id
-        )
+class RunKept(Exception):
+    """The process stopped before the run ended: it is kept, and goes on at the next start (`run_id`)."""
 
-    async def _is_over(self, run_id: str) -> bool:
-        """Whether `run_id`'s record is finished (for a branch waiting for a body its run will never publish)."""
-        record = await anyio.to_thread.run_sync(self.store.get, run_id)
-        return record is None or record.finished
+    def __init__(self, run_id: str) -> None:
+        super().__init__(run_id)
+        self.run_id = run_id
+
+
+def _database_error(exc: BaseException) -> bool:
+    return type(exc).__module__.startswith("sqlalchemy")
+
+
+def _ephemeral_id() -> str:
+    """The executor id of an ephemeral service: nothing resumes its runs, so it only says where they ran."""
+    return f"{socket.gethostname() or 'host'}-ephemeral"

@@ -20,15 +20,8 @@ from mcp_team import __version__
 from mcp_team.errors import ConfigError
 from mcp_team.runs.database import is_full, reason_of
 from mcp_team.runs.store import RunStore
-from mcp_team.runs.tables import (
-    FINISHED,
-    STORE_SCHEMA,
-    RunRecord,
-    meta_table,
-    metadata,
-    row_of,
-    runs_table,
-)
+from mcp_team.runs.tables import STORE_SCHEMA, meta_table, metadata, row_of, runs_table
+from mcp_team.runs.types import FINISHED, RunRecord
 
 log = logging.getLogger(__name__)
 

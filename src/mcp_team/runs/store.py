@@ -22,7 +22,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 
 import anyio
 
-from mcp_team.runs.tables import FINISHED, RunRecord
+from mcp_team.runs.types import FINISHED, RunRecord
 
 log = logging.getLogger(__name__)
 

@@ -1,9 +1,8 @@
 """The real engine behind the run service: a `Team` as the `Engine` that `Runs` executes.
 
 A durable run runs the same `Team.run` as an ephemeral one, on a copy of the team whose models and
-side-effecting tools are DBOS steps (`runtime.DurableModel`, `runtime.durable_tool`) and on the
-`DurableRuntime` (branches, gather, recorded decisions). Outside a workflow the wrappers pass straight
-through, so the one wrapped team also serves ephemeral and non-resumable runs.
+side-effecting tools are DBOS steps (`runtime.durable_team`) and on the `DurableRuntime` (branches, gather,
+recorded decisions). An ephemeral service never builds that copy, and never imports DBOS.
 
 Which tools are safe to run again (a step in flight when the process died has no stored result and runs
 again after a restart): `calculate` is pure (not a step at all); `read_file`, `list_files`,
@@ -14,6 +13,7 @@ is up to that server.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Callable
@@ -21,17 +21,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mcp_team.handoffs import RunResult, Runtime, Team
+from mcp_team.handoffs.checkpoints import Approver
 from mcp_team.handoffs.subteam import SubTeam
 from mcp_team.llm import Model
-from mcp_team.llm.wrappers import map_models
-from mcp_team.runs.runtime import DurableModel, DurableRuntime, durable_tool
 from mcp_team.runs.threads import compose_request
-from mcp_team.runs.workflow import EventSink, RunInput
+from mcp_team.runs.types import EventSink, RunInput
 from mcp_team.specialists import Specialist
-
-TIMEOUT_MARGIN = 0.05
-"""Seconds by which a durable model call times out before the engine's own limit, so the step records
-the timeout (a step cancelled from outside records nothing and would run again after a restart)."""
 
 
 def team_hash(team: Team) -> str:
@@ -67,39 +62,22 @@ def team_hash(team: Team) -> str:
     return hashlib.blake2b(json.dumps(doc, sort_keys=True, default=str).encode(), digest_size=12).hexdigest()
 
 
-def durable_team(team: Team) -> Team:
-    """`team` with every model call and every side-effecting tool call a step (in a workflow)."""
-    timeout = team.settings.call_timeout
-    step_timeout = max(timeout - TIMEOUT_MARGIN, timeout / 2)
-    models = map_models(team.models, lambda m: DurableModel(m, _label(m), step_timeout, said=timeout))
-    specialists = [_durable_specialist(s) for s in team.specialists]
-    return Team(models, specialists, team.settings, team.runtime)
-
-
-def _label(model: Model) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "-" for c in model.name)[:40] or "model"
-
-
-def _durable_specialist(specialist: Specialist) -> Specialist:
-    if isinstance(specialist, SubTeam):  # a team inside the team: its members' tools are steps too
-        members = tuple(_durable_specialist(m) for m in specialist.members)
-        specialist = specialist.model_copy(update={"members": members})
-    if not specialist.tools:
-        return specialist
-    return specialist.model_copy(update={"tools": tuple(durable_tool(t) for t in specialist.tools)})
-
-
 @dataclass
 class TeamEngine:
     """A `Team` as the run service's `Engine` (runs/workflow.py)."""
 
     team: Team
     team_hash: str = field(init=False)
-    durable: Team = field(init=False)
 
     def __post_init__(self) -> None:
         self.team_hash = team_hash(self.team)
-        self.durable = durable_team(self.team)
+
+    @functools.cached_property
+    def durable(self) -> Team:
+        """The team with its model and tool calls as DBOS steps (built on the first durable run: DBOS is loaded)."""
+        from mcp_team.runs.runtime import durable_team
+
+        return durable_team(self.team)
 
     async def run(
         self,
@@ -107,6 +85,7 @@ class TeamEngine:
         runtime: Runtime | None,
         on_event: EventSink,
         on_finish: Callable[[RunResult], None],
+        approve: Approver | None = None,
     ) -> RunResult:
         team = self.durable if runtime is not None else self.team
         return await team.run(
@@ -120,5 +99,5 @@ class TeamEngine:
             started_at=run.started_at,
             resumed_at=run.resumed_at,
             checkpoints=run.checkpoints,
-            approve=runtime.approve if isinstance(runtime, DurableRuntime) else None,
+            approve=approve,
         )

@@ -10,58 +10,17 @@ recorded one when a run resumes, the run is not replayed against another team bu
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
-from datetime import datetime
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from dbos import DBOS
-from pydantic import BaseModel
 
-from mcp_team.handoffs import Budgets, RunEvent, RunResult, Runtime
-from mcp_team.handoffs.schema import Mode
-from mcp_team.runs.threads import ThreadHistory
+from mcp_team.handoffs import RunResult
+from mcp_team.runs.types import RunInput
 
 if TYPE_CHECKING:
     from mcp_team.runs.service import Runs
 
 WORKFLOW_NAME = "mcp_team.run"
-
-EventSink = Callable[[RunEvent], Awaitable[None]]
-
-
-class RunInput(BaseModel, defer_build=True):
-    run_id: str
-    request: str
-    mode: Mode | None = None
-    budgets: Budgets | None = None
-    thread: str | None = None
-    history: ThreadHistory = ThreadHistory()
-    started_at: datetime
-    team_hash: str
-    # Set (not stored) when a run starts here after a stop, or off the shared queue: its deadline counts from then
-    resumed_at: datetime | None = None
-    checkpoints: list[str] = []  # the call's own, added to the team's (issue 13)
-
-
-class Engine(Protocol):
-    """What runs/ needs of the engine; the server builds one from its `Team` (integration round)."""
-
-    @property
-    def team_hash(self) -> str:
-        """Changes whenever the team (specialists, prompts, tools, settings, models) changes."""
-        ...
-
-    async def run(
-        self,
-        run: RunInput,
-        runtime: Runtime | None,
-        on_event: EventSink,
-        on_finish: Callable[[RunResult], None],
-    ) -> RunResult:
-        """Run it (on `runtime`, or ephemerally when None). On cancellation, `on_finish` gets the cancelled
-        record before the cancellation propagates (as `Team.run` does)."""
-        ...
-
 
 _service: Runs | None = None
 

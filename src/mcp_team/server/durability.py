@@ -26,9 +26,8 @@ from mcp_team.runs.config import DurableConfig
 
 if TYPE_CHECKING:
     from mcp_team.runs.service import Runs
-    from mcp_team.runs.tables import RunRecord
     from mcp_team.runs.team_engine import TeamEngine
-    from mcp_team.runs.workflow import RunInput
+    from mcp_team.runs.types import RunInput, RunRecord
     from mcp_team.server.state import ServerState
 
 OPEN_DELAY = 1.0  # seconds: an HTTP server that no client talks to still resumes its runs soon after start

@@ -195,7 +195,7 @@ class StoreLook:
 
     def look(self) -> list[str | None]:
         """The owners of the runs that started or finished since the last look (runs in a thread: it reads)."""
-        from mcp_team.runs.tables import FINISHED
+        from mcp_team.runs.types import FINISHED
 
         changed = []
         for run_id, status, stamp in self.store.statuses_since(self.since - LOOKBACK):

@@ -32,7 +32,7 @@ from mcp_team.server.views import live_record
 
 if TYPE_CHECKING:
     from mcp_team.runs.service import Runs
-    from mcp_team.runs.tables import RunRecord
+    from mcp_team.runs.types import RunRecord
 
 log = logging.getLogger("mcp_team.server")
 BUDGETS = ("max_handoffs", "max_model_calls", "max_tokens", "deadline_seconds")

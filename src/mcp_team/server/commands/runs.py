@@ -19,7 +19,7 @@ from mcp_team.server.commands.common import EXIT_FAILED, EXIT_OK, error
 if TYPE_CHECKING:
     from mcp_team.runs.config import DurableConfig
     from mcp_team.runs.sql_store import SqlRunStore as RunStore
-    from mcp_team.runs.tables import RunRecord
+    from mcp_team.runs.types import RunRecord
     from mcp_team.server.commands.common import Subparsers
 
 
