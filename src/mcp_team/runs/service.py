@@ -240,7 +240,7 @@ class Runs(Execution):
     ) -> tuple[RunRecord, RunInput]:
         engine = engine or self.engine
         fresh, run_id = run_id is None, run_id or uuid.uuid4().hex
-        history = await self.history(thread) if thread else ThreadHistory()
+        history = await self.history(thread, owner) if thread else ThreadHistory()
         started = now()
         run = RunInput(run_id=run_id, request=request, mode=mode, budgets=budgets, thread=thread,
                        history=history, started_at=started, team_hash=engine.team_hash)  # fmt: skip
@@ -319,11 +319,14 @@ class Runs(Execution):
                 raise
             return await approvals.answer_elsewhere(self.store.engine, record, decision, name, round_)
 
-    async def history(self, thread: str) -> ThreadHistory:
+    async def history(self, thread: str, owner: str | None = None) -> ThreadHistory:
+        """The thread's earlier turns: of `owner`'s runs only (a thread id is a name anyone may choose; another
+        principal's runs of the same name are not this one's conversation)."""
         records = await anyio.to_thread.run_sync(
             lambda: self.store.list(limit=1000, thread=thread, status=["complete", "partial"], oldest_first=True)
         )
-        return build_history([(r.run_id, r.request, r.result.answer if r.result else "") for r in records])
+        mine = [r for r in records if r.owner == owner]
+        return build_history([(r.run_id, r.request, r.result.answer if r.result else "") for r in mine])
 
     async def _recover(self, executor_id: str | None = None) -> None:
         await recovery.recover(self.store, self.config.app_version, executor_id or self.executor_id, self._live)
