@@ -45,10 +45,10 @@ class Refusals:
         now = time.monotonic()
         if now < self._next:
             self._quiet += 1
-            log.info("bearer token refused: %s", reason)
+            log.info("access token refused: %s", reason)
             return
         more = f" ({self._quiet} more refused since the last such warning)" if self._quiet else ""
-        log.warning("bearer token refused: %s%s", reason, more)
+        log.warning("access token refused: %s%s", reason, more)
         self._next, self._quiet = now + self.every, 0
 
 
@@ -80,7 +80,7 @@ class JwtVerifier(TokenVerifier):
         except (jwt.PyJWTError, KeyProblem, TokenRefused) as exc:
             REFUSALS.say(str(exc))
         except Exception:  # never a crash of the request: the client gets a 401, the log says why
-            log.exception("bearer token refused: checking it failed unexpectedly")
+            log.exception("access token refused: checking it failed unexpectedly")
         return None
 
     async def claims(self, token: str) -> dict[str, Any]:
@@ -121,7 +121,7 @@ class IntrospectionVerifier(TokenVerifier):
         except (DiscoveryError, TokenRefused) as exc:
             REFUSALS.say(str(exc))
         except Exception:
-            log.exception("bearer token refused: checking it failed unexpectedly")
+            log.exception("access token refused: checking it failed unexpectedly")
         return None
 
     def checked(self, answer: dict[str, Any]) -> dict[str, Any]:
