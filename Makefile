@@ -49,3 +49,4 @@ bench: $(BIN)/mcp-team
 	$(BIN)/python benchmarks/durable.py
 	$(BIN)/python benchmarks/durable_team.py
 	$(BIN)/python benchmarks/replicas.py
+	$(BIN)/python benchmarks/auth.py
