@@ -4,7 +4,8 @@
 //   node provider.mjs <node_modules dir>     (tests/oidc_provider.py starts it)
 //
 // Environment: OIDC_PORT (127.0.0.1 only), OIDC_JWKS_FILE (the private JWK Set: the FIRST key signs, the
-// others are published too; tests/oidc_provider.py writes and rotates it, then restarts this process).
+// others are published too; tests/oidc_provider.py writes and rotates it, then restarts this process; made
+// with one new key when missing, for trying it by hand: docs/serving-several-people.md).
 //
 // Resource indicators (RFC 8707): any `http://127.0.0.1:<port>/.../mcp` gets JWT access tokens (RFC 9068,
 // typ at+jwt, aud = the resource); `http://localhost:<port>/.../mcp` gets opaque ones, for introspection;
@@ -13,6 +14,7 @@
 // Clients: `mcp-cc` (client_credentials, every scope), `mcp-public` (authorization_code + PKCE, a public
 // client as MCP hosts are; redirect http://127.0.0.1:33418/callback), `mcp-team-rs` (no grants: the resource
 // server's own client, for introspection).
+import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -29,6 +31,11 @@ const OTHER_RESOURCE = 'http://127.0.0.1:9/other-api';
 const JWT_RESOURCE = /^http:\/\/127\.0\.0\.1:\d+(\/[\w.-]+)*\/mcp$/;
 const OPAQUE_RESOURCE = /^http:\/\/localhost:\d+(\/[\w.-]+)*\/mcp$/;
 
+if (!fs.existsSync(process.env.OIDC_JWKS_FILE)) {
+  const { privateKey } = crypto.generateKeyPairSync('rsa', { modulusLength: 2048 });
+  const key = { ...privateKey.export({ format: 'jwk' }), kid: `k-${Date.now()}`, use: 'sig', alg: 'RS256' };
+  fs.writeFileSync(process.env.OIDC_JWKS_FILE, JSON.stringify({ keys: [key] }), { mode: 0o600 });
+}
 const jwks = JSON.parse(fs.readFileSync(process.env.OIDC_JWKS_FILE, 'utf8'));
 
 const provider = new Provider(ISSUER, {
