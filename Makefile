@@ -20,13 +20,22 @@ $(CONFORMANCE)/node_modules/.package-lock.json: tests/conformance/package.json t
 	cd $(CONFORMANCE) && npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
-.PHONY: demo test lint bench conformance-suite
+# A real OpenID provider (oidc-provider) for the OAuth tests, pinned in tests/oidc, installed the same way.
+OIDC := .cache/oidc
+$(OIDC)/node_modules/.package-lock.json: tests/oidc/package.json tests/oidc/package-lock.json
+	mkdir -p $(OIDC)
+	cp tests/oidc/package.json tests/oidc/package-lock.json $(OIDC)/
+	cd $(OIDC) && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+.PHONY: demo test lint bench conformance-suite oidc-provider
 conformance-suite: $(CONFORMANCE)/node_modules/.package-lock.json
+oidc-provider: $(OIDC)/node_modules/.package-lock.json
 
 demo: $(BIN)/mcp-team
 	$(BIN)/mcp-team run --model offline "$(REQUEST)"
 
-test: $(BIN)/mcp-team conformance-suite
+test: $(BIN)/mcp-team conformance-suite oidc-provider
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/mypy
 	@# Bytecode for our modules up front: with PYTHONDONTWRITEBYTECODE set (as on some CI machines), each of the
@@ -40,3 +49,4 @@ bench: $(BIN)/mcp-team
 	$(BIN)/python benchmarks/durable.py
 	$(BIN)/python benchmarks/durable_team.py
 	$(BIN)/python benchmarks/replicas.py
+	$(BIN)/python benchmarks/auth.py

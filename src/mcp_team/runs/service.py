@@ -209,7 +209,7 @@ class Runs(Execution):
         engine = engine or self.engine
         run_id = run_id or uuid.uuid4().hex
         resumable = resumable and self.durable is not None
-        history = await self.history(request.thread) if request.thread else ThreadHistory()
+        history = await self.history(request.thread, owner) if request.thread else ThreadHistory()
         started = now()
         run = RunInput(run_id=run_id, request=request.request, mode=request.mode, budgets=request.budgets,
                        thread=request.thread, history=history, started_at=started, team_hash=engine.team_hash,
@@ -266,11 +266,14 @@ class Runs(Execution):
         """The record now and after each change (for `resources/subscribe`), until the run has finished."""
         return self.store.subscribe(run_id, poll=CANCEL_POLL)
 
-    async def history(self, thread: str) -> ThreadHistory:
+    async def history(self, thread: str, owner: str | None = None) -> ThreadHistory:
+        """The thread's earlier turns: of `owner`'s runs only (a thread id is a name anyone may choose; another
+        principal's runs of the same name are not this one's conversation)."""
         records = await anyio.to_thread.run_sync(
             lambda: self.store.list(limit=1000, thread=thread, status=["complete", "partial"], oldest_first=True)
         )
-        return build_history([(r.run_id, r.request, r.result.answer if r.result else "") for r in records])
+        mine = [r for r in records if r.owner == owner]
+        return build_history([(r.run_id, r.request, r.result.answer if r.result else "") for r in mine])
 
     async def is_over(self, run_id: str) -> bool:
         """Whether `run_id`'s record is finished (or unknown): nothing of it will run here again."""

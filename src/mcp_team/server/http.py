@@ -2,22 +2,23 @@
 resumable SSE streams (an event store), a limit on the size of a JSON-RPC message, and stopping promptly with
 streams open (`HttpServer`).
 
-Loopback binds work without a token. Any other bind address needs a bearer token and explicit
-allowed hosts and origins, or the server refuses to start. An empty token is refused: it would let
-anyone in while looking configured.
+Two kinds of auth, one at a time: a static token (`MCP_TEAM_HTTP_TOKEN`) for a server one person uses, or
+OAuth 2.1 (`--auth-issuer`, `server/oauth/`) for a server several people use, each seeing their own runs.
+Loopback binds work without either. Any other bind address needs one of them and explicit allowed hosts and
+origins, or the server refuses to start. An empty token is refused: it would let anyone in while looking
+configured.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hmac
-import ipaddress
 import logging
 import signal
 import socket
 from collections.abc import Callable
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import uvicorn
 from mcp.server.auth.provider import AccessToken, TokenVerifier
@@ -37,7 +38,11 @@ from mcp_team.errors import ConfigError
 from mcp_team.server.children import exit_now
 from mcp_team.server.events import DEFAULT_MAX_BYTES, RETRY_MS, MemoryEventStore, scope_per_session
 from mcp_team.server.messages import check_http_bodies
+from mcp_team.server.oauth.settings import OAuthSettings, is_loopback
 from mcp_team.server.views import add_run_pages
+
+if TYPE_CHECKING:
+    from mcp_team.server.oauth.resource import ResourceServer
 
 _LOCAL_HOSTS = ["127.0.0.1:*", "localhost:*", "[::1]:*"]
 _LOCAL_ORIGINS = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
@@ -62,6 +67,11 @@ class HttpSettings(BaseSettings):
     shutdown_timeout: int = Field(  # whole seconds: what uvicorn takes
         default=SHUTDOWN_TIMEOUT, ge=0, le=3600, description="Seconds held calls get to end after SIGTERM (then cut)."
     )
+    public_url: str | None = Field(
+        default=None,
+        description="The URL clients reach /mcp at (behind a proxy: the proxy's), e.g. https://team.example.com/mcp; "
+        "with OAuth, the audience every token must name.",
+    )
 
     @field_validator("http_token")
     @classmethod
@@ -69,15 +79,6 @@ class HttpSettings(BaseSettings):
         if token is not None and not token.get_secret_value().strip():
             raise ValueError("MCP_TEAM_HTTP_TOKEN is set but empty: set a token, or unset the variable")
         return token
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 class StaticTokenVerifier(TokenVerifier):
@@ -92,19 +93,50 @@ class StaticTokenVerifier(TokenVerifier):
         return None
 
 
-def check_bind(settings: HttpSettings) -> None:
-    """Refuse a non-loopback bind without a token and explicit hosts and origins (`ConfigError`)."""
+def check_bind(settings: HttpSettings, oauth: OAuthSettings | None = None) -> None:
+    """Refuse two kinds of auth at once, and a non-loopback bind without auth, explicit hosts and origins, or
+    (with OAuth) the public URL (`ConfigError`)."""
+    issuer = oauth.issuer if oauth is not None else None
+    if settings.http_token is not None and issuer is not None:
+        raise ConfigError(
+            "both a static token (MCP_TEAM_HTTP_TOKEN) and an OAuth issuer (--auth-issuer / MCP_TEAM_AUTH_ISSUER) "
+            "are set: choose one. The token suits a server one person uses; the issuer, a server several people "
+            "use (each with their own runs). Unset the other"
+        )
     if is_loopback(settings.host):
         return
     missing = []
-    if settings.http_token is None:
-        missing.append("a bearer token (MCP_TEAM_HTTP_TOKEN)")
+    if settings.http_token is None and issuer is None:
+        missing.append("auth: an OAuth issuer (--auth-issuer) or a bearer token (MCP_TEAM_HTTP_TOKEN)")
+    if issuer is not None and settings.public_url is None:
+        missing.append("the URL clients reach it at, the audience of every token (--public-url / MCP_TEAM_PUBLIC_URL)")
     if not settings.allowed_hosts:
         missing.append("the allowed Host values (MCP_TEAM_ALLOWED_HOSTS, e.g. '[\"team.example.com:*\"]')")
     if not settings.allowed_origins:
         missing.append("the allowed Origin values (MCP_TEAM_ALLOWED_ORIGINS)")
     if missing:
         raise ConfigError(f"binding to {settings.host} (not loopback) needs " + " and ".join(missing))
+
+
+def public_url(settings: HttpSettings, port: int) -> str:
+    """The server's canonical URL: as configured, else (a loopback bind) where it listens."""
+    if settings.public_url:
+        return settings.public_url
+    host = f"[{settings.host}]" if ":" in settings.host else settings.host
+    return f"http://{host}:{port}/mcp"
+
+
+def resource_server(settings: HttpSettings, oauth: OAuthSettings, port: int) -> ResourceServer | None:
+    """The OAuth resource server `oauth` sets up (None without an issuer); `ConfigError` if it cannot be one."""
+    if oauth.issuer is None:
+        return None
+    from mcp_team.server.oauth.resource import resource_server as made
+
+    url = public_url(settings, port)
+    try:
+        return made(oauth, url)
+    except ValueError as exc:
+        raise ConfigError(f"invalid public URL (--public-url / MCP_TEAM_PUBLIC_URL): {exc}") from None
 
 
 def auth_for(settings: HttpSettings) -> tuple[TokenVerifier, AuthSettings] | None:
@@ -124,12 +156,17 @@ def auth_for(settings: HttpSettings) -> tuple[TokenVerifier, AuthSettings] | Non
 
 
 def http_app(
-    server: MCPServer[Any], settings: HttpSettings, auth: tuple[TokenVerifier, AuthSettings] | None = None
+    server: MCPServer[Any],
+    settings: HttpSettings,
+    auth: tuple[TokenVerifier, AuthSettings] | None = None,
+    oauth: ResourceServer | None = None,
 ) -> Starlette:
     """The ASGI app for `server` with DNS-rebinding protection, a `/healthz` route (no auth) and the run pages
     (`/runs`, `/runs/{id}`: same checks as `/mcp`). `auth`: the token verifier `server` was built with, when it
-    is not the static token of `settings` (`ConfigError` if the server checks tokens and the pages would not)."""
-    pages_auth = auth or auth_for(settings)
+    is not the static token of `settings` (`ConfigError` if the server checks tokens and the pages would not);
+    `oauth`: the OAuth resource server `server` was built with (`build_server(auth=oauth.auth)`), whose
+    challenges, per-request scopes and metadata go on the app."""
+    pages_auth = oauth.auth if oauth is not None else auth or auth_for(settings)
     if pages_auth is None and server.settings.auth is not None:
         raise ConfigError(
             "this server checks tokens (build_server(auth=...)) but its run pages (/runs) would not: pass the same "
@@ -145,7 +182,7 @@ def http_app(
         allowed_hosts=[*_LOCAL_HOSTS, *settings.allowed_hosts],
         allowed_origins=[*_LOCAL_ORIGINS, *settings.allowed_origins],
     )
-    add_run_pages(server, security, pages_auth)
+    add_run_pages(server, security, pages_auth, permits=oauth.permits_pages if oauth is not None else None)
     # With an event store every SSE event has an id, each POST stream opens with a priming event and a `retry`,
     # and a client that reconnects with Last-Event-ID gets what it missed (SEP-1699): its own, never another's.
     events = MemoryEventStore(settings.event_store_bytes)
@@ -159,6 +196,8 @@ def http_app(
     )
     scope_per_session(server.session_manager, events)
     check_http_bodies(server.session_manager, security, settings.max_message_bytes)
+    if oauth is not None:
+        oauth.install(app, settings.max_message_bytes)
     return app
 
 
@@ -186,8 +225,9 @@ class HttpServer(uvicorn.Server):
         port: int,
         on_signal: Callable[[], None] | None = None,
         before_exit: Callable[[], None] | None = None,
+        oauth: ResourceServer | None = None,
     ) -> None:
-        app = http_app(server, settings)
+        app = http_app(server, settings, oauth=oauth)
         config = uvicorn.Config(
             app, host=settings.host, port=port, log_level="warning", timeout_graceful_shutdown=settings.shutdown_timeout
         )

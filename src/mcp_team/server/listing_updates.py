@@ -26,6 +26,7 @@ from mcp.server.subscriptions import ResourceUpdated
 from mcp_team.server.state import ServerState
 from mcp_team.server.store import RunStore as RecordStore  # the server's records (`state.store`), not the runs database
 from mcp_team.server.store import Visible
+from mcp_team.server.tasks import Caller
 
 if TYPE_CHECKING:
     from mcp_team.handoffs import RunResult
@@ -64,10 +65,10 @@ def _names_listing(params: Mapping[str, Any] | None) -> bool:
     return isinstance(uris, list) and LIST_URI in uris
 
 
-def sees(who: str | None, owner: str | None) -> bool:
-    """`tasks.visible` for a subscriber, whose principal was taken when it subscribed: it is told outside any
-    request of its own."""
-    return owner is None or owner == who
+def sees(who: Caller, owner: str | None) -> bool:
+    """`tasks.visible` for a subscriber, who was taken when it subscribed: it is told outside any request of its
+    own."""
+    return who.sees(owner)
 
 
 class ListingFollowers:
@@ -78,7 +79,7 @@ class ListingFollowers:
 
     def __init__(self, state: ServerState) -> None:
         self.state = state
-        self.connections: dict[int, tuple[Any, str | None]] = {}  # 2025-11-25: id(connection): it, its principal
+        self.connections: dict[int, tuple[Any, Caller]] = {}  # 2025-11-25: id(connection): it, who it is
         self.streams: set[object] = set()  # 2026-07-28 listen streams naming the listing (whose: the bus knows)
         self._owners: set[str | None] = set()  # of the runs started or finished since the followers were told
         self._wake: anyio.Event | None = None  # set when there is something to tell
@@ -88,7 +89,7 @@ class ListingFollowers:
     def following(self) -> bool:
         return bool(self.connections or self.streams)
 
-    async def add_connection(self, connection: Any, who: str | None) -> None:
+    async def add_connection(self, connection: Any, who: Caller) -> None:
         self.connections[id(connection)] = (connection, who)
         await self._start()
 

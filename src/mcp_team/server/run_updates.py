@@ -46,7 +46,7 @@ from mcp_team.server.listing_updates import (
     sees,
 )
 from mcp_team.server.state import ServerState
-from mcp_team.server.tasks import principal, visible
+from mcp_team.server.tasks import caller, visible
 
 if TYPE_CHECKING:
     from mcp_team.runs.store import RunStore  # the runs database of a durable server
@@ -102,7 +102,7 @@ def install_run_updates(server: MCPServer[ServerState], state: ServerState) -> N
             raise MCPError(types.INVALID_PARAMS, why)
         if uri == LIST_URI:
             _when_closed(connection, lambda: forget(connection))
-            await listing.add_connection(connection, principal())
+            await listing.add_connection(connection, caller())
             return types.EmptyResult()
         tg = state.rounds.task_group
         key = (id(connection), uri)

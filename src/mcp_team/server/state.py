@@ -31,7 +31,7 @@ from mcp_team.server.elicitation import elicit_in_rounds
 from mcp_team.server.limits import RunSlots, ServerLimits
 from mcp_team.server.sampling import CtxGetter, RoundRunner, SamplingModel, can_sample_in_rounds, can_sample_now
 from mcp_team.server.store import MemoryRunStore, RunStore
-from mcp_team.server.tasks import principal
+from mcp_team.server.tasks import Caller, caller, principal
 from mcp_team.server.teamfile import TeamSpec
 from mcp_team.specialists import Specialist
 from mcp_team.specialists.mcp_config import McpServerConfig
@@ -49,7 +49,7 @@ class ListenedBus(InMemorySubscriptionBus):
 
     def __init__(self) -> None:
         super().__init__()
-        self._streams: dict[object, tuple[Callable[[ServerEvent], None], str | None]] = {}  # listener, principal
+        self._streams: dict[object, tuple[Callable[[ServerEvent], None], Caller]] = {}  # listener, whose
 
     @property
     def listeners(self) -> int:
@@ -58,7 +58,7 @@ class ListenedBus(InMemorySubscriptionBus):
     def subscribe(self, listener: Callable[[ServerEvent], None]) -> Callable[[], None]:
         # The SDK's listen handler subscribes from the listen request itself, where the caller's token is in
         # context (as the middleware `listing_updates.follow_listen_streams` sees it): the stream is that principal's.
-        who = principal()
+        who = caller()
         unsubscribe = super().subscribe(listener)
         key = object()
         self._streams[key] = (listener, who)
@@ -69,7 +69,7 @@ class ListenedBus(InMemorySubscriptionBus):
 
         return once
 
-    async def publish_to(self, event: ServerEvent, sees: Callable[[str | None], bool]) -> None:
+    async def publish_to(self, event: ServerEvent, sees: Callable[[Caller], bool]) -> None:
         """Deliver `event` to the streams of the principals `sees` admits, as `publish` does to all (each
         stream's own filter still decides whether it asked for the event)."""
         for listener, who in list(self._streams.values()):

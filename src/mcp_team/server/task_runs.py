@@ -276,7 +276,7 @@ class MemoryTaskRuns(_Base):
 
     async def list(self, owner: str | None, offset: int, limit: int) -> list[TaskRun]:
         found = [run for r in self.state.store.recent(MAX_LISTED) if (run := await self.get(r.run_id)) is not None]
-        return [run for run in found if run.owner == owner][offset : offset + limit]
+        return [run for run in found if owner is None or run.owner == owner][offset : offset + limit]
 
 
 def _updated(task: _Task | None, record: RunResult | None) -> datetime:

@@ -22,9 +22,10 @@ Tasks run on the server's own model. Without one (the client's model through sam
 declares no tasks and `run_team` runs as a plain call, as before.
 
 Access (the spec's "authorization context"): with auth on, a task belongs to the principal that
-created it; another principal gets "task not found" and `tasks/list` lists only the caller's. Without
-auth (stdio, a loopback HTTP server) there is one user: any client that knows a task id can read it,
-as `team://runs` already lists every run; ids are 128-bit random.
+created it; another principal gets "task not found" and `tasks/list` lists only the caller's, except to an
+operator (OAuth's operator scope), who sees every one. Without auth (stdio, a loopback HTTP server) there is
+one user: any client that knows a task id can read it, as `team://runs` already lists every run; ids are
+128-bit random.
 """
 
 from __future__ import annotations
@@ -32,11 +33,13 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 import mcp_types as types
 from mcp import MCPError
 from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.server.auth.provider import AccessToken
 from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp.server.mcpserver import Extension, MethodBinding, require_client_extension
 from mcp.server.mcpserver.exceptions import ToolError
@@ -44,6 +47,7 @@ from mcp.shared.inbound import MCP_NAME_HEADER, decode_header_value
 from mcp_types.jsonrpc import HEADER_MISMATCH
 from pydantic import Field
 
+from mcp_team.server.oauth.access import TeamAccessToken
 from mcp_team.server.strict import tool_error_text
 from mcp_team.server.task_wire import (
     TASK_TOOL,
@@ -98,23 +102,47 @@ class TaskRuns(Protocol):
         ...
 
     async def list(self, owner: str | None, offset: int, limit: int) -> list[TaskRun]:
-        """Runs of `owner` (None: runs without an owner), newest first."""
+        """Runs of `owner` (None: every run: no auth, one user; or an operator), newest first."""
         ...
 
 
-def principal() -> str | None:
-    """Who is calling, when the server checks tokens (the authorization context tasks are bound to)."""
+@dataclass(frozen=True)
+class Caller:
+    """Who is calling, for what they may see: their principal (None: the server checks no tokens) and whether
+    they are an operator (OAuth's operator scope: every run is theirs to see and cancel)."""
+
+    principal: str | None
+    operator: bool = False
+
+    def sees(self, owner: str | None) -> bool:
+        """Whether a run of `owner` exists for this caller: their own, one started by nobody in particular (a
+        server without auth, the CLI), or any run for an operator. To anyone else it does not exist."""
+        return self.operator or owner is None or owner == self.principal
+
+
+def caller() -> Caller:
+    """Who is calling, from the token of the request in progress."""
     token = get_access_token()
     if token is None:
-        return None
+        return Caller(None)
+    return Caller(_principal(token), isinstance(token, TeamAccessToken) and token.operator)
+
+
+def principal() -> str | None:
+    """Who is calling, when the server checks tokens (the authorization context tasks are bound to): the token's
+    client and subject. A run is recorded as this principal's."""
+    token = get_access_token()
+    return None if token is None else _principal(token)
+
+
+def _principal(token: AccessToken) -> str:
     subject = getattr(token, "subject", None)
     return f"{token.client_id}:{subject}" if subject else token.client_id
 
 
 def visible(owner: str | None) -> bool:
-    """Whether the caller may see a run of `owner`: their own, or one started by nobody in particular (a server
-    without auth, the CLI). To anyone else it does not exist."""
-    return owner is None or owner == principal()
+    """Whether the caller may see a run of `owner` (`Caller.sees`)."""
+    return caller().sees(owner)
 
 
 # --- the methods -----------------------------------------------------------------------------------
@@ -198,7 +226,8 @@ class TasksExtension(Extension):
 
     async def list(self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams) -> dict[str, Any]:
         offset = _offset(params.cursor)
-        found = await self.runs.list(principal(), offset, PAGE + 1)
+        me = caller()  # an operator lists every run (owner None: all of them)
+        found = await self.runs.list(None if me.operator else me.principal, offset, PAGE + 1)
         page: dict[str, Any] = {"tasks": [task_wire(r, modern=False) for r in found[:PAGE]]}
         if len(found) > PAGE:
             page["nextCursor"] = _cursor(offset + PAGE)
@@ -234,7 +263,7 @@ def _modern(ctx: ServerRequestContext[Any, Any], task_id: str) -> bool:
 async def _owned(pending: Any, task_id: str) -> TaskRun:
     """The run, if it exists and belongs to the caller; "not found" otherwise (never whose it is)."""
     run: TaskRun | None = await pending
-    if run is None or run.owner != principal():
+    if run is None or not visible(run.owner):
         raise not_found(task_id)
     return run
 

@@ -113,6 +113,7 @@ def live_record(save: Callable[[RunResult], None], then: EventSink) -> EventSink
 
 
 Endpoint = Callable[[Request], Awaitable[Response]]
+Permits = Callable[[AccessToken], bool]
 
 
 def add_run_pages(
@@ -120,12 +121,15 @@ def add_run_pages(
     security: TransportSecuritySettings,
     auth: tuple[TokenVerifier, AuthSettings] | None,
     settings: ViewSettings | None = None,
+    *,
+    permits: Permits | None = None,
 ) -> None:
     """Serve the run view at /runs and /runs/{id} (and their JSON) on `server`'s HTTP app, behind
-    `security`'s Host/Origin checks and, when `auth` is set, the same token check as `/mcp`. Call it
-    before `server.streamable_http_app()`."""
+    `security`'s Host/Origin checks and, when `auth` is set, the same token check as `/mcp`: `auth`'s
+    required scopes, or (OAuth, whose scopes are per request) what `permits` allows. Call it before
+    `server.streamable_http_app()`."""
     trace_link = (settings or view_settings()).trace_link()
-    guard = _Guard(TransportSecurityMiddleware(security), auth)
+    guard = _Guard(TransportSecurityMiddleware(security), auth, permits)
 
     async def runs_json(_request: Request) -> Response:
         return await _resource_json(server, "team://runs")
@@ -173,9 +177,15 @@ class _Guard:
 
     `custom_route`s of the SDK have neither, so each page and JSON route goes through here."""
 
-    def __init__(self, security: TransportSecurityMiddleware, auth: tuple[TokenVerifier, AuthSettings] | None) -> None:
+    def __init__(
+        self,
+        security: TransportSecurityMiddleware,
+        auth: tuple[TokenVerifier, AuthSettings] | None,
+        permits: Permits | None = None,
+    ) -> None:
         self._security = security
         self._auth = auth
+        self._permits = permits
 
     def __call__(self, endpoint: Endpoint) -> Endpoint:
         async def guarded(request: Request) -> Response:
@@ -185,10 +195,14 @@ class _Guard:
             if self._auth is None:
                 return await endpoint(request)
             access = await self._authorized(request, *self._auth)
+            if access is not None and self._permits is not None and not self._permits(access):
+                access = None
             if access is None:
+                what = "an access token of this server's issuer, with the scope to read runs," if self._permits \
+                    else "the server's token (MCP_TEAM_HTTP_TOKEN)"  # fmt: skip
                 return PlainTextResponse(
-                    "unauthorized: send the server's token (MCP_TEAM_HTTP_TOKEN) as 'Authorization: Bearer <token>', "
-                    "or as the password when the browser asks",
+                    f"unauthorized: send {what} as 'Authorization: Bearer <token>', or as the password when the "
+                    "browser asks",
                     status_code=401,
                     headers={"WWW-Authenticate": 'Basic realm="mcp-team", charset="UTF-8"'},
                 )

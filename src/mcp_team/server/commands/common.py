@@ -49,6 +49,22 @@ def model_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def auth_flags(parser: argparse.ArgumentParser) -> None:
+    """`serve --http`'s OAuth flags (and `check --http`'s, which shows what they set up)."""
+    parser.add_argument(
+        "--auth-issuer",
+        metavar="URL",
+        help="HTTP: be an OAuth 2.1 resource server of this issuer (its identifier, exactly): each person's token, "
+        "each person's runs (default: $MCP_TEAM_AUTH_ISSUER; see docs/serving-several-people.md)",
+    )
+    parser.add_argument(
+        "--public-url",
+        metavar="URL",
+        help="HTTP: the URL clients reach /mcp at, e.g. https://team.example.com/mcp: the audience of every token "
+        "(default: $MCP_TEAM_PUBLIC_URL, else http://HOST:PORT/mcp on a loopback bind)",
+    )
+
+
 def team_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--team", metavar="PATH", help="team file (default: $MCP_TEAM_FILE, else ./team.toml, else the built-in team)"
@@ -127,7 +143,7 @@ def model_settings(args: argparse.Namespace) -> ModelSettings:
 
 # The settings a flag sets as well as a variable: a problem names both, as the user may have used either.
 _FLAGS = {"model": "--model", "offline_latency_ms": "--offline-latency-ms", "faults": "--fault", "host": "--host",
-          "port": "--port"}  # fmt: skip
+          "port": "--port", "issuer": "--auth-issuer", "public_url": "--public-url"}  # fmt: skip
 
 
 def settings_problems(exc: ValidationError, *candidates: type[BaseSettings]) -> list[str]:

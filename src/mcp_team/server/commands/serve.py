@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from mcp_team.server.commands.common import (
     EXIT_OK,
     EXIT_USAGE,
+    auth_flags,
     call_timeout_flag,
     check_faults,
     error,
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
 
     from mcp_team.server.commands.common import Subparsers
     from mcp_team.server.durability import Durability
+    from mcp_team.server.oauth.resource import ResourceServer
     from mcp_team.server.state import ServerState
     from mcp_team.telemetry.setup import Tracing
 
@@ -63,6 +65,7 @@ def add_parsers(sub: Subparsers) -> None:
         help="HTTP: seconds calls still in progress get to end after SIGTERM before they are cut (a second "
         "SIGTERM cuts them at once); open streams end at once (default: $MCP_TEAM_SHUTDOWN_TIMEOUT, else 5)",
     )
+    auth_flags(serve)
     durable_flags(serve)
     serve.set_defaults(handler=serve_command)
 
@@ -107,7 +110,8 @@ def serve_command(args: argparse.Namespace) -> int:
 
     from mcp_team.telemetry.content import register_secret
 
-    if not args.http and (given := [f"--{f.replace('_', '-')}" for f in ("host", "port", "shutdown_timeout")
+    http_only = ("host", "port", "shutdown_timeout", "auth_issuer", "public_url")
+    if not args.http and (given := [f"--{f.replace('_', '-')}" for f in http_only
                                   if getattr(args, f) is not None]):  # fmt: skip
         # A warning, not an error: a client's config with a stray --port must still start its stdio server.
         verb = "applies" if len(given) == 1 else "apply"
@@ -132,30 +136,37 @@ def serve_command(args: argparse.Namespace) -> int:
         durable = durable_config(args)  # opened in the background once the server answers (see server/durability)
         register_secrets(settings, spec)
         check_faults(settings, spec)
-        http, stdio_limit = None, None
+        http, oauth, stdio_limit = None, None, None
         if not args.http:
             from mcp_team.server.stdio import max_message_bytes
 
             stdio_limit = max_message_bytes()
         else:
             from mcp_team.server.http import HttpSettings, check_bind
+            from mcp_team.server.oauth.settings import OAuthSettings
 
-            flags = {"host": args.host, "port": args.port, "shutdown_timeout": args.shutdown_timeout}
+            flags = {"host": args.host, "port": args.port, "shutdown_timeout": args.shutdown_timeout,
+                     "public_url": args.public_url}  # fmt: skip
             overrides = {k: v for k, v in flags.items() if v is not None}
             http = HttpSettings(**overrides)
-            check_bind(http)
+            oauth = OAuthSettings(**({"issuer": args.auth_issuer} if args.auth_issuer is not None else {}))
+            check_bind(http, oauth)
             if durable is not None:  # an HTTP server is not spawned per client: check now, fail before serving
                 from mcp_team.runs.launch import check
 
                 check(durable)
             if http.http_token is not None:
                 register_secret(http.http_token.get_secret_value())
+            if oauth.introspection_client_secret is not None:
+                register_secret(oauth.introspection_client_secret.get_secret_value())
         tracing = start_tracing(args)
     except ValidationError as exc:  # a ConfigError reaches main(), which says it the same way
         from mcp_team.server.http import HttpSettings
         from mcp_team.server.limits import ServerLimits
+        from mcp_team.server.oauth.settings import OAuthSettings
 
-        return error(f"invalid settings: {'; '.join(settings_problems(exc, HttpSettings, ServerLimits))}", EXIT_USAGE)
+        problems = settings_problems(exc, HttpSettings, ServerLimits, OAuthSettings)
+        return error(f"invalid settings: {'; '.join(problems)}", EXIT_USAGE)
     except ValueError as exc:  # MCP_TEAM_MAX_MESSAGE_BYTES
         return error(f"invalid settings: {exc}", EXIT_USAGE)
 
@@ -168,14 +179,19 @@ def serve_command(args: argparse.Namespace) -> int:
             server = build_server(settings, spec, watch=args.watch, tracing=tracing, limits=limits, durable=opened)
             anyio.run(_serve_stdio, server, tracing, stdio_limit, opened)
         else:
-            from mcp_team.server.http import HttpServer, auth_for
+            from mcp_team.server.http import HttpServer, auth_for, resource_server
 
-            opened = Durability(durable, open_delay=OPEN_DELAY) if durable is not None else None
-            server = build_server(
-                settings, spec, auth=auth_for(http), watch=args.watch, tracing=tracing, limits=limits, durable=opened
-            )
+            assert oauth is not None
             sockets = listen(http.host, http.port)  # before saying it serves: a port in use is a usage error
             port = sockets[0].getsockname()[1]
+            resource = resource_server(http, oauth, port)  # with the port bound: the canonical URL may name it
+            opened = Durability(durable, open_delay=OPEN_DELAY) if durable is not None else None
+            auth = resource.auth if resource is not None else auth_for(http)
+            server = build_server(
+                settings, spec, auth=auth, watch=args.watch, tracing=tracing, limits=limits, durable=opened
+            )
+            if resource is not None:
+                say_issuer(resource)
             print(f"mcp-team: serving streamable HTTP on http://{http.host}:{port}/mcp", file=sys.stderr)
             # The run service is told first that the calls the stop cancels leave their runs to resume.
             served = HttpServer(
@@ -184,6 +200,7 @@ def serve_command(args: argparse.Namespace) -> int:
                 port,
                 on_signal=opened.stopping if opened is not None else None,
                 before_exit=tracing.shutdown if tracing is not None else None,  # bounded, as in `finally` below
+                oauth=resource,
             )
             with contextlib.suppress(KeyboardInterrupt):  # as uvicorn.run: Ctrl-C stops the server, cleanly
                 served.run(sockets=sockets)
@@ -197,6 +214,23 @@ def serve_command(args: argparse.Namespace) -> int:
         # Stdin closed, SIGTERM or Ctrl-C: whatever ended the server, export what is left.
         if tracing is not None:
             tracing.shutdown()
+
+
+def say_issuer(resource: ResourceServer) -> None:
+    """Say what the OAuth set-up is, and whether the issuer answers now: serving goes on either way (tokens are
+    refused, the log saying why, until it does), so a cluster can start before its issuer."""
+    import anyio
+
+    from mcp_team.server.oauth.issuer import probe
+    from mcp_team.server.oauth.metadata import DiscoveryError
+
+    print(f"mcp-team: OAuth: tokens of {resource.issuer.url} for {resource.resource} (metadata at "
+          f"{resource.metadata_url})", file=sys.stderr)  # fmt: skip
+    try:
+        anyio.run(probe, resource.settings)
+    except DiscoveryError as exc:
+        print(f"mcp-team: warning: {exc}; tokens are refused until the issuer answers (check the set-up with "
+              "`mcp-team check --http`)", file=sys.stderr)  # fmt: skip
 
 
 def listen(host: str, port: int) -> list[socket.socket]:

@@ -1,4 +1,5 @@
-"""`mcp-team init` writes a starter team file; `mcp-team check` validates one and shows the team."""
+"""`mcp-team init` writes a starter team file; `mcp-team check` validates one and shows the team (with `--http`,
+also the HTTP server's auth set-up, its issuer asked whether it answers)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from mcp_team.server.commands.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, error, team_flag
+from mcp_team.server.commands.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, auth_flags, error, team_flag
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -27,6 +28,12 @@ def add_parsers(sub: Subparsers) -> None:
     check = sub.add_parser("check", help="validate a team file and show the team")
     check.add_argument("path", nargs="?", help="the team file (default: the one `serve` would load)")
     team_flag(check)  # as `run` and `serve` take it
+    check.add_argument(
+        "--http", action="store_true", help="also show how `serve --http` checks clients, and ask its issuer"
+    )
+    check.add_argument("--host", help="with --http: the bind address `serve` would get")
+    check.add_argument("--port", type=int, help="with --http: the port `serve` would get")
+    auth_flags(check)
     check.set_defaults(handler=check_command)
 
 
@@ -102,6 +109,48 @@ def check_command(args: argparse.Namespace) -> int:
     # A warning, not a failure: the file is valid, and where check runs (a CI lint job) the secrets often are not.
     for problem in _unset_keys(settings, members):
         print(f"mcp-team: warning: {problem}", file=sys.stderr)
+    return _check_http(args) if args.http else EXIT_OK
+
+
+def _check_http(args: argparse.Namespace) -> int:
+    """The auth `serve --http` would have with these flags and the environment; with an issuer, its metadata
+    and keys fetched as the server would (exit 1 when it does not answer, or answers wrong)."""
+    import anyio
+    from pydantic import ValidationError
+
+    from mcp_team.errors import ConfigError
+    from mcp_team.server.commands.common import settings_problems
+    from mcp_team.server.http import HttpSettings, check_bind, resource_server
+    from mcp_team.server.oauth.issuer import probe
+    from mcp_team.server.oauth.metadata import DiscoveryError
+    from mcp_team.server.oauth.settings import OAuthSettings, is_loopback
+
+    flags = {"host": args.host, "port": args.port, "public_url": args.public_url}
+    try:
+        http = HttpSettings(**{k: v for k, v in flags.items() if v is not None})
+        oauth = OAuthSettings(**({"issuer": args.auth_issuer} if args.auth_issuer is not None else {}))
+        check_bind(http, oauth)
+        resource = resource_server(http, oauth, http.port)
+    except ValidationError as exc:
+        return error(f"invalid settings: {'; '.join(settings_problems(exc, HttpSettings, OAuthSettings))}", EXIT_FAILED)
+    except ConfigError as exc:
+        return error(str(exc), EXIT_FAILED)
+    print(f"HTTP: http://{http.host}:{http.port}/mcp")
+    if resource is None:
+        if http.http_token is not None:
+            print("auth: one static bearer token (MCP_TEAM_HTTP_TOKEN): a server for one person; whoever has the "
+                  "token sees every run (for several people: --auth-issuer)")  # fmt: skip
+        else:
+            where = "loopback: anyone on this machine" if is_loopback(http.host) else http.host
+            print(f"auth: none ({where} can connect)")
+        return EXIT_OK
+    for line in resource.describe():
+        print(line)
+    try:
+        for line in anyio.run(probe, oauth):
+            print(f"  {line}")
+    except DiscoveryError as exc:
+        return error(str(exc), EXIT_FAILED)
     return EXIT_OK
 
 
