@@ -64,7 +64,8 @@ async def main() -> None:
                         task.print_stack(file=out)
                     _say(cmd=cmd, stacks=out.getvalue())
                 elif cmd == "takeovers":
-                    _say(cmd=cmd, ids=runs.replicas.taken_over if runs.replicas else [])
+                    replicas = runs.durable.replicas if runs.durable is not None else None
+                    _say(cmd=cmd, ids=replicas.taken_over if replicas is not None else [])
 
             async with anyio.create_task_group() as tg:
                 async for line in anyio.wrap_file(sys.stdin):

@@ -252,3 +252,23 @@ async def serving_here(app: Any, port: int) -> AsyncIterator[None]:
             yield
         finally:
             web.should_exit = True
+
+
+async def listed_runs(session: Any) -> list[dict[str, Any]]:
+    """The server's runs as `team://runs` lists them (newest first), through an MCP client session."""
+    result = await session.read_resource("team://runs")
+    return json.loads(result.contents[0].text)["runs"]  # type: ignore[no-any-return]
+
+
+async def run_listed(session: Any, finished: bool = True) -> dict[str, Any]:
+    """The record of the server's newest run, once it is listed (and, with `finished`, has finished): waits for
+    that, polling the listing, at most `HANG_GUARD` seconds."""
+    with anyio.fail_after(HANG_GUARD):
+        while True:
+            runs = await listed_runs(session)
+            if runs and (not finished or runs[0]["status"] != "running"):
+                result = await session.read_resource(runs[0]["uri"])
+                return json.loads(result.contents[0].text)  # type: ignore[no-any-return]
+            await anyio.sleep(0.05)
+
+RUN_TOOLS = frozenset({"start_run", "get_run", "cancel_run", "answer_checkpoint"})  # on every server

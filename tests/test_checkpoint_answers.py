@@ -1,4 +1,4 @@
-"""Checkpoint answers passed between replicas (runs/approvals.py), on a real SQLite database: an answer is
+"""Checkpoint answers passed between replicas (runs/answers.py), on a real SQLite database: an answer is
 taken once, by the round it was meant for, and one nobody takes in time is withdrawn (refused, never left
 to land later)."""
 
@@ -11,7 +11,7 @@ import pytest
 import sqlalchemy as sa
 
 from mcp_team.handoffs.checkpoints import Checkpoint, Decision
-from mcp_team.runs import approvals
+from mcp_team.runs import answers as approvals
 from mcp_team.runs.sql_store import SqlRunStore as RunStore
 from mcp_team.runs.tables import answers_table
 

@@ -108,15 +108,18 @@ async def test_on_a_durable_server_it_is_told_to_start_the_run_and_answer_with_t
     assert "Python" not in text and "mcp-team run" not in text, text
 
 
-async def test_on_a_server_without_durable_runs_it_is_told_what_works_there(mode: str) -> None:
+async def test_on_an_ephemeral_server_it_is_told_the_same_way_that_works_there(mode: str) -> None:
+    # Every server with a model of its own runs start_run (in memory when --ephemeral), and answer_checkpoint
+    # answers its runs: the way out is the same as on a durable server.
     app = build_server(ModelSettings(model="offline"), TeamSpec.of(DEFAULT_TEAM, RunSettings(checkpoints=["plan"])))
     text = await _refused(app, mode)
     assert "does not support elicitation" in text, text
-    assert "Answer from an MCP client that supports elicitation" in text, text
+    assert "start the run with start_run, watch get_run until it shows `waiting`" in text, text
     assert 'checkpoint_policy = "approve"' in text, text
-    assert "Python" not in text and "mcp-team run" not in text and "start_run" not in text, text
+    assert "Python" not in text and "mcp-team run" not in text, text
     # a call's own checkpoints are refused before the run starts, with the same fit
     plain = build_server(ModelSettings(model="offline"), TeamSpec.of(DEFAULT_TEAM, RunSettings()))
     text = await _refused(plain, mode, checkpoints=["plan"])
-    assert "leave 'checkpoints' out, or call from a client that supports elicitation" in text, text
-    assert "start_run" not in text, text
+    assert "leave 'checkpoints' out, or start the run with start_run and answer them with answer_checkpoint" in text
+
+

@@ -17,10 +17,9 @@ from mcp import Client
 from mcp_team.handoffs import RunResult, RunSettings
 from mcp_team.llm.settings import ModelSettings
 from mcp_team.server.app import build_server
-from mcp_team.server.store import MemoryRunStore
 from mcp_team.server.teamfile import TeamSpec
 from mcp_team.specialists import DEFAULT_TEAM
-from support import HANG_GUARD, MCP_TEAM, clean_env
+from support import HANG_GUARD, MCP_TEAM, clean_env, listed_runs
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")]
 REQUEST = "Research bees and write a short report"
@@ -158,23 +157,18 @@ async def test_declining_the_form_is_a_reject(mode: str) -> None:
 
 
 async def test_no_answer_within_the_timeout_cancels_the_run(mode: str) -> None:
-    cancelled = anyio.Event()
-
-    class Store(MemoryRunStore):
-        def save(self, run: RunResult, owner: str | None = None) -> None:
-            super().save(run, owner)
-            if run.status == "cancelled":
-                cancelled.set()
-
-    store = Store()
+    session: list[Client] = []
 
     async def late(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
-        await cancelled.wait()  # the person answers only once the server has given up waiting
+        with anyio.fail_after(HANG_GUARD):  # the person answers only once the server has given up waiting
+            while not [r for r in await listed_runs(session[0]) if r["status"] == "cancelled"]:  # noqa: ASYNC110
+                await anyio.sleep(0.05)  # polls the server's listing: the test has nothing of the server to wait on
         return types.ElicitResult(action="accept", content={"decision": "approve"})
 
     settings = RunSettings(checkpoints=["before:writer"], checkpoint_timeout=0.2)
-    app = build_server(ModelSettings(model="offline"), TeamSpec.of(DEFAULT_TEAM, settings), store=store)
+    app = build_server(ModelSettings(model="offline"), TeamSpec.of(DEFAULT_TEAM, settings))
     async with Client(app, mode=mode, elicitation_callback=late) as c:
+        session.append(c)
         _, run_ = await run(c)
     assert run_ is not None and run_.status == "cancelled"
     assert "nobody answered checkpoint 'before:writer' within 0.2 s" in run_.answer
@@ -221,13 +215,12 @@ async def test_a_client_without_elicitation_goes_on_under_the_approve_policy(mod
 
 
 async def test_checkpoints_a_call_asks_for_without_elicitation_are_refused_before_it_starts(mode: str) -> None:
-    store = MemoryRunStore()
     team = TeamSpec.of(DEFAULT_TEAM, RunSettings())
-    async with Client(build_server(ModelSettings(model="offline"), team, store=store), mode=mode) as c:
+    async with Client(build_server(ModelSettings(model="offline"), team), mode=mode) as c:
         result, _ = await run(c, checkpoints=["plan"])
+        assert await listed_runs(c) == []  # no run was started (it only failed at its first checkpoint)
     assert result.is_error and "'checkpoints' need a client that can answer them" in result.content[0].text  # type: ignore[union-attr]
     assert "leave 'checkpoints' out" in result.content[0].text  # type: ignore[union-attr]
-    assert store.recent() == []  # no run was started (it only failed at its first checkpoint)
 
 
 async def test_a_checkpoint_naming_no_member_is_refused(mode: str) -> None:

@@ -1,6 +1,6 @@
 """A 2026-07-28 `subscriptions/listen` filter naming a URI the caller could not subscribe to on 2025-11-25 is
 refused as `resources/subscribe` refuses it: another user's run and a run that does not exist alike (the same
-words: whether another's run exists is not told), a run's record on an ephemeral server, a URI nothing is told
+words: whether another's run exists is not told), a run that does not exist, a URI nothing is told
 of. The listen protocol refuses part of a filter by leaving it out of the acknowledgment; a listen asking for
 nothing else is answered with the error (INVALID_PARAMS, naming the URI and why) instead of a stream that would
 never tell anything."""
@@ -65,15 +65,15 @@ async def test_a_listen_naming_another_users_run_is_refused_as_one_naming_no_run
 
 
 async def test_what_2025_refuses_to_subscribe_to_a_listen_refuses_in_the_same_words() -> None:
-    server = build_server(ModelSettings(model="offline"))  # ephemeral: a run's record is not followed
+    server = build_server(ModelSettings(model="offline"))
     async with Client(server, mode="auto") as client, Client(server, mode="legacy") as on_2025:
         ran = await client.call_tool("run_team", {"request": "Write a haiku"})
         assert ran.structured_content is not None, ran.content
-        for uri in (f"team://runs/{ran.structured_content['run_id']}", "team://nothing"):
+        for uri in ("team://runs/no-such-run", "team://nothing"):
             with pytest.raises(MCPError) as subscribed:
                 await on_2025.subscribe_resource(uri)
             assert await refused(client, uri) == subscribed.value.error.message
-        assert "--ephemeral" in await refused(client, f"team://runs/{ran.structured_content['run_id']}")
+        assert "no run 'no-such-run'" in await refused(client, "team://runs/no-such-run")
         assert await refused(client, "team://nothing", "team://other") == (
             f"{await refused(client, 'team://nothing')}; {await refused(client, 'team://other')}"
         )

@@ -113,14 +113,22 @@ async def test_bad_run_arguments_are_exact_errors(tmp_path: Path, mode: str) -> 
         assert bad_thread.is_error and "thread" in bad_thread.content[0].text  # type: ignore[union-attr]
 
 
-async def test_an_ephemeral_server_has_no_run_tools_and_refuses_threads(mode: str) -> None:
+async def test_an_ephemeral_server_runs_start_run_and_threads_in_memory(mode: str) -> None:
+    # One run service on every server: an --ephemeral one keeps its runs in memory, so start_run, get_run and a
+    # thread's follow-up work there too (for the life of the process); its instructions do not promise restarts.
     server = build_server(ModelSettings(model="offline"))  # type: ignore[call-arg]
     async with Client(server, mode=mode) as client:
         names = {t.name for t in (await client.list_tools()).tools}
-        assert not names & {"start_run", "get_run", "cancel_run"}
-        assert "start_run" not in (client.instructions or "")  # the instructions name only the tools it has
-        result = await client.call_tool("run_team", {"request": "Write a haiku", "thread": "t1"})
-        assert result.is_error and "--ephemeral" in result.content[0].text  # type: ignore[union-attr]
+        assert {"start_run", "get_run", "cancel_run", "answer_checkpoint"} <= names
+        assert "survive a restart" not in (client.instructions or "")
+        first = await client.call_tool("run_team", {"request": "Write a haiku about bees", "thread": "t1"})
+        assert not first.is_error, first.content
+        started = (await client.call_tool("start_run", {"request": "Now one about ants", "thread": "t1"}))
+        run_id = started.structured_content["run_id"]  # type: ignore[index]
+        done = await client.call_tool("get_run", {"run_id": run_id, "wait_seconds": 50})
+    record = done.structured_content
+    assert record is not None and record["status"] == "complete" and not record["resumable"], record
+    assert record["thread"] == "t1"
 
 
 async def test_subscribing_to_a_run_tells_of_its_changes_until_it_finishes(tmp_path: Path, mode: str) -> None:

@@ -96,7 +96,9 @@ async def test_the_record_is_readable_while_the_run_goes_and_is_the_result_at_th
 
     assert current["status"] == "running" and current["handoffs"][0]["status"] == "running"
     assert current["trace_id"] == final["trace_id"] and current["started_at"] == final["started_at"]
-    assert final["status"] == "complete" and final == result["run"].structured_content
+    # the record of a run is its result, with what the store knows besides (its thread, whether it resumes...)
+    returned = result["run"].structured_content
+    assert final["status"] == "complete" and {k: final.get(k) for k in returned} == returned
 
 
 async def _record(client: Client, run_id: str) -> dict:

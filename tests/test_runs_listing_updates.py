@@ -342,15 +342,16 @@ async def test_each_listen_stream_is_told_of_its_own_principal_s_runs_only(tmp_p
     assert hers.uris == [LISTING] * 4, hers.uris
 
 
-async def test_other_uris_are_refused_and_an_ephemeral_server_follows_no_run_record() -> None:
+async def test_other_uris_are_refused_and_an_ephemeral_server_follows_a_run_record_too() -> None:
     server = build_server(ModelSettings(model="offline"))
     async with Client(server, mode="legacy") as client:
         ran = await client.call_tool("run_team", {"request": "Write a haiku"})
         run_id = ran.structured_content["run_id"]
-        with pytest.raises(MCPError) as record:
-            await client.subscribe_resource(f"team://runs/{run_id}")
-        assert record.value.error.code == types.INVALID_PARAMS
-        assert "--ephemeral" in record.value.error.message and "subscribe to team://runs" in record.value.error.message
+        await client.subscribe_resource(f"team://runs/{run_id}")  # its runs are in memory, followed alike
+        with pytest.raises(MCPError) as missing:
+            await client.subscribe_resource("team://runs/no-such-run")
+        assert missing.value.error.code == types.INVALID_PARAMS
+        assert "no run 'no-such-run'" in missing.value.error.message
         with pytest.raises(MCPError) as other:
             await client.subscribe_resource("team://nothing")
         assert other.value.error.code == types.INVALID_PARAMS

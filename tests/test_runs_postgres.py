@@ -56,7 +56,7 @@ async def test_a_closed_server_leaves_its_executor_id_free(tmp_path: Path, pg_ur
     try:
         for _ in range(8):
             async with open_runs(config, FakeEngine()) as runs:
-                assert runs.replicas is not None
+                assert runs.durable is not None and runs.durable.replicas is not None
                 await anyio.sleep(0.1)
             assert not is_held(config, db, "pg-close")
     finally:

@@ -8,8 +8,7 @@ and identities and order do not depend on timing.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -20,6 +19,7 @@ import pytest
 from mcp_team.handoffs import Budgets, RunEvent, RunSettings, Team
 from mcp_team.handoffs.admission import Refusal
 from mcp_team.handoffs.context import now
+from mcp_team.handoffs.runtime import Branch
 from mcp_team.llm import ModelRequest, ModelResponse, ModelSet
 from mcp_team.llm.call import SPECIALIST, SUPERVISOR
 from mcp_team.llm.faults import FaultyModel, parse_faults
@@ -39,22 +39,28 @@ class RecordingRuntime:
 
     def __init__(self, replay: dict[tuple[int | None, str], Any] | None = None) -> None:
         self.replay = replay or {}
-        self.branches: list[int] = []
+        self.entered: list[int] = []
         self.open = 0  # branches entered and not yet left
         self.gathered: list[tuple[int | None, int]] = []
         self.decisions: list[tuple[int | None, str, Any]] = []
 
-    @contextmanager
-    def branch(self, seq: int) -> Iterator[None]:
-        assert BRANCH.get() is None, "branches never nest"
-        self.branches.append(seq)
-        self.open += 1
-        token = BRANCH.set(seq)
-        try:
-            yield
-        finally:
-            BRANCH.reset(token)
-            self.open -= 1
+    async def branches(self, work: Sequence[Branch]) -> None:
+        assert BRANCH.get() is None, "branches never nest (no member here is a team)"
+
+        async def one(branch: Branch) -> None:
+            seq = int(branch.key.rsplit("/h", 1)[1])  # the key names the handoff: <run id>/h<seq>
+            self.entered.append(seq)
+            self.open += 1
+            token = BRANCH.set(seq)
+            try:
+                await branch.body()
+            finally:
+                BRANCH.reset(token)
+                self.open -= 1
+
+        async with anyio.create_task_group() as tg:
+            for branch in work:
+                tg.start_soon(one, branch)
 
     async def gather(self, calls: Sequence[Callable[[], Awaitable[T]]]) -> list[T]:
         self.gathered.append((BRANCH.get(), len(calls)))
@@ -100,7 +106,7 @@ async def test_every_call_of_a_handoff_runs_in_its_branch_and_the_supervisor_out
         ("h3", 3, 1),
         ("h4", 4, 1),
     ]
-    assert sorted(runtime.branches) == [1, 2, 3, 4]  # one branch per handoff, retries inside it
+    assert sorted(runtime.entered) == [1, 2, 3, 4]  # one branch per handoff, retries inside it
     for branch, member, phase in model.calls:
         if phase == "act":
             assert (branch, member) == (None, "supervisor")
@@ -239,4 +245,4 @@ async def test_a_cancelled_run_leaves_its_branches() -> None:
         tg.start_soon(lambda: team.run("Research bees and calculate 2+2", runtime=runtime, on_event=on_event))
         await both_started.wait()
         tg.cancel_scope.cancel()
-    assert sorted(runtime.branches) == [1, 2] and runtime.open == 0
+    assert sorted(runtime.entered) == [1, 2] and runtime.open == 0

@@ -17,8 +17,8 @@ from mcp_team.llm import Message, ModelRequest, TextBlock, ToolDefinition, ToolR
 from mcp_team.llm.offline import OfflineModel
 from mcp_team.llm.settings import ModelSettings
 from mcp_team.server.app import build_server
-from mcp_team.server.store import MemoryRunStore
 from mcp_team.server.teamfile import TeamSpec
+from support import RUN_TOOLS, run_listed
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")]
 REQUEST = "Research bees, calculate 2+2, write a short report and review it"
@@ -38,8 +38,10 @@ async def test_tools_have_typed_inputs_output_schemas_and_annotations(mode: str)
         tools = {t.name: t for t in (await client.list_tools()).tools}
         assert "run_team" in (client.instructions or "") and "researcher" in (client.instructions or "")
 
-    assert set(tools) == {"run_team", "plan_team", "researcher", "analyst", "writer", "coder", "reviewer"}
+    assert set(tools) == {"run_team", "plan_team", "researcher", "analyst", "writer", "coder", "reviewer", *RUN_TOOLS}
     run = tools["run_team"]
+    # One definition of a run's arguments: start_run takes exactly what run_team takes.
+    assert {**tools["start_run"].input_schema, "title": ""} == {**run.input_schema, "title": ""}
     # Its descriptions are read by the client's model: no names of the code behind them.
     assert not re.search(r"llm\.|handoffs\.|Budgets\.|ModelSet", json.dumps(run.output_schema)), run.output_schema
     assert run.input_schema["required"] == ["request"]
@@ -181,20 +183,8 @@ async def test_prompts_let_the_client_model_play_each_role(mode: str) -> None:
     assert text.startswith("You are the writer specialist") and "Write a haiku" in text and "about bees" in text
 
 
-class _SignallingStore(MemoryRunStore):
-    def __init__(self) -> None:
-        super().__init__()
-        self.saved = anyio.Event()
-
-    def save(self, run: RunResult, owner: str | None = None) -> None:
-        super().save(run, owner)
-        if run.status != "running":  # the record is saved as the run goes too; this signals its end
-            self.saved.set()
-
-
 async def test_cancellation_stops_all_work_promptly_and_records_the_run(mode: str) -> None:
-    store = _SignallingStore()
-    server = build_server(offline(offline_latency_ms=300), store=store)
+    server = build_server(offline(offline_latency_ms=300))
     both_started = anyio.Event()
 
     async def on_progress(p: float, total: float | None, message: str | None) -> None:
@@ -210,15 +200,16 @@ async def test_cancellation_stops_all_work_promptly_and_records_the_run(mode: st
             )
             await both_started.wait()
             tg.cancel_scope.cancel()
-        await store.saved.wait()
-        (run,) = store.recent()
+        run = await run_listed(client)
         await anyio.sleep(0.5)  # had anything kept running, it would have finished by now
+        again = await run_listed(client)
 
-    assert run.status == "cancelled"
+    assert run["status"] == "cancelled"
     # Both were inside their model calls when the record was saved: it was saved on the cancellation,
     # not after the work finished.
-    assert [(h.target, h.status) for h in run.handoffs] == [("researcher", "cancelled"), ("analyst", "cancelled")]
-    assert store.recent()[0].status == "cancelled"  # nothing overwrote it after the cancel
+    handoffs = [(h["target"], h["status"]) for h in run["handoffs"]]
+    assert handoffs == [("researcher", "cancelled"), ("analyst", "cancelled")]
+    assert again["status"] == "cancelled"  # nothing overwrote it after the cancel
 
 
 def _wire_to_request(params: types.CreateMessageRequestParams) -> ModelRequest:

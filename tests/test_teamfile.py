@@ -22,7 +22,7 @@ from mcp_team.llm.settings import ModelSettings
 from mcp_team.server.app import build_server
 from mcp_team.server.teamfile import TeamFileError, load_team_file
 from mcp_team.specialists import DEFAULT_TEAM
-from support import ADDER_TEAM, HANG_GUARD, MCP_TEAM, clean_env, cli_here
+from support import ADDER_TEAM, HANG_GUARD, MCP_TEAM, RUN_TOOLS, clean_env, cli_here
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")]
 
@@ -265,7 +265,7 @@ async def test_file_specialists_are_tools_and_prompts_like_built_in_ones(tmp_pat
         prompts = {p.name for p in (await client.list_prompts()).prompts}
         result = await client.call_tool("poet", {"task": "autumn"})
         run = await client.call_tool("run_team", {"request": "A poem about autumn"})
-    assert tools == {"run_team", "plan_team", "poet"} and prompts == {"supervisor", "poet"}
+    assert tools == {"run_team", "plan_team", "poet", *RUN_TOOLS} and prompts == {"supervisor", "poet"}
     assert (
         result.structured_content["status"] == "completed" and "[offline poet]" in result.structured_content["output"]
     )
@@ -285,7 +285,7 @@ async def test_edit_reloads_the_team_and_clients_hear_of_it(
             changed.set()
 
     async with Client(server, mode=mode, message_handler=on_message, cache=None) as client:
-        assert {t.name for t in (await client.list_tools()).tools} == {"run_team", "plan_team", "poet"}
+        assert {t.name for t in (await client.list_tools()).tools} == {"run_team", "plan_team", "poet", *RUN_TOOLS}
 
         with caplog.at_level(logging.ERROR, logger="mcp_team.server"):
             path.write_text(ONE_SPECIALIST + "tools = [", encoding="utf-8")  # a broken edit
@@ -293,7 +293,7 @@ async def test_edit_reloads_the_team_and_clients_hear_of_it(
                 while "keeping the current team" not in caplog.text:  # noqa: ASYNC110 - only the log tells
                     await anyio.sleep(0.05)
         assert "not valid TOML" in caplog.text and "keeping the current team" in caplog.text
-        assert {t.name for t in (await client.list_tools()).tools} == {"run_team", "plan_team", "poet"}
+        assert {t.name for t in (await client.list_tools()).tools} == {"run_team", "plan_team", "poet", *RUN_TOOLS}
 
         bard = ONE_SPECIALIST.replace("poet", "bard")
         if mode == "auto":
@@ -307,7 +307,8 @@ async def test_edit_reloads_the_team_and_clients_hear_of_it(
             path.write_text(ONE_SPECIALIST + bard, encoding="utf-8")
         with anyio.fail_after(HANG_GUARD):
             await changed.wait()
-        assert {t.name for t in (await client.list_tools()).tools} == {"run_team", "plan_team", "poet", "bard"}
+        tools = {t.name for t in (await client.list_tools()).tools}
+        assert tools == {"run_team", "plan_team", "poet", "bard", *RUN_TOOLS}
         assert {p.name for p in (await client.list_prompts()).prompts} == {"supervisor", "poet", "bard"}
 
 
@@ -405,6 +406,5 @@ async def test_serve_team_flag_serves_the_files_team_over_stdio(tmp_path: Path) 
     async with Client(params, mode="legacy") as client:
         tools = {t.name for t in (await client.list_tools()).tools}
         result = await client.call_tool("poet", {"task": "the sea"})
-    durable = {"start_run", "get_run", "cancel_run", "answer_checkpoint"}  # durable by default
-    assert tools == {"run_team", "plan_team", "poet", *durable}
+    assert tools == {"run_team", "plan_team", "poet", *RUN_TOOLS}
     assert "[offline poet]" in result.structured_content["output"]

@@ -73,6 +73,24 @@ async def record_run(team: Team, path: Path | str, request: str, **run: Any) -> 
 
 
 @dataclass
+class RecordedTeam:
+    """A team as the run service's engine (runs/types.py `Engine`) whose every run is recorded: to `path` (a file),
+    or to `<path>/<run id>.jsonl` when `path` is a directory (MCP_TEAM_RECORD_DIR). A recorded run is its own
+    record: it never resumes, so its team hash names no team."""
+
+    team: Team
+    path: Path
+    into_directory: bool = False
+    team_hash: str = "recorded"
+
+    async def run(self, run: Any, runtime: Any, on_event: Any, on_finish: Any, approve: Any = None) -> RunResult:
+        path = self.path / f"{run.run_id}.jsonl" if self.into_directory else self.path
+        return await record_run(self.team, path, run.request, mode=run.mode, budgets=run.budgets, on_event=on_event,
+                                on_finish=on_finish, run_id=run.run_id, started_at=run.started_at,
+                                checkpoints=run.checkpoints, approve=approve)  # fmt: skip
+
+
+@dataclass
 class ReplayOutcome:
     """A replayed run: its result, the recorded one, and the recorded calls it never asked for."""
 

@@ -24,6 +24,7 @@ from mcp_team.errors import ConfigError, McpTeamError
 from mcp_team.evals.recordings import record_run, run_replayed
 from mcp_team.evals.suite import Case, Expect, Suite
 from mcp_team.handoffs import RunResult, RunSettings, Team
+from mcp_team.handoffs.schema import Mode
 from mcp_team.llm import Model, ModelRequest, ModelResponse, ModelSet
 from mcp_team.llm.cost import call_cost
 from mcp_team.llm.wrappers import WrapperModel, map_models
@@ -169,6 +170,17 @@ ModelsFor = Callable[[Case, int], ModelSet]
 """The models a case's run uses (attempt from 1): the same set for every case, or a replay per case."""
 
 
+RunTeam = Callable[[Team, str, Mode | None, Path | None], Awaitable[RunResult]]
+"""Runs `request` through `team` (recorded to the path, when one is given) and returns its result: the eval command
+goes through the run service (cli's eval); a plain call by default (`run_directly`)."""
+
+
+async def run_directly(team: Team, request: str, mode: Mode | None, record: Path | None) -> RunResult:
+    if record is not None:
+        return await record_run(team, record, request, mode=mode)
+    return await run_replayed(team, request, mode=mode)
+
+
 @dataclass
 class EvalPlan:
     suite: Suite
@@ -178,6 +190,7 @@ class EvalPlan:
     repeat: int = 1
     concurrency: int = 8
     record: Callable[[Case, int], str] | None = None  # where to record a case's run, if anywhere
+    run_team: RunTeam = run_directly
 
 
 async def run_team_case(plan: EvalPlan, case: Case, attempt: int) -> CaseRun:
@@ -190,9 +203,9 @@ async def run_team_case(plan: EvalPlan, case: Case, attempt: int) -> CaseRun:
         team = Team(models, plan.specialists, plan.settings)
         if plan.record is not None:
             with recording_to(plan.record(case, attempt)) as path:
-                result = await record_run(team, path, case.request, mode=mode)
+                result = await plan.run_team(team, case.request, mode, path)
         else:
-            result = await run_replayed(team, case.request, mode=mode)
+            result = await plan.run_team(team, case.request, mode, None)
     except Exception as exc:  # a diverged replay, an unexpected failure: this case fails, the others go on
         return CaseRun(case, attempt, "error", error=failure(exc), seconds=time.perf_counter() - started)
     seconds = time.perf_counter() - started

@@ -7,9 +7,12 @@ import anyio
 import sqlalchemy as sa
 
 from mcp_team.handoffs.checkpoints import Checkpoint, Decision
-from mcp_team.runs.approvals import INBOX_POLL, TAKE_WITHIN, Inbox, NotWaiting
+from mcp_team.runs.approvals import Inbox, NotWaiting
 from mcp_team.runs.tables import answers_table
 from mcp_team.runs.types import RunRecord
+
+INBOX_POLL = 0.5  # seconds between looks for an answer another replica posted, while a checkpoint waits
+TAKE_WITHIN = 10.0  # seconds a posted answer may wait for the run's replica before it is withdrawn
 
 
 def inbox_of(db: sa.Engine) -> Inbox:

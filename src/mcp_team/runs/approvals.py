@@ -31,9 +31,6 @@ import anyio
 
 from mcp_team.handoffs.checkpoints import Approver, CannotAsk, Checkpoint, Decision, NoAnswer
 
-INBOX_POLL = 0.5  # seconds between looks for an answer another replica posted, while a checkpoint waits
-TAKE_WITHIN = 10.0  # seconds a posted answer may wait for the run's replica before it is withdrawn
-
 OnWait = Callable[[Checkpoint | None], Awaitable[None]]
 """Told the checkpoint the run waits at now (the longest-waiting of its unanswered ones), or None (to show it
 on the run's record)."""

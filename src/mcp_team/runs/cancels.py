@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from typing import Any, Protocol
 
 import anyio
 import sqlalchemy as sa
@@ -77,37 +78,75 @@ async def stop_cancelled(lives: Mapping[str, Live], store: RunStore) -> None:
         live.scope.cancel()
 
 
-async def cancel_elsewhere(store: RunStore, record: RunRecord, reason: str) -> RunRecord | None:
+class Workflows(Protocol):
+    """DBOS's side of a cancel: a launched DBOS (`LAUNCHED`), or a `DBOSClient` of a process that runs no workflows
+    (`mcp-team runs cancel`)."""
+
+    async def cancel_workflow_async(self, workflow_id: str, *, cancel_children: bool = False) -> None: ...
+
+    async def list_workflows_async(self, *, workflow_ids: list[str], load_input: bool, load_output: bool) -> Any: ...
+
+
+class _Launched:
+    """DBOS's class methods, as a `Workflows` (this process launched DBOS)."""
+
+    async def cancel_workflow_async(self, workflow_id: str, *, cancel_children: bool = False) -> None:
+        await DBOS.cancel_workflow_async(workflow_id, cancel_children=cancel_children)
+
+    async def list_workflows_async(self, *, workflow_ids: list[str], load_input: bool, load_output: bool) -> Any:
+        return await DBOS.list_workflows_async(workflow_ids=workflow_ids, load_input=load_input,
+                                               load_output=load_output)  # fmt: skip
+
+
+LAUNCHED: Workflows = _Launched()
+
+
+async def cancel_elsewhere(
+    store: RunStore, record: RunRecord, reason: str, workflows: Workflows = LAUNCHED
+) -> RunRecord | None:
     """Cancel the run of `record`, running in another process: its record first, so the process running it,
     seeing DBOS's cancel, keeps the reason (and then writes what had finished), then its workflow. Only while it
     still runs: one that just finished keeps its answer. `CancelRefused` when the database refuses the second."""
     final = Progress(record).finish("cancelled", reason=reason)
     if not await store.finish_if_running(final):  # it finished meanwhile (or another cancel came first)
-        return await finished_cancel(await anyio.to_thread.run_sync(store.get, record.run_id))
+        return await finished_cancel(await anyio.to_thread.run_sync(store.get, record.run_id), workflows)
     if record.resumable and record.workflow_id:
-        await cancel_workflow(record)
+        await cancel_workflow(record, workflows)
     return final
 
 
-async def finished_cancel(record: RunRecord | None) -> RunRecord | None:
-    """Cancel a run whose record has finished: nothing to do, except for a cancel left half done. Cancelling
-    another process's run is two writes, its record then DBOS's workflow; when the second fails (a locked
-    database, the canceller killed in between), the record says cancelled while the workflow may still run.
-    Cancelling again cancels the workflow then. Its state is read first: DBOS's cancel leaves a finished
-    workflow as it is, but rewrites one already cancelled."""
-    if record is None or record.status != "cancelled" or not record.resumable or not record.workflow_id:
-        return record
-    status = await DBOS.get_workflow_status_async(record.workflow_id)
-    if status is not None and status.status in ("PENDING", "ENQUEUED", "DELAYED"):  # it may still run
-        await cancel_workflow(record)
+async def finished_cancel(record: RunRecord | None, workflows: Workflows = LAUNCHED) -> RunRecord | None:
+    """Cancel a run whose record has finished: nothing to do, except for a cancel left half done (see
+    `finish_half_cancel`). Returns the record."""
+    if record is not None:
+        await finish_half_cancel(record, workflows)
     return record
 
 
-async def cancel_workflow(record: RunRecord) -> None:
-    """DBOS's half of cancelling `record`'s run, whose record says cancelled: `CancelRefused` if refused."""
+async def finish_half_cancel(record: RunRecord, workflows: Workflows = LAUNCHED) -> bool:
+    """Cancelling another process's run is two writes, its record then DBOS's workflow; when the second fails (a
+    locked database, the canceller killed in between), the record says cancelled while the workflow may still run.
+    Cancelling again cancels the workflow then: True when it did. Its state is read first: DBOS's cancel leaves a
+    finished workflow as it is, but rewrites one already cancelled."""
+    if record.status != "cancelled" or not record.resumable or not record.workflow_id:
+        return False
+    found = await workflows.list_workflows_async(workflow_ids=[record.workflow_id], load_input=False,
+                                                 load_output=False)  # fmt: skip
+    if not any(w.status in ACTIVE for w in found):
+        return False
+    await cancel_workflow(record, workflows)
+    return True
+
+
+ACTIVE = ("PENDING", "ENQUEUED", "DELAYED")  # DBOS's states of a workflow that may still run
+
+
+async def cancel_workflow(record: RunRecord, workflows: Workflows = LAUNCHED) -> None:
+    """DBOS's half of cancelling `record`'s run (its branches too), whose record says cancelled: `CancelRefused` if
+    refused."""
     assert record.workflow_id is not None
     try:
-        await DBOS.cancel_workflow_async(record.workflow_id, cancel_children=True)  # its branches too
+        await workflows.cancel_workflow_async(record.workflow_id, cancel_children=True)
     except sa.exc.SQLAlchemyError as exc:
         raise CancelRefused(record.run_id, exc) from None
 

@@ -30,7 +30,7 @@ from mcp_team.runs.records import Progress
 from mcp_team.runs.replicas import Replicas
 from mcp_team.runs.runtime import DurableRuntime
 from mcp_team.runs.sql_store import SqlRunStore
-from mcp_team.runs.types import RunInput, RunRecord
+from mcp_team.runs.types import RunInput, RunRecord, Settled
 
 if TYPE_CHECKING:
     from mcp_team.runs.service import Runs
@@ -47,7 +47,7 @@ class Durable:
         self.branches = Branches(service.is_over)
         self.replicas: Replicas | None = None  # PostgreSQL: heartbeat, takeover, the shared run queue
         self.adopter: orphans.Adopter | None = None  # SQLite, a server: runs of dead processes taken over
-        self.recovered: Sequence[recovery.Settled] = ()  # what an earlier process left, and what became of it
+        self.recovered: Sequence[Settled] = ()  # what an earlier process left, and what became of it
 
     @property
     def executor_id(self) -> str:
@@ -110,7 +110,7 @@ class Durable:
         self.lease.release()
         self.db.dispose()
 
-    async def recover(self, executor_id: str | None = None) -> Sequence[recovery.Settled]:
+    async def recover(self, executor_id: str | None = None) -> Sequence[Settled]:
         """Settle the runs `executor_id` (default: this process's own, left by its last process) left running."""
         return await recovery.recover(self.store, self.config.app_version, executor_id or self.executor_id,
                                       self.service.live, self.executor_id)  # fmt: skip

@@ -26,6 +26,7 @@ class Progress:
         self._usage: Callable[[], UsageReport] | None = None  # the run's spend so far, from its events
         # the answers at its checkpoints so far: a person sees what they answered while the run asks again
         self.checkpoints: list[CheckpointRecord] = list(record.result.checkpoints) if record.result else []
+        self.trace_id: str | None = record.result.trace_id if record.result else None
 
     def on_event(self, event: RunEvent) -> None:
         if event.usage is not None:
@@ -34,6 +35,8 @@ class Progress:
             self.handoffs[handoff.id] = handoff
         if event.kind == "checkpoint" and event.snapshot is not None:  # rare: a whole snapshot is fine
             self.checkpoints = event.snapshot().checkpoints
+        elif event.kind == "run_started" and event.snapshot is not None:  # once: the run's trace, from its start
+            self.trace_id = event.snapshot().trace_id
 
     def preview(self, event: RunEvent) -> RunRecord:
         """The record with `event` applied, without applying it (written before anyone is told of the event)."""
@@ -63,7 +66,7 @@ class Progress:
         partial = RunResult(
             answer="", status="running", handoffs=list(self.handoffs.values()), failures=[],
             usage=self._usage() if self._usage is not None else UsageReport(),
-            run_id=r.run_id, trace_id=None, request=r.request, mode=r.mode or "adaptive",  # type: ignore[arg-type]
+            run_id=r.run_id, trace_id=self.trace_id, request=r.request, mode=r.mode or "adaptive",  # type: ignore[arg-type]
             started_at=r.started_at, checkpoints=list(self.checkpoints),
         )  # fmt: skip
         return r.model_copy(update={"updated_at": now(), "result": partial})

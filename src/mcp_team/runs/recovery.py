@@ -14,7 +14,6 @@ cancelled, and DBOS's status too). No run is left "running".
 from __future__ import annotations
 
 from collections.abc import Container
-from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -25,27 +24,10 @@ from mcp_team.runs.config import REPLAY_FORMAT
 from mcp_team.runs.launch import RUN_QUEUE, here_queue
 from mcp_team.runs.records import NOT_RESUMABLE, Progress, final_state
 from mcp_team.runs.store import RunStore
-from mcp_team.runs.types import RunRecord
+from mcp_team.runs.types import RunRecord, Settled
 from mcp_team.runs.workflow import WORKFLOW_NAME as RUN_WORKFLOW
 
 _PENDING = ("PENDING", "ENQUEUED")
-
-
-@dataclass(frozen=True)
-class Settled:
-    """What recovery did with one run: `resumed` here, or its record finished as `status` (with `reason`)."""
-
-    run_id: str
-    resumed: bool
-    status: str
-    reason: str | None = None
-    handoffs_done: int = 0  # handoffs the run had finished when its process stopped
-
-    def describe(self) -> str:
-        done = f"{self.handoffs_done} handoff(s) done"
-        if self.resumed:
-            return f"run {self.run_id} resumed ({done})"
-        return f"run {self.run_id} {self.status}" + (f": {self.reason}" if self.reason else "")
 
 
 async def recover(

@@ -83,9 +83,11 @@ class Replicas:
         return self.lease.executor_id
 
     def busy(self, running: int) -> bool:
-        """Whether this replica, running `running` runs, has no room for another (`runs_per_replica`): a run started
-        here then goes on the shared queue, for a replica with room."""
-        return self.config.runs_per_replica is not None and running >= self.config.runs_per_replica
+        """Whether a run started here goes on the shared queue instead of starting here at once: always when runs are
+        capped across replicas (`max_runs`: the queue counts them exactly, at the cost of a poll before each run
+        starts), else when this replica, running `running` runs, has no room for another (`runs_per_replica`)."""
+        per_replica = self.config.runs_per_replica
+        return self.config.max_runs is not None or (per_replica is not None and running >= per_replica)
 
     # --- blocking parts (run in a worker thread) --------------------------------------------------
     def register(self) -> None:

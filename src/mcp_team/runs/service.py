@@ -35,7 +35,7 @@ from mcp_team.runs.live import Live
 from mcp_team.runs.records import Progress
 from mcp_team.runs.store import MemoryRunStore, RunStore
 from mcp_team.runs.threads import ThreadHistory, build_history
-from mcp_team.runs.types import Engine, EventSink, RunInput, RunRecord, RunRequest, now
+from mcp_team.runs.types import Engine, EventSink, RunInput, RunRecord, RunRequest, Settled, now
 
 if TYPE_CHECKING:
     from mcp_team.runs.durable import Durable
@@ -109,7 +109,7 @@ class Runs(Execution):
             await self.store.flush()
 
     @property
-    def recovered(self) -> Sequence[object]:
+    def recovered(self) -> Sequence[Settled]:
         """What this process found left running by an earlier one, and what became of each (runs/recovery.py)."""
         return self.durable.recovered if self.durable is not None else ()
 
@@ -166,7 +166,8 @@ class Runs(Execution):
         """Run it and return its final record. Cancelling the call cancels the run, unless the process is stopping
         (a durable run then goes on at the next start). `in_task`: it runs in the calling task (a run on the
         client's model, whose sampling requests must come from the call that started it; never resumable). When
-        `stop` is set first (the server was asked to stop), `RunKept` naming the run, which goes on later."""
+        `stop` is set first (the server was asked to stop), a durable run raises `RunKept` naming the run, which goes
+        on at the next start."""
         if in_task:
             record, run_input = await self._begin(request, engine, owner, on_event, run_id, resumable=False)
             self._live[record.run_id].approve = approve
@@ -178,8 +179,8 @@ class Runs(Execution):
             return final
         started = await self.start(request, engine=engine, owner=owner, on_event=on_event, approve=approve,
                                    resumable=resumable, run_id=run_id)  # fmt: skip
-        try:
-            final = await self._wait_unless(stop, started.run_id)
+        try:  # a stop leaves a durable run to go on later: its caller is told so; any other run gets to end
+            final = await self._wait_unless(stop if started.resumable else None, started.run_id)
         except anyio.get_cancelled_exc_class():
             if not (self.stopping and started.resumable):  # a stop leaves a durable run to resume; else: cancelled
                 with anyio.CancelScope(shield=True):
@@ -235,7 +236,13 @@ class Runs(Execution):
     # --- following ----------------------------------------------------------------------------
     async def get(self, run_id: str) -> RunRecord | None:
         if (live := self._live.get(run_id)) is not None:
-            return live.progress.snapshot() if not live.progress.record.finished else live.progress.record
+            if live.progress.record.finished:
+                return live.progress.record
+            if self.durable is not None and await anyio.to_thread.run_sync(self.store.cancelled_among, (run_id,)):
+                # Cancelled by another process a moment ago; this one stops it within a second (runs/cancels.py).
+                # Whoever reads it meanwhile is told what was recorded, not that it still runs.
+                return await anyio.to_thread.run_sync(self.store.stored, run_id)
+            return live.progress.snapshot()
         return await anyio.to_thread.run_sync(self.store.get, run_id)
 
     async def list(

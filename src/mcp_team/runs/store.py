@@ -58,6 +58,10 @@ class RunStore:
     def _read(self, run_id: str) -> RunRecord | None:
         raise NotImplementedError
 
+    async def _commit(self, records: Sequence[RunRecord]) -> frozenset[str]:
+        """`_write_batch`, off the event loop (a database write blocks)."""
+        return await anyio.to_thread.run_sync(self._write_batch, records)
+
     def _finish_if_running(self, record: RunRecord) -> bool:
         raise NotImplementedError
 
@@ -100,6 +104,10 @@ class RunStore:
             return queued
         return self._read(run_id)
 
+    def stored(self, run_id: str) -> RunRecord | None:
+        """The run's record as stored, whatever is queued here (blocking for a database)."""
+        return self._read(run_id)
+
     # --- writes -------------------------------------------------------------------------------
     @property
     def watched(self) -> int:
@@ -135,7 +143,7 @@ class RunStore:
         recorded is refused rather than started (nothing has happened yet that waiting would keep)."""
         async with self._flushing:
             with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(self._write_batch, [record])
+                await self._commit([record])
         self._written({record.run_id: record})
 
     async def flush(self) -> None:
@@ -146,7 +154,7 @@ class RunStore:
             self._dirty = {}
             try:
                 with anyio.CancelScope(shield=True):  # a batch taken is a batch written
-                    kept = await anyio.to_thread.run_sync(self._write_batch, list(batch.values()))
+                    kept = await self._commit(list(batch.values()))
             except self.Retriable as exc:  # the database is away or full: wait, as DBOS's own writes do
                 kept = await self._write_when_back(batch, exc)
         self._written(batch, kept)
@@ -183,7 +191,7 @@ class RunStore:
                 await anyio.sleep(backoff)
                 backoff = min(backoff * 2, 10.0)
                 try:
-                    return await anyio.to_thread.run_sync(self._write_batch, list(batch.values()))
+                    return await self._commit(list(batch.values()))
                 except self.Retriable as again:
                     exc = again
         except BaseException:
@@ -285,6 +293,9 @@ class MemoryRunStore(RunStore):
             del self._rows[run_id]
         self.writes += 1
         return frozenset(kept)
+
+    async def _commit(self, records: Sequence[RunRecord]) -> frozenset[str]:
+        return self._write_batch(records)  # memory: nothing to wait for, no thread needed
 
     def _read(self, run_id: str) -> RunRecord | None:
         live, packed = self._rows.get(run_id, (None, b""))

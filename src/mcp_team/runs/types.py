@@ -5,6 +5,7 @@ given (`RunInput`), and what runs it (`Engine`). Light on purpose: no DBOS, no S
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal, Protocol
 
@@ -19,7 +20,7 @@ from mcp_team.telemetry.content import redact_value
 RunState = Literal["running", "complete", "partial", "failed", "cancelled", "interrupted"]
 FINISHED: frozenset[str] = frozenset({"complete", "partial", "failed", "cancelled", "interrupted"})
 
-class Resumed(BaseModel):
+class Resumed(BaseModel, defer_build=True):
     """A time a run came back after the process running it stopped."""
 
     at: datetime
@@ -82,7 +83,7 @@ class RunRecord(BaseModel):
 class RunRequest(BaseModel):
     """What a caller asks a run for: the request and its options (budgets already merged with the team's)."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     request: str
     mode: Mode | None = None
@@ -127,6 +128,23 @@ class Engine(Protocol):
         """Run it (on `runtime`, or ephemerally when None), asking `approve` at its checkpoints. On cancellation,
         `on_finish` gets the cancelled record before the cancellation propagates (as `Team.run` does)."""
         ...
+
+
+@dataclass(frozen=True)
+class Settled:
+    """What recovery did with one run: `resumed` here, or its record finished as `status` (with `reason`)."""
+
+    run_id: str
+    resumed: bool
+    status: str
+    reason: str | None = None
+    handoffs_done: int = 0  # handoffs the run had finished when its process stopped
+
+    def describe(self) -> str:
+        done = f"{self.handoffs_done} handoff(s) done"
+        if self.resumed:
+            return f"run {self.run_id} resumed ({done})"
+        return f"run {self.run_id} {self.status}" + (f": {self.reason}" if self.reason else "")
 
 
 def now() -> datetime:

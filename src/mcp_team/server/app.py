@@ -20,7 +20,6 @@ from mcp.server.mcpserver import MCPServer
 from mcp_team import __version__
 from mcp_team.llm.settings import ModelSettings
 from mcp_team.server.checkpoint_tools import add_checkpoint_tools
-from mcp_team.server.durability import Durability
 from mcp_team.server.limits import ServerLimits
 from mcp_team.server.log_level import install_set_level
 from mcp_team.server.middleware import (
@@ -34,8 +33,8 @@ from mcp_team.server.registry import apply_team
 from mcp_team.server.resources import add_resources
 from mcp_team.server.run_tools import add_run_tools
 from mcp_team.server.run_updates import install_run_updates
+from mcp_team.server.runs import ServerRuns
 from mcp_team.server.state import ListenedBus, ServerState
-from mcp_team.server.store import MemoryRunStore, RunStore
 from mcp_team.server.strict import install_strict_requests, name_invalid_params
 from mcp_team.server.task_runs import ServerTaskRuns
 from mcp_team.server.tasks import TasksExtension, legacy_tasks
@@ -59,40 +58,37 @@ mcp-team puts a team of specialists ({names}) and a supervisor behind these tool
   reported as handoffs start and finish.
 - a specialist's own tool ({names}): for one focused task that needs only that skill; faster and cheaper.
 - plan_team: to preview how the team would split a request, without running it.
-{durable}Run records (every handoff with its payload and result) are resources at team://runs/{{run_id}}."""
-
-DURABLE_INSTRUCTIONS = """\
 - start_run: run_team without waiting (returns the run id at once); get_run follows it (wait_seconds waits for
-  the answer), cancel_run stops it. Runs survive a restart of the server.
+  the answer), cancel_run stops it.{durable}
 - answer_checkpoint: approve, revise or reject the step a run waits at for a person (get_run shows it).
-"""
+Run records (every handoff with its payload and result) are resources at team://runs/{{run_id}}."""
+
+DURABLE_INSTRUCTIONS = " Runs survive a restart of the server."
 
 
 def build_server(
     model_settings: ModelSettings | None = None,
     team: TeamSpec | None = None,
     *,
-    store: RunStore | None = None,
     auth: tuple[TokenVerifier, AuthSettings] | None = None,
     watch: bool = False,
     tracing: Tracing | None = None,
     limits: ServerLimits | None = None,
-    durable: DurableConfig | Durability | None = None,
+    durable: DurableConfig | ServerRuns | None = None,
 ) -> MCPServer[ServerState]:
     """The MCP server for a team (by default the one `load_team` finds). Cheap to build: the model is made on
     first use, and external MCP servers start with the server's lifespan. With `watch`, edits to the team file
     reload the team and tell clients that the tool and prompt lists changed. With `tracing`, spans are
     flushed after every tool call (in the background, so an absent collector never delays a reply). `limits`
     (default: from the environment) bound what a client may ask (see `limits`). With `durable`, runs are
-    durable and kept in its database (see `durability`); without, in memory."""
+    durable and kept in its database (see server/runs.py); without, in memory."""
     team = team or load_team()
     base_settings = model_settings or ModelSettings()
     model_settings = base_settings.model_copy(update=team.model_overrides)
     bus = ListenedBus()
-    state = ServerState(model_settings, team, store or MemoryRunStore(), bus=bus, limits=limits or ServerLimits())
+    runs = durable if isinstance(durable, ServerRuns) else ServerRuns(durable)
+    state = ServerState(model_settings, team, runs, bus=bus, limits=limits or ServerLimits())
     state.base_settings = base_settings
-    if durable is not None:
-        state.durability = durable if isinstance(durable, Durability) else Durability(durable)
     tasks = TasksExtension(ServerTaskRuns(state))
 
     @asynccontextmanager
@@ -101,8 +97,7 @@ def build_server(
         async with anyio.create_task_group() as tg:
             state.rounds.task_group = tg
             await apply_team(server, state, state.team, tg)
-            if state.durability is not None:
-                state.durability.start(tg, state)
+            state.runs.start(tg, state)
             watcher = anyio.CancelScope()
             if watch and state.team.path is not None:
                 tg.start_soon(watch_team_file, server, state, state.team.path, tg, watcher)
@@ -111,9 +106,8 @@ def build_server(
             finally:
                 # Let the pool's task close the external servers in order; stop everything else.
                 watcher.cancel()
-                tasks.stop()  # stop waiting on task runs; ephemeral ones end here
-                if state.durability is not None:
-                    state.durability.stop()
+                tasks.stop()  # stop waiting on task runs
+                state.runs.stop()
                 state.rounds.cancel_all()
                 state.close_pool()
 
@@ -121,7 +115,9 @@ def build_server(
         "mcp-team",
         title="mcp-team",
         version=__version__,
-        instructions=INSTRUCTIONS.format(names=", ".join(team.names), durable=DURABLE_INSTRUCTIONS if durable else ""),
+        instructions=INSTRUCTIONS.format(
+            names=", ".join(team.names), durable=DURABLE_INSTRUCTIONS if runs.durable else ""
+        ),
         lifespan=lifespan,
         token_verifier=auth[0] if auth else None,
         auth=auth[1] if auth else None,
@@ -140,10 +136,9 @@ def build_server(
     install_set_level(server._lowlevel_server)  # also declares the `logging` capability (2025-11-25)
     install_strict_requests(server)  # exact errors for unknown tools, prompts, resources and arguments
     add_team_tools(server)
-    if durable is not None:
-        add_run_tools(server)
-        add_checkpoint_tools(server)
-    install_run_updates(server, state)  # a run's record on durable servers; the list of runs on every server
+    add_run_tools(server)
+    add_checkpoint_tools(server)
+    install_run_updates(server, state)  # a run's record, and the list of runs
     add_supervisor_prompt(server, state)
     # The specialists' tools and prompts are registered by the lifespan, once their MCP servers are up.
     add_resources(server, state)

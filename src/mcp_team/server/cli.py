@@ -64,7 +64,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args.handler(args)
         sys.stdout.flush()  # output still buffered would fail at exit, past the handling below
         return code
-    except KeyboardInterrupt:
+    except BaseException as exc:
+        if not _interrupted(exc):
+            if os.environ.get("MCP_TEAM_DEBUG"):
+                raise
+            return report(exc)
         if early and _signal.getsignal(_signal.SIGTERM) == _signal.default_int_handler:
             _signal.signal(_signal.SIGTERM, _signal.SIG_IGN)  # a second SIGTERM now would be a traceback
         if argv is None and _signal.getsignal(_signal.SIGINT) == _signal.default_int_handler:
@@ -75,10 +79,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         print("mcp-team: cancelled", file=sys.stderr)
         return EXIT_CANCELLED
-    except BaseException as exc:
-        if os.environ.get("MCP_TEAM_DEBUG"):
-            raise
-        return report(exc)
     finally:
         if argv is None:
             _ignore_sigterm_at_exit()
@@ -87,6 +87,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             # it found it: set here, or ignored as a run was cancelled (commands/run.py). The command's own
             # process keeps it to its end (a SIGTERM ignored while a run is cancelled is still ignored at exit).
             _set_sigterm(found)
+
+
+def _interrupted(exc: BaseException) -> bool:
+    """A Ctrl-C: a KeyboardInterrupt, also as the only kind of exception in a task group's (it may land in any task
+    of one: a group then wraps it, and it was said as "an unexpected KeyboardInterrupt")."""
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_interrupted(e) for e in exc.exceptions)
+    return isinstance(exc, KeyboardInterrupt)
 
 
 def _ignore_sigterm_at_exit() -> None:

@@ -268,19 +268,18 @@ class HttpServer(uvicorn.Server):
         for listening in getattr(self, "servers", []):
             listening.close()
         end_streams(self.mcp)
-        quiet = _CutCalls(self.config.timeout_graceful_shutdown)
+        # Kept to the process's end: a cut call ends after uvicorn's shutdown has moved on (its run is cancelled and
+        # recorded first), and its cancellation is logged then. Once per logger, however many servers a process runs.
+        _CUT_CALLS.timeout = self.config.timeout_graceful_shutdown
         for name in _CutCalls.LOGGERS:
-            logging.getLogger(name).addFilter(quiet)
-        try:
-            await super().shutdown(sockets)
-            if self.force_exit:
-                try:
-                    await asyncio.wait_for(self._cut_now(), FORCED_GRACE)
-                except TimeoutError:
-                    self._exit_now()
-        finally:
-            for name in _CutCalls.LOGGERS:
-                logging.getLogger(name).removeFilter(quiet)
+            logging.getLogger(name).removeFilter(_CUT_CALLS)
+            logging.getLogger(name).addFilter(_CUT_CALLS)
+        await super().shutdown(sockets)
+        if self.force_exit:
+            try:
+                await asyncio.wait_for(self._cut_now(), FORCED_GRACE)
+            except TimeoutError:
+                self._exit_now()
 
     async def _wait_tasks_to_complete(self) -> None:
         # uvicorn's graceful wait ends with `wait_closed` on its listening sockets, which since Python 3.12.1 waits
@@ -359,12 +358,15 @@ class _CutCalls(logging.Filter):
         return True
 
 
+_CUT_CALLS = _CutCalls(None)
+
+
 def end_streams(server: MCPServer[Any]) -> None:
     """End the streams of `server`'s HTTP app that never end by themselves: each 2026-07-28 `subscriptions/listen`
     stream ends with its result (the spec's graceful closure: the client knows it was ended, not dropped), and
     each 2025-11-25 session's GET stream ends (a client may reconnect with Last-Event-ID, to a server that
     starts again). Calls in progress are left to end as their work does: a durable run's held call is told its
-    run goes on at the next start (see `durability.run_and_wait`)."""
+    run goes on at the next start (see `Runs.run`)."""
     entry = server._lowlevel_server.get_request_handler("subscriptions/listen")
     if entry is not None and isinstance(entry.handler, ListenHandler):
         entry.handler.close()

@@ -4,17 +4,15 @@ at most once a second each (`COALESCE`: a burst of runs is one notification), an
 2025-11-25: `resources/subscribe` on it (run_updates.py), until the client unsubscribes or its connection ends;
 2026-07-28: a `subscriptions/listen` stream whose filter names it (`follow_listen_streams`; each stream is told of
 its own principal's runs: the bus knows whose each stream is). Progress within a run changes nothing the listing
-shows, so it tells nobody. Where the changes come from (`ListingFollowers`): on a durable server the run store,
-polled every second while anyone follows the listing, so runs of this process, of another one on the same state
-directory (`mcp-team run`, a second server) and of other replicas are told alike; on an ephemeral server, its run
-records as they are saved (`AnnouncingStore`).
+shows, so it tells nobody. Where the changes come from (`ListingFollowers`): the run store, polled every second
+while anyone follows the listing, so runs of this process, of another one on the same state directory
+(`mcp-team run`, a second server) and of other replicas are told alike.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -24,20 +22,16 @@ from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, Server
 from mcp.server.subscriptions import ResourceUpdated
 
 from mcp_team.server.state import ServerState
-from mcp_team.server.store import RunStore as RecordStore  # the server's records (`state.store`), not the runs database
-from mcp_team.server.store import Visible
 from mcp_team.server.tasks import Caller
 
 if TYPE_CHECKING:
-    from mcp_team.handoffs import RunResult
-    from mcp_team.runs.store import RunStore  # the runs database of a durable server
+    from mcp_team.runs.store import RunStore
 
 log = logging.getLogger("mcp_team.server")
 LIST_URI = "team://runs"
 POLL = 1.0  # seconds between looks for runs other replicas wrote (as `resources/subscribe` follows them)
 LOOKBACK = 10.0  # seconds: a replica whose clock is behind ours by less than this is not missed
 COALESCE = 1.0  # seconds: the least time between two notifications of the listing to one subscriber
-KEPT_STATUSES = 4096  # runs an ephemeral server remembers the status of, to tell a start or an end from progress
 
 
 def follow_listen_streams(listing: ListingFollowers) -> ServerMiddleware[Any]:
@@ -120,7 +114,7 @@ class ListingFollowers:
         self._owners.clear()
         self._wake = anyio.Event()
         # Before the subscriber is answered: a run it starts after that is told of, not taken for one that ran before.
-        store = await self._store_now() if self.state.durability is not None else None
+        store = await self._store_now()
         tg.start_soon(self._run, scope, store)
 
     def _stop_if_idle(self) -> None:
@@ -129,10 +123,9 @@ class ListingFollowers:
             self._scope = None
 
     async def _store_now(self) -> StoreLook | None:
-        """The run store's runs as they are now; None when durable runs are unavailable (nothing is written)."""
-        assert self.state.durability is not None
+        """The run store's runs as they are now; None when the run service is unavailable (nothing is written)."""
         try:
-            runs = await self.state.durability.service()
+            runs = await self.state.runs.get()
             return await anyio.to_thread.run_sync(StoreLook.now, runs.store)
         except Exception as exc:  # unavailable (`ToolError`), or the database is away: nothing to compare with
             log.debug("could not read the runs to follow the listing: %s", exc)
@@ -209,36 +202,3 @@ class StoreLook:
         old = self.since - LOOKBACK
         self.statuses = {k: v for k, v in self.statuses.items() if v[0] not in FINISHED or v[1] > old}
         return [record.owner if (record := self.store.get(run_id)) is not None else None for run_id in changed]
-
-
-def _everyone(_owner: str | None) -> bool:
-    return True
-
-
-class AnnouncingStore:
-    """An ephemeral server's run records (`state.store`), telling the listing's followers when a run is saved with
-    a status it did not have: it started, or it finished. Progress saves a run again and again with no change the
-    listing shows."""
-
-    def __init__(self, store: RecordStore, listing: ListingFollowers) -> None:
-        self.store = store
-        self.listing = listing
-        self._statuses: OrderedDict[str, str] = OrderedDict()
-
-    def save(self, run: RunResult, owner: str | None = None) -> None:
-        self.store.save(run, owner)
-        if self._statuses.get(run.run_id) != run.status:
-            self.listing.changed([owner])
-        self._statuses[run.run_id] = run.status
-        self._statuses.move_to_end(run.run_id)
-        while len(self._statuses) > KEPT_STATUSES:
-            self._statuses.popitem(last=False)
-
-    def get(self, run_id: str, visible: Visible = _everyone) -> RunResult | None:
-        return self.store.get(run_id, visible)
-
-    def recent(self, limit: int = 50, visible: Visible = _everyone) -> list[RunResult]:
-        return self.store.recent(limit, visible)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.store, name)  # what the store offers besides (`max_runs`, a store of one's own)

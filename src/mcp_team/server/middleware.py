@@ -28,8 +28,7 @@ def remember_session(state: ServerState) -> ServerMiddleware[Any]:
         try:
             return await call_next(ctx)
         finally:
-            if state.durability is not None:
-                state.durability.want()  # the first request is answered: durable runs may open now
+            state.runs.want()  # the first request is answered: durable runs may open now
 
     return middleware
 

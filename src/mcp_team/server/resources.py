@@ -16,7 +16,7 @@ from mcp_team.server.tasks import visible
 
 if TYPE_CHECKING:
     from mcp_team.handoffs.checkpoints import Checkpoint
-    from mcp_team.runs.service import Runs  # imports DBOS: only a durable server's run service loads it
+    from mcp_team.runs.service import Runs
 
 WAITING_SUMMARY = 200  # characters of what a waiting run asks to approve, in the listing
 LISTED = 50  # runs in team://runs, newest first
@@ -58,43 +58,32 @@ def add_resources(server: MCPServer[ServerState], state: ServerState) -> None:
         "(answer it with answer_checkpoint). Subscribe to it to be told when a run starts or finishes.",
     )
     async def runs_resource() -> dict[str, Any]:
-        if state.durability is not None:
-            runs = await _service(state)
-            # The caller's own (with auth on); one page read when the newest are theirs: the run pages poll this.
-            mine = await runs.list(limit=LISTED, keep=lambda r: visible(r.owner), deep=MAX_SCANNED)
-            return {"runs": [_summary(r.run_id, r.status, r.request, r.started_at, r.waiting) for r in mine]}
-        recent = state.store.recent(LISTED, visible)
-        return {"runs": [_summary(r.run_id, r.status, r.request, r.started_at) for r in recent]}
+        runs = await _service(state)
+        # The caller's own (with auth on); one page read when the newest are theirs: the run pages poll this.
+        mine = await runs.list(limit=LISTED, keep=lambda r: visible(r.owner), deep=MAX_SCANNED)
+        return {"runs": [_summary(r.run_id, r.status, r.request, r.started_at, r.waiting) for r in mine]}
 
     @server.resource(
         "team://runs/{run_id}",
         name="run",
         mime_type="application/json",
-        description="A run's record: request, plan, every handoff with payload and result, status, usage, trace id."
-        + (" Subscribe to it to be told as the run goes." if state.durability is not None else ""),
+        description="A run's record: request, plan, every handoff with payload and result, status, usage, trace id. "
+        "Subscribe to it to be told as the run goes.",
     )
     async def run_resource(run_id: str) -> str:
-        if state.durability is not None:
-            runs = await _service(state)
-            record = await runs.get(run_id)
-            if record is None or not visible(record.owner):  # another user's run does not exist for this one
-                raise ResourceNotFoundError(f"no run '{run_id}' in the run store (see team://runs)")
-            return json.dumps(record.view(), indent=2)
-        run = state.store.get(run_id, visible)
-        if run is None:
-            raise ResourceNotFoundError(
-                f"no run '{run_id}' (runs are kept in memory, newest "
-                f"{getattr(state.store, 'max_runs', '')} only; see team://runs)"
-            )
-        return run.model_dump_json(indent=2)
+        runs = await _service(state)
+        record = await runs.get(run_id)
+        if record is None or not visible(record.owner):  # another user's run does not exist for this one
+            where = "the run store" if state.runs.durable else "this server's memory (--ephemeral: newest runs only)"
+            raise ResourceNotFoundError(f"no run '{run_id}' in {where} (see team://runs)")
+        return json.dumps(record.view(), indent=2)
 
 
 async def _service(state: ServerState) -> "Runs":
     """The run service, or `ResourceError` saying why it is unavailable (say, an unwritable state directory):
     the client reads the reason, where anything else is "Error reading resource" and a traceback in the log."""
-    assert state.durability is not None
     try:
-        return await state.durability.service()
+        return await state.runs.get()
     except ToolError as exc:
         raise ResourceError(str(exc)) from None
 

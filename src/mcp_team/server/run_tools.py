@@ -1,11 +1,13 @@
-"""Runs that outlive a call: `start_run` (returns the run id at once), `get_run` (status, progress so far, the
-result when done; an optional bounded wait) and `cancel_run`. They need durable runs (the default for
-`serve`) and the server's own model: a run on the client's model (sampling) cannot outlive the call that
-asks for its model calls, so it goes through `run_team`.
+"""Runs that outlive a call: `start_run` (returns the run id at once; it takes what `run_team` takes), `get_run`
+(status, progress so far, the result when done; an optional bounded wait) and `cancel_run`. They need the
+server's own model: a run on the client's model (sampling) cannot outlive the call that asks for its model calls,
+so it goes through `run_team`. On a durable server (the default for `serve`) such a run survives a restart; on an
+`--ephemeral` one it lives as long as the process.
 
 No `from __future__ import annotations` here: the SDK reads these signatures at runtime.
 """
 
+import inspect
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -13,23 +15,12 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 from pydantic import Field
 
+from mcp_team.errors import McpTeamError
 from mcp_team.handoffs import Team
-from mcp_team.server import durability
+from mcp_team.runs.errors import CancelRefused
 from mcp_team.server.state import ServerState, state_of
 from mcp_team.server.tasks import principal, visible
-from mcp_team.server.tools import (
-    CAUTIOUS,
-    DeadlineSeconds,
-    MaxCost,
-    MaxHandoffs,
-    MaxModelCalls,
-    MaxTokens,
-    Request,
-    RunMode,
-    Thread,
-    checked_request,
-    described,
-)
+from mcp_team.server.tools import CAUTIOUS, described, run_engine, run_request, run_team
 from mcp_team.server.views import RUN_VIEW_META
 
 MAX_WAIT_SECONDS = 50.0  # under the 60 s many clients give one tool call
@@ -39,28 +30,15 @@ RUN_ID = Field(
 
 
 async def _service(ctx: Context[Any, Any]) -> Any:
-    service = state_of(ctx).durability
-    if service is None:
-        raise ToolError("runs that outlive a call need durable runs, which this server has off (--ephemeral); "
-                        "use run_team")  # fmt: skip
-    return await service.service()
+    return await state_of(ctx).runs.get()
 
 
-async def start_run(
-    request: Request,
-    ctx: Context[Any, Any],
-    mode: RunMode = None,
-    max_handoffs: MaxHandoffs = None,
-    max_model_calls: MaxModelCalls = None,
-    max_tokens: MaxTokens = None,
-    deadline_seconds: DeadlineSeconds = None,
-    max_cost: MaxCost = None,
-    thread: Thread = None,
-) -> dict[str, Any]:
+async def start_run(ctx: Context[Any, Any], **arguments: Any) -> dict[str, Any]:
     """Start a team run in the background and return its id at once; follow it with get_run (or the resource
-    team://runs/{run_id}), stop it with cancel_run. The run survives a restart of the server."""
+    team://runs/{run_id}), stop it with cancel_run, answer its checkpoints with answer_checkpoint. It takes what
+    run_team takes."""
     state = state_of(ctx)
-    budgets = checked_request(state, request, max_handoffs, max_model_calls, max_tokens, deadline_seconds, max_cost)
+    asked = run_request(state, **arguments)
     models = state.own_models()
     if models is None:
         raise ToolError("start_run needs a model configured on the server (a run on the client's model through "
@@ -70,9 +48,19 @@ async def start_run(
         raise ToolError(f"busy: this server already has {runs.running} run(s) in progress, its limit "
                         f"(MCP_TEAM_MAX_RUNS={state.limits.max_runs}); retry later")  # fmt: skip
     team = Team(models, state.specialists, state.run_settings)
-    record = await durability.start_run(runs, state.engine, team, durability.RunRequest(request, mode, budgets, thread),
-                             resumable=True, on_event=None, owner=principal())  # fmt: skip
+    try:
+        record = await runs.start(asked, engine=run_engine(state, team), owner=principal(),
+                                  resumable=not state.model_settings.record_dir)  # fmt: skip
+    except McpTeamError as exc:  # the runs database refused it: nothing ran
+        raise ToolError(str(exc)) from None
     return record.view()
+
+
+# The one definition of a run's arguments is run_team's: start_run takes them as they are (the SDK builds a tool's
+# schema from its signature).
+start_run.__signature__ = inspect.signature(run_team).replace(  # type: ignore[attr-defined]
+    return_annotation=dict[str, Any]
+)
 
 
 async def get_run(
@@ -96,8 +84,6 @@ async def get_run(
 async def cancel_run(run_id: Annotated[str, RUN_ID], ctx: Context[Any, Any]) -> dict[str, Any]:
     """Cancel a run: its model and tool calls stop, and it does not resume after a restart. A run that has
     already finished is left as it is."""
-    from mcp_team.runs.cancels import CancelRefused  # here: the service is open, so DBOS is loaded already
-
     runs = await _service(ctx)
     await _own(runs, run_id)
     try:

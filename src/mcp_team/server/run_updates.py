@@ -1,6 +1,6 @@
 """The runs' resources change as runs go, and their subscribers are told.
 
-- `team://runs/{id}`, a run's record (durable servers):
+- `team://runs/{id}`, a run's record:
   - 2025-11-25: `resources/subscribe` on it follows the run (`Runs.subscribe`: changes made here at once, those of
     another process within a second) and sends `notifications/resources/updated` on the subscriber's connection
     until the run has finished, the client unsubscribes or the connection ends.
@@ -11,8 +11,8 @@
     tells of, are polled for every second while a stream is open.
 - `team://runs`, the listing (every server): `resources/subscribe` on it (2025-11-25) or a `subscriptions/listen`
   stream naming it (2026-07-28) follows it; see listing_updates.py.
-Other URIs are refused, and so are a run's record on an ephemeral server and a run the caller may not read, which
-is told of as one that does not exist (`refusal`): nothing would ever be told of them. On 2026-07-28 they are left
+Other URIs are refused, and so is a run the caller may not read, which is told of as one that does not exist
+(`refusal`): nothing would ever be told of them. On 2026-07-28 they are left
 out of the listen stream's acknowledgment, or the listen refused when nothing else was asked for
 (`refuse_in_listen_filters`); so is a listen naming more than `MAX_LISTEN_URIS` URIs (each run's costs a read).
 """
@@ -40,7 +40,6 @@ from mcp_team.server.listing_updates import (
     LIST_URI,
     LOOKBACK,
     POLL,
-    AnnouncingStore,
     ListingFollowers,
     follow_listen_streams,
     sees,
@@ -69,15 +68,12 @@ def install_run_updates(server: MCPServer[ServerState], state: ServerState) -> N
     """`resources/subscribe` and `resources/unsubscribe`, and telling the listing's followers of both revisions."""
     watches: dict[tuple[int, str], anyio.CancelScope] = {}
     listing = ListingFollowers(state)
-    if state.durability is None:  # an ephemeral server's runs are told of as they are saved
-        state.store = AnnouncingStore(state.store, listing)
 
     async def follow(connection: Any, uri: str, run_id: str, scope: anyio.CancelScope) -> None:
         key = (id(connection), uri)
         try:
             with scope:
-                assert state.durability is not None
-                runs = await state.durability.service()
+                runs = await state.runs.get()
                 first = True
                 async for _record in runs.subscribe(run_id):
                     if not first:  # the first is the run as it was when the client subscribed
@@ -132,8 +128,8 @@ def install_run_updates(server: MCPServer[ServerState], state: ServerState) -> N
 
 async def refusal(state: ServerState, uri: str) -> str | None:
     """Why the caller cannot follow `uri`, in the same words on both revisions; None when it can. Refused: a URI
-    nothing is ever told of, a run's record on an ephemeral server, and a run the caller may not read, as a run
-    that does not exist (the same words: another user's run must not be told to exist; and a watch on it would
+    nothing is ever told of, and a run the caller may not read, as a run that does not exist (the same words:
+    another user's run must not be told to exist; and a watch on it would
     poll the store every second for as long as the connection lives)."""
     if uri == LIST_URI:
         return None
@@ -143,14 +139,8 @@ async def refusal(state: ServerState, uri: str) -> str | None:
             f"'{uri}' cannot be subscribed to: only a run's record (team://runs/{{run_id}}) and the list of runs "
             f"({LIST_URI}: told when a run starts or finishes) change"
         )
-    if state.durability is None:
-        return (
-            f"'{uri}' cannot be subscribed to: this server keeps its runs in memory only (--ephemeral), where a "
-            f"run's record is not followed; subscribe to {LIST_URI} to be told when the run finishes, then read "
-            "its record again"
-        )
     try:
-        record = await (await state.durability.service()).get(match.group(1))
+        record = await (await state.runs.get()).get(match.group(1))
     except ToolError as exc:  # durable runs are unavailable: it says why
         return str(exc)
     if record is None or not visible(record.owner):
@@ -221,7 +211,7 @@ async def _publish(state: ServerState, owners: Mapping[str, str | None]) -> None
         await state.bus.publish_to(ResourceUpdated(uri=run_uri(run_id)), functools.partial(sees, owner=owner))
 
 
-async def follow_other_replicas(state: ServerState, store: RunStore) -> None:
+async def follow_other_processes(state: ServerState, store: RunStore) -> None:
     """Publish `ResourceUpdated` for runs written by other processes (replicas on one database, `mcp-team run` on
     the same state directory), which `publish_updates` never hears of, as it does; runs changed here may be told
     twice, which a listener only re-reads. A run's owner is read once, the first time it is seen changed (the poll

@@ -1,7 +1,7 @@
 """What the server holds for its lifetime (`ServerState`) and how a call gets a model.
 
 `ServerState` is the lifespan context that every tool, prompt, resource and middleware reads: the model
-settings, the current team and its external MCP servers, the run records, and the 2025-era sessions
+settings, the current team and its external MCP servers, the run service, and the 2025-era sessions
 to tell when the team changes.
 """
 
@@ -26,17 +26,15 @@ from mcp_team.handoffs import RunResult, RunSettings, Team
 from mcp_team.llm import ModelSet
 from mcp_team.llm.limits import SharedRate
 from mcp_team.llm.settings import ModelSettings, build_models
-from mcp_team.server.durability import Durability, ServerEngine
 from mcp_team.server.elicitation import elicit_in_rounds
 from mcp_team.server.limits import RunSlots, ServerLimits
+from mcp_team.server.runs import ServerEngine, ServerRuns
 from mcp_team.server.sampling import CtxGetter, RoundRunner, SamplingModel, can_sample_in_rounds, can_sample_now
-from mcp_team.server.store import MemoryRunStore, RunStore
-from mcp_team.server.tasks import Caller, caller, principal
+from mcp_team.server.tasks import Caller, caller
 from mcp_team.server.teamfile import TeamSpec
 from mcp_team.specialists import Specialist
 from mcp_team.specialists.mcp_config import McpServerConfig
 from mcp_team.specialists.mcp_tools import McpToolPool
-from mcp_team.telemetry.content import redact_value
 
 T = TypeVar("T")
 log = logging.getLogger("mcp_team.server")
@@ -84,11 +82,11 @@ class ListenedBus(InMemorySubscriptionBus):
 @dataclass
 class ServerState:
     """What the server holds for its lifetime: settings, the current team, the model (built lazily), the
-    external MCP servers, run records, and the client sessions to tell when the team changes."""
+    external MCP servers, the run service, and the client sessions to tell when the team changes."""
 
     model_settings: ModelSettings
     team: TeamSpec
-    store: RunStore = field(default_factory=MemoryRunStore)
+    runs: ServerRuns = field(default_factory=lambda: ServerRuns(None))
     bus: ListenedBus = field(default_factory=lambda: ListenedBus())
     rounds: RoundRunner = field(default_factory=RoundRunner)
     pool: McpToolPool | None = None
@@ -98,7 +96,6 @@ class ServerState:
     registered: list[str] = field(default_factory=list)  # the per-specialist tool and prompt names on the server
     limits: ServerLimits = field(default_factory=ServerLimits)
     slots: RunSlots = field(default_factory=RunSlots)
-    durability: Durability | None = None  # None: ephemeral (runs in memory only)
     base_settings: ModelSettings | None = None  # the settings before the team file's [models]: a reload applies its own
     engine: ServerEngine = field(init=False)
     _models: ModelSet | None = None
@@ -138,13 +135,9 @@ class ServerState:
         if self._pool_stop is not None:
             self._pool_stop.set()
 
-    def save_run(self, run: RunResult) -> None:
-        """Keep a run's record, with any secret that slipped into its text redacted."""
-        redacted = RunResult.model_validate(redact_value(run.model_dump(mode="json")))
-        owner = principal()  # called from the run's own tasks, so the caller's token is still in context
-        self.store.save(redacted, owner)
-        if self.durability is not None:  # team://runs reads the run store on a durable server
-            self.durability.keep(redacted, owner)
+    def keep_run(self, run: RunResult, owner: str | None) -> None:
+        """Record a run that ran outside the run service (a specialist's own tool call) in it, once it is open."""
+        self.runs.keep(run, owner)
 
     async def announce_change(self) -> None:
         """Tell clients the tool and prompt lists changed: 2025 sessions by notification, 2026 by the bus."""

@@ -4,9 +4,7 @@ No `from __future__ import annotations` here: the SDK reads these signatures at 
 the tools' JSON schemas.
 """
 
-import functools
 import inspect
-import uuid
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -16,18 +14,20 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import InputRequiredResult, ToolAnnotations
 from pydantic import BeforeValidator, Field
 
-from mcp_team.evals.recordings import record_run
-from mcp_team.handoffs import Budgets, Plan, PlanError, RunResult, Team
+from mcp_team.errors import McpTeamError
+from mcp_team.evals.recordings import RecordedTeam
+from mcp_team.handoffs import Plan, PlanError, RunResult, Team
 from mcp_team.handoffs.checkpoints import checkpoint_problems
 from mcp_team.handoffs.subteam import SubTeam
-from mcp_team.server.durability import RunRequest, run_and_wait
+from mcp_team.runs.service import RunKept
+from mcp_team.runs.types import Engine, RunRecord, RunRequest
 from mcp_team.server.elicitation import can_elicit, elicitation_approver
 from mcp_team.server.limits import client_budgets
 from mcp_team.server.progress import progress_sink
 from mcp_team.server.sampling import CtxGetter
 from mcp_team.server.state import ServerState, state_of
 from mcp_team.server.tasks import principal
-from mcp_team.server.views import RUN_VIEW_META, live_record
+from mcp_team.server.views import RUN_VIEW_META
 from mcp_team.specialists import Specialist, SpecialistResult, Tool
 
 THREAD_FIELD = Field(
@@ -100,19 +100,32 @@ def _tools_of(specialist: Specialist) -> Iterator[Tool]:
         yield from _tools_of(member)
 
 
-def checked_request(
+Checkpoints = Annotated[
+    list[str] | None,
+    Field(
+        description='Where to stop for your approval, added to the team\'s: "plan", "before:<member>". Asked through '
+        "elicitation when the client can answer it, else the run waits for answer_checkpoint.",
+    ),
+]
+
+
+def run_request(
     state: ServerState,
     request: str,
-    max_handoffs: int | None,
-    max_model_calls: int | None,
-    max_tokens: int | None,
-    deadline_seconds: float | None,
-    max_cost: float | None,
-) -> Budgets | None:
-    """The run's budgets (the client's caps within the team's; None: the team's), once the request passed
-    the server's limits."""
+    mode: Literal["adaptive", "planned"] | None = None,
+    max_handoffs: int | None = None,
+    max_model_calls: int | None = None,
+    max_tokens: int | None = None,
+    deadline_seconds: float | None = None,
+    thread: str | None = None,
+    max_cost: float | None = None,
+    checkpoints: list[str] | None = None,
+) -> RunRequest:
+    """What a caller asked for (`run_team`'s arguments, which `start_run` and tasks take too), once it passed the
+    server's limits: the client's budgets within the team's, and checkpoints that name members. `ToolError`
+    saying what to change."""
     state.limits.check_request(request)
-    return client_budgets(
+    budgets = client_budgets(
         state.run_settings.budgets,
         max_handoffs=max_handoffs,
         max_model_calls=max_model_calls,
@@ -120,6 +133,26 @@ def checked_request(
         deadline_seconds=deadline_seconds,
         max_cost=max_cost,
     )
+    if problems := checkpoint_problems(checkpoints or [], [s.name for s in state.specialists]):
+        raise ToolError("invalid checkpoints: " + "; ".join(problems))
+    return RunRequest(request=request, mode=mode, budgets=budgets, thread=thread, checkpoints=tuple(checkpoints or ()))
+
+
+def run_engine(state: ServerState, team: Team) -> Engine:
+    """The engine a call's run runs on: `team` (on the server's model or the client's), recorded to
+    MCP_TEAM_RECORD_DIR/<run id>.jsonl when that is set."""
+    if state.model_settings.record_dir:
+        return RecordedTeam(team, Path(state.model_settings.record_dir), into_directory=True)
+    return state.engine.engine_for(team)
+
+
+def run_result(record: RunRecord) -> RunResult:
+    """A finished run's result, or `ToolError` for a run that could not go on (saying where its record is)."""
+    if record.result is None or record.status == "interrupted":
+        raise ToolError(
+            f"run {record.run_id} stopped: {record.reason or record.status} (see team://runs/{record.run_id})"
+        )
+    return record.result
 
 
 async def run_team(
@@ -132,64 +165,41 @@ async def run_team(
     deadline_seconds: DeadlineSeconds = None,
     thread: Thread = None,
     max_cost: MaxCost = None,
-    checkpoints: Annotated[
-        list[str] | None,
-        Field(
-            description='Where to stop for your approval (elicitation), added to the team\'s: "plan", '
-            '"before:<member>".'
-        ),
-    ] = None,
+    checkpoints: Checkpoints = None,
 ) -> RunResult | InputRequiredResult:
     """Run a request through the supervisor and its specialists and return one answer.
 
     The result lists every handoff, any failures and token usage; `status` is complete, partial (the
     answer says what is missing) or failed."""
     state = state_of(ctx)
-    budgets = checked_request(state, request, max_handoffs, max_model_calls, max_tokens, deadline_seconds, max_cost)
-
-    if problems := checkpoint_problems(checkpoints or [], [s.name for s in state.specialists]):
-        raise ToolError("invalid checkpoints: " + "; ".join(problems))
+    asked = run_request(state, request, mode, max_handoffs, max_model_calls, max_tokens, deadline_seconds, thread,
+                        max_cost, checkpoints)  # fmt: skip
     if checkpoints and not can_elicit(ctx) and state.run_settings.checkpoint_policy == "fail":
         # Asked for by this call, which cannot answer them: the run would only fail at the first.
-        other = (
-            "use start_run with a team file's checkpoints and answer them with answer_checkpoint"
-            if _start_run_works(state)
-            else "call from a client that supports elicitation"
-        )
         raise ToolError(
             "'checkpoints' need a client that can answer them (MCP elicitation), and this one declares none: leave "
-            f"'checkpoints' out, or {other}"
+            "'checkpoints' out, or start the run with start_run and answer them with answer_checkpoint"
         )
     asks = bool(checkpoints or state.run_settings.checkpoints)
-    asked = RunRequest(request, mode, budgets, thread, checkpoints=tuple(checkpoints or ()))
-    durability = state.durability
-    if thread is not None and durability is None:
-        raise ToolError("'thread' needs a durable run: this server has durable runs off (--ephemeral)")
 
     async def work(team: Team, get_ctx: CtxGetter) -> RunResult:
-        if durability is not None and not state.model_settings.record_dir:
-            runs = await durability.service()
-            progress = progress_sink(get_ctx)
-            resumable = state.own_models() is not None  # a run on the client's model cannot resume
-            if resumable or not asks:  # a durable run waiting at a checkpoint survives a restart (issue 13)
-                approve = elicitation_approver(get_ctx, by_tool=resumable)
-                return await run_and_wait(runs, state.engine, team, asked, resumable=resumable, on_event=progress,
-                                          approve=approve, owner=principal(),
-                                          stop=durability.asked_to_stop)  # fmt: skip
-        run = functools.partial(
-            team.run,
-            mode=mode,
-            budgets=budgets,
-            on_event=live_record(state.save_run, progress_sink(get_ctx)),
-            on_finish=state.save_run,
-            checkpoints=checkpoints or (),
-            approve=elicitation_approver(get_ctx),
-        )
-        if state.model_settings.record_dir:  # MCP_TEAM_RECORD_DIR: every run to <dir>/<run id>.jsonl
-            run_id = uuid.uuid4().hex
-            path = Path(state.model_settings.record_dir) / f"{run_id}.jsonl"
-            return await record_run(team, path, request, run_id=run_id, **run.keywords)
-        return await run(request)
+        runs = await state.runs.get()
+        own_model = state.own_models() is not None  # a run on the client's model runs in this call, and cannot resume
+        recorded = bool(state.model_settings.record_dir)  # a recorded run is its own record: it never resumes
+        approve = elicitation_approver(get_ctx, by_tool=own_model)
+        try:
+            record = await runs.run(asked, engine=run_engine(state, team), owner=principal(),
+                                    on_event=progress_sink(get_ctx), approve=approve,
+                                    resumable=own_model and not recorded, in_task=not own_model,
+                                    stop=state.runs.asked_to_stop)  # fmt: skip
+        except RunKept as kept:
+            raise ToolError(
+                f"the server is stopping: run {kept.run_id} is kept and goes on when it starts again; follow it then "
+                f"with get_run (run_id {kept.run_id}) or team://runs/{kept.run_id}"
+            ) from None
+        except McpTeamError as exc:  # the runs database refused it: nothing ran
+            raise ToolError(str(exc)) from None
+        return run_result(record)
 
     result = await state.execute(ctx, work, asks=asks)
     if isinstance(result, InputRequiredResult):
@@ -201,14 +211,6 @@ async def run_team(
             f"{reasons or result.answer}"
         )
     return result
-
-
-def _start_run_works(state: ServerState) -> bool:
-    """Whether start_run can run a team here, its checkpoints answered with answer_checkpoint: durable runs on,
-    on the server's own model (run_tools.start_run), not recording runs to files (which runs them in process)."""
-    settings = state.model_settings
-    own_model = settings.configured_backend() not in (None, "sampling")
-    return state.durability is not None and not settings.record_dir and own_model
 
 
 async def plan_team(
@@ -236,8 +238,13 @@ def specialist_tool(specialist: Specialist) -> SpecialistTool:
     ) -> SpecialistResult | InputRequiredResult:
         state_of(ctx).limits.check_task(task, context)
         await ctx.report_progress(0, 1, f"{specialist.name}: {task[:100]}")
-        result = await state_of(ctx).execute(
-            ctx, lambda team, _get_ctx: team.ask(specialist.name, task, context, on_finish=state_of(ctx).save_run)
+        state, owner = state_of(ctx), principal()
+
+        def keep(run: RunResult) -> None:
+            state.keep_run(run, owner)
+
+        result = await state.execute(
+            ctx, lambda team, _get_ctx: team.ask(specialist.name, task, context, on_finish=keep)
         )
         if isinstance(result, InputRequiredResult):
             return result

@@ -7,7 +7,6 @@
   `/runs/{id}.json`), read through the server's own `team://runs` resources: one source of truth. They
   sit behind the same Host/Origin checks and bearer token as `/mcp` (the token may also come as the
   password of HTTP Basic auth, so a browser can log in).
-- `live_record()` keeps a run's record in the store current while the run goes, so both follow it live.
 """
 
 from __future__ import annotations
@@ -33,7 +32,6 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, Response
 
 from mcp_team.errors import ConfigError, message_of
-from mcp_team.handoffs import RunEvent, RunResult
 from mcp_team.server import ui
 
 RUN_VIEW_URI = "ui://mcp-team/run-view.html"
@@ -95,21 +93,6 @@ def run_view_app(settings: ViewSettings | None = None) -> Apps:
         prefers_border=True,
     )
     return apps
-
-
-EventSink = Callable[[RunEvent], Awaitable[None]]
-
-
-def live_record(save: Callable[[RunResult], None], then: EventSink) -> EventSink:
-    """A progress sink that first saves the run as it stands (so `team://runs/{id}` follows it), then
-    passes the event on to `then`."""
-
-    async def on_event(event: RunEvent) -> None:
-        if event.snapshot is not None:
-            save(event.snapshot())
-        await then(event)
-
-    return on_event
 
 
 Endpoint = Callable[[Request], Awaitable[Response]]

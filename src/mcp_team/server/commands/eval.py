@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from mcp_team.server.commands.common import (
     EXIT_CANCELLED,
@@ -30,8 +31,11 @@ if TYPE_CHECKING:
 
     from mcp_team.evals.runner import CaseRun, EvalPlan
     from mcp_team.evals.suite import Case, Suite
+    from mcp_team.handoffs import RunResult, Team
+    from mcp_team.handoffs.checkpoints import Decision
     from mcp_team.llm import ModelSet
     from mcp_team.llm.settings import ModelSettings
+    from mcp_team.runs.service import Runs
     from mcp_team.server.commands.common import Subparsers
     from mcp_team.server.teamfile import TeamSpec
 
@@ -126,7 +130,9 @@ def _evaluate(args: argparse.Namespace, suite: Suite, source: str, spec: TeamSpe
     single_runs: list[CaseRun] | None = [] if args.baseline else None
 
     async def run_suite() -> None:
-        async with spec.mcp_pool() as pool:
+        from mcp_team.runs import open_runs
+
+        async with spec.mcp_pool() as pool, open_runs(None, _NO_ENGINE) as service:
             plan = EvalPlan(
                 suite,
                 spec.build(pool),
@@ -135,6 +141,7 @@ def _evaluate(args: argparse.Namespace, suite: Suite, source: str, spec: TeamSpe
                 repeat=args.repeat,
                 concurrency=settings.max_concurrency,
                 record=_recorder(args.record, args.repeat, ""),
+                run_team=functools.partial(_through, service),
             )
             single = dataclasses.replace(
                 plan,
@@ -161,6 +168,47 @@ def _evaluate(args: argparse.Namespace, suite: Suite, source: str, spec: TeamSpe
     finally:
         if not getattr(args, "relaunchable", False):  # `main` in a process that goes on (a test's): as it was
             signal.signal(signal.SIGTERM, sigterm)
+
+
+class _NoEngine:
+    """The eval's run service runs each case on its own engine (`_through`): it has none of its own."""
+
+    team_hash = "eval"
+
+    async def run(self, *args: object, **kwargs: object) -> RunResult:
+        raise AssertionError("an eval's runs each name their engine")
+
+
+_NO_ENGINE = _NoEngine()
+
+
+async def _through(
+    service: Runs, team: Team, request: str, mode: Literal["adaptive", "planned"] | None, record: Path | None
+) -> RunResult:
+    """One case's run through the run service (in memory), as `mcp-team run` runs one: recorded to `record` when
+    given. A replay that asked for a call the recording does not have raises its divergence, as a direct run did."""
+    from mcp_team.errors import McpTeamError
+    from mcp_team.evals.recordings import RecordedTeam
+    from mcp_team.llm.replay import replay_of
+    from mcp_team.runs.team_engine import TeamEngine
+    from mcp_team.runs.types import RunRequest
+
+    engine = RecordedTeam(team, record) if record is not None else TeamEngine(team)
+    final = await service.run(RunRequest(request=request, mode=mode), engine=engine, approve=_cannot_ask,
+                              resumable=False)  # fmt: skip
+    replay = replay_of(team.models)
+    if replay is not None and replay.divergence is not None:
+        raise replay.divergence
+    if final.result is None:
+        raise McpTeamError(f"the run stopped: {final.reason or final.status}")
+    return final.result
+
+
+async def _cannot_ask(checkpoint: object) -> Decision:
+    """An eval asks nobody at a checkpoint: the team's checkpoint_policy decides."""
+    from mcp_team.handoffs.checkpoints import CannotAsk
+
+    raise CannotAsk("an eval asks nobody", "")
 
 
 async def _run(

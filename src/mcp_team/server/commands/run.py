@@ -33,7 +33,6 @@ from mcp_team.server.commands.runs import durable_config, durable_flags
 
 if TYPE_CHECKING:
     from mcp_team.handoffs import Budgets, RunEvent, RunResult
-    from mcp_team.handoffs import Team as TeamType
     from mcp_team.llm import ModelSet
     from mcp_team.llm.settings import ModelSettings
     from mcp_team.runs.config import DurableConfig
@@ -196,6 +195,8 @@ def _run_traced(
             tracing.shutdown()
     if result is None:
         raise KeyboardInterrupt
+    if replay is not None and replay.divergence is not None:  # the run asked a call the recording does not have
+        return error(str(replay.divergence), EXIT_FAILED)
     print(result.model_dump_json(indent=2) if args.json else result.answer, flush=True)  # the answer comes first
     if not args.quiet:
         summary(console, result)
@@ -208,19 +209,20 @@ def _run_traced(
 
 
 async def _interruptible(run: Callable[..., Awaitable[RunResult]]) -> RunResult | None:
-    """`run(on_finish=...)`, cancelled by Ctrl-C or SIGTERM (then its cancelled result, what finished, or None when
-    it had none yet): killed by SIGTERM the command left its run running (a durable one for the next process to
-    resume), and Ctrl-C printed nothing of what the run had done. See `interrupt.until_signalled`."""
+    """`run(on_finish=..., recorded=...)`, cancelled by Ctrl-C or SIGTERM (then its cancelled result, what finished,
+    or None when it had none yet): killed by SIGTERM the command left its run running (a durable one for the next
+    process to resume), and Ctrl-C printed nothing of what the run had done. See `interrupt.until_signalled`."""
     from mcp_team.server.commands.interrupt import until_signalled
 
     stopped: list[RunResult] = []  # the run's last result, as the engine or the run service ends it
     result: RunResult | None = None
+    recording = [False]  # while the run's cancel is being recorded: a second signal waits for it
 
     async def work() -> None:
         nonlocal result
-        result = await run(on_finish=stopped.append)
+        result = await run(on_finish=stopped.append, recording=recording)
 
-    await until_signalled(work)
+    await until_signalled(work, hold=lambda: recording[0])
     if result is None:
         return stopped[-1] if stopped else None
     return result
@@ -239,82 +241,58 @@ async def _team_run(
     checkpoints: list[str] | None = None,
     *,
     on_finish: Callable[[RunResult], None],
+    recording: list[bool],
 ) -> RunResult:
-    """One run of the team file's team, with its external MCP servers up for the run's duration;
-    with `record`, every model exchange and the result are written to that file; with `durable`, the run
-    is kept in the runs database (and resumes, when a process with this one's executor id starts again).
-    A durable run asks its checkpoints on the terminal too, and records the answers (runs/approvals.py)."""
-    from mcp_team.evals.recordings import record_run
-    from mcp_team.handoffs import Team
-    from mcp_team.server.commands.ask import terminal_approver
-
-    async with spec.mcp_pool() as pool:
-        team = Team(models, spec.build(pool), spec.run_settings)
-        run = functools.partial(
-            team.run,
-            mode=mode,
-            budgets=budgets,
-            on_event=on_event,
-            run_id=run_id,
-            checkpoints=checkpoints or (),
-            approve=terminal_approver(),
-            on_finish=on_finish,
-        )
-        if record:
-            return await record_run(team, record, request, **run.keywords)
-        if durable is not None:
-            return await _run_durably(
-                durable, team, request, mode, budgets, on_event, run_id, checkpoints or [], on_finish
-            )
-        return await run(request)
-
-
-async def _run_durably(
-    config: DurableConfig,
-    team: TeamType,
-    request: str,
-    mode: Literal["adaptive", "planned"] | None,
-    budgets: Budgets | None,
-    on_event: EventSink | None,
-    run_id: str | None,
-    checkpoints: list[str],
-    on_finish: Callable[[RunResult], None],
-) -> RunResult:
-    """The run through the run service: its id is said first, so a user can find it after an interruption
-    (`mcp-team runs show ID`); cancelling the call cancels it (`on_finish` gets its cancelled result)."""
+    """One run of the team file's team through the run service, with the team's external MCP servers up for the
+    run's duration: durable (`durable`: kept in the runs database, resumed by a later process if this one dies),
+    else in memory; with `record`, every model exchange and the result are written to that file. Its id is said
+    first, so a user can find it after an interruption (`mcp-team runs show ID`). Cancelling the call (Ctrl-C,
+    SIGTERM) cancels the run, recorded before this returns (`recording` is set meanwhile); `on_finish` gets its
+    cancelled result. Checkpoints are asked on the terminal (runs/approvals.py records the answers)."""
     import anyio
 
     from mcp_team.errors import McpTeamError
+    from mcp_team.evals.recordings import RecordedTeam
+    from mcp_team.handoffs import Team
     from mcp_team.runs import open_runs
     from mcp_team.runs.team_engine import TeamEngine
+    from mcp_team.runs.types import RunRequest
     from mcp_team.server.commands.ask import terminal_approver
 
-    async with open_runs(config, TeamEngine(team)) as runs:
-        if runs.replicas is not None and team.models.limits is not None:  # PostgreSQL: rates of every replica
-            team.models.limits.share(runs.replicas.rate)
-        # Runs an earlier process with this executor id left unfinished resume here (as in any process that
-        # takes its id): said, so that their model calls are no surprise.
-        left = await anyio.to_thread.run_sync(
-            lambda: runs.store.list(limit=20, status=["running"], executor_id=runs.executor_id)
-        )
-        if left:
-            ids = ", ".join(r.run_id for r in left)
-            print(f"mcp-team: also resuming {len(left)} unfinished run(s) an earlier process left: {ids} (they go "
-                  f"on while this command runs; see mcp-team runs)", file=sys.stderr, flush=True)  # fmt: skip
-        started = await runs.start(request, mode=mode, budgets=budgets, run_id=run_id, on_event=on_event,
-                                   approve=terminal_approver(), checkpoints=checkpoints)  # fmt: skip
-        print(f"mcp-team: run {started.run_id} (see: mcp-team runs show {started.run_id})", file=sys.stderr, flush=True)
-        try:
-            final = await runs.wait(started.run_id)
-        except anyio.get_cancelled_exc_class():
-            with anyio.CancelScope(shield=True):
-                final = await runs.cancel(started.run_id, "cancelled from the command line")
-            if final is not None and final.result is not None:
-                on_finish(final.result)
-            raise
-        if still := [r.run_id for r in left if not ((now := await runs.get(r.run_id)) is None or now.finished)]:
-            print(f"mcp-team: {len(still)} earlier run(s) did not finish before this one: {', '.join(still)}; they go "
-                  "on at the next mcp-team run or serve on this state directory", file=sys.stderr)  # fmt: skip
+    asked = RunRequest(request=request, mode=mode, budgets=budgets, checkpoints=tuple(checkpoints or ()))
+    async with spec.mcp_pool() as pool:
+        team = Team(models, spec.build(pool), spec.run_settings)
+        engine = RecordedTeam(team, Path(record)) if record else TeamEngine(team)
+        async with open_runs(durable, engine) as runs:
+            replicas = runs.durable.replicas if runs.durable is not None else None
+            if replicas is not None and team.models.limits is not None:  # PostgreSQL: rates of every replica
+                team.models.limits.share(replicas.rate)
+            resumed = [s for s in runs.recovered if s.resumed]
+            if resumed:  # runs an earlier process with this executor id left: said, so their calls are no surprise
+                ids = ", ".join(s.run_id for s in resumed)
+                print(f"mcp-team: also resuming {len(resumed)} unfinished run(s) an earlier process left: {ids} "
+                      "(they go on while this command runs; see mcp-team runs)", file=sys.stderr,
+                      flush=True)  # fmt: skip
+            with anyio.CancelScope(shield=True):  # a run started is a run this command knows of, to cancel it
+                started = await runs.start(asked, engine=engine, on_event=on_event, approve=terminal_approver(),
+                                           run_id=run_id, resumable=not record)  # fmt: skip
+            if runs.durable is not None:
+                print(f"mcp-team: run {started.run_id} (see: mcp-team runs show {started.run_id})", file=sys.stderr,
+                      flush=True)  # fmt: skip
+            try:
+                final = await runs.wait(started.run_id)
+            except anyio.get_cancelled_exc_class():
+                recording[0] = True
+                with anyio.CancelScope(shield=True):
+                    final = await runs.cancel(started.run_id, "cancelled from the command line")
+                recording[0] = False
+                if final is not None and final.result is not None:
+                    on_finish(final.result)
+                raise
+            if still := [s.run_id for s in resumed if not await runs.is_over(s.run_id)]:
+                print(f"mcp-team: {len(still)} earlier run(s) did not finish before this one: {', '.join(still)}; "
+                      "they go on at the next mcp-team run or serve on this state directory",
+                      file=sys.stderr)  # fmt: skip
     if final is None or final.result is None:
         raise McpTeamError(f"run {started.run_id} stopped: {final.reason if final else 'not found'}")
     return final.result

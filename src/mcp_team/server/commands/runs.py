@@ -141,10 +141,8 @@ def _act(args: argparse.Namespace, config: DurableConfig, store: RunStore | None
     # Idempotent, as the `cancel_run` tool is: a finished run is left as it is and the command succeeds, saying
     # how it ended (a script's `runs cancel ID || fail` must not fail on a run that ended meanwhile). A run
     # recorded cancelled whose workflow may still run is cancelled again.
-    if record.finished and not _cancel_left_running(store, record):
-        return _already_ended(record)
-    final = record if record.finished else _cancel(store, record)
-    if final.status != "cancelled":  # it finished in the instant between the read and the cancel
+    final, cancelled = _cancel(store, record)
+    if not cancelled:  # ended before, or in the instant between the read and the cancel
         return _already_ended(final)
     print(f"mcp-team: run {record.run_id} cancelled", file=sys.stderr)
     return EXIT_OK
@@ -155,63 +153,27 @@ def _already_ended(record: RunRecord) -> int:
     return EXIT_OK
 
 
-def _cancel(store: RunStore, record: RunRecord) -> RunRecord:
-    """Cancel in the store, then in DBOS (nothing resumes it; the process running it stops it within a second,
-    keeping this reason, and writes what had finished), as `RunService.cancel` does for another process's run.
-    A run that finished since `record` was read is left as it is: its record, returned, says how it ended (a
-    cancel that came first, its workflow cancelled here too should that cancel not get to it)."""
+def _cancel(store: RunStore, record: RunRecord) -> tuple[RunRecord, bool]:
+    """Cancel another process's run as the run service cancels one (runs/cancels.py: the record, then DBOS's
+    workflow, through a DBOS client: this command runs no workflows), or finish a cancel left half done. The run's
+    record after, and whether this cancelled anything."""
     import anyio
-
-    from mcp_team.runs.records import Progress
-
-    final = Progress(record).finish("cancelled", reason="cancelled with mcp-team runs cancel")
-    if not anyio.run(store.finish_if_running, final):
-        latest = store.get(record.run_id) or record
-        _cancel_left_running(store, latest)
-        return latest
-    if record.resumable and record.workflow_id:
-        _cancel_workflow(store, record, only_active=False)
-    return final
-
-
-def _cancel_left_running(store: RunStore, record: RunRecord) -> bool:
-    """Finish a cancel left half done: cancelling another process's run is two writes, its record then DBOS's
-    workflow, and when the second fails (a locked database, the canceller killed in between) the record says
-    cancelled while the process running the workflow goes on spending model calls. True when `record` says
-    cancelled and its workflow was still pending, now cancelled; False when there was nothing to cancel."""
-    if record.status != "cancelled" or not record.resumable or not record.workflow_id:
-        return False
-    return _cancel_workflow(store, record, only_active=True)
-
-
-ACTIVE = ("PENDING", "ENQUEUED", "DELAYED")  # DBOS's states of a workflow that may still run
-
-
-def _cancel_workflow(store: RunStore, record: RunRecord, *, only_active: bool) -> bool:
-    """Cancel the DBOS workflow of `record`, recorded cancelled (with `only_active`, only while it may still run:
-    DBOS's cancel leaves a finished workflow as it is, but rewrites one already cancelled). True when it was
-    cancelled. `CancelRefused` (a `ConfigError`) when the database refuses: the record says cancelled, so say
-    how to finish it."""
-    import sqlalchemy as sa
     from dbos import DBOSClient
 
-    from mcp_team.runs.cancels import CancelRefused
+    from mcp_team.runs import cancels
+    from mcp_team.runs.errors import CancelRefused
     from mcp_team.runs.serializer import JSONSerializer
 
-    assert record.workflow_id is not None
+    client = DBOSClient(system_database_engine=store.engine, serializer=JSONSerializer())
     try:
-        client = DBOSClient(system_database_engine=store.engine, serializer=JSONSerializer())
-        try:
-            if only_active:
-                found = client.list_workflows(workflow_ids=[record.workflow_id], load_input=False, load_output=False)
-                if not any(w.status in ACTIVE for w in found):
-                    return False
-            client.cancel_workflow(record.workflow_id)
-            return True
-        finally:
-            client.destroy()
-    except sa.exc.SQLAlchemyError as exc:
-        raise CancelRefused(record.run_id, exc, f"Run 'mcp-team runs cancel {record.run_id}' again") from None
+        if record.finished:
+            return record, anyio.run(cancels.finish_half_cancel, record, client)
+        final = anyio.run(cancels.cancel_elsewhere, store, record, "cancelled with mcp-team runs cancel", client)
+        return final or record, final is not None and final.status == "cancelled"
+    except CancelRefused as exc:
+        raise exc.retried_with(f"Run 'mcp-team runs cancel {record.run_id}' again") from None
+    finally:
+        client.destroy()
 
 
 def _orphaned(config: DurableConfig, record: RunRecord) -> bool:

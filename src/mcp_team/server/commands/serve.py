@@ -36,9 +36,10 @@ if TYPE_CHECKING:
 
     from mcp.server.mcpserver import MCPServer
 
+    from mcp_team.runs.service import Runs
     from mcp_team.server.commands.common import Subparsers
-    from mcp_team.server.durability import Durability
     from mcp_team.server.oauth.resource import ResourceServer
+    from mcp_team.server.runs import ServerRuns
     from mcp_team.server.state import ServerState
     from mcp_team.telemetry.setup import Tracing
 
@@ -133,7 +134,7 @@ def serve_command(args: argparse.Namespace) -> int:
 
         spec = with_call_timeout(load_team(args.team), args.call_timeout)
         limits = ServerLimits()
-        durable = durable_config(args)  # opened in the background once the server answers (see server/durability)
+        durable = durable_config(args)  # opened in the background once the server answers (see server/runs.py)
         register_secrets(settings, spec)
         check_faults(settings, spec)
         http, oauth, stdio_limit = None, None, None
@@ -171,11 +172,11 @@ def serve_command(args: argparse.Namespace) -> int:
         return error(f"invalid settings: {exc}", EXIT_USAGE)
 
     from mcp_team.server.app import build_server
-    from mcp_team.server.durability import OPEN_DELAY, Durability
+    from mcp_team.server.runs import OPEN_DELAY, ServerRuns
 
     try:
         if http is None:
-            opened = Durability(durable) if durable is not None else None
+            opened = ServerRuns(durable, on_open=say_resumed)
             server = build_server(settings, spec, watch=args.watch, tracing=tracing, limits=limits, durable=opened)
             anyio.run(_serve_stdio, server, tracing, stdio_limit, opened)
         else:
@@ -185,20 +186,21 @@ def serve_command(args: argparse.Namespace) -> int:
             sockets = listen(http.host, http.port)  # before saying it serves: a port in use is a usage error
             port = sockets[0].getsockname()[1]
             resource = resource_server(http, oauth, port)  # with the port bound: the canonical URL may name it
-            opened = Durability(durable, open_delay=OPEN_DELAY) if durable is not None else None
+            opened = ServerRuns(durable, open_delay=OPEN_DELAY, on_open=say_resumed)
             auth = resource.auth if resource is not None else auth_for(http)
             server = build_server(
                 settings, spec, auth=auth, watch=args.watch, tracing=tracing, limits=limits, durable=opened
             )
             if resource is not None:
                 say_issuer(resource)
-            print(f"mcp-team: serving streamable HTTP on http://{http.host}:{port}/mcp", file=sys.stderr)
+            base = f"http://{http.host}:{port}"
+            print(f"mcp-team: serving streamable HTTP on {base}/mcp; runs at {base}/runs", file=sys.stderr)
             # The run service is told first that the calls the stop cancels leave their runs to resume.
             served = HttpServer(
                 server,
                 http,
                 port,
-                on_signal=opened.stopping if opened is not None else None,
+                on_signal=opened.stopping,
                 before_exit=tracing.shutdown if tracing is not None else None,  # bounded, as in `finally` below
                 oauth=resource,
             )
@@ -206,7 +208,7 @@ def serve_command(args: argparse.Namespace) -> int:
                 served.run(sockets=sockets)
             if not served.started:  # the app's start-up failed (uvicorn said why)
                 return EXIT_STARTUP_FAILED
-        if opened is not None and opened.error is not None:
+        if opened.error is not None:
             # Durable runs could not open (calls got the error meanwhile): the client's user fixes the flags.
             return error(opened.error, EXIT_USAGE)
         return EXIT_OK
@@ -214,6 +216,13 @@ def serve_command(args: argparse.Namespace) -> int:
         # Stdin closed, SIGTERM or Ctrl-C: whatever ended the server, export what is left.
         if tracing is not None:
             tracing.shutdown()
+
+
+def say_resumed(runs: Runs) -> None:
+    """Say which runs an earlier process left running and what became of each (resumed here, or finished as they
+    had ended), once the run service is open: their model calls are no surprise then."""
+    for settled in runs.recovered:
+        print(f"mcp-team: {settled.describe()}", file=sys.stderr, flush=True)
 
 
 def say_issuer(resource: ResourceServer) -> None:
@@ -266,7 +275,7 @@ def listen(host: str, port: int) -> list[socket.socket]:
 
 
 async def _serve_stdio(
-    server: MCPServer[ServerState], tracing: Tracing | None, limit: int | None, opened: Durability | None
+    server: MCPServer[ServerState], tracing: Tracing | None, limit: int | None, opened: ServerRuns
 ) -> None:
     """Serve until stdin closes or SIGTERM/SIGINT arrives; either way running work is cancelled and its spans
     exported. MCP clients stop stdio servers with close-stdin, then SIGTERM, then SIGKILL. Every line is checked
@@ -282,8 +291,7 @@ async def _serve_stdio(
     async def stop_on_signal(serving: anyio.CancelScope) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
             async for _ in signals:
-                if opened is not None:  # a stop, not the client: the runs of calls cancelled now resume later
-                    opened.stopping()
+                opened.stopping()  # a stop, not the client: the runs of calls cancelled now resume later
                 serving.cancel()
                 with anyio.move_on_after(GRACE_SECONDS):
                     await stopped.wait()

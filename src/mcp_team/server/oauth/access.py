@@ -7,5 +7,5 @@ from __future__ import annotations
 from mcp.server.auth.provider import AccessToken
 
 
-class TeamAccessToken(AccessToken):
+class TeamAccessToken(AccessToken, defer_build=True):
     operator: bool = False

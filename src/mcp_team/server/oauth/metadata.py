@@ -19,7 +19,7 @@ class DiscoveryError(Exception):
     """The issuer's metadata could not be had; the message says where it was looked for and what to fix."""
 
 
-class IssuerMetadata(BaseModel):
+class IssuerMetadata(BaseModel, defer_build=True):
     """The fields of the metadata this server uses (the rest is ignored)."""
 
     model_config = ConfigDict(extra="ignore")
