@@ -238,7 +238,7 @@ class Runs(Execution):
         if (live := self._live.get(run_id)) is not None:
             if live.progress.record.finished:
                 return live.progress.record
-            if self.durable is not None and await anyio.to_thread.run_sync(self.store.cancelled_among, (run_id,)):
+            if self.durable is not None and await self._cancelled_elsewhere(run_id):
                 # Cancelled by another process a moment ago; this one stops it within a second (runs/cancels.py).
                 # Whoever reads it meanwhile is told what was recorded, not that it still runs.
                 return await anyio.to_thread.run_sync(self.store.stored, run_id)
@@ -272,6 +272,10 @@ class Runs(Execution):
     def subscribe(self, run_id: str) -> AsyncIterator[RunRecord]:
         """The record now and after each change (for `resources/subscribe`), until the run has finished."""
         return self.store.subscribe(run_id, poll=CANCEL_POLL)
+
+    async def _cancelled_elsewhere(self, run_id: str) -> bool:
+        cancelled = await anyio.to_thread.run_sync(self.store.cancelled_among, [run_id])
+        return bool(cancelled)
 
     async def history(self, thread: str, owner: str | None = None) -> ThreadHistory:
         """The thread's earlier turns: of `owner`'s runs only (a thread id is a name anyone may choose; another
