@@ -42,7 +42,7 @@ dist: $(BIN)/mcp-team mcpb-cli
 demo: $(BIN)/mcp-team
 	$(BIN)/mcp-team run --model offline "$(REQUEST)"
 
-test: $(BIN)/mcp-team conformance-suite
+test: $(BIN)/mcp-team conformance-suite mcpb-cli
 	$(BIN)/ruff check src tests benchmarks packaging
 	$(BIN)/mypy
 	@# Bytecode for our modules up front: with PYTHONDONTWRITEBYTECODE set (as on some CI machines), each of the
