@@ -28,15 +28,31 @@ $(OIDC)/node_modules/.package-lock.json: tests/oidc/package.json tests/oidc/pack
 	cd $(OIDC) && npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
-.PHONY: demo test lint bench conformance-suite oidc-provider
+# The MCP Bundle CLI (npm package @anthropic-ai/mcpb), pinned in packaging/; into .cache as the suite is.
+MCPB_CLI := .cache/mcpb
+$(MCPB_CLI)/node_modules/.package-lock.json: packaging/package.json packaging/package-lock.json
+	mkdir -p $(MCPB_CLI)
+	cp packaging/package.json packaging/package-lock.json $(MCPB_CLI)/
+	cd $(MCPB_CLI) && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+.PHONY: demo test lint bench conformance-suite oidc-provider mcpb-cli dist
 conformance-suite: $(CONFORMANCE)/node_modules/.package-lock.json
 oidc-provider: $(OIDC)/node_modules/.package-lock.json
+mcpb-cli: $(MCPB_CLI)/node_modules/.package-lock.json
+
+# dist/: the sdist and wheel (hatchling, through uv), the MCP Bundle (.mcpb) and the MCP Registry's server.json,
+# all of the version in src/mcp_team/__init__.py (packaging/dist.py says how). Build releases from a clean
+# clone: hatchling puts any file under src/ that git does not ignore into the wheel.
+dist: $(BIN)/mcp-team mcpb-cli
+	rm -rf dist
+	$(BIN)/python packaging/dist.py --out dist --uv $(BIN)/uv --mcpb $(MCPB_CLI)/node_modules/.bin/mcpb
 
 demo: $(BIN)/mcp-team
 	$(BIN)/mcp-team run --model offline "$(REQUEST)"
 
-test: $(BIN)/mcp-team conformance-suite oidc-provider
-	$(BIN)/ruff check src tests benchmarks
+test: $(BIN)/mcp-team conformance-suite oidc-provider mcpb-cli
+	$(BIN)/ruff check src tests benchmarks packaging
 	$(BIN)/mypy
 	@# Bytecode for our modules up front: with PYTHONDONTWRITEBYTECODE set (as on some CI machines), each of the
 	@# few hundred processes the tests start would compile every module it imports again.
