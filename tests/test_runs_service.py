@@ -141,6 +141,7 @@ import logging, sqlite3, sys, anyio, sqlalchemy as sa
 sys.path.insert(0, sys.argv[2])
 from durable_engine import FakeEngine
 from mcp_team.runs import open_runs, resolve
+from mcp_team.runs.types import RunRequest
 
 logging.basicConfig(level=logging.WARNING, format="%(name)s %(message)s")
 full = False
