@@ -14,6 +14,7 @@ So all the workflows of one run (the run's and its branches', runs/branches.py) 
 from __future__ import annotations
 
 import logging
+import sys
 import re
 import secrets
 import time
@@ -98,6 +99,7 @@ def launch(config: DurableConfig, db: sa.Engine, executor_id: str) -> str:
         # `DBOS.destroy` joins it: every close (each `mcp-team run`) waited up to a second for that sleep. A poll
         # with nothing awaited reads no database, so waking ten times a second costs next to nothing.
         dbos_config["notification_listener_polling_interval_sec"] = 0.1
+    _log_to_current_stderr(logging.getLogger("dbos"))
     DBOS(config=dbos_config)  # type: ignore[arg-type]
     logging.getLogger("dbos").addFilter(_without_traceback)
     logging.getLogger("dbos").addFilter(_REPEATS)  # once, however many times runs open in a process
@@ -114,6 +116,32 @@ async def register_here_queue(config: DurableConfig, executor_id: str) -> None:
     """Declare this process's queue (after launch; after recovery has moved the runs to resume onto it)."""
     await DBOS.register_queue_async(here_queue(executor_id), polling_interval_sec=config.queue_poll,
                                     on_conflict="always_update")  # fmt: skip
+
+
+class CurrentStderr(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever `sys.stderr` is when a line is logged. DBOS's own console handler keeps the stderr of the
+    moment it was made; where that is replaced and closed (a test harness capturing output, a host redirecting it)
+    DBOS's next start failed on flushing it."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property  # type: ignore[override]
+    def stream(self):  # type: ignore[no-untyped-def]
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: object) -> None:
+        pass
+
+
+def _log_to_current_stderr(logger: logging.Logger) -> None:
+    """Give DBOS's logger our console handler before DBOS starts: it adds its own only to a logger without one."""
+    if not logger.handlers:  # a user's own handlers stay
+        handler = CurrentStderr()
+        handler.setFormatter(logging.Formatter("%(asctime)s [%(levelname)8s] (%(name)s) %(message)s", "%H:%M:%S"))
+        logger.addHandler(handler)
+        logger.propagate = False
 
 
 # What DBOS logs when a run is cancelled (by its client, `cancel_run`, a stop): the run's record says it already.
