@@ -85,3 +85,49 @@ anyio.run(main)
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "complete []", proc.stdout
+
+
+def test_children_started_at_once_are_numbered_in_the_order_their_tasks_begin(tmp_path: Path) -> None:
+    """runs/branches.py starts a fan-out's child workflows at once, one task each, and relies on DBOS taking the
+    parent's step id for a child before `start_workflow_async` first awaits: then the ids follow the order the
+    tasks begin in, the same on every replay. A DBOS release that takes it later fails here (the run itself would
+    stop as diverged rather than mix up branches)."""
+    script = f"""
+import anyio, sys
+from dbos import DBOS, SetWorkflowID
+
+@DBOS.workflow(name="child")
+async def child(n: int) -> int:
+    await anyio.sleep(0.001 * (8 - n))
+    return n
+
+@DBOS.workflow(name="parent")
+async def parent() -> list[str]:
+    started = []
+    async def start(n: int) -> None:
+        with SetWorkflowID(f"p/c{{n}}"):
+            handle = await DBOS.start_workflow_async(child, n)
+        started.append(handle.get_workflow_id())
+    async with anyio.create_task_group() as tg:
+        for n in range(8):
+            tg.start_soon(start, n)
+    return started
+
+async def main() -> None:
+    DBOS(config={{"name": "order", "system_database_url": "sqlite:///{tmp_path / 'dbos.sqlite'}",
+                  "enable_otlp": False, "log_level": "ERROR"}})
+    DBOS.launch()
+    try:
+        with SetWorkflowID("p"):
+            await (await DBOS.start_workflow_async(parent)).get_result()
+        steps = await DBOS.list_workflow_steps_async("p")
+        print(" ".join(step["child_workflow_id"] for step in sorted(steps, key=lambda s: s["function_id"])
+                       if step["child_workflow_id"]))
+    finally:
+        DBOS.destroy()
+
+anyio.run(main)
+"""
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == [f"p/c{n}" for n in range(8)], proc.stdout
