@@ -188,7 +188,7 @@ async def test_the_listing_tells_its_subscriber_when_a_run_starts_and_when_it_fi
             (run_id, status), *others = (await listed(client)).items()
             assert status == "running" and not others
             person.release.set()
-            await until_listed(client, updates, run_id, FINISHED)
+            await until_listed(client, updates, run_id, FINISHED, told=1)  # after the update that it started
         assert results and not results[0].is_error and results[0].structured_content is not None
         assert results[0].structured_content["run_id"] == run_id
         assert (await listed(client))[run_id] == "complete"

@@ -118,18 +118,16 @@ class Execution:
         progress = live.progress
         finished: list[RunResult] = []
 
-        told = anyio.Lock()  # the run's events reach its follower in the order they came, writes and all
-
         async def on_event(event: RunEvent) -> None:
-            async with told:
-                if event.kind == "handoff_finished":
-                    # Stored before anyone is told (see the module docstring); concurrent ends share one write.
-                    await self.store.write(progress.preview(event))
-                progress.on_event(event)
-                if event.kind != "handoff_finished":  # the record is taken when written or read, not at every event
-                    self.store.put_later(progress.record.run_id, progress.snapshot)
-                if live.on_event is not None:
-                    await live.on_event(event)
+            if event.kind == "handoff_finished":
+                # Stored before anyone is told (see the module docstring); concurrent ends share one write. The
+                # branch waits for it, so another branch's events may reach the follower first.
+                await self.store.write(progress.preview(event))
+            progress.on_event(event)
+            if event.kind != "handoff_finished":  # the record is taken when written or read, not at every event
+                self.store.put_later(progress.record.run_id, progress.snapshot)
+            if live.on_event is not None:
+                await live.on_event(event)
 
         result: RunResult | None = None
         try:

@@ -262,9 +262,15 @@ class Runs(Execution):
         return await anyio.to_thread.run_sync(lambda: self.store.list(limit=limit, offset=offset, thread=thread))
 
     async def wait(self, run_id: str, timeout: float | None = None) -> RunRecord | None:
-        """The record once the run has finished, or as it is when `timeout` seconds have passed."""
+        """The record once the run has finished, or as it is when `timeout` seconds have passed. A run of this
+        process is waited on in memory (its final record is stored before it ends); another process's is followed
+        in the store."""
         latest = None
         with anyio.move_on_after(timeout):
+            if (live := self._live.get(run_id)) is not None:
+                await live.done.wait()
+                if (record := await self.get(run_id)) is not None and record.finished:
+                    return record
             async for record in self.store.subscribe(run_id, final=True):
                 latest = record if record.finished else None
         return latest or await self.get(run_id)  # on timeout, the record as it is now

@@ -3,7 +3,9 @@
 Progress counts handoffs started and finished, and human checkpoints asked and answered (a run waiting for a
 person says so while nothing else moves), and is sent without a total: how many handoffs a run takes is
 known only when it ends (the supervisor re-plans, failures are retried), and a total that grows as work
-appears would make a progress bar go backwards or show "done" before the end.
+appears would make a progress bar go backwards or show "done" before the end. It counts the events as they
+reach it: a branch's finish is told once it is stored, so another branch's events may come first, and a
+count taken when each event happened would then go backwards (and the spec's progress must only grow).
 """
 
 from __future__ import annotations
@@ -20,16 +22,13 @@ ProgressSink = Callable[[RunEvent], Awaitable[None]]
 def progress_sink(get_ctx: CtxGetter) -> ProgressSink:
     """An `on_event` callback for `Team.run` that reports progress on the calling request (whichever
     request `get_ctx` gives, since a 2026-07-28 run moves from round to round)."""
-    last = checkpoints = 0
+    told = 0
 
     async def on_event(event: RunEvent) -> None:
-        nonlocal last, checkpoints
-        checkpoints += event.kind == "checkpoint"
-        # Progress must grow with every notification: count starts, finishes and checkpoint events.
-        progress = event.started + event.finished + checkpoints
-        if progress > last:
-            last = progress
-            await get_ctx().report_progress(progress, None, event.message)
+        nonlocal told
+        if event.kind in ("handoff_started", "handoff_finished", "checkpoint"):
+            told += 1  # one more start, finish or checkpoint event
+            await get_ctx().report_progress(told, None, event.message)
         if event.kind == "handoff_finished" and event.record is not None and event.record.status != "completed":
             await send_log(get_ctx(), "warning", f"{event.record.target} {event.record.status}: {event.record.error}")
 
