@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from operator import attrgetter
 
 import anyio
@@ -39,6 +38,7 @@ from mcp_team.handoffs.review import gate_revision
 from mcp_team.handoffs.schema import Handoff, HandoffRecord, finish_record, started_record
 from mcp_team.handoffs.subteam import SubTeam, run_subteam
 from mcp_team.llm import SUPERVISOR, Message, ModelError, ModelRequest, ToolDefinition, Usage
+from mcp_team.llm.call import MeterWrapper
 from mcp_team.specialists import run_specialist
 from mcp_team.telemetry import spans
 from mcp_team.telemetry.attributes import FALLBACK_MODEL, HANDOFF_TASK, TOOL_CALL_ARGUMENTS, TOOL_CALL_RESULT
@@ -237,19 +237,16 @@ async def _attempt(ctx: RunContext, handoff: Handoff) -> HandoffRecord:
     return record
 
 
-@dataclass
-class _HandoffMeter:
+class _HandoffMeter(MeterWrapper):
     """Charges the run budget and keeps the handoff's own usage current, call by call, so a cancelled
     handoff still reports the tokens it spent."""
 
-    budget: Budget
-    record: HandoffRecord
-
-    def before_call(self, input_tokens: int = 0) -> None:
-        self.budget.before_call(input_tokens)
+    def __init__(self, budget: Budget, record: HandoffRecord) -> None:
+        super().__init__(budget)
+        self.record = record
 
     def after_call(self, usage: Usage) -> None:
-        self.budget.after_call(usage)
+        self.meter.after_call(usage)
         self.record.usage = self.record.usage + usage
 
     def used_fallback(self, note: str) -> None:

@@ -1,7 +1,8 @@
 """A run's events as MCP progress notifications (and a warning log message when a handoff fails).
 
-Progress counts handoffs started and finished, and human checkpoints asked and answered (a run waiting for a
-person says so while nothing else moves), and is sent without a total: how many handoffs a run takes is
+Progress counts handoffs started and finished, human checkpoints asked and answered (a run waiting for a
+person says so while nothing else moves), and a model call's waits for a rate limit (the run says why nothing
+moves, and for how long), and is sent without a total: how many handoffs a run takes is
 known only when it ends (the supervisor re-plans, failures are retried), and a total that grows as work
 appears would make a progress bar go backwards or show "done" before the end.
 """
@@ -20,13 +21,13 @@ ProgressSink = Callable[[RunEvent], Awaitable[None]]
 def progress_sink(get_ctx: CtxGetter) -> ProgressSink:
     """An `on_event` callback for `Team.run` that reports progress on the calling request (whichever
     request `get_ctx` gives, since a 2026-07-28 run moves from round to round)."""
-    last = checkpoints = 0
+    last = others = 0
 
     async def on_event(event: RunEvent) -> None:
-        nonlocal last, checkpoints
-        checkpoints += event.kind == "checkpoint"
-        # Progress must grow with every notification: count starts, finishes and checkpoint events.
-        progress = event.started + event.finished + checkpoints
+        nonlocal last, others
+        others += event.kind in ("checkpoint", "waiting")
+        # Progress must grow with every notification: count starts, finishes, checkpoint and waiting events.
+        progress = event.started + event.finished + others
         if progress > last:
             last = progress
             await get_ctx().report_progress(progress, None, event.message)
