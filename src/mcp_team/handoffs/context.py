@@ -89,7 +89,8 @@ class RunContext:
     answer: str = ""
     trace_id: str | None = None
     ended_at: datetime | None = None
-    revisions: int = 0
+    revisions: int = 0  # granted: see handoffs.review
+    revision_cap_hit: bool = False  # a reviewer asked for a revision past the cap
     repeats: int = 0
     fingerprints: dict[tuple[str, str, str], HandoffRecord] = field(default_factory=dict)
     last_seq: int = 0  # the number of the run's latest handoff

@@ -34,7 +34,7 @@ from mcp_team.handoffs.approval import approve_handoff
 from mcp_team.handoffs.budget import Budget
 from mcp_team.handoffs.context import RunContext, now
 from mcp_team.handoffs.prompts import REFINE_INSTRUCTIONS
-from mcp_team.handoffs.review import gate_revision
+from mcp_team.handoffs.review import count_revise, gate_revision
 from mcp_team.handoffs.schema import Handoff, HandoffRecord, finish_record, started_record
 from mcp_team.handoffs.subteam import SubTeam, run_subteam
 from mcp_team.llm import SUPERVISOR, Message, ModelError, ModelRequest, ToolDefinition, Usage
@@ -230,7 +230,7 @@ async def _attempt(ctx: RunContext, handoff: Handoff) -> HandoffRecord:
     if result.status == "failed":
         ctx.fail(result.error_type or "failed", handoff.target, result.error or "", handoff.task, handoff.id)
     elif result.verdict is not None and result.verdict.verdict == "REVISE":
-        ctx.revisions += 1
+        count_revise(ctx)
     if ctx.on_event is not None:
         status = "done" if result.status == "completed" else f"failed ({result.error_type})"
         await ctx.emit("handoff_finished", f"{handoff.target} {status}", record)

@@ -1,6 +1,9 @@
 """Review outcomes: quality gates sending work back, planned mode honouring REVISE, and runs whose review never passed.
 
-Three rules share the run's revision cap (`RunSettings.max_revisions`, counted in `ctx.revisions`):
+Three rules share the run's revision cap (`RunSettings.max_revisions`). One count: `ctx.revisions` is the
+revisions the run granted (work sent back), whether a reviewer's REVISE or a failed gate asked for it; a
+reviewer's REVISE at the cap grants none and marks the cap reached (`ctx.revision_cap_hit`). One wording for
+that count (`revisions_made`), wherever a run says it:
 - a member's output that fails its quality gates goes back to it with the gates' messages, like a
   REVISE verdict (`gate_revision`, from `execution.execute`);
 - in planned mode a review task that answers REVISE sends its input's author back to work with the
@@ -22,6 +25,21 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
 GATE_FAILED = "quality_gate"
+
+
+def count_revise(ctx: RunContext) -> None:
+    """A reviewer's REVISE verdict: one more revision granted while the cap allows; at the cap, none (the latest
+    draft stands) and the cap is reached."""
+    if ctx.revisions < ctx.settings.max_revisions:
+        ctx.revisions += 1
+    else:
+        ctx.revision_cap_hit = True
+
+
+def revisions_made(ctx: RunContext) -> str:
+    """The run's revisions, as every message says them: e.g. "2 revisions (max_revisions = 2)"."""
+    n = ctx.revisions
+    return f"{n} revision{'' if n == 1 else 's'} (max_revisions = {ctx.settings.max_revisions})"
 
 
 def revision_blocked(ctx: RunContext) -> str | None:
@@ -123,8 +141,8 @@ async def revise_in_plan(
 
 
 def _plan_blocked(ctx: RunContext) -> str | None:
-    # `ctx.revisions` already counts the REVISE being answered (see execution._attempt).
-    if ctx.revisions > ctx.settings.max_revisions:
+    # The REVISE being answered is counted already (`count_revise`, from execution._attempt).
+    if ctx.revision_cap_hit:
         return "revision_cap"
     if ctx.stopped_by is not None or not ctx.budget.can_hand_off():
         return "stopped"
@@ -144,8 +162,8 @@ def note_unpassed_reviews(ctx: RunContext) -> None:
             ctx.fail(
                 "review_not_passed",
                 target,
-                f"the review did not pass: the last verdict was REVISE after {ctx.revisions} revision(s) "
-                f"(cap {ctx.settings.max_revisions}); open points: {points}",
+                f"the review did not pass: the last verdict was REVISE after {revisions_made(ctx)}; open points: "
+                f"{points}",
                 r.task,
                 r.id,
             )
