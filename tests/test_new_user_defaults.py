@@ -1,5 +1,6 @@
 """Defaults a new user meets (issue 35): the built-in researcher reads the web with `fetch_url` (today's address
-rules: a private address is refused). Through the CLI and an MCP client."""
+rules: a private address is refused); a preset whose gates fail on the offline backend's stand-in text says so
+instead of ending a puzzling `partial`. Through the CLI and an MCP client."""
 
 from __future__ import annotations
 
@@ -17,11 +18,13 @@ from fake_openai_api import FakeOpenAIAPI
 from mcp_team.llm import ModelRequest, ModelResponse, ToolResultBlock, ToolUseBlock
 from mcp_team.llm.settings import ModelSettings
 from mcp_team.server.app import build_server
+from mcp_team.server.teamfile import load_team_file
 from support import cli_here
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")]
 
 KEY = "sk-proj-test-SECRET-0123456789"
+OFFLINE_GATES = "briefing_writer's quality gates judge a model's real text"
 
 
 @pytest.fixture
@@ -78,3 +81,23 @@ def test_init_writes_the_researcher_with_its_web_tool(tmp_path: Path) -> None:
     researcher = text[text.index('name = "researcher"') :]
     assert researcher[: researcher.index("[[specialists]]")].count('tools = ["fetch_url"]') == 1
     assert cli_here("check", "--team", str(team), MCP_TEAM_MODEL="offline").returncode == 0
+
+
+def test_an_offline_run_of_a_preset_with_gates_says_why_it_is_partial(tmp_path: Path) -> None:
+    assert cli_here("init", "--preset", "research-desk", cwd=tmp_path).returncode == 0
+    proc = cli_here("run", "--ephemeral", "--model", "offline", "Brief me on solid-state batteries", cwd=tmp_path)
+    assert proc.returncode == 3 and "partial:" in proc.stderr  # partial, as before...
+    (note,) = [line for line in proc.stderr.splitlines() if line.startswith("note: ") and OFFLINE_GATES in line]
+    assert "offline backend writes stand-in text that cannot pass them" in note  # ...and why
+    assert "required_sections" in note and "leave gates out" in note
+
+
+async def test_run_team_says_so_too(tmp_path: Path) -> None:
+    assert cli_here("init", "--preset", "research-desk", cwd=tmp_path).returncode == 0
+    server = build_server(ModelSettings(model="offline"), load_team_file(tmp_path / "team.toml"))  # type: ignore[call-arg]
+    async with Client(server) as client:
+        result = await client.call_tool("run_team", {"request": "Brief me on solid-state batteries"})
+    run = result.structured_content
+    assert run is not None and run["status"] == "partial"
+    assert any(OFFLINE_GATES in n for n in run["notes"])
+    assert OFFLINE_GATES in result.content[0].text  # in what a host reads, too

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
 GATE_FAILED = "quality_gate"
+OFFLINE = "offline"  # the offline backend's provider (llm.offline): its text is a stand-in, not a model's
 
 
 def count_revise(ctx: RunContext) -> None:
@@ -158,6 +159,7 @@ def note_unpassed_reviews(ctx: RunContext) -> None:
             last[r.target] = r
     for target, r in last.items():
         if r.verdict is not None and r.verdict.verdict == "REVISE":
+            _explain_offline_gates(ctx, target, r.verdict.reasons)
             points = "; ".join(r.verdict.reasons) or "no reasons given"
             ctx.fail(
                 "review_not_passed",
@@ -167,3 +169,19 @@ def note_unpassed_reviews(ctx: RunContext) -> None:
                 r.task,
                 r.id,
             )
+
+
+def _explain_offline_gates(ctx: RunContext, target: str, reasons: list[str]) -> None:
+    """A note when quality gates failed on the offline backend's text: they judge what a model writes, and the
+    offline stand-in never writes what they ask for, so such a run ends partial for that alone (a preset with
+    gates, tried offline right after `mcp-team init --preset`)."""
+    gated = [r for r in reasons if r.startswith("quality gate")]
+    member = ctx.team.get(target)
+    if not gated or member is None or ctx.models.for_member(target, member.model_role).provider != OFFLINE:
+        return
+    ctx.note(
+        "offline gates",
+        f"{target}'s quality gates judge a model's real text, and the offline backend writes stand-in text that "
+        f"cannot pass them ({'; '.join(gated)}), so offline this run is partial for that alone. On a model the "
+        "gates work as meant; to try the team offline without them, leave gates out of its entry in the team file.",
+    )
