@@ -43,7 +43,9 @@ from mcp_team.llm.types import no_usage
 CLOSING_SHARE = 4  # the closing answer's part of the token and cost budgets: a quarter, at most...
 CLOSING_TOKENS = 8_192  # ...this many tokens (a synthesis prompt and its answer)
 FAIR_SHARE = 4  # beside calls in flight, a call is lowered to no less than this part of its output limit; else it waits
-MAX_PROMPT_RATIO = 3.0  # how far the prompt estimates are scaled up at most (a server's odd count is not trusted)
+MAX_PROMPT_RATIO = 2.0  # how far the prompt estimates are scaled up at most (a server's odd count is not trusted)
+CALIBRATED_FROM = 256  # the smallest prompt estimate a ratio is learned from: a fixed overhead (a provider's own
+# tool-use prompt) would swell a small prompt's ratio, and every later estimate with it
 
 
 class BudgetAboveLimit(McpTeamError, ValueError):
@@ -91,7 +93,7 @@ class Reservation:
         if self.released:
             return
         self.released = True
-        ratio = used.input_tokens / self.estimate if used is not None and self.estimate > 0 else 1.0
+        ratio = used.input_tokens / self.estimate if used is not None and self.estimate >= CALIBRATED_FROM else 1.0
         for budget in self.budgets:
             budget.reserved_tokens -= self.tokens
             budget.reserved_cost -= self.cost
