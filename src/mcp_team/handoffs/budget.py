@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import anyio
 
@@ -76,16 +76,19 @@ def _number(value: float) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-@dataclass
 class Reservation:
-    """What one admitted call holds in each budget it is charged to, until it ends (`release`)."""
+    """What one admitted call holds in each budget it is charged to, until it ends (`release`). A plain class
+    with slots: one is made on every model call."""
 
-    max_tokens: int  # the call's output limit: what was asked, or lower to fit
-    tokens: int  # its prompt (scaled by `prompt_ratio`) plus `max_tokens`
-    cost: float  # the most it may cost; 0 when its price is unknown
-    budgets: tuple[Budget, ...]
-    estimate: int = 0  # its prompt's estimate as made (`CallNeed.prompt_tokens`)
-    released: bool = False
+    __slots__ = ("budgets", "cost", "estimate", "max_tokens", "released", "tokens")
+
+    def __init__(self, max_tokens: int, tokens: int, cost: float, budgets: tuple[Budget, ...], estimate: int) -> None:
+        self.max_tokens = max_tokens  # the call's output limit: what was asked, or lower to fit
+        self.tokens = tokens  # its prompt (scaled by `prompt_ratio`) plus `max_tokens`
+        self.cost = cost  # the most it may cost; 0 when its price is unknown
+        self.budgets = budgets
+        self.estimate = estimate  # its prompt's estimate as made (`CallNeed.prompt_tokens`)
+        self.released = False
 
     def release(self, used: Usage | None = None) -> None:
         """The call ended having used `used` (charged already; None: unknown): free what it held, and learn how
@@ -93,12 +96,14 @@ class Reservation:
         if self.released:
             return
         self.released = True
-        ratio = used.input_tokens / self.estimate if used is not None and self.estimate >= CALIBRATED_FROM else 1.0
+        learned = used is not None and self.estimate >= CALIBRATED_FROM and used.input_tokens > self.estimate
         for budget in self.budgets:
             budget.reserved_tokens -= self.tokens
             budget.reserved_cost -= self.cost
             budget.in_flight -= 1
-            budget.prompt_ratio = min(max(budget.prompt_ratio, ratio), MAX_PROMPT_RATIO)
+            if learned:
+                assert used is not None
+                budget.prompt_ratio = min(max(budget.prompt_ratio, used.input_tokens / self.estimate), MAX_PROMPT_RATIO)
         self.budgets[-1].changed()
 
 
@@ -121,11 +126,11 @@ class Budget:
     waits: dict[str, list[float]] = field(default_factory=dict)  # seconds calls waited, by rate limit in words
     on_wait: Callable[[str], Awaitable[None]] | None = field(default=None, repr=False)  # tells the run's progress
     _change: anyio.Event | None = field(default=None, repr=False)
+    closing_tokens: int = field(init=False, default=0)  # the tokens kept for the closing answer
+    tokens_used: int = field(init=False, default=0)  # `usage.total_tokens`, kept as a plain int
 
-    @property
-    def closing_tokens(self) -> int:
-        """The tokens kept for the closing answer."""
-        return min(self.limits.max_tokens // CLOSING_SHARE, CLOSING_TOKENS)
+    def __post_init__(self) -> None:
+        self.closing_tokens = min(self.limits.max_tokens // CLOSING_SHARE, CLOSING_TOKENS)
 
     def closing_cost(self, price: Price) -> float:
         """The cost kept for the closing answer: `closing_tokens` at `price`'s output rate, at most a quarter."""
@@ -153,23 +158,29 @@ class Budget:
         """Record that the handoff budget ran out; which budget ran out first, in words."""
         return self._run_out(f"the handoff budget ({self.limits.max_handoffs}) was used up")
 
-    async def before_call(self, need: CallNeed) -> Reservation:
-        return await self.admit(need, closing=False)
-
-    async def admit(self, need: CallNeed, *, closing: bool) -> Reservation:
+    async def before_call(self, need: CallNeed, *, closing: bool = False) -> Reservation:
         """Admit a call that needs `need`, in every budget of `chain` (this one's the closing call's when
-        `closing`: it may spend what was kept for it). Waits while the call does not fit and calls are in
-        flight; then lowers its output limit to fit, or raises `BudgetExhausted`."""
+        `closing`: it may spend what was kept for it). While the call does not fit and calls are in flight, it
+        waits for them (or, if a fair share fits, is lowered to that); then it is lowered to fit, or refused with
+        `BudgetExhausted`. On every model call: no more work than that."""
         chain = self.chain
         estimate = need.prompt_tokens
+        if len(chain) == 1 and self.limits.max_cost is None and self.model_calls < self.limits.max_model_calls - 1:
+            # The common case, on every model call: one budget, no cost budget, calls left, and the call fits whole.
+            prompt = math.ceil(estimate * self.prompt_ratio)
+            left = self.limits.max_tokens - self.tokens_used - self.reserved_tokens - prompt
+            if left - (0 if closing else self.closing_tokens) >= need.max_tokens:
+                return self._reserve(chain, need, prompt, need.max_tokens, estimate)
         while True:
-            ratio = max(b.prompt_ratio for b in chain)
-            need = replace(need, prompt_tokens=math.ceil(estimate * ratio))
+            ratio = self.prompt_ratio if len(chain) == 1 else max(b.prompt_ratio for b in chain)
+            prompt = math.ceil(estimate * ratio) if ratio != 1.0 else estimate
+            fits = need.max_tokens
             for n, budget in enumerate(chain):
-                budget.check_calls(reserve=0 if closing and n == 0 else 1)
-            fits = min(b.output_that_fits(need, closing=closing and n == 0) for n, b in enumerate(chain))
+                last_one = closing and n == 0
+                budget.check_calls(reserve=0 if last_one else 1)
+                fits = min(fits, budget.output_that_fits(prompt, need, closing=last_one))
             if fits >= need.max_tokens:
-                return self._reserve(chain, need, need.max_tokens, estimate)
+                return self._reserve(chain, need, prompt, need.max_tokens, estimate)
             busy = any(b.in_flight for b in chain)
             if busy and fits < max(MIN_OUTPUT_TOKENS, need.max_tokens // FAIR_SHARE):
                 await chain[-1].wait_for_change()  # calls in flight hold their most: wait for what they really use
@@ -177,47 +188,50 @@ class Budget:
             if fits >= min(MIN_OUTPUT_TOKENS, need.max_tokens):
                 for budget in chain:
                     budget.lowered.append(fits)
-                return self._reserve(chain, need, fits, estimate)
-            culprit = min(chain, key=lambda b: b.output_that_fits(need, closing=closing and b is self))
-            raise BudgetExhausted(culprit._run_out(culprit._too_little(need, closing and culprit is self)))
+                return self._reserve(chain, need, prompt, fits, estimate)
+            culprit = min(chain, key=lambda b: b.output_that_fits(prompt, need, closing=closing and b is self))
+            raise BudgetExhausted(culprit._run_out(culprit._too_little(prompt, need, closing and culprit is self)))
 
     def check_calls(self, reserve: int) -> None:
         """`BudgetExhausted` when no model call is left, keeping `reserve` calls back."""
         if self.model_calls >= self.limits.max_model_calls - reserve:
             raise BudgetExhausted(self._run_out(f"the model-call budget ({self.limits.max_model_calls}) was used up"))
 
-    def output_that_fits(self, need: CallNeed, *, closing: bool) -> int:
-        """The most output tokens a call needing `need` may have now (negative: not even its prompt fits)."""
-        left = self.limits.max_tokens - self.usage.total_tokens - self.reserved_tokens
+    def output_that_fits(self, prompt: int, need: CallNeed, *, closing: bool) -> int:
+        """The most output tokens (up to `need.max_tokens`) a call with a prompt of `prompt` tokens may have now
+        (negative: not even its prompt fits)."""
+        left = self.limits.max_tokens - self.tokens_used - self.reserved_tokens - prompt
         if not closing:
             left -= self.closing_tokens
-        fits = min(left - need.prompt_tokens, need.max_tokens)
+        fits = min(left, need.max_tokens)
         if self.limits.max_cost is None or need.price is None:
             return fits
         money = self.limits.max_cost - self.cost_usd - self.reserved_cost
         if not closing:
             money -= self.closing_cost(need.price)
-        return min(fits, _affordable(need, money))
+        return min(fits, _affordable(prompt, need, money))
 
-    def _too_little(self, need: CallNeed, closing: bool) -> str:
+    def _too_little(self, prompt: int, need: CallNeed, closing: bool) -> str:
         tokens_left = self.limits.max_tokens - self.usage.total_tokens - (0 if closing else self.closing_tokens)
         if self.limits.max_cost is not None and need.price is not None:
             money = self.limits.max_cost - self.cost_usd - (0 if closing else self.closing_cost(need.price))
-            if _affordable(need, money) < min(MIN_OUTPUT_TOKENS, need.max_tokens):
+            if _affordable(prompt, need, money) < min(MIN_OUTPUT_TOKENS, need.max_tokens):
                 return (
                     f"the cost budget (${self.limits.max_cost:g}) was used up: ${max(money, 0):.6f} is left"
                     f"{'' if closing else ' besides what is kept for the closing answer'}, not enough for the "
-                    f"next call's prompt of about {need.prompt_tokens} tokens and a useful answer"
+                    f"next call's prompt of about {prompt} tokens and a useful answer"
                 )
         return (
             f"the token budget ({self.limits.max_tokens}) was used up: {max(tokens_left, 0)} tokens are left"
             f"{'' if closing else ' besides those kept for the closing answer'}, not enough for the next call's "
-            f"prompt of about {need.prompt_tokens} tokens and a useful answer"
+            f"prompt of about {prompt} tokens and a useful answer"
         )
 
-    def _reserve(self, chain: tuple[Budget, ...], need: CallNeed, max_tokens: int, estimate: int) -> Reservation:
-        cost = (need.price(need.prompt_tokens, max_tokens) or 0.0) if need.price is not None else 0.0
-        held = Reservation(max_tokens, need.prompt_tokens + max_tokens, cost, chain, estimate)
+    def _reserve(
+        self, chain: tuple[Budget, ...], need: CallNeed, prompt: int, max_tokens: int, estimate: int
+    ) -> Reservation:
+        cost = (need.price(prompt, max_tokens) or 0.0) if need.price is not None else 0.0
+        held = Reservation(max_tokens, prompt + max_tokens, cost, chain, estimate)
         for budget in chain:
             budget.model_calls += 1
             budget.reserved_tokens += held.tokens
@@ -238,11 +252,12 @@ class Budget:
 
     def after_call(self, usage: Usage) -> None:
         self.usage = self.usage + usage
+        self.tokens_used = self.usage.total_tokens
         if usage.cost_usd is None:
             self.unpriced_calls += 1
         else:
             self.cost_usd += usage.cost_usd
-        if self.usage.total_tokens >= self.limits.max_tokens:
+        if self.tokens_used >= self.limits.max_tokens:
             self._run_out(self._tokens_used_up())
         if (limit := self.limits.max_cost) is not None and self.cost_usd >= limit:
             self._run_out(self._cost_used_up())
@@ -309,19 +324,20 @@ class Budget:
         return self.exhausted
 
 
-def _affordable(need: CallNeed, money: float) -> int:
-    """The most output tokens (up to `need.max_tokens`) a call with `need`'s prompt can have for `money`; -1 when
-    not even its prompt can be paid. A binary search: prices may come in tiers, and are looked up, not solved."""
+def _affordable(prompt: int, need: CallNeed, money: float) -> int:
+    """The most output tokens (up to `need.max_tokens`) a call with a prompt of `prompt` tokens can have for
+    `money`; -1 when not even its prompt can be paid. A binary search: prices may come in tiers, and are looked
+    up, not solved."""
     assert need.price is not None
     price = need.price
-    if (price(need.prompt_tokens, 0) or 0.0) > money:
+    if (price(prompt, 0) or 0.0) > money:
         return -1
-    if (price(need.prompt_tokens, need.max_tokens) or 0.0) <= money:
+    if (price(prompt, need.max_tokens) or 0.0) <= money:
         return need.max_tokens
     low, high = 0, need.max_tokens  # low fits, high does not
     while high - low > 1:
         mid = (low + high) // 2
-        if (price(need.prompt_tokens, mid) or 0.0) <= money:
+        if (price(prompt, mid) or 0.0) <= money:
             low = mid
         else:
             high = mid
@@ -335,8 +351,8 @@ class FinalCall(MeterWrapper):
         super().__init__(budget)
         self.budget = budget
 
-    async def before_call(self, need: CallNeed) -> Reservation:
-        return await self.budget.admit(need, closing=True)
+    def before_call(self, need: CallNeed) -> Awaitable[Reservation]:
+        return self.budget.before_call(need, closing=True)
 
 
 @dataclass

@@ -5,9 +5,9 @@ one place every caller goes through."""
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import anyio
 
@@ -46,10 +46,9 @@ MEMBER_NAMES = (SUPERVISOR, PLANNER)  # the member names of the team's own reque
 TRANSIENT = frozenset({"rate_limited", "server_error", "overloaded", "timeout", "connection"})
 
 
-@dataclass(frozen=True, slots=True)
-class CallNeed:
+class CallNeed(NamedTuple):
     """What a model call may use, at most: its prompt (`estimate_input_tokens`), its output limit, and the price
-    of its model (None: unknown)."""
+    of its model (None: unknown). A tuple: one is made on every model call."""
 
     prompt_tokens: int
     max_tokens: int
@@ -79,9 +78,9 @@ class Granted:
 class Meter(Protocol):
     """Something that counts model calls, tokens and cost against a budget (see handoffs.budget)."""
 
-    async def before_call(self, need: CallNeed) -> Grant:
+    def before_call(self, need: CallNeed) -> Awaitable[Grant]:
         """Admit a call that may use `need`: the output limit it may have. May wait for calls in flight; raises
-        `mcp_team.errors.BudgetExhausted` when the call may not be made."""
+        `mcp_team.errors.BudgetExhausted` when the call may not be made. (Write it `async def`.)"""
 
     def after_call(self, usage: Usage) -> None:
         """Charge a call's tokens and cost (before its grant is released)."""
@@ -89,8 +88,9 @@ class Meter(Protocol):
     def used_fallback(self, note: str) -> None:
         """A fallback model answered instead of the primary; `note` says which and why."""
 
-    async def waiting(self, limit: str, seconds: float) -> None:
-        """A call is about to wait about `seconds` for `limit` (a rate of its endpoint, in words)."""
+    def waiting(self, limit: str, seconds: float) -> Awaitable[None]:
+        """A call is about to wait about `seconds` for `limit` (a rate of its endpoint, in words). (Write it
+        `async def`.)"""
 
     def note(self, topic: str, text: str) -> None:
         """Something the run's caller should know about its calls (once per `topic`)."""
@@ -103,8 +103,8 @@ class MeterWrapper:
     def __init__(self, meter: Meter) -> None:
         self.meter = meter
 
-    async def before_call(self, need: CallNeed) -> Grant:
-        return await self.meter.before_call(need)
+    def before_call(self, need: CallNeed) -> Awaitable[Grant]:
+        return self.meter.before_call(need)  # its awaitable, not one more coroutine: this is on every model call
 
     def after_call(self, usage: Usage) -> None:
         self.meter.after_call(usage)
@@ -112,8 +112,8 @@ class MeterWrapper:
     def used_fallback(self, note: str) -> None:
         self.meter.used_fallback(note)
 
-    async def waiting(self, limit: str, seconds: float) -> None:
-        await self.meter.waiting(limit, seconds)
+    def waiting(self, limit: str, seconds: float) -> Awaitable[None]:
+        return self.meter.waiting(limit, seconds)
 
     def note(self, topic: str, text: str) -> None:
         self.meter.note(topic, text)
