@@ -14,6 +14,7 @@ from fake_api import Stalling
 from fake_openai_api import FakeOpenAIAPI
 from mcp_team.handoffs import RunResult, Team
 from mcp_team.llm import SPECIALIST, Message, ModelError, ModelRequest, ModelSet, Usage, chat
+from mcp_team.llm.call import CallNeed, Granted
 from mcp_team.llm.openai import OpenAIModel
 from support import HANG_GUARD
 
@@ -62,13 +63,19 @@ async def test_a_timed_out_call_is_charged_an_unknown_spend(stalling: tuple[Fake
     charged: list[Usage] = []
 
     class Meter:
-        def before_call(self, input_tokens: int) -> None:
-            pass
+        async def before_call(self, need: CallNeed) -> Granted:
+            return Granted(need.max_tokens)
 
         def after_call(self, usage: Usage) -> None:
             charged.append(usage)
 
         def used_fallback(self, note: str) -> None:
+            pass
+
+        async def waiting(self, limit: str, seconds: float) -> None:
+            pass
+
+        def note(self, topic: str, text: str) -> None:
             pass
 
     request = ModelRequest(system="You research.", messages=[Message(role="user", content="Research bees")])

@@ -253,6 +253,7 @@ async def test_reviewer_loop_is_capped() -> None:
         ("refused", None),
     ]
     assert reviews[-1].error_type == "revision_cap"
+    assert "the revision cap is reached after 1 revision (max_revisions = 1)" in (reviews[-1].error or "")
     assert len([h for h in result.handoffs if h.target == "writer"]) == 3
     assert result.status == "partial"  # the last verdict is still REVISE: the review did not pass
     assert [f.kind for f in result.failures if not f.recovered] == ["review_not_passed"]

@@ -78,7 +78,8 @@ def test_a_changed_prompt_names_the_change_and_the_eval_way_to_record_again(
     assert "small: 1/2 cases pass" in proc.stdout  # only the case that asks the researcher diverges
     out = " ".join(proc.stdout.split())  # as the terminal's width wrapped it
     assert "✗ bees: Divergence: the run diverged from the recording" in out
-    assert "the system prompt" in out and "+Gather the facts the task needs." in out and "them. Be thorough." in out
+    assert "the system prompt" in out and "+Gather the facts the task needs." in out
+    assert "as unverified. Be thorough." in out
     assert "mcp-team eval SUITE --record DIR" in out and "mcp-team run --record" not in out
 
 

@@ -102,3 +102,23 @@ def test_every_backend_can_be_faulted_through_the_cli() -> None:
     assert [(h["id"], h["status"]) for h in result["handoffs"]] == [("h1", "failed"), ("h1.2", "completed")]
     assert result["usage"]["model_calls"] == len(bodies) + 1  # the faulted call was counted, never sent
     assert "offline backend" not in proc.stderr
+
+
+async def test_a_fault_injected_failure_costs_null_where_the_price_is_unknown_and_zero_where_it_is_known() -> None:
+    # A failed handoff's record stored 0.0 while its completed siblings on the same (unpriced) model stored null:
+    # unknown is not free. On a priced model a failed request costs nothing: the API bills none.
+    unpriced = await faulty_team("server_error:coder", max_retries=0).run("Write a python function for 2+2")
+    priced_model = FaultyModel(_Priced(), parse_faults("server_error:coder"))
+    priced = await Team(ModelSet.single(priced_model), settings=RunSettings(max_retries=0)).run(
+        "Write a python function for 2+2"
+    )
+    for result, cost in ((unpriced, None), (priced, 0.0)):
+        (failed,) = [h for h in result.handoffs if h.status == "failed"]
+        assert failed.error_type == "server_error" and failed.usage.cost_usd == cost, failed.usage
+
+
+class _Priced(OfflineModel):
+    """The offline model, as if it were gpt-4o-mini on OpenAI's own API (priced)."""
+
+    def __init__(self) -> None:
+        super().__init__(name="gpt-4o-mini", provider="openai")

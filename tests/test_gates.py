@@ -11,6 +11,7 @@ import pytest
 from mcp_team.handoffs import RunSettings, Team
 from mcp_team.handoffs.gates import Gates
 from mcp_team.llm import ModelSet
+from mcp_team.llm.faults import FaultyModel, parse_faults
 from mcp_team.llm.offline import OfflineModel
 from support import HANG_GUARD, MCP_TEAM, clean_env
 
@@ -85,3 +86,20 @@ def test_the_team_file_declares_gates_and_a_bad_pattern_is_named(tmp_path: Path)
     assert "gates.required_patterns" in check.stderr + check.stdout and "not a valid regular expression" in (
         check.stderr + check.stdout
     )
+
+
+@pytest.mark.anyio
+async def test_the_reviewer_and_the_gate_paths_count_and_word_revisions_alike() -> None:
+    # The same case both ways: a review that never passes, with two revisions allowed. The reviewer's path said
+    # "after 3 revision(s) (cap 2)" (it counted the third REVISE, which no revision answered), the gate's "after 2
+    # revision(s)"; both made two.
+    by_reviewer = await Team(
+        ModelSet.single(FaultyModel(OfflineModel(), parse_faults("revise:reviewer"))),
+        settings=RunSettings(max_revisions=2),
+    ).run("Write a short report on bees and review it")
+    by_gate = await gated_team(Gates(required_sections=["Sources"]), max_revisions=2).run(REQUEST)
+    for result in (by_reviewer, by_gate):
+        (failure,) = [f for f in result.failures if f.kind == "review_not_passed"]
+        assert "the last verdict was REVISE after 2 revisions (max_revisions = 2)" in failure.reason, failure.reason
+    reviews = [h for h in by_reviewer.handoffs if h.target == "reviewer" and h.verdict is not None]
+    assert len(reviews) == 3 and len([h for h in by_reviewer.handoffs if h.target == "writer"]) == 3

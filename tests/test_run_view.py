@@ -61,7 +61,7 @@ async def test_a_client_without_apps_gets_the_same_result(mode: str) -> None:
     plain, with_apps = results
 
     assert plain.is_error is False and plain.meta == with_apps.meta
-    assert [c.type for c in plain.content] == [c.type for c in with_apps.content] == ["text"]
+    assert [c.type for c in plain.content] == [c.type for c in with_apps.content] == ["text", "text"]  # answer, JSON
     volatile = {"run_id", "trace_id", "started_at", "ended_at"}
 
     def stable(result):  # type: ignore[no-untyped-def]

@@ -19,7 +19,7 @@ from mcp_team.llm import (
     ToolUseBlock,
     Usage,
 )
-from mcp_team.llm.call import SPECIALIST, SUPERVISOR
+from mcp_team.llm.call import SPECIALIST, SUPERVISOR, CallNeed, Granted
 from mcp_team.llm.scripted import ScriptedModel, text, tool_calls
 from mcp_team.specialists import Specialist, SpecialistResult, Tool, ToolFailed, handoff_message, run_specialist
 from mcp_team.specialists import loop as loop_module
@@ -69,16 +69,23 @@ class CallBudget:
         self.left = calls
         self.charged: list[Usage] = []
 
-    def before_call(self, input_tokens: int = 0) -> None:
+    async def before_call(self, need: CallNeed) -> Granted:
         if self.left == 0:
             raise BudgetExhausted("the run's model-call budget is used up")
         self.left -= 1
+        return Granted(need.max_tokens)
 
     def after_call(self, usage: Usage) -> None:
         self.charged.append(usage)
 
     def used_fallback(self, note: str) -> None:
         raise AssertionError(f"no fallback is configured: {note}")
+
+    async def waiting(self, limit: str, seconds: float) -> None:
+        raise AssertionError(f"no rate limit is configured: {limit}")
+
+    def note(self, topic: str, text: str) -> None:
+        raise AssertionError(f"nothing to note: {text}")
 
 
 pytestmark = pytest.mark.anyio

@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 
 from mcp_team.errors import BudgetExhausted
-from mcp_team.handoffs.budget import Breakers, Budget
+from mcp_team.handoffs.budget import Breakers, Budget, FinalCall
 from mcp_team.handoffs.schema import Budgets
 from mcp_team.handoffs.turn import Rejected, classify
 from mcp_team.llm import ToolUseBlock, Usage
+from mcp_team.llm.call import CallNeed
 
 TEAM = ("researcher", "writer")
 
@@ -84,12 +85,14 @@ def test_breakers_settle_to_handoff_order_whatever_the_finishing_order() -> None
         assert breakers.snapshot() == {"researcher": 0}
 
 
-def test_a_budget_that_runs_out_raises_budget_exhausted() -> None:
+@pytest.mark.anyio
+async def test_a_budget_that_runs_out_raises_budget_exhausted() -> None:
     budget = Budget(Budgets(max_model_calls=2, max_tokens=100))
-    budget.before_call()
+    need = CallNeed(prompt_tokens=10, max_tokens=20)
+    (await budget.before_call(need)).release()
     with pytest.raises(BudgetExhausted) as caught:
-        budget.before_call()  # one call is kept in reserve for the closing synthesis
+        await budget.before_call(need)  # one call is kept in reserve for the closing synthesis
     assert caught.value.budget == "the model-call budget (2) was used up" == budget.exhausted
-    budget.charge_call(reserve=0)  # the reserved call
+    await FinalCall(budget).before_call(need)  # the reserved call
     budget.after_call(Usage(input_tokens=100))
     assert budget.exhausted == "the model-call budget (2) was used up"  # the first budget to run out is kept

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pydantic import BaseModel
 
 from mcp_team.handoffs.context import RunContext, now
+from mcp_team.handoffs.review import revisions_made
 from mcp_team.handoffs.schema import Handoff, HandoffRecord, HandoffStatus
 
 
@@ -107,12 +108,12 @@ def refusal_of(ctx: RunContext, handoff: Handoff) -> Refusal | None:
             reason=f"{handoff.target} failed {ctx.settings.breaker_threshold} times in a row; its circuit is open "
             f"for the rest of this run. Work around it or finalize without it.",
         )
-    if ctx.team[handoff.target].returns_verdict and ctx.revisions > ctx.settings.max_revisions:
+    if ctx.team[handoff.target].returns_verdict and ctx.revision_cap_hit:
         # Each REVISE honoured is re-reviewed once; past the cap the latest draft stands.
         return Refusal(
             kind="revision_cap",
-            reason=f"the revision cap ({ctx.settings.max_revisions}) is reached; finalize with the latest "
-            f"draft and mention the open review points.",
+            reason=f"the revision cap is reached after {revisions_made(ctx)}; finalize with the latest draft and "
+            "mention the open review points.",
         )
     if ctx.stopped_by is not None:
         return Refusal(

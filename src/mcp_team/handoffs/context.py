@@ -6,6 +6,7 @@ still leaves an accurate record of what finished. `RunEvent`s tell a progress di
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -28,7 +29,7 @@ from mcp_team.handoffs.schema import (
     UsageReport,
 )
 from mcp_team.llm import SUPERVISOR, ModelError, ModelRequest, ModelResponse, ModelSet, Usage, chat
-from mcp_team.llm.call import TRANSIENT, Meter
+from mcp_team.llm.call import TRANSIENT, Meter, MeterWrapper
 from mcp_team.llm.types import NO_USAGE, no_usage
 from mcp_team.specialists import Specialist
 
@@ -37,7 +38,9 @@ log = logging.getLogger("mcp_team.handoffs")
 SUPERVISOR_RETRIES = 2  # on top of the SDK's own retries, which an outage or a stuck call outlasts
 RETRY_BACKOFF = 0.5  # seconds before the first retry, doubled for each next one
 
-EventKind = Literal["run_started", "plan_ready", "handoff_started", "handoff_finished", "synthesizing", "checkpoint"]
+EventKind = Literal[
+    "run_started", "plan_ready", "handoff_started", "handoff_finished", "synthesizing", "checkpoint", "waiting"
+]
 
 
 @dataclass(frozen=True)
@@ -86,7 +89,8 @@ class RunContext:
     answer: str = ""
     trace_id: str | None = None
     ended_at: datetime | None = None
-    revisions: int = 0
+    revisions: int = 0  # granted: see handoffs.review
+    revision_cap_hit: bool = False  # a reviewer asked for a revision past the cap
     repeats: int = 0
     fingerprints: dict[tuple[str, str, str], HandoffRecord] = field(default_factory=dict)
     last_seq: int = 0  # the number of the run's latest handoff
@@ -98,8 +102,13 @@ class RunContext:
     rulings: list[Ruling] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.budget = Budget(self.settings.budgets)
+        self.use_budget(Budget(self.settings.budgets))
         self.breakers = Breakers(self.settings.breaker_threshold)
+
+    def use_budget(self, budget: Budget) -> None:
+        """Charge the run's calls to `budget`; its calls' waits for a rate limit are told as progress."""
+        self.budget = budget
+        budget.on_wait = functools.partial(self.emit, "waiting")
 
     @property
     def workers(self) -> list[Specialist]:
@@ -184,7 +193,6 @@ class RunContext:
         return UsageReport(total=total, by_specialist=by_specialist, model_calls=self.budget.model_calls)
 
     def result(self) -> RunResult:
-        cost_note = self.budget.cost_note()
         return RunResult(
             answer=self.answer,
             status=self.status,
@@ -200,7 +208,7 @@ class RunContext:
             notes=[
                 *self.notes.values(),
                 *(f"A fallback model answered the supervisor: {n}." for n in dict.fromkeys(self.budget.fallbacks)),
-                *([cost_note] if cost_note else []),
+                *self.budget.call_notes(),
             ],
             started_at=self.started_at,
             ended_at=self.ended_at,
@@ -209,20 +217,14 @@ class RunContext:
         )
 
 
-@dataclass
-class _SupervisorMeter:
+class _SupervisorMeter(MeterWrapper):
     """Charges `meter` (the run budget) and keeps the supervisor's usage current, call by call: a call cut off
     once sent counts too (its spend unknown, `llm.call.UNKNOWN_SPEND`)."""
 
-    meter: Meter
-    ctx: RunContext
-
-    def before_call(self, input_tokens: int) -> None:
-        self.meter.before_call(input_tokens)
+    def __init__(self, meter: Meter, ctx: RunContext) -> None:
+        super().__init__(meter)
+        self.ctx = ctx
 
     def after_call(self, usage: Usage) -> None:
         self.meter.after_call(usage)
         self.ctx.supervisor_usage = self.ctx.supervisor_usage + usage
-
-    def used_fallback(self, note: str) -> None:
-        self.meter.used_fallback(note)

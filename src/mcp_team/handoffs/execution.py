@@ -16,7 +16,6 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from operator import attrgetter
 
 import anyio
@@ -36,11 +35,12 @@ from mcp_team.handoffs.approval import approve_handoff
 from mcp_team.handoffs.budget import Budget
 from mcp_team.handoffs.context import RunContext, now
 from mcp_team.handoffs.prompts import REFINE_INSTRUCTIONS
-from mcp_team.handoffs.review import gate_revision
+from mcp_team.handoffs.review import count_revise, gate_revision
 from mcp_team.handoffs.runtime import Branch
 from mcp_team.handoffs.schema import Handoff, HandoffRecord, finish_record, started_record
 from mcp_team.handoffs.subteam import SubTeam, run_subteam
 from mcp_team.llm import SUPERVISOR, Message, ModelError, ModelRequest, ToolDefinition, Usage
+from mcp_team.llm.call import MeterWrapper
 from mcp_team.specialists import run_specialist
 from mcp_team.telemetry import spans
 from mcp_team.telemetry.attributes import FALLBACK_MODEL, HANDOFF_TASK, TOOL_CALL_ARGUMENTS, TOOL_CALL_RESULT
@@ -233,26 +233,23 @@ async def _attempt(ctx: RunContext, handoff: Handoff) -> HandoffRecord:
     if result.status == "failed":
         ctx.fail(result.error_type or "failed", handoff.target, result.error or "", handoff.task, handoff.id)
     elif result.verdict is not None and result.verdict.verdict == "REVISE":
-        ctx.revisions += 1
+        count_revise(ctx)
     if ctx.on_event is not None:
         status = "done" if result.status == "completed" else f"failed ({result.error_type})"
         await ctx.emit("handoff_finished", f"{handoff.target} {status}", record)
     return record
 
 
-@dataclass
-class _HandoffMeter:
+class _HandoffMeter(MeterWrapper):
     """Charges the run budget and keeps the handoff's own usage current, call by call, so a cancelled
     handoff still reports the tokens it spent."""
 
-    budget: Budget
-    record: HandoffRecord
-
-    def before_call(self, input_tokens: int = 0) -> None:
-        self.budget.before_call(input_tokens)
+    def __init__(self, budget: Budget, record: HandoffRecord) -> None:
+        super().__init__(budget)
+        self.record = record
 
     def after_call(self, usage: Usage) -> None:
-        self.budget.after_call(usage)
+        self.meter.after_call(usage)
         self.record.usage = self.record.usage + usage
 
     def used_fallback(self, note: str) -> None:

@@ -13,7 +13,6 @@ too (its cost unknown), and a run cancelled while the judge rules keeps the ruli
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -22,8 +21,8 @@ from pydantic import ValidationError
 from mcp_team.handoffs.conflicts import Conflict, Ruling
 from mcp_team.handoffs.context import RunContext
 from mcp_team.llm import ModelResponse, ToolDefinition, Usage
-from mcp_team.llm.call import Meter
-from mcp_team.llm.types import no_usage
+from mcp_team.llm.call import Meter, MeterWrapper
+from mcp_team.llm.types import NO_USAGE
 from mcp_team.specialists import run_specialist
 from mcp_team.telemetry import spans
 
@@ -123,23 +122,17 @@ async def rule(ctx: RunContext) -> list[Ruling]:
     return rulings
 
 
-@dataclass
-class _JudgeMeter:
+class _JudgeMeter(MeterWrapper):
     """Charges `meter` (the run budget) and keeps the ruling's usage, call by call: a call cut off once sent
     counts too (its spend unknown, `llm.call.UNKNOWN_SPEND`), as a handoff's and the supervisor's do."""
 
-    meter: Meter
-    usage: Usage = field(default_factory=no_usage)
-
-    def before_call(self, input_tokens: int) -> None:
-        self.meter.before_call(input_tokens)
+    def __init__(self, meter: Meter) -> None:
+        super().__init__(meter)
+        self.usage = NO_USAGE
 
     def after_call(self, usage: Usage) -> None:
         self.meter.after_call(usage)
         self.usage = self.usage + usage
-
-    def used_fallback(self, note: str) -> None:
-        self.meter.used_fallback(note)
 
 
 def rulings_text(rulings: list[Ruling]) -> str:

@@ -1,6 +1,9 @@
 """Review outcomes: quality gates sending work back, planned mode honouring REVISE, and runs whose review never passed.
 
-Three rules share the run's revision cap (`RunSettings.max_revisions`, counted in `ctx.revisions`):
+Three rules share the run's revision cap (`RunSettings.max_revisions`). One count: `ctx.revisions` is the
+revisions the run granted (work sent back), whether a reviewer's REVISE or a failed gate asked for it; a
+reviewer's REVISE at the cap grants none and marks the cap reached (`ctx.revision_cap_hit`). One wording for
+that count (`revisions_made`), wherever a run says it:
 - a member's output that fails its quality gates goes back to it with the gates' messages, like a
   REVISE verdict (`gate_revision`, from `execution.execute`);
 - in planned mode a review task that answers REVISE sends its input's author back to work with the
@@ -22,6 +25,22 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
 GATE_FAILED = "quality_gate"
+OFFLINE = "offline"  # the offline backend's provider (llm.offline): its text is a stand-in, not a model's
+
+
+def count_revise(ctx: RunContext) -> None:
+    """A reviewer's REVISE verdict: one more revision granted while the cap allows; at the cap, none (the latest
+    draft stands) and the cap is reached."""
+    if ctx.revisions < ctx.settings.max_revisions:
+        ctx.revisions += 1
+    else:
+        ctx.revision_cap_hit = True
+
+
+def revisions_made(ctx: RunContext) -> str:
+    """The run's revisions, as every message says them: e.g. "2 revisions (max_revisions = 2)"."""
+    n = ctx.revisions
+    return f"{n} revision{'' if n == 1 else 's'} (max_revisions = {ctx.settings.max_revisions})"
 
 
 def revision_blocked(ctx: RunContext) -> str | None:
@@ -131,8 +150,8 @@ async def next_seq(ctx: RunContext, name: str) -> int:
 
 
 def _plan_blocked(ctx: RunContext) -> str | None:
-    # `ctx.revisions` already counts the REVISE being answered (see execution._attempt).
-    if ctx.revisions > ctx.settings.max_revisions:
+    # The REVISE being answered is counted already (`count_revise`, from execution._attempt).
+    if ctx.revision_cap_hit:
         return "revision_cap"
     if ctx.stopped_by is not None or not ctx.budget.can_hand_off():
         return "stopped"
@@ -148,12 +167,29 @@ def note_unpassed_reviews(ctx: RunContext) -> None:
             last[r.target] = r
     for target, r in last.items():
         if r.verdict is not None and r.verdict.verdict == "REVISE":
+            _explain_offline_gates(ctx, target, r.verdict.reasons)
             points = "; ".join(r.verdict.reasons) or "no reasons given"
             ctx.fail(
                 "review_not_passed",
                 target,
-                f"the review did not pass: the last verdict was REVISE after {ctx.revisions} revision(s) "
-                f"(cap {ctx.settings.max_revisions}); open points: {points}",
+                f"the review did not pass: the last verdict was REVISE after {revisions_made(ctx)}; open points: "
+                f"{points}",
                 r.task,
                 r.id,
             )
+
+
+def _explain_offline_gates(ctx: RunContext, target: str, reasons: list[str]) -> None:
+    """A note when quality gates failed on the offline backend's text: they judge what a model writes, and the
+    offline stand-in never writes what they ask for, so such a run ends partial for that alone (a preset with
+    gates, tried offline right after `mcp-team init --preset`)."""
+    gated = [r for r in reasons if r.startswith("quality gate")]
+    member = ctx.team.get(target)
+    if not gated or member is None or ctx.models.for_member(target, member.model_role).provider != OFFLINE:
+        return
+    ctx.note(
+        "offline gates",
+        f"{target}'s quality gates judge a model's real text, and the offline backend writes stand-in text that "
+        f"cannot pass them ({'; '.join(gated)}), so offline this run is partial for that alone. On a model the "
+        "gates work as meant; to try the team offline without them, leave gates out of its entry in the team file.",
+    )

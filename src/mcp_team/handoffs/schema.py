@@ -35,8 +35,9 @@ class Budgets(BaseModel):
     max_tokens: int = Field(
         default=400_000,
         ge=1,
-        description="Input plus output tokens over all calls. Checked before each call with the size of its "
-        "prompt, so only a call's output, and parallel calls already in flight, may finish past it.",
+        description="Input plus output tokens over all calls, a cap: a call is made only if its prompt estimate "
+        "plus its max_tokens fit what is left (counting calls in flight), its max_tokens lowered to fit if need "
+        "be; only a prompt's error over its estimate may pass it.",
     )
     deadline_seconds: float = Field(
         default=600.0,
@@ -49,8 +50,9 @@ class Budgets(BaseModel):
         default=None,
         gt=0,
         allow_inf_nan=False,
-        description="US dollars over all calls whose price is known (see llm.cost); a call of unknown cost is not "
-        "counted, and the run's notes say how many were not. None: no limit.",
+        description="US dollars over all calls whose price is known (see llm.cost), a cap like max_tokens (a call's "
+        "price at its most must fit); a call of unknown cost is not counted, and the run's notes say how many "
+        "were not. None: no limit.",
     )
 
 

@@ -45,10 +45,10 @@ class TreeBudget(Budget):
         if self.parent is not None:
             self.parent.charge_handoff()
 
-    def charge_call(self, reserve: int, input_tokens: int = 0) -> None:
-        if self.parent is not None:
-            self.parent.charge_call(reserve=1, input_tokens=input_tokens)  # the parent keeps its closing call
-        super().charge_call(reserve, input_tokens)
+    @property
+    def chain(self) -> tuple[Budget, ...]:
+        # A call of the sub-run is admitted by every budget up the tree; the parents keep their closing answer's.
+        return (self, *(self.parent.chain if self.parent is not None else ()))
 
     def after_call(self, usage: Usage) -> None:
         super().after_call(usage)
@@ -63,16 +63,21 @@ def carve(ctx: RunContext, own: Budgets) -> Budgets:
     return Budgets(
         max_handoffs=max(min(own.max_handoffs, parent.handoffs_left), 1),
         max_model_calls=max(min(own.max_model_calls, parent.limits.max_model_calls - parent.model_calls - 1), 2),
-        max_tokens=max(min(own.max_tokens, parent.limits.max_tokens - parent.usage.total_tokens), 1),
+        max_tokens=max(min(own.max_tokens, _tokens_left(parent)), 1),
         deadline_seconds=max(min(own.deadline_seconds, left), 0.001),
         max_cost=_cost_left(own.max_cost, parent),
     )
 
 
+def _tokens_left(parent: Budget) -> int:
+    """What the parent can give: what is left of it, less what its calls in flight and its closing answer hold."""
+    return parent.limits.max_tokens - parent.usage.total_tokens - parent.reserved_tokens - parent.closing_tokens
+
+
 def _cost_left(own: float | None, parent: Budget) -> float | None:
     if parent.limits.max_cost is None:
         return own
-    left = max(parent.limits.max_cost - parent.cost_usd, 1e-9)
+    left = max(parent.limits.max_cost - parent.cost_usd - parent.reserved_cost, 1e-9)
     return left if own is None else min(own, left)
 
 
@@ -91,7 +96,7 @@ async def run_subteam(ctx: RunContext, team: SubTeam, handoff: Handoff) -> tuple
         runtime=ctx.runtime,  # its branches' keys start with its own run id (`execution.branch_key`)
         approve=ctx.approve,
     )
-    child.budget = TreeBudget(settings.budgets, parent=ctx.budget)
+    child.use_budget(TreeBudget(settings.budgets, parent=ctx.budget))
     with spans.agent_span(team.name, description=team.description, agent_id=child.run_id):
         child.trace_id = ctx.trace_id
         await orchestrate(child)

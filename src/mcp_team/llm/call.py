@@ -1,17 +1,17 @@
-"""Making a model call: the member's model, its endpoint's limits, a timeout, a budget check, the
-fallback model when the primary keeps failing, the cost, and the `chat` span, in the one place every
-caller goes through."""
+"""Making a model call: the member's model and its sampling settings, its endpoint's limits, a timeout, the
+budget's admission, the fallback model when the primary keeps failing, the cost, and the `chat` span, in the
+one place every caller goes through."""
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import anyio
 
-from mcp_team.llm.cost import call_cost
+from mcp_team.llm.cost import Price, call_cost, failed_call_cost, price_of
 from mcp_team.llm.limits import EndpointLimiter, EndpointLimits, Limiters, estimate_input_tokens
 from mcp_team.llm.types import (
     ContentBlock,
@@ -46,18 +46,77 @@ MEMBER_NAMES = (SUPERVISOR, PLANNER)  # the member names of the team's own reque
 TRANSIENT = frozenset({"rate_limited", "server_error", "overloaded", "timeout", "connection"})
 
 
+class CallNeed(NamedTuple):
+    """What a model call may use, at most: its prompt (`estimate_input_tokens`), its output limit, and the price
+    of its model (None: unknown). A tuple: one is made on every model call."""
+
+    prompt_tokens: int
+    max_tokens: int
+    price: Price | None = None
+
+
+class Grant(Protocol):
+    """A meter's leave for one call: the output limit it may have (at most what it asked for)."""
+
+    @property
+    def max_tokens(self) -> int: ...
+
+    def release(self, used: Usage | None = None) -> None:
+        """The call ended having used `used` (charged already; None: unknown): what it held is free again."""
+
+
+@dataclass(frozen=True, slots=True)
+class Granted:
+    """A `Grant` that holds nothing: for a meter that only counts."""
+
+    max_tokens: int
+
+    def release(self, used: Usage | None = None) -> None:
+        pass
+
+
 class Meter(Protocol):
     """Something that counts model calls, tokens and cost against a budget (see handoffs.budget)."""
 
-    def before_call(self, input_tokens: int) -> None:
-        """Raise `mcp_team.errors.BudgetExhausted` when no further call is allowed; `input_tokens` is
-        the estimated size of the call's prompt."""
+    def before_call(self, need: CallNeed) -> Awaitable[Grant]:
+        """Admit a call that may use `need`: the output limit it may have. May wait for calls in flight; raises
+        `mcp_team.errors.BudgetExhausted` when the call may not be made. (Write it `async def`.)"""
 
     def after_call(self, usage: Usage) -> None:
-        """Charge a finished call's tokens and cost."""
+        """Charge a call's tokens and cost (before its grant is released)."""
 
     def used_fallback(self, note: str) -> None:
         """A fallback model answered instead of the primary; `note` says which and why."""
+
+    def waiting(self, limit: str, seconds: float) -> Awaitable[None]:
+        """A call is about to wait about `seconds` for `limit` (a rate of its endpoint, in words). (Write it
+        `async def`.)"""
+
+    def note(self, topic: str, text: str) -> None:
+        """Something the run's caller should know about its calls (once per `topic`)."""
+
+
+class MeterWrapper:
+    """A meter that passes everything on to `meter`: a subclass adds what it keeps of its own (a handoff's usage,
+    the supervisor's), so each of them passes on the same things."""
+
+    def __init__(self, meter: Meter) -> None:
+        self.meter = meter
+
+    def before_call(self, need: CallNeed) -> Awaitable[Grant]:
+        return self.meter.before_call(need)  # its awaitable, not one more coroutine: this is on every model call
+
+    def after_call(self, usage: Usage) -> None:
+        self.meter.after_call(usage)
+
+    def used_fallback(self, note: str) -> None:
+        self.meter.used_fallback(note)
+
+    def waiting(self, limit: str, seconds: float) -> Awaitable[None]:
+        return self.meter.waiting(limit, seconds)
+
+    def note(self, topic: str, text: str) -> None:
+        self.meter.note(topic, text)
 
 
 @dataclass
@@ -148,44 +207,89 @@ async def chat(
     """One model call for `request.member` (on `role`'s model unless the member has its own), traced as
     `chat {model}`, its usage carrying its cost. Raises `ModelError`, or `BudgetExhausted` from `meter`.
 
+    The member's sampling settings apply first (`tuned`), so the limits see the output limit that is sent; the
+    endpoint's tokens-per-minute limit and then the meter may lower it (never below `MIN_OUTPUT_TOKENS`), or
+    refuse the call.
+
     When the primary model fails in a way another model may not (overloaded, rate limited, timed out,
     failing after the SDK's retries) and a fallback is configured, the fallback answers instead (its own
-    span, limiter and cost), and the meter is told.
+    span, limiter, admission and cost), and the meter is told.
 
     The meter is charged here, around `model.complete`, never inside it: a model wrapped so its
     calls are durable steps returns a recorded call without running it, and the call is still
     charged once in the process that replays it.
     """
     model = models.for_member(request.member, role)
-    prompt_tokens = estimate_input_tokens(request)  # once: the meter and the limiter both charge it
-    if meter is not None:
-        meter.before_call(prompt_tokens)
     try:
-        response = await _call(models, model, request, timeout, prompt_tokens, meter=meter)
+        response = await _metered(models, model, request, timeout, meter)
     except ModelError as exc:
         fallback = models.fallback_for(request.member, role)
         if fallback is None or fallback is model or exc.kind not in TRANSIENT:
             raise
         note = f"{fallback.provider}:{fallback.name} answered for {model.provider}:{model.name} ({exc.kind})"
-        response = await _call(models, fallback, request, timeout, prompt_tokens, fallback_for=note, meter=meter)
+        response = await _metered(models, fallback, request, timeout, meter, fallback_for=note)
         if meter is not None:
             meter.used_fallback(note)
-    if meter is not None:
-        meter.after_call(response.usage)
     return response
 
 
-async def _call(
+def tuned(model: Model, request: ModelRequest) -> ModelRequest:
+    """`request` with `model`'s sampling settings (a `llm.wrappers.TunedModel` anywhere in it) applied."""
+    settings = getattr(model, "sampling_settings", None)
+    changes = settings() if callable(settings) else None
+    return replaced(request, **changes) if changes else request
+
+
+async def _metered(
     models: ModelSet,
     model: Model,
     request: ModelRequest,
     timeout: float | None,
-    prompt_tokens: int,
+    meter: Meter | None,
     fallback_for: str | None = None,
-    meter: Meter | None = None,
 ) -> ModelResponse:
-    """One call of `model`, in its endpoint's limiter, with a timeout and its span; the usage priced.
-    `prompt_tokens`: the request's `estimate_input_tokens`. A call cut off once sent is charged to `meter` as
+    """One call of `model`: tuned, fitted to its endpoint's token rate, admitted by `meter`, made, charged."""
+    request = tuned(model, request)
+    prompt_tokens = estimate_input_tokens(request)  # once: the meter and the limiter both charge it
+    limiter = models.limiter_for(model)
+    max_tokens, lowered = limiter.output_within(prompt_tokens, request.max_tokens)
+    if meter is None:
+        request = replaced(request, max_tokens=max_tokens) if max_tokens != request.max_tokens else request
+        return await _call(model, limiter, request, timeout, prompt_tokens, fallback_for, None, lambda _: None)
+    if lowered is not None:
+        meter.note(f"rate lowered {limiter.key}", lowered)
+    grant = await meter.before_call(CallNeed(prompt_tokens, max_tokens, price_of(model)))
+    if grant.max_tokens != request.max_tokens:
+        request = replaced(request, max_tokens=grant.max_tokens)
+    charged: list[Usage] = []
+
+    def charge(usage: Usage) -> None:
+        if not charged:
+            charged.append(usage)
+            meter.after_call(usage)
+
+    try:
+        response = await _call(model, limiter, request, timeout, prompt_tokens, fallback_for, meter, charge)
+    except ModelError:
+        charge(Usage(cost_usd=failed_call_cost(model)))  # an API bills no failed request: $0, where it has a price
+        raise
+    finally:
+        grant.release(charged[0] if charged and charged[0].input_tokens else None)
+    return response
+
+
+async def _call(
+    model: Model,
+    limiter: EndpointLimiter,
+    request: ModelRequest,
+    timeout: float | None,
+    prompt_tokens: int,
+    fallback_for: str | None,
+    meter: Meter | None,
+    charge: Callable[[Usage], None],
+) -> ModelResponse:
+    """One call of `model`, in its endpoint's limiter, with a timeout and its span; the usage priced and
+    charged. `prompt_tokens`: the request's `estimate_input_tokens`. A call cut off once sent is charged as
     `UNKNOWN_SPEND`."""
     with spans.chat_span(model.name, model.provider, request.phase, request.max_tokens) as span:
         if fallback_for is not None and span.is_recording():
@@ -193,7 +297,7 @@ async def _call(
         if capturing := spans.capturing(span):
             spans.record_content(span, SYSTEM_INSTRUCTIONS, lambda: [{"type": "text", "content": request.system}])
             spans.record_content(span, INPUT_MESSAGES, lambda: [_semconv(m.role, m.blocks) for m in request.messages])
-        async with models.limiter_for(model).slot(prompt_tokens + request.max_tokens):
+        async with limiter.slot(prompt_tokens + request.max_tokens, meter.waiting if meter is not None else None):
             with anyio.move_on_after(timeout) as limit:
                 try:
                     pending = model.complete(request)
@@ -204,8 +308,7 @@ async def _call(
                         )
                     response = await pending
                 except anyio.get_cancelled_exc_class():  # cut off (cancelled, or timed out) once sent
-                    if meter is not None:
-                        meter.after_call(UNKNOWN_SPEND)
+                    charge(UNKNOWN_SPEND)
                     raise
             if limit.cancelled_caught:
                 assert timeout is not None  # no limit, nothing to cut it off
@@ -219,6 +322,7 @@ async def _call(
         # Not `model_copy` (twice): this is on every model call, and the values are the response's own.
         u = replaced(response.usage, cost_usd=cost)
         response = replaced(response, usage=u)
+        charge(u)
         if span.is_recording():
             also: dict[str, Any] = {RESPONSE_MODEL: response.model, RESPONSE_FINISH_REASONS: (response.stop_reason,)}
             if response.id:

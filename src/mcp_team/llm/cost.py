@@ -12,9 +12,14 @@ genai-prices takes ~0.3 s to import and reads its table on first use, so it is i
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from mcp_team.llm.types import Model, ModelResponse, Usage
 
 PRICED_PROVIDERS = ("anthropic", "openai")  # the backends whose calls someone bills us for
+
+Price = Callable[[int, int], float | None]
+"""The USD price of a call of one model with so many input and output tokens; None when unknown."""
 
 
 def call_cost(model: Model, response: ModelResponse) -> float | None:
@@ -26,15 +31,45 @@ def call_cost(model: Model, response: ModelResponse) -> float | None:
     """
     if model.provider not in PRICED_PROVIDERS or response.usage.cost_usd is None:
         return None  # not billed by anyone we know, or its backend could not count its tokens
-    price_provider: str | None = getattr(model, "price_provider", None)
-    base_url: str | None = getattr(model, "base_url", None)
-    if price_provider is None and base_url is None:
-        price_provider = model.provider
+    price_provider, base_url = _price_list(model)
     for name in dict.fromkeys((response.model, model.name)):
         cost = usage_cost(response.usage, name, price_provider=price_provider, base_url=base_url)
         if cost is not None:
             return cost
     return None
+
+
+def price_of(model: Model) -> Price | None:
+    """The price of `model`'s calls by their token counts, to bound a call before it is made; None when nobody we
+    know bills it. The function gives None too when its price list does not know the model. (Looked up when
+    called: genai-prices is imported only then.)"""
+    if model.provider not in PRICED_PROVIDERS:
+        return None
+    price_provider, base_url = _price_list(model)
+    name = model.name
+
+    def price(input_tokens: int, output_tokens: int) -> float | None:
+        usage = Usage(input_tokens=input_tokens, output_tokens=output_tokens)
+        return usage_cost(usage, name, price_provider=price_provider, base_url=base_url)
+
+    return price
+
+
+def failed_call_cost(model: Model) -> float | None:
+    """What a call of `model` that failed (an error answer, after the SDK's retries) cost: nothing, where its price
+    is known (an API bills no failed request); unknown (None), not $0, where it is not."""
+    price = price_of(model)
+    return None if price is None or price(0, 0) is None else 0.0
+
+
+def _price_list(model: Model) -> tuple[str | None, str | None]:
+    """(genai-prices provider id, base URL) to price `model`'s calls from: a named list, else whoever serves its
+    base URL, else its provider's own list."""
+    price_provider: str | None = getattr(model, "price_provider", None)
+    base_url: str | None = getattr(model, "base_url", None)
+    if price_provider is None and base_url is None:
+        price_provider = model.provider
+    return price_provider, base_url
 
 
 def usage_cost(

@@ -54,15 +54,19 @@ class SamplingSettings(BaseModel):
 
 
 class TunedModel(WrapperModel):
-    """`wrapped` with a member's sampling settings on every request it gets."""
+    """`wrapped` with a member's sampling settings on every request it gets.
+
+    `llm.call.chat` applies them (`sampling_settings`) before the call is counted, so the budget and the
+    endpoint's limits see the output limit that is sent, and may lower it; `complete` then sends the request
+    as it is."""
 
     def __init__(self, wrapped: Model, sampling: SamplingSettings) -> None:
         super().__init__(wrapped)
         self.sampling = sampling
 
-    async def complete(self, request: ModelRequest) -> ModelResponse:
-        update = {k: v for k, v in self.sampling.model_dump().items() if v is not None}
-        return await self.wrapped.complete(request.model_copy(update=update))
+    def sampling_settings(self) -> dict[str, Any]:
+        """The request fields these settings set."""
+        return self.sampling.model_dump(exclude_none=True)
 
 
 def map_models(models: ModelSet, wrap: Callable[[Model], Model]) -> ModelSet:

@@ -14,9 +14,9 @@ So all the workflows of one run (the run's and its branches', runs/branches.py) 
 from __future__ import annotations
 
 import logging
-import sys
 import re
 import secrets
+import sys
 import time
 from typing import Any
 
@@ -118,21 +118,16 @@ async def register_here_queue(config: DurableConfig, executor_id: str) -> None:
                                     on_conflict="always_update")  # fmt: skip
 
 
-class CurrentStderr(logging.StreamHandler):  # type: ignore[type-arg]
+class CurrentStderr(logging.Handler):
     """Writes to whatever `sys.stderr` is when a line is logged. DBOS's own console handler keeps the stderr of the
     moment it was made; where that is replaced and closed (a test harness capturing output, a host redirecting it)
     DBOS's next start failed on flushing it."""
 
-    def __init__(self) -> None:
-        super().__init__(sys.stderr)
-
-    @property  # type: ignore[override]
-    def stream(self):  # type: ignore[no-untyped-def]
-        return sys.stderr
-
-    @stream.setter
-    def stream(self, _value: object) -> None:
-        pass
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            sys.stderr.write(self.format(record) + "\n")
+        except Exception:
+            self.handleError(record)
 
 
 def _log_to_current_stderr(logger: logging.Logger) -> None:

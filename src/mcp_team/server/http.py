@@ -36,6 +36,7 @@ from uvicorn.lifespan.on import LifespanOn
 
 from mcp_team.errors import ConfigError
 from mcp_team.server.children import exit_now
+from mcp_team.server.cors import McpCors
 from mcp_team.server.events import DEFAULT_MAX_BYTES, RETRY_MS, MemoryEventStore, scope_per_session
 from mcp_team.server.messages import check_http_bodies
 from mcp_team.server.oauth.settings import OAuthSettings, is_loopback
@@ -58,6 +59,7 @@ class HttpSettings(BaseSettings):
     http_token: SecretStr | None = Field(default=None, description="Bearer token clients must send.")
     allowed_hosts: list[str] = Field(default_factory=list, description="Extra Host header values, e.g. team.example:*")
     allowed_origins: list[str] = Field(default_factory=list, description="Extra Origin values.")
+    cors: bool = Field(default=False, description="Answer CORS on /mcp for the allowed origins (server/cors.py).")
     max_message_bytes: int = Field(
         default=4 * 1024 * 1024, ge=1024, description="Largest JSON-RPC message a client may POST (413 above)."
     )
@@ -198,6 +200,8 @@ def http_app(
     check_http_bodies(server.session_manager, security, settings.max_message_bytes)
     if oauth is not None:
         oauth.install(app, settings.max_message_bytes)
+    if settings.cors:  # off by default: a browser page on an allowed origin may call /mcp (server/cors.py)
+        app.add_middleware(McpCors, origins=security.allowed_origins)
     return app
 
 

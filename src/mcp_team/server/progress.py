@@ -1,7 +1,8 @@
 """A run's events as MCP progress notifications (and a warning log message when a handoff fails).
 
-Progress counts handoffs started and finished, and human checkpoints asked and answered (a run waiting for a
-person says so while nothing else moves), and is sent without a total: how many handoffs a run takes is
+Progress counts handoffs started and finished, human checkpoints asked and answered (a run waiting for a
+person says so while nothing else moves), and a model call's waits for a rate limit (the run says why nothing
+moves, and for how long), and is sent without a total: how many handoffs a run takes is
 known only when it ends (the supervisor re-plans, failures are retried), and a total that grows as work
 appears would make a progress bar go backwards or show "done" before the end. It counts the events as they
 reach it: a branch's finish is told once it is stored, so another branch's events may come first, and a
@@ -26,8 +27,8 @@ def progress_sink(get_ctx: CtxGetter) -> ProgressSink:
 
     async def on_event(event: RunEvent) -> None:
         nonlocal told
-        if event.kind in ("handoff_started", "handoff_finished", "checkpoint"):
-            told += 1  # one more start, finish or checkpoint event
+        if event.kind in ("handoff_started", "handoff_finished", "checkpoint", "waiting"):
+            told += 1  # one more start, finish, checkpoint or wait for a rate limit
             await get_ctx().report_progress(told, None, event.message)
         if event.kind == "handoff_finished" and event.record is not None and event.record.status != "completed":
             await send_log(get_ctx(), "warning", f"{event.record.target} {event.record.status}: {event.record.error}")

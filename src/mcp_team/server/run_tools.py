@@ -12,17 +12,19 @@ from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import ToolAnnotations
+from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
 from mcp_team.errors import McpTeamError
 from mcp_team.handoffs import Team
 from mcp_team.runs.errors import CancelRefused
+from mcp_team.server.results import tool_result
 from mcp_team.server.state import ServerState, state_of
 from mcp_team.server.tasks import principal, visible
 from mcp_team.server.tools import CAUTIOUS, described, run_engine, run_request, run_team
 from mcp_team.server.views import RUN_VIEW_META
 
+RunView = Annotated[CallToolResult, dict[str, Any]]  # a run's record, its answer first in the text (results.py)
 MAX_WAIT_SECONDS = 50.0  # under the 60 s many clients give one tool call
 RUN_ID = Field(
     description="The run id start_run returned.", min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.~-]+$"
@@ -33,7 +35,7 @@ async def _service(ctx: Context[Any, Any]) -> Any:
     return await state_of(ctx).runs.get()
 
 
-async def start_run(ctx: Context[Any, Any], **arguments: Any) -> dict[str, Any]:
+async def start_run(ctx: Context[Any, Any], **arguments: Any) -> RunView:
     """Start a team run in the background and return its id at once; follow it with get_run (or the resource
     team://runs/{run_id}), stop it with cancel_run, answer its checkpoints with answer_checkpoint. It takes what
     run_team takes."""
@@ -53,13 +55,13 @@ async def start_run(ctx: Context[Any, Any], **arguments: Any) -> dict[str, Any]:
                                   resumable=not state.model_settings.record_dir)  # fmt: skip
     except McpTeamError as exc:  # the runs database refused it: nothing ran
         raise ToolError(str(exc)) from None
-    return record.view()
+    return tool_result(record.view())  # the answer (or how to follow the run) first: server/results.py
 
 
 # The one definition of a run's arguments is run_team's: start_run takes them as they are (the SDK builds a tool's
 # schema from its signature).
 start_run.__signature__ = inspect.signature(run_team).replace(  # type: ignore[attr-defined]
-    return_annotation=dict[str, Any]
+    return_annotation=RunView
 )
 
 
@@ -71,17 +73,17 @@ async def get_run(
         Field(ge=0, le=MAX_WAIT_SECONDS, allow_inf_nan=False, strict=True,
               description=f"Wait up to this long for the run to finish (at most {MAX_WAIT_SECONDS:g} s)."),
     ] = 0,
-) -> dict[str, Any]:  # fmt: skip
+) -> RunView:  # fmt: skip
     """A run's status, its handoffs so far, and its answer once it has finished (status complete, partial,
     failed, cancelled or interrupted)."""
     runs = await _service(ctx)
     await _own(runs, run_id)
     record = await (runs.wait(run_id, wait_seconds) if wait_seconds > 0 else runs.get(run_id))
     assert record is not None  # it was there a moment ago: runs are never deleted
-    return record.view()
+    return tool_result(record.view())  # the answer (or how to follow the run) first: server/results.py
 
 
-async def cancel_run(run_id: Annotated[str, RUN_ID], ctx: Context[Any, Any]) -> dict[str, Any]:
+async def cancel_run(run_id: Annotated[str, RUN_ID], ctx: Context[Any, Any]) -> RunView:
     """Cancel a run: its model and tool calls stop, and it does not resume after a restart. A run that has
     already finished is left as it is."""
     runs = await _service(ctx)
@@ -91,7 +93,7 @@ async def cancel_run(run_id: Annotated[str, RUN_ID], ctx: Context[Any, Any]) -> 
     except CancelRefused as exc:  # a locked or read-only database: the cancel is recorded, not finished
         raise ToolError(str(exc.retried_with("Call cancel_run again"))) from None
     assert record is not None
-    return record.view()
+    return tool_result(record.view())  # the answer (or how to follow the run) first: server/results.py
 
 
 async def _own(runs: Any, run_id: str) -> None:

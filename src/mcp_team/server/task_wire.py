@@ -15,6 +15,7 @@ from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata, func_meta
 from pydantic import ValidationError
 
 from mcp_team.handoffs import RunResult
+from mcp_team.server import results
 from mcp_team.server.strict import invalid_arguments, tool_error, tool_error_text, unknown_arguments
 from mcp_team.telemetry.content import redact_value
 
@@ -120,8 +121,7 @@ def tool_result(run: TaskRun) -> dict[str, Any]:
     """What a plain `run_team` call would have returned for this finished run (redacted like it)."""
     result = run.result
     if run.status in ("complete", "partial") and result is not None:
-        converted = _run_team_metadata().convert_result(result)
-        wire = converted.model_dump(by_alias=True, mode="json", exclude_none=True)
+        wire = results.tool_result(result).model_dump(by_alias=True, mode="json", exclude_none=True)
     else:
         wire = tool_error(TASK_TOOL, _failure(run)).model_dump(by_alias=True, mode="json", exclude_none=True)
     # The result as data, without the envelope of the response it came in (resultType, _meta).

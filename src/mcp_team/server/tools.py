@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import InputRequiredResult, ToolAnnotations
+from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
 from pydantic import BeforeValidator, Field
 
 from mcp_team.errors import McpTeamError
@@ -24,6 +24,7 @@ from mcp_team.runs.types import Engine, RunRecord, RunRequest
 from mcp_team.server.elicitation import can_elicit, elicitation_approver
 from mcp_team.server.limits import client_budgets
 from mcp_team.server.progress import progress_sink
+from mcp_team.server.results import tool_result
 from mcp_team.server.sampling import CtxGetter
 from mcp_team.server.state import ServerState, state_of
 from mcp_team.server.tasks import principal
@@ -38,7 +39,7 @@ THREAD_FIELD = Field(
 )
 # What `run_team` and `start_run` say until the team is loaded (the server's start), then `team_effects`.
 CAUTIOUS = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=True)
-SpecialistTool = Callable[..., Awaitable[SpecialistResult | InputRequiredResult]]
+SpecialistTool = Callable[..., Awaitable[Annotated[CallToolResult, SpecialistResult] | InputRequiredResult]]
 
 
 # The arguments run_team and start_run share, one definition each.
@@ -166,7 +167,7 @@ async def run_team(
     thread: Thread = None,
     max_cost: MaxCost = None,
     checkpoints: Checkpoints = None,
-) -> RunResult | InputRequiredResult:
+) -> Annotated[CallToolResult, RunResult] | InputRequiredResult:
     """Run a request through the supervisor and its specialists and return one answer.
 
     The result lists every handoff, any failures and token usage; `status` is complete, partial (the
@@ -210,7 +211,7 @@ async def run_team(
             f"the team could not answer (run {result.run_id}, see team://runs/{result.run_id}). "
             f"{reasons or result.answer}"
         )
-    return result
+    return tool_result(result)  # the answer first, for a reader of the text (server/results.py)
 
 
 async def plan_team(
@@ -235,7 +236,7 @@ def specialist_tool(specialist: Specialist) -> SpecialistTool:
         ],
         ctx: Context[Any, Any],
         context: Annotated[str, Field(description="Facts or earlier results the task needs.")] = "",
-    ) -> SpecialistResult | InputRequiredResult:
+    ) -> Annotated[CallToolResult, SpecialistResult] | InputRequiredResult:
         state_of(ctx).limits.check_task(task, context)
         await ctx.report_progress(0, 1, f"{specialist.name}: {task[:100]}")
         state, owner = state_of(ctx), principal()
@@ -251,7 +252,7 @@ def specialist_tool(specialist: Specialist) -> SpecialistTool:
         await ctx.report_progress(1, 1, f"{specialist.name} {result.status}")
         if result.status == "failed":
             raise ToolError(f"{specialist.name} failed ({result.error_type}): {result.error}")
-        return result
+        return tool_result(result)  # the answer first, for a reader of the text (server/results.py)
 
     return call
 

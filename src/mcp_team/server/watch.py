@@ -17,6 +17,7 @@ from mcp_team.server.teamfile import load_team_file
 from mcp_team.telemetry.content import register_secret
 
 log = logging.getLogger("mcp_team.server")
+news = logging.getLogger("mcp_team.server.watch")  # a reload that worked: INFO, shown on stderr (commands.common)
 
 WATCH_INTERVAL = 0.5
 
@@ -50,7 +51,7 @@ async def _watch_loop(server: MCPServer[ServerState], state: ServerState, path: 
         except ConfigError as exc:
             log.error("cannot apply %s: %s; keeping the current team", path, exc)
             continue
-        log.warning("reloaded the team from %s: %s", path, ", ".join(s.name for s in state.specialists))
+        news.info("reloaded the team from %s: %s", path, ", ".join(s.name for s in state.specialists))
         await state.announce_change()
 
 

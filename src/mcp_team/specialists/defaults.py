@@ -1,10 +1,14 @@
-"""The default team: researcher, analyst, writer, coder, reviewer."""
+"""The default team: researcher, analyst, writer, coder, reviewer.
+
+The researcher reads the web (`fetch_url`, with its default address rules: public hosts only, see
+`specialists.web`): on a real model its sources are pages it read, not what it remembers."""
 
 from __future__ import annotations
 
 from mcp_team.specialists.calculator import CALCULATE
 from mcp_team.specialists.definition import Specialist
 from mcp_team.specialists.verdict import FORMAT_INSTRUCTIONS
+from mcp_team.specialists.web import fetch_url_tool
 
 _COMMON = (
     "You see only the task the supervisor handed you and the context it chose to pass; you cannot ask "
@@ -29,9 +33,12 @@ DEFAULT_TEAM: tuple[Specialist, ...] = _DefaultTeam(
             name="researcher",
             description="Finds and summarizes facts, background and sources on a topic.",
             system_prompt=(
-                "Gather the facts the task needs. Separate what is well established from what is uncertain, "
-                "and name sources where you know them. Be concise: bullet points over prose.\n\n" + _COMMON
+                "Gather the facts the task needs. Separate what is well established from what is uncertain. "
+                "Read your sources with the fetch_url tool (the URLs in the task or context, or pages you know) "
+                "and cite each by its URL; mark a fact you could not check against a page you read as unverified. "
+                "Be concise: bullet points over prose.\n\n" + _COMMON
             ),
+            tools=(fetch_url_tool(),),
         ),
         Specialist(
             name="analyst",

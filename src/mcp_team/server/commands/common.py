@@ -219,5 +219,6 @@ def log_to_stderr() -> None:
     from mcp_team.telemetry.content import RedactingFilter
 
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="mcp-team: %(levelname)s %(message)s")
+    logging.getLogger("mcp_team.server.watch").setLevel(logging.INFO)  # a team reloaded is news, not a warning
     for handler in logging.getLogger().handlers:
         handler.addFilter(RedactingFilter())

@@ -8,7 +8,7 @@
  */
 "use strict";
 (function () {
-  const { h, renderRun, renderRunList, openRunForm } = window.RunView;
+  const { h, renderRun, renderRunList, openRunForm, fitLabels } = window.RunView;
   const config = JSON.parse(document.getElementById("config").textContent || "{}");
   const root = document.getElementById("root");
   const POLL_MS = 500;
@@ -30,8 +30,14 @@
     for (const d of root.querySelectorAll("details[data-key]")) {
       if (openState.has(d.dataset.key)) d.open = openState.get(d.dataset.key);
     }
+    fitLabels(root);  // labels that do not fit in their bars go beside them: this needs the layout
     window.scrollTo(x, y);
   }
+  let lastWidth = 0;
+  new ResizeObserver(() => {
+    if (root.clientWidth !== lastWidth) fitLabels(root);
+    lastWidth = root.clientWidth;
+  }).observe(root);
   const notice = (text, error) => show(h("p", { class: error ? "notice error" : "notice", id: "notice" }, text));
 
   function focusHandoff(elementId) {

@@ -44,7 +44,8 @@
     if (u.cache_creation_input_tokens) text += ` · ${int(u.cache_creation_input_tokens)} cache write`;
     return text;
   }
-  /* Cost is not in the record yet; when it comes (a number, or {amount|total, currency}) it shows. */
+  /* A cost: a number (USD), or {amount|total, currency}. Unknown (null: a model without a price, a call cut off) is
+     "—", never $0; so is a handoff's while it runs (its calls so far are not its cost). */
   function costOf(x) {
     if (!x || typeof x !== "object") return null;
     for (const c of [x.cost, x.usage && x.usage.cost, x.cost_usd, x.usage && x.usage.cost_usd]) {
@@ -52,7 +53,9 @@
     }
     return null;
   }
+  const UNKNOWN = "—";
   function money(c) {
+    if (c == null) return UNKNOWN;
     if (typeof c === "number") return "$" + (c < 0.01 && c > 0 ? c.toPrecision(2) : c.toFixed(c < 10 ? 4 : 2));
     if (c && typeof c === "object") {
       const amount = c.amount ?? c.total ?? c.value ?? c.usd;
@@ -61,6 +64,10 @@
     }
     return String(c);
   }
+  const handoffCost = (x) => (x.status === "running" ? UNKNOWN : money(costOf(x)));
+  const ran = (x) => x.status !== "refused" && x.status !== "skipped";
+  /* Nothing worth a row or a section: null, "", [] or {}. */
+  const isEmpty = (v) => v == null || v === "" || (Array.isArray(v) ? v.length === 0 : typeof v === "object" && Object.keys(v).length === 0);
   const badge = (status, text) => h("span", { class: `badge ${status}` }, text || status);
   const isRun = (v) => v && typeof v === "object" && Array.isArray(v.handoffs) && "status" in v;
 
@@ -91,7 +98,7 @@
     { cls: "attempt", show: (x) => x.attempt > 1, text: (x) => `↻ attempt ${x.attempt}` + (x.retry_of ? ` (after ${x.retry_of})` : "") },
     { cls: "duration", text: (x, c) => duration(c.end - c.start) },
     { cls: "tokens", k: "tokens", text: (x) => int(tokens(x.usage)) },
-    { cls: "cost", k: "cost", show: (x) => costOf(x) != null, text: (x) => money(costOf(x)) },
+    { cls: "cost", k: "cost", show: ran, text: handoffCost },
     { cls: "verdict", show: (x) => x.verdict, text: (x) => x.verdict.verdict },
   ];
   const FIELDS = [
@@ -123,7 +130,7 @@
       rows.push(h("dt", {}, f.label), h("dd", { class: f.cls }, shown));
     }
     for (const [k, v] of Object.entries(x)) {
-      if (KNOWN_HANDOFF.has(k) || v == null) continue;
+      if (KNOWN_HANDOFF.has(k) || isEmpty(v)) continue;
       rows.push(h("dt", {}, k.replace(/_/g, " ")), h("dd", {}, extra(v, `${key}:${k}`, ctx)));
     }
     const firstLine = String(x.task || "").split("\n")[0];
@@ -227,24 +234,21 @@
         nodes = segs.map((s) => h("span", {
           class: "bar supervisor" + (s.live ? " live" : ""), style: { left: pct(s.start), width: width(s.start, s.end), "--row": 0 },
           title: `supervisor: ${s.label}, ${duration(s.end - s.start)} (the time between handoffs)`,
-        }, s.label));
+        }, h("span", { class: "label" }, s.label)));
       } else {
         laneRows = pack(bars);
         nodes = bars.map((b) => {
           const x = b.x;
           const mark = { completed: "✓", failed: "✗", running: "…", cancelled: "■", refused: "⊘", skipped: "⊘" }[x.status] || "";
           const why = x.error ? `: ${x.error_type || ""} ${x.error}` : "";
-          // Handoffs that never ran take no time: a marker sized to its label, kept inside the track.
-          const instant = x.status !== "running" && b.end - b.start < total * 0.01;
-          const at = ((b.start - t.t0) / total) * 100;
-          const place = !instant ? { left: pct(b.start), width: width(b.start, b.end) }
-            : at > 80 ? { right: `${Math.max(100 - at, 0)}%` } : { left: `${at}%` };
+          // Every bar at its true length, however short (a handoff refused at once takes no time): its label goes
+          // beside it when it does not fit in it (fitLabels, once the page is laid out).
           return h("button", {
-            type: "button", class: `bar ${x.status}${x.attempt > 1 ? " retry" : ""}${instant ? " instant" : ""}`, "data-handoff": x.id,
-            style: { ...place, "--row": b.row },
+            type: "button", class: `bar ${x.status}${x.attempt > 1 ? " retry" : ""}`, "data-handoff": x.id,
+            style: { left: pct(b.start), width: width(b.start, b.end), "--row": b.row },
             title: `${x.id} ${x.target} ${x.status}${why}\nattempt ${x.attempt}${x.retry_of ? " (retry of " + x.retry_of + ")" : ""} · ${duration(b.end - b.start)} · ${int(tokens(x.usage))} tokens\n${String(x.task || "").slice(0, 200)}`,
             onclick: () => ctx.focus(x.id),
-          }, `${x.attempt > 1 ? "↻ " : ""}${x.id} ${mark}${x.status === "failed" && x.error_type ? " " + x.error_type : ""}`);
+          }, h("span", { class: "label" }, `${x.attempt > 1 ? "↻ " : ""}${x.id} ${mark}${x.status === "failed" && x.error_type ? " " + x.error_type : ""}`));
         });
       }
       rows.push(h("div", { class: "lane", "data-lane": name },
@@ -254,6 +258,35 @@
     return h("div", { class: "timeline" },
       h("div", { class: "grid" }, tickList.slice(1).map((tk) => h("span", { style: { left: `${(tk.ms / total) * 100}%` } }))),
       rows);
+  }
+
+  /* Once the page is laid out: a bar whose label does not fit in it gets the label beside it (after it, or before
+     it near the end of the track), and each lane's bars are packed into rows by what they cover on screen, label
+     included, so no label sits on another bar. Run it again when the width changes. */
+  function fitLabels(root) {
+    for (const track of root.querySelectorAll(".timeline .track")) {
+      const width = track.clientWidth;
+      const bars = [...track.querySelectorAll(":scope > .bar")];
+      const spans = bars.map((bar) => {
+        bar.classList.remove("outside", "before");
+        const label = bar.querySelector(".label");
+        const left = bar.offsetLeft, right = left + bar.offsetWidth;
+        const need = label ? label.scrollWidth : 0;
+        if (!label || need <= bar.clientWidth - 6) return { bar, from: left, to: right };
+        bar.classList.add("outside");
+        if (right + 4 + need <= width || left - 4 - need < 0) return { bar, from: left, to: right + 4 + need };
+        bar.classList.add("before");
+        return { bar, from: left - 4 - need, to: right };
+      });
+      const rowsEnd = [];
+      for (const span of spans.sort((a, b) => a.from - b.from)) {
+        let row = rowsEnd.findIndex((end) => end + 3 <= span.from);
+        if (row < 0) row = rowsEnd.length;
+        rowsEnd[row] = span.to;
+        span.bar.style.setProperty("--row", String(row));
+      }
+      track.style.setProperty("--rows", String(Math.max(rowsEnd.length, 1)));
+    }
   }
 
   // ---- plan graph (planned mode): tasks in columns by dependency depth
@@ -300,7 +333,7 @@
 
   // ---- the run
   const KNOWN_RUN = new Set(["answer", "status", "handoffs", "failures", "usage", "run_id", "trace_id", "request", "mode",
-    "plan", "stopped_by", "started_at", "ended_at", "cost", "supervisor_turns", "waiting"]);
+    "plan", "stopped_by", "started_at", "ended_at", "cost", "supervisor_turns", "waiting", "notes"]);
 
   /* A run that waits for a person (get_run's `waiting`): which checkpoint, which round, what is to be approved. */
   const checkpointName = (w) => w.name + (w.round > 1 ? ` (round ${w.round})` : "");
@@ -328,7 +361,7 @@
       ["Model calls", int(run.usage && run.usage.model_calls)],
     ];
     const cost = costOf(run) ?? costOf(run.usage || {}) ?? costOf((run.usage || {}).total);
-    if (cost != null) totals.push(["Cost", money(cost)]);
+    totals.push(["Cost", run.status === "running" ? UNKNOWN : money(cost), cost == null ? "unknown: a model without a price, or a call cut off" : null]);
     totals.push(["Mode", run.mode || "–"]);
     const trace = run.trace_id
       ? [" · trace ", ctx.traceUrl
@@ -350,14 +383,17 @@
     const sections = [head];
     if (run.waiting && run.status === "running") sections.push(waitingBox(run.waiting));
     if (problems.length) sections.push(h("ul", { class: "problems" }, problems));
+    const notes = (run.notes || []).filter((n) => !isEmpty(n));
+    if (notes.length) sections.push(h("section", { class: "notes" }, h("h2", {}, "Notes"), h("ul", {}, notes.map((n) => h("li", {}, String(n))))));
     if (run.plan && (run.plan.tasks || []).length) sections.push(planGraph(run.plan, hs));
     sections.push(h("section", { class: "timeline-box" }, h("h2", {}, "Timeline"), timeline(run, t, ctx)));
     if (hs.length) {
       const spanOf = new Map(t.spans.map((s) => [s.x.id, s]));
       sections.push(h("section", { class: "handoffs" }, h("h2", {}, `Handoffs · ${hs.length}`), hs.map((x) => handoffCard(x, spanOf.get(x.id), ctx))));
     }
-    if (run.answer) sections.push(h("section", { class: "answer" }, h("h2", {}, "Answer"), longText(run.answer, `${run.run_id}:answer`, { collapsed: true })));
-    const more = Object.entries(run).filter(([k, v]) => !KNOWN_RUN.has(k) && v != null);
+    // A finished run's answer is what its reader came for: shown whole, open.
+    if (run.answer) sections.push(h("section", { class: "answer" }, h("h2", {}, "Answer"), h("pre", { class: "text" }, String(run.answer))));
+    const more = Object.entries(run).filter(([k, v]) => !KNOWN_RUN.has(k) && !isEmpty(v));
     if (more.length) {
       sections.push(h("section", { class: "more" }, h("h2", {}, "More"),
         h("dl", { class: "fields" }, more.map(([k, v]) => [h("dt", {}, k.replace(/_/g, " ")), h("dd", {}, extra(v, `${run.run_id}:${k}`, ctx))]))));
@@ -388,5 +424,5 @@
       runs.length ? h("table", { class: "runs" }, h("tbody", {}, rows)) : h("p", { class: "notice" }, "No runs yet. Runs show here as they start."));
   }
 
-  window.RunView = { h, renderRun, renderRunList, openRunForm, duration };
+  window.RunView = { h, renderRun, renderRunList, openRunForm, duration, fitLabels };
 })();
