@@ -10,15 +10,16 @@ stopped (`Mistakes`). An answer cut off at the output limit, or a refusal, is ne
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from mcp_team.errors import BudgetExhausted
 from mcp_team.handoffs.approval import REVISE_PREFIX, approve_turn
 from mcp_team.handoffs.context import RunContext
 from mcp_team.handoffs.execution import dispatch
 from mcp_team.handoffs.judge import CONFLICTS_INSTRUCTIONS, has_judge, note_conflicts, with_conflicts
+from mcp_team.handoffs.planner import PLAN_TOOL
 from mcp_team.handoffs.prompts import SUPERVISOR_INSTRUCTIONS, describe_team
-from mcp_team.handoffs.schema import HandoffArgs, HandoffRecord
+from mcp_team.handoffs.schema import Failure, HandoffArgs, HandoffRecord
 from mcp_team.handoffs.synthesis import FINALIZE_TOOL, note_cut_off, short
 from mcp_team.handoffs.turn import HANDOFF_PREFIX, Continue, Final, Stop, TurnOutcome, TurnPlan, classify
 from mcp_team.llm import (
@@ -30,7 +31,7 @@ from mcp_team.llm import (
     ToolDefinition,
     ToolResultBlock,
 )
-from mcp_team.llm.text_calls import TEXT_TOOL_CALL_FEEDBACK, text_tool_call
+from mcp_team.llm.text_calls import NoAnswer, feedback, not_an_answer, read_calls, reads_text_calls
 from mcp_team.llm.types import built, defaults_of
 from mcp_team.specialists import Specialist
 
@@ -92,6 +93,10 @@ class Mistakes:
     what: str = ""  # e.g. `called unknown tool handoff_to_wizard`
     detail: str = ""  # the latest rejection's reason, if it says more than `what`
     times: int = 0
+    no_answers: int = 0  # replies taken as answers that were none, since the last progress
+    # The failures of these mistakes: recovered only once the supervisor makes progress (see `clear`), so a run
+    # that ends on them does not call them recovered.
+    pending: list[Failure] = field(default_factory=list)
 
     @property
     def last_error(self) -> str:
@@ -109,8 +114,11 @@ class Mistakes:
         )
 
     def clear(self) -> None:
-        """The turn made progress (it handed work off)."""
-        self.what, self.detail, self.times = "", "", 0
+        """The turn made progress (it handed work off, or answered): the mistakes so far are recovered."""
+        self.what, self.detail, self.times, self.no_answers = "", "", 0, 0
+        for failure in self.pending:
+            failure.recovered = True
+        self.pending.clear()
 
 
 def _run_notes(ctx: RunContext) -> str:
@@ -137,30 +145,43 @@ async def supervisor_turn(ctx: RunContext, request: ModelRequest, mistakes: Mist
         return Stop(exc.budget)
     uses = response.tool_uses
     if not uses:
-        offered = {t.name for t in request.tools}
-        if (name := text_tool_call(response.text, offered)) is not None:
-            # Not an answer: a call the model wrote as text. Back to it, as a malformed handoff would go.
-            reason = f"the supervisor wrote a call of {name} as text instead of calling the tool"
-            ctx.fail("malformed_tool_call", "supervisor", reason, recovered=True)
-            if (stop := mistakes.made(ctx, f"wrote a call of {name} as text instead of calling it", "")) is not None:
+        if (reading := read_calls(response.text, request.tools)).calls:
+            # Not an answer: calls written as text that did not run (not read for this model, or not runnable:
+            # `llm.text_calls`). Back to the model with what was wrong, as a malformed handoff would go.
+            called = ", ".join(reading.names)
+            wrong = "; ".join(reading.problems)
+            reason = f"the supervisor wrote a call of {called} as text " + (
+                f"that could not run: {wrong}" if wrong else "instead of calling the tool"
+            )
+            mistakes.pending.append(ctx.fail("malformed_tool_call", "supervisor", reason))
+            what = f"wrote a call of {called} as text " + ("that could not run" if wrong else "instead of calling it")
+            if (stop := mistakes.made(ctx, what, wrong)) is not None:
                 return stop
-            feedback = TEXT_TOOL_CALL_FEEDBACK.format(name=name)
-            return Continue(Message(role="assistant", content=response.text), Message(role="user", content=feedback))
+            read_text = reads_text_calls(ctx.models.for_role(SUPERVISOR))
+            return Continue(
+                Message(role="assistant", content=response.text),
+                Message(role="user", content=feedback(reading, read_text)),
+            )
         if response.stop_reason == "refusal":  # e.g. OpenAI's `refusal`: its words are no answer to the request
             said = f": {short(response.text, 300)}" if response.text.strip() else ""
             ctx.fail("model_refused", "supervisor", f"the supervisor's model declined the request{said}")
             return Stop()
-        if response.text.strip():
-            return _answer(ctx, response.text, response.stop_reason)
-        ctx.fail("empty_answer", "supervisor", "the supervisor's model returned neither an answer nor a handoff")
-        return Stop()
+        if (no := not_an_answer(response.text, ctx.request, [*request.tools, *ANSWER_SHAPES])) is not None:
+            return _no_answer(ctx, mistakes, no, Message(role="assistant", content=response.text or "(an empty reply)"))
+        mistakes.clear()
+        return _answer(ctx, response.text, response.stop_reason)
     plan = classify(uses, ctx.team, ctx.run_id, ctx.last_seq + 1)
-    if plan.answer is not None:
-        note_conflicts(ctx, response)
-        return _answer(ctx, plan.answer, response.stop_reason)
     reply = Message(role="assistant", content=list(response.content))
+    if plan.answer is not None:
+        if (no := not_an_answer(plan.answer, ctx.request, [*request.tools, *ANSWER_SHAPES])) is not None:
+            return _no_answer(ctx, mistakes, no, reply, [u.id for u in uses])
+        note_conflicts(ctx, response)
+        mistakes.clear()
+        return _answer(ctx, plan.answer, response.stop_reason)
     if not plan.handoffs:  # every call was rejected: each goes back as an error, unless this keeps happening
+        before = len(ctx.failures)
         results = await run_turn(ctx, plan)
+        mistakes.pending += ctx.failures[before:]  # recovered once the supervisor makes progress
         names = {u.id: u.name for u in uses}
         what = " and ".join(dict.fromkeys(_MISTAKES[r.kind].format(name=names[r.call_id]) for r in plan.rejected))
         if (stop := mistakes.made(ctx, what, plan.rejected[-1].reason)) is not None:
@@ -170,8 +191,8 @@ async def supervisor_turn(ctx: RunContext, request: ModelRequest, mistakes: Mist
     if (decision := await approve_turn(ctx, list(plan.handoffs))) is None:  # the `plan` checkpoint stopped the run
         return Stop()
     if decision.action == "revise":
-        feedback = f"{REVISE_PREFIX}: {decision.feedback}. Hand off again with the changes."
-        answers: list[ContentBlock] = [ToolResultBlock(tool_use_id=u.id, content=feedback, is_error=True) for u in uses]
+        revise = f"{REVISE_PREFIX}: {decision.feedback}. Hand off again with the changes."
+        answers: list[ContentBlock] = [ToolResultBlock(tool_use_id=u.id, content=revise, is_error=True) for u in uses]
         return Continue(reply, Message(role="user", content=answers))
     ctx.last_seq += len(plan.handoffs)
     results = await run_turn(ctx, plan)
@@ -183,12 +204,41 @@ def _answer(ctx: RunContext, answer: str, stop_reason: str) -> Final:
     return Final(answer)
 
 
+# What an answer must not be besides the calls of the supervisor's own tools: the arguments of a plan.
+ANSWER_SHAPES = (PLAN_TOOL,)
+
+
+def _no_answer(
+    ctx: RunContext, mistakes: Mistakes, no: NoAnswer, reply: Message, call_ids: list[str] | None = None
+) -> Continue | Stop:
+    """A reply taken as the answer that is none (`llm.text_calls.not_an_answer`): back to the supervisor once,
+    told why; the second time the run stops, saying why it has no answer. `call_ids`: the finalize calls that
+    held it, answered with the feedback as their error results."""
+    if mistakes.no_answers >= 1:
+        why = f"the supervisor's model gave no answer: {no.why}"
+        ctx.fail(no.kind, "supervisor", f"{why} (twice in a row, after being told why)")
+        ctx.note(
+            "no_answer",
+            f"The run has no answer from its supervisor: {no.why}. Its model did not write an answer after being "
+            "told why; it needs a model that writes its answers out (or calls finalize).",
+        )
+        return Stop(why)
+    mistakes.no_answers += 1
+    mistakes.pending.append(ctx.fail(no.kind, "supervisor", f"the supervisor's reply was no answer: {no.why}"))
+    if call_ids:
+        results: list[ContentBlock] = [
+            ToolResultBlock(tool_use_id=i, content=no.feedback, is_error=True) for i in call_ids
+        ]
+        return Continue(reply, Message(role="user", content=results))
+    return Continue(reply, Message(role="user", content=no.feedback))
+
+
 async def run_turn(ctx: RunContext, plan: TurnPlan) -> list[ContentBlock]:
     """Answer every tool call of a classified turn; the handoffs run concurrently."""
     answers: dict[str, ToolResultBlock] = {}
     for rejected in plan.rejected:
-        if rejected.kind != "finalize":
-            ctx.fail(rejected.kind, rejected.specialist, rejected.reason, rejected.task, recovered=True)
+        if rejected.kind != "finalize":  # recovered when handoffs of the same turn go on (else see `Mistakes`)
+            ctx.fail(rejected.kind, rejected.specialist, rejected.reason, rejected.task, recovered=bool(plan.handoffs))
         answers[rejected.call_id] = ToolResultBlock(
             tool_use_id=rejected.call_id, content=rejected.reason, is_error=True
         )
