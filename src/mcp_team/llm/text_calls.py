@@ -46,7 +46,7 @@ _THINK = re.compile(r"<think>.*?(?:</think>|$)", re.S | re.I)
 # models make of them: `<tools>`, `<function_call>`). A missing closing tag runs to the end of the reply.
 _TAGGED = re.compile(
     r"<(tool_call|tools|function_call|functioncall|tool_calls)>(.*?)(?:</\1>|(?=<\1>)|$)"
-    r"|<\|python_tag\|>(.*?)(?:<\|eom_id\|>|<\|eot_id\|>|$)"
+    r"|<\|python_tag\|>(.*?)(?:<\|eom_id\|>|<\|eot_id\|>|(?=<\|python_tag\|>)|$)"
     r"|<function=([\w.-]+)>(.*?)(?:</function>|$)"
     r"|\[TOOL_CALLS\]\s*([\w.-]+)\s*\[ARGS\]\s*(.*?)(?=\[TOOL_CALLS\]|$)"
     r"|\[TOOL_CALLS\](.*?)(?=\[TOOL_CALLS\]|$)",
@@ -85,6 +85,7 @@ class Reading:
     prose: str = ""  # the text without the calls and any <think> block
     ambiguous: str | None = None  # why the calls, each fine, cannot all be meant (two different ones in prose)
     ends_with_call: bool = False  # nothing of substance follows the last call
+    tail: str = ""  # what follows the last call (template markers left out)
 
     @property
     def problems(self) -> list[str]:
@@ -142,15 +143,17 @@ def read_calls(text: str, tools: Sequence[ToolDefinition], *, any_name: bool = F
     tail = _MARKERS.sub("", body[last_end:]).strip()
     inline = [c for c in calls if c.where == "inline"]
     ambiguous = None
-    if inline and len({(c.name, json.dumps(c.arguments, sort_keys=True)) for c in calls}) > 1:
-        what = " and ".join(f"{c.name}" for c in calls[:3])
+    # Different calls each written in its own place amid prose ("either A or B"): which is meant is unclear. Calls
+    # in one block (a list), or in blocks with no prose around them, are all meant.
+    if prose and len({c.source for c in inline}) > 1 and len({(c.name, _key(c.arguments)) for c in calls}) > 1:
+        what = " and ".join(f"{c.name} {_quote(c.source, 80)}" for c in calls[:3])
         ambiguous = (
             f"the reply's prose holds {len(calls)} different calls ({what}), so which one is meant is unclear: "
             "make the one call you mean, through tool calling"
         )
     if inline and len(tail) > _TAIL_LIMIT:  # a call quoted amid an answer, not made: no call at all
         return Reading(prose=body.strip())
-    return Reading(calls, prose, ambiguous, ends_with_call=len(tail) <= _TAIL_LIMIT)
+    return Reading(calls, prose, ambiguous, ends_with_call=len(tail) <= _TAIL_LIMIT, tail=tail)
 
 
 def json_objects(text: str) -> list[dict[str, Any]]:
@@ -405,10 +408,14 @@ def _fits(schema: dict[str, Any], value: dict[str, Any]) -> bool:
     return bool(required) and set(required) <= set(value) and not schema_problems(schema, value)
 
 
+def _key(arguments: dict[str, Any]) -> str:
+    return json.dumps(arguments, sort_keys=True, default=str)
+
+
 def _unique(calls: list[TextCall]) -> Iterator[TextCall]:
     seen: set[tuple[str, str]] = set()
     for c in calls:
-        key = (c.name, json.dumps(c.arguments, sort_keys=True, default=str))
+        key = (c.name, _key(c.arguments))
         if key not in seen:
             seen.add(key)
             yield c
@@ -504,7 +511,7 @@ def not_an_answer(text: str, request: str = "", tools: Sequence[ToolDefinition] 
     if (only := _arguments_only(body, tools)) is not None:
         return _no("tool_json_as_answer", f"the reply is JSON meant for the {only.name} tool: {_quote(body)}")
     reading = read_calls(body, tools, any_name=True)
-    if reading.calls and reading.ends_with_call and len(reading.prose) < 400:
+    if reading.calls and not reading.tail and len(reading.prose) < 400:  # it ends in the call: the point of it
         names = ", ".join(reading.names)
         return _no("tool_call_as_answer", f"the reply is a call of {names} written as text: {_quote(body)}")
     if request and _echoes(body, request):
