@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 import anyio
 
-from mcp_team.llm.cost import call_cost
+from mcp_team.llm.cost import call_cost, priced
 from mcp_team.llm.limits import EndpointLimiter, EndpointLimits, Limiters, estimate_input_tokens
 from mcp_team.llm.text_calls import as_tool_calls, reads_text_calls
 from mcp_team.llm.types import (
@@ -165,6 +165,8 @@ async def chat(
     try:
         response = await _call(models, model, request, timeout, prompt_tokens, meter=meter)
     except ModelError as exc:
+        if meter is not None and not priced(model):  # unknown, as its answered calls' cost is, never $0
+            meter.after_call(UNKNOWN_SPEND)
         fallback = models.fallback_for(request.member, role)
         if fallback is None or fallback is model or exc.kind not in TRANSIENT:
             raise

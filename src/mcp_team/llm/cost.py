@@ -37,6 +37,18 @@ def call_cost(model: Model, response: ModelResponse) -> float | None:
     return None
 
 
+def priced(model: Model) -> bool:
+    """Whether calls of `model` have a known price: a failed call of one that has none (a local server, offline)
+    costs an unknown amount too, as its answered calls do, never $0."""
+    if model.provider not in PRICED_PROVIDERS:
+        return False
+    price_provider: str | None = getattr(model, "price_provider", None)
+    base_url: str | None = getattr(model, "base_url", None)
+    if price_provider is None and base_url is None:
+        price_provider = model.provider
+    return usage_cost(Usage(input_tokens=1), model.name, price_provider=price_provider, base_url=base_url) is not None
+
+
 def usage_cost(
     usage: Usage, model: str, *, price_provider: str | None = None, base_url: str | None = None
 ) -> float | None:
