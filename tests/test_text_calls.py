@@ -304,3 +304,16 @@ async def test_a_handoff_context_that_is_only_a_template_marker_is_dropped() -> 
         result = await Team(ModelSet.single(local(api))).run("Write a haiku about bees")
     assert result.handoffs[0].context == ""
     assert "<tool_response>" not in json.dumps(api.requests[1]["messages"])
+
+
+@pytest.mark.anyio
+async def test_a_handoff_called_by_its_members_name_or_its_members_tool_runs_as_that_handoff() -> None:
+    """As Qwen2.5-Coder 1.5B does: the supervisor "calls" `calculate` (the analyst's tool, named in the team's
+    description) with a handoff's arguments; only the analyst has it, so it is the analyst's handoff."""
+    for name, member in (("calculate", "analyst"), ("writer", "writer"), ("handoff_researcher", "researcher")):
+        with FakeOpenAIAPI(brain=offline_brain) as api:
+            call = {"name": name, "arguments": {"task": "Calculate 6*7", "expected_output": "the product"}}
+            api.reply(200, completion(f"```json\n{json.dumps(call)}\n```", model=MODEL))
+            result = await Team(ModelSet.single(local(api))).run("Calculate 6*7")
+        assert (result.handoffs[0].target, result.handoffs[0].text_call) == (member, True)
+        assert result.status == "complete" and not result.failures

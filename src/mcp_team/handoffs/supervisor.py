@@ -31,7 +31,14 @@ from mcp_team.llm import (
     ToolDefinition,
     ToolResultBlock,
 )
-from mcp_team.llm.text_calls import NoAnswer, feedback, not_an_answer, read_calls, reads_text_calls
+from mcp_team.llm.text_calls import (
+    NoAnswer,
+    as_tool_calls,
+    feedback,
+    not_an_answer,
+    read_calls,
+    reads_text_calls,
+)
 from mcp_team.llm.types import built, defaults_of
 from mcp_team.specialists import Specialist
 
@@ -144,8 +151,11 @@ async def supervisor_turn(ctx: RunContext, request: ModelRequest, mistakes: Mist
         ctx.fail("budget_exhausted", "supervisor", f"the supervisor's model call failed: {exc.budget}")
         return Stop(exc.budget)
     uses = response.tool_uses
+    read_text = reads_text_calls(ctx.models.for_role(SUPERVISOR))
+    if not uses and read_text and (named := as_tool_calls(response, request.tools, team_aliases(ctx))) is not None:
+        response, uses = named, named.tool_uses  # a handoff called by its member's name (or its member's tool)
     if not uses:
-        if (reading := read_calls(response.text, request.tools)).calls:
+        if (reading := read_calls(response.text, request.tools, aliases=team_aliases(ctx))).calls:
             # Not an answer: calls written as text that did not run (not read for this model, or not runnable:
             # `llm.text_calls`). Back to the model with what was wrong, as a malformed handoff would go.
             called = ", ".join(reading.names)
@@ -157,7 +167,6 @@ async def supervisor_turn(ctx: RunContext, request: ModelRequest, mistakes: Mist
             what = f"wrote a call of {called} as text " + ("that could not run" if wrong else "instead of calling it")
             if (stop := mistakes.made(ctx, what, wrong)) is not None:
                 return stop
-            read_text = reads_text_calls(ctx.models.for_role(SUPERVISOR))
             return Continue(
                 Message(role="assistant", content=response.text),
                 Message(role="user", content=feedback(reading, read_text)),
@@ -197,6 +206,22 @@ async def supervisor_turn(ctx: RunContext, request: ModelRequest, mistakes: Mist
     ctx.last_seq += len(plan.handoffs)
     results = await run_turn(ctx, plan)
     return Continue(reply, Message(role="user", content=results))
+
+
+def team_aliases(ctx: RunContext) -> dict[str, str]:
+    """Names a model that writes its calls as text may give a handoff, each meaning one member alone: the member's
+    name (`analyst`, `handoff_analyst`), or the name of a tool only that member has (`calculate`, which small
+    models call with a handoff's arguments after reading the team's description)."""
+    aliases: dict[str, str] = {}
+    owners: dict[str, list[str]] = {}
+    for s in ctx.workers:
+        handoff = f"{HANDOFF_PREFIX}{s.name}"
+        for alias in (s.name, f"handoff_{s.name}", f"{s.name}_specialist", f"transfer_to_{s.name}"):
+            aliases[alias] = handoff
+        for tool in s.tools:
+            owners.setdefault(tool.name, []).append(handoff)
+    aliases.update({tool: handoffs[0] for tool, handoffs in owners.items() if len(handoffs) == 1})
+    return aliases
 
 
 def _answer(ctx: RunContext, answer: str, stop_reason: str) -> Final:

@@ -29,7 +29,7 @@ import difflib
 import hashlib
 import json
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -112,7 +112,9 @@ def strip_thinking(text: str) -> str:
     return _THINK.sub("", text) if "<think>" in text.lower() else text
 
 
-def read_calls(text: str, tools: Sequence[ToolDefinition], *, any_name: bool = False) -> Reading:
+def read_calls(
+    text: str, tools: Sequence[ToolDefinition], *, any_name: bool = False, aliases: Mapping[str, str] | None = None
+) -> Reading:
     """The calls `text` writes of the offered `tools`, each checked against its tool's schema.
 
     `any_name`: also read calls of tools that were not offered (each with a problem saying so), as a reply
@@ -121,6 +123,8 @@ def read_calls(text: str, tools: Sequence[ToolDefinition], *, any_name: bool = F
     """
     body = strip_thinking(text)
     offered = {t.name: t for t in tools}
+    # Other names that mean one offered tool alone (the engine's: a member's name for its handoff): read as it.
+    offered = {**{alias: offered[name] for alias, name in (aliases or {}).items() if name in offered}, **offered}
     spans: list[tuple[int, int]] = []
     found: list[TextCall] = []
     for start, end, where, value, raw, name in _candidates(body):
@@ -359,8 +363,10 @@ def _call(
     if arguments is None:
         arguments = {}
     tool = offered.get(name)
+    if tool is not None:
+        name = tool.name  # an alias, read as the tool it means
     if tool is None:
-        have = ", ".join(offered) or "none"
+        have = ", ".join(dict.fromkeys(t.name for t in offered.values())) or "none"
         return TextCall(name, {}, where, raw, f"{name} is not a tool you have (yours: {have}), in {_quote(raw)}")
     if not isinstance(arguments, dict):
         return TextCall(name, {}, where, raw, f"the arguments of {name} are not a JSON object, in {_quote(raw)}")
@@ -452,13 +458,16 @@ def reads_text_calls(model: Model) -> bool:
 _USE_DEFAULTS = defaults_of(ToolUseBlock)
 
 
-def as_tool_calls(response: ModelResponse, tools: Sequence[ToolDefinition]) -> ModelResponse | None:
+def as_tool_calls(
+    response: ModelResponse, tools: Sequence[ToolDefinition], aliases: Mapping[str, str] | None = None
+) -> ModelResponse | None:
     """`response` with the calls its text writes made real tool calls (`from_text` set), the rest of its text
-    kept; None when it has native calls already, or its text holds no call that can run."""
+    kept; None when it has native calls already, or its text holds no call that can run. `aliases`: see
+    `read_calls`."""
     if not tools or response.tool_uses or response.stop_reason == "max_tokens":  # a cut-off call is no call
         return None
     text = response.text
-    reading = read_calls(text, tools)
+    reading = read_calls(text, tools, aliases=aliases)
     if not reading.runnable:
         return None
     digest = hashlib.sha256(text.encode()).hexdigest()[:12]  # ids the same on every replay of the same reply
