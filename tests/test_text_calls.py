@@ -317,3 +317,27 @@ async def test_a_handoff_called_by_its_members_name_or_its_members_tool_runs_as_
             result = await Team(ModelSet.single(local(api))).run("Calculate 6*7")
         assert (result.handoffs[0].target, result.handoffs[0].text_call) == (member, True)
         assert result.status == "complete" and not result.failures
+
+
+def test_tool_calls_is_set_per_role_in_models_and_per_member(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from mcp_team.llm.settings import ModelSettings, build_models
+    from mcp_team.server.teamfile import load_team
+
+    team = tmp_path / "team.toml"
+    team.write_text(
+        '[models]\ntool_calls = "native"\nspecialist_tool_calls = "text"\n\n'
+        '[[specialists]]\nname = "writer"\ndescription = "Writes."\nprompt = "Write."\n\n'
+        '[[specialists]]\nname = "scout"\ndescription = "Finds."\nprompt = "Find."\ntool_calls = "auto"\n'
+    )
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:8080/v1")
+    spec = load_team(str(team))
+    settings = ModelSettings(model="openai:qwen").model_copy(update=spec.model_overrides)
+    models = build_models(settings, spec.member_models)
+    assert not reads_text_calls(models.for_role("supervisor"))  # native, from [models] tool_calls
+    assert reads_text_calls(models.for_member("writer", "specialist"))  # text, its role's
+    assert reads_text_calls(models.for_member("scout", "specialist"))  # auto on a server of one's own
+    monkeypatch.setenv("MCP_TEAM_TOOL_CALLS", "native")
+    assert not reads_text_calls(build_models(ModelSettings(model="openai:qwen")).for_role("specialist"))
+    monkeypatch.setenv("MCP_TEAM_TOOL_CALLS", "sometimes")
+    with pytest.raises(ValueError, match="tool_calls"):
+        ModelSettings(model="openai:qwen")
