@@ -319,6 +319,20 @@ async def test_a_handoff_called_by_its_members_name_or_its_members_tool_runs_as_
         assert result.status == "complete" and not result.failures
 
 
+@pytest.mark.anyio
+async def test_a_call_of_a_members_own_tool_with_its_arguments_hands_the_request_to_that_member() -> None:
+    """The supervisor "calls" `calculate` as the analyst would (`{"expression": ...}`): the analyst is meant, and
+    gets the request, with the call as its context."""
+    with FakeOpenAIAPI(brain=offline_brain) as api:
+        call = {"name": "calculate", "arguments": {"number": 15, "percentage": 240}}
+        api.reply(200, completion(f"```json\n{json.dumps(call)}\n```", model=MODEL))
+        result = await Team(ModelSet.single(local(api))).run("What is 15% of 240?")
+    first = result.handoffs[0]
+    assert (first.target, first.task, first.text_call) == ("analyst", "What is 15% of 240?", True)
+    assert first.context == 'The supervisor asked for: calculate({"number": 15, "percentage": 240})'
+    assert result.status == "complete" and not result.failures
+
+
 def test_tool_calls_is_set_per_role_in_models_and_per_member(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     from mcp_team.llm.settings import ModelSettings, build_models
     from mcp_team.server.teamfile import load_team

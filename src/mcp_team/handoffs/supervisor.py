@@ -10,6 +10,8 @@ stopped (`Mistakes`). An answer cut off at the output limit, or a refusal, is ne
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
 from dataclasses import dataclass, field
 
 from mcp_team.errors import BudgetExhausted
@@ -28,8 +30,11 @@ from mcp_team.llm import (
     Message,
     ModelError,
     ModelRequest,
+    ModelResponse,
+    TextBlock,
     ToolDefinition,
     ToolResultBlock,
+    ToolUseBlock,
 )
 from mcp_team.llm.text_calls import (
     NoAnswer,
@@ -152,7 +157,7 @@ async def supervisor_turn(ctx: RunContext, request: ModelRequest, mistakes: Mist
         return Stop(exc.budget)
     uses = response.tool_uses
     read_text = reads_text_calls(ctx.models.for_role(SUPERVISOR))
-    if not uses and read_text and (named := as_tool_calls(response, request.tools, team_aliases(ctx))) is not None:
+    if not uses and read_text and (named := _named_handoffs(ctx, response, request.tools)) is not None:
         response, uses = named, named.tool_uses  # a handoff called by its member's name (or its member's tool)
     if not uses:
         if (reading := read_calls(response.text, request.tools, aliases=team_aliases(ctx))).calls:
@@ -208,20 +213,48 @@ async def supervisor_turn(ctx: RunContext, request: ModelRequest, mistakes: Mist
     return Continue(reply, Message(role="user", content=results))
 
 
+def _named_handoffs(ctx: RunContext, response: ModelResponse, tools: list[ToolDefinition]) -> ModelResponse | None:
+    """`response` with the handoffs its text calls by another name made real calls (see `team_aliases`); None when
+    it has none, or any call in it cannot run. A call of a member's own tool (`calculate`) with that tool's
+    arguments, not a handoff's, still means that member: it gets the request, with the call as its context."""
+    if (named := as_tool_calls(response, tools, team_aliases(ctx))) is not None:
+        return named
+    reading = read_calls(response.text, tools, aliases=team_aliases(ctx))
+    owned = _tool_owners(ctx)
+    if not reading.calls or reading.ambiguous:
+        return None
+    uses: list[TextBlock | ToolUseBlock] = []
+    digest = hashlib.sha256(response.text.encode()).hexdigest()[:12]  # as llm.text_calls names its calls
+    for n, call in enumerate(reading.calls):
+        arguments = call.arguments
+        if call.problem is not None:
+            if owned.get(call.called) != call.name:  # not a member's tool: it goes back, saying what was wrong
+                return None
+            asked = f"{call.called}({json.dumps(call.arguments)})" if call.arguments else call.called
+            arguments = {"task": ctx.request, "context": f"The supervisor asked for: {asked}"}
+        uses.append(ToolUseBlock(id=f"call_text_{digest}_{n}", name=call.name, input=arguments, from_text=True))
+    return response.model_copy(update={"content": uses, "stop_reason": "tool_use"})
+
+
+def _tool_owners(ctx: RunContext) -> dict[str, str]:
+    """The tools only one member has, each with that member's handoff tool."""
+    owners: dict[str, list[str]] = {}
+    for s in ctx.workers:
+        for tool in s.tools:
+            owners.setdefault(tool.name, []).append(f"{HANDOFF_PREFIX}{s.name}")
+    return {tool: handoffs[0] for tool, handoffs in owners.items() if len(handoffs) == 1}
+
+
 def team_aliases(ctx: RunContext) -> dict[str, str]:
     """Names a model that writes its calls as text may give a handoff, each meaning one member alone: the member's
     name (`analyst`, `handoff_analyst`), or the name of a tool only that member has (`calculate`, which small
     models call with a handoff's arguments after reading the team's description)."""
     aliases: dict[str, str] = {}
-    owners: dict[str, list[str]] = {}
     for s in ctx.workers:
         handoff = f"{HANDOFF_PREFIX}{s.name}"
         for alias in (s.name, f"handoff_{s.name}", f"{s.name}_specialist", f"transfer_to_{s.name}"):
             aliases[alias] = handoff
-        for tool in s.tools:
-            owners.setdefault(tool.name, []).append(handoff)
-    aliases.update({tool: handoffs[0] for tool, handoffs in owners.items() if len(handoffs) == 1})
-    return aliases
+    return {**aliases, **_tool_owners(ctx)}
 
 
 def _answer(ctx: RunContext, answer: str, stop_reason: str) -> Final:

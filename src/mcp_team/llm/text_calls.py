@@ -75,6 +75,7 @@ class TextCall:
     where: Where
     source: str
     problem: str | None = None  # why it cannot run: an unknown tool, arguments its schema refuses
+    called: str = ""  # the name as written, when an alias (see `read_calls`) made it `name`
 
 
 @dataclass(frozen=True)
@@ -363,19 +364,19 @@ def _call(
     if arguments is None:
         arguments = {}
     tool = offered.get(name)
-    if tool is not None:
-        name = tool.name  # an alias, read as the tool it means
+    called = ""
+    if tool is not None and tool.name != name:
+        name, called = tool.name, name  # an alias, read as the tool it means
     if tool is None:
         have = ", ".join(dict.fromkeys(t.name for t in offered.values())) or "none"
         return TextCall(name, {}, where, raw, f"{name} is not a tool you have (yours: {have}), in {_quote(raw)}")
     if not isinstance(arguments, dict):
-        return TextCall(name, {}, where, raw, f"the arguments of {name} are not a JSON object, in {_quote(raw)}")
+        problem = f"the arguments of {called or name} are not a JSON object, in {_quote(raw)}"
+        return TextCall(name, {}, where, raw, problem, called)
     if problems := schema_problems(tool.input_schema, arguments):
-        return TextCall(
-            name, arguments, where, raw, f"the arguments of {name} do not fit its schema ({'; '.join(problems)}), "
-            f"in {_quote(raw)}"
-        )  # fmt: skip
-    return TextCall(name, arguments, where, raw)
+        problem = f"the arguments of {called or name} do not fit its schema ({'; '.join(problems)}), in {_quote(raw)}"
+        return TextCall(name, arguments, where, raw, problem, called)
+    return TextCall(name, arguments, where, raw, None, called)
 
 
 def schema_problems(schema: dict[str, Any], arguments: dict[str, Any]) -> list[str]:
