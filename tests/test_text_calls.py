@@ -22,9 +22,10 @@ from mcp_team.handoffs.planner import PLAN_TOOL
 from mcp_team.handoffs.supervisor import handoff_tool
 from mcp_team.handoffs.synthesis import FINALIZE_TOOL
 from mcp_team.llm import ModelSet, ToolDefinition
+from mcp_team.llm.answers import not_an_answer
 from mcp_team.llm.offline import OfflineModel
 from mcp_team.llm.openai import OpenAIModel
-from mcp_team.llm.text_calls import not_an_answer, read_calls, reads_text_calls
+from mcp_team.llm.text_calls import read_calls, reads_text_calls
 from mcp_team.llm.wrappers import ToolCallsModel
 from mcp_team.specialists import DEFAULT_TEAM
 from mcp_team.specialists.verdict import parse_verdict

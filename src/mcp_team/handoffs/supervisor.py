@@ -36,14 +36,8 @@ from mcp_team.llm import (
     ToolResultBlock,
     ToolUseBlock,
 )
-from mcp_team.llm.text_calls import (
-    NoAnswer,
-    as_tool_calls,
-    feedback,
-    not_an_answer,
-    read_calls,
-    reads_text_calls,
-)
+from mcp_team.llm.answers import NoAnswer, feedback, not_an_answer
+from mcp_team.llm.text_calls import as_tool_calls, read_calls, reads_text_calls
 from mcp_team.llm.types import built, defaults_of
 from mcp_team.specialists import Specialist
 

@@ -24,7 +24,7 @@ from mcp_team.llm import (
     ToolDefinition,
     ToolResultBlock,
 )
-from mcp_team.llm.text_calls import not_an_answer
+from mcp_team.llm.answers import not_an_answer
 
 FINALIZE_TOOL = ToolDefinition(
     name="finalize",

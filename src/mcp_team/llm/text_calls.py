@@ -14,8 +14,7 @@ engine sends that back to the model (`feedback`) instead of taking the reply as 
 replies are read this way is its `tool_calls` setting (`reads_text_calls`): `auto` (the default) for
 OpenAI-compatible servers other than OpenAI's own API, `text` always, `native` never.
 
-`not_an_answer` says why a reply meant as an answer is none: empty, a tool call, JSON meant for a tool, or an
-echo of the request.
+What is no answer, and what goes back to the model, is `llm.answers`'.
 
 Written on the standard library's JSON decoder, `ast` for Python-literal calls, and `jsonschema` for the
 schemas (see the report of issue 33: the parsers on PyPI rename arguments, drop calls of tools not offered
@@ -25,12 +24,11 @@ silently, or come with a serving engine).
 from __future__ import annotations
 
 import ast
-import difflib
 import hashlib
 import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from mcp_team.llm.types import Model, ModelResponse, TextBlock, ToolDefinition, ToolUseBlock, built, defaults_of
@@ -137,7 +135,7 @@ def read_calls(
         spans.append((start, end))
         found.extend(block)
     if not found:
-        only = _arguments_only(body, tools)
+        only = arguments_only(body, tools)
         if only is not None:
             found, spans = [only], [(0, len(body))]
     if not found:
@@ -151,7 +149,7 @@ def read_calls(
     # Different calls each written in its own place amid prose ("either A or B"): which is meant is unclear. Calls
     # in one block (a list), or in blocks with no prose around them, are all meant.
     if prose and len({c.source for c in inline}) > 1 and len({(c.name, _key(c.arguments)) for c in calls}) > 1:
-        what = " and ".join(f"{c.name} {_quote(c.source, 80)}" for c in calls[:3])
+        what = " and ".join(f"{c.name} {quote(c.source, 80)}" for c in calls[:3])
         ambiguous = (
             f"the reply's prose holds {len(calls)} different calls ({what}), so which one is meant is unclear: "
             "make the one call you mean, through tool calling"
@@ -315,7 +313,7 @@ def _calls_of(
             named = _NAMED.findall(raw)
             if named and (any_name or named[0].removeprefix("functions.") in offered):
                 yield TextCall(named[0], {}, where, raw, f"the call of {named[0]} could not be read as JSON: "
-                               f"{_quote(raw)}")  # fmt: skip
+                               f"{quote(raw)}")  # fmt: skip
         return
     items = value if isinstance(value, list) else [value]
     for item in items:
@@ -369,12 +367,12 @@ def _call(
         name, called = tool.name, name  # an alias, read as the tool it means
     if tool is None:
         have = ", ".join(dict.fromkeys(t.name for t in offered.values())) or "none"
-        return TextCall(name, {}, where, raw, f"{name} is not a tool you have (yours: {have}), in {_quote(raw)}")
+        return TextCall(name, {}, where, raw, f"{name} is not a tool you have (yours: {have}), in {quote(raw)}")
     if not isinstance(arguments, dict):
-        problem = f"the arguments of {called or name} are not a JSON object, in {_quote(raw)}"
+        problem = f"the arguments of {called or name} are not a JSON object, in {quote(raw)}"
         return TextCall(name, {}, where, raw, problem, called)
     if problems := schema_problems(tool.input_schema, arguments):
-        problem = f"the arguments of {called or name} do not fit its schema ({'; '.join(problems)}), in {_quote(raw)}"
+        problem = f"the arguments of {called or name} do not fit its schema ({'; '.join(problems)}), in {quote(raw)}"
         return TextCall(name, arguments, where, raw, problem, called)
     return TextCall(name, arguments, where, raw, None, called)
 
@@ -391,7 +389,7 @@ def schema_problems(schema: dict[str, Any], arguments: dict[str, Any]) -> list[s
     return [f"{'.'.join(map(str, e.path)) or 'arguments'}: {e.message}" for e in errors[:3]]
 
 
-def _arguments_only(body: str, tools: Sequence[ToolDefinition]) -> TextCall | None:
+def arguments_only(body: str, tools: Sequence[ToolDefinition]) -> TextCall | None:
     """A reply that is only a JSON object (fenced or tagged or bare) of the arguments of exactly one offered tool,
     as `{"answer": "..."}` for finalize or `{"tasks": [...]}` for submit_plan: that tool's call."""
     inner = _MARKERS.sub("", _unfenced(body.strip())).strip()
@@ -437,7 +435,7 @@ def _without(body: str, spans: list[tuple[int, int]]) -> str:
     return _MARKERS.sub("", "".join(out)).strip()
 
 
-def _quote(text: str, width: int = 160) -> str:
+def quote(text: str, width: int = 160) -> str:
     flat = " ".join(text.split())
     return f"`{flat if len(flat) <= width else flat[: width - 1] + '…'}`"
 
@@ -477,77 +475,3 @@ def as_tool_calls(
         values = {"id": f"call_text_{digest}_{n}", "name": call.name, "input": call.arguments, "from_text": True}
         content.append(built(ToolUseBlock, _USE_DEFAULTS, values))
     return response.model_copy(update={"content": content, "stop_reason": "tool_use"})
-
-
-# -- what goes back to the model ---------------------------------------------------------------------------
-
-TEXT_TOOL_CALL_FEEDBACK = (
-    "Your last reply wrote a tool call as text ({name}), so it did not run and is not an answer. Call the tool "
-    "itself, through tool calling; do not write the call as JSON in your reply. When you have the answer, "
-    "reply with the answer itself."
-)
-
-
-def feedback(reading: Reading, read_text: bool) -> str:
-    """What to tell a model whose reply wrote calls as text that did not run: why, quoting it, and what to do."""
-    names = ", ".join(reading.names)
-    if not read_text or not reading.problems:
-        return TEXT_TOOL_CALL_FEEDBACK.format(name=names)
-    problems = "\n".join(f"- {p}" for p in reading.problems)
-    return (
-        f"Your last reply wrote a call of {names} as text, and it could not run:\n{problems}\n"
-        "Call the tool again with arguments that fit its schema (through tool calling if you can), or, when "
-        "you have the answer, reply with the answer itself."
-    )
-
-
-@dataclass(frozen=True)
-class NoAnswer:
-    """Why a reply meant as an answer is none, in a few words (`why`) and as the model is told (`feedback`)."""
-
-    kind: Literal["empty_answer", "tool_call_as_answer", "tool_json_as_answer", "echoed_request"]
-    why: str
-    feedback: str = field(default="")
-
-
-def not_an_answer(text: str, request: str = "", tools: Sequence[ToolDefinition] = ()) -> NoAnswer | None:
-    """Why `text`, a reply taken as an answer, is none, or None when it is one: empty (or only template
-    markers), a tool call written as text (of any tool, offered or not, with nothing after it), JSON meant for
-    one of `tools` (the arguments of a call, without the call), or `request` repeated back."""
-    body = strip_thinking(text)
-    if not _MARKERS.sub("", body).strip():
-        said = f" (only {_quote(body.strip(), 60)})" if body.strip() else ""
-        return _no("empty_answer", f"the reply was empty{said}")
-    if (only := _arguments_only(body, tools)) is not None:
-        return _no("tool_json_as_answer", f"the reply is JSON meant for the {only.name} tool: {_quote(body)}")
-    reading = read_calls(body, tools, any_name=True)
-    if reading.calls and not reading.tail and len(reading.prose) < 400:  # it ends in the call: the point of it
-        names = ", ".join(reading.names)
-        return _no("tool_call_as_answer", f"the reply is a call of {names} written as text: {_quote(body)}")
-    if request and _echoes(body, request):
-        return _no("echoed_request", f"the reply repeats the request: {_quote(body)}")
-    return None
-
-
-def _no(kind: Any, why: str) -> NoAnswer:
-    return NoAnswer(
-        kind,
-        why,
-        f"Your last reply is not an answer: {why}. Reply with the answer itself, written out in full for the user "
-        "(and if you need a tool, call it through tool calling, not as text).",
-    )
-
-
-def _words(text: str) -> str:
-    return " ".join(re.sub(r"[^\w]+", " ", text.lower()).split())
-
-
-def _echoes(answer: str, request: str) -> bool:
-    """Whether `answer` is `request` said back (whole, or with a label such as `Request:`), not an answer."""
-    a, r = _words(answer), _words(request)
-    if not a or not r:
-        return False
-    a = a.removeprefix("request ").removeprefix("task ")
-    if a == r or (r.startswith(a) and len(a) >= 0.8 * len(r)):
-        return True
-    return len(a) <= 1.2 * len(r) and difflib.SequenceMatcher(None, a, r).ratio() >= 0.9

@@ -26,7 +26,8 @@ from mcp_team.llm import (
     Usage,
     chat,
 )
-from mcp_team.llm.text_calls import feedback, not_an_answer, read_calls, reads_text_calls
+from mcp_team.llm.answers import feedback, not_an_answer
+from mcp_team.llm.text_calls import read_calls, reads_text_calls
 from mcp_team.llm.types import NO_USAGE, built, defaults_of, no_usage
 from mcp_team.specialists.definition import Specialist
 from mcp_team.specialists.tools import MAX_RESULT_CHARS, ToolFailed, capped
