@@ -356,3 +356,20 @@ def test_tool_calls_is_set_per_role_in_models_and_per_member(tmp_path: Any, monk
     monkeypatch.setenv("MCP_TEAM_TOOL_CALLS", "sometimes")
     with pytest.raises(ValueError, match="tool_calls"):
         ModelSettings(model="openai:qwen")
+
+
+@pytest.mark.anyio
+async def test_a_supervisor_that_answers_itself_is_sent_once_to_delegate_and_its_first_answer_stands() -> None:
+    """A small model's supervisor doing the work itself: told once to hand it to the team. Answering itself again,
+    its first answer (before it was pressed) is the run's."""
+    with FakeOpenAIAPI(brain=offline_brain) as api:
+        api.reply(200, completion("def reverse(s):\n    return s[::-1]", model=MODEL))
+        api.reply(200, completion("I will finalize the request with the results.", model=MODEL))
+        result = await Team(ModelSet.single(local(api))).run("Write a Python function that reverses a string.")
+        told = api.requests[1]["messages"][-1]["content"]
+    assert "Do not answer yourself" in told and "handoff_to_coder: Writes, explains and fixes code." in told
+    assert (result.status, result.answer) == ("complete", "def reverse(s):\n    return s[::-1]")
+    with FakeOpenAIAPI(brain=offline_brain) as api:
+        api.reply(200, completion("def reverse(s):\n    return s[::-1]", model=MODEL))
+        delegated = await Team(ModelSet.single(local(api))).run("Write a Python function that reverses a string.")
+    assert delegated.status == "complete" and delegated.handoffs[0].target == "coder"

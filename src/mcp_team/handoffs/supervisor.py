@@ -100,6 +100,7 @@ class Mistakes:
     detail: str = ""  # the latest rejection's reason, if it says more than `what`
     times: int = 0
     no_answers: int = 0  # replies taken as answers that were none, since the last progress
+    first_answer: str = ""  # its answer before any work was done, when it was sent back once to delegate
     # The failures of these mistakes: recovered only once the supervisor makes progress (see `clear`), so a run
     # that ends on them does not call them recovered.
     pending: list[Failure] = field(default_factory=list)
@@ -174,18 +175,23 @@ async def supervisor_turn(ctx: RunContext, request: ModelRequest, mistakes: Mist
             said = f": {short(response.text, 300)}" if response.text.strip() else ""
             ctx.fail("model_refused", "supervisor", f"the supervisor's model declined the request{said}")
             return Stop()
+        replied = Message(role="assistant", content=response.text or "(an empty reply)")
         if (no := not_an_answer(response.text, ctx.request, [*request.tools, *ANSWER_SHAPES])) is not None:
-            return _no_answer(ctx, mistakes, no, Message(role="assistant", content=response.text or "(an empty reply)"))
+            return _no_answer(ctx, mistakes, no, replied)
+        if read_text and (again := _delegate_first(ctx, mistakes, replied, response.text)) is not None:
+            return again
         mistakes.clear()
-        return _answer(ctx, response.text, response.stop_reason)
+        return _answer(ctx, _settled(ctx, mistakes, response.text), response.stop_reason)
     plan = classify(uses, ctx.team, ctx.run_id, ctx.last_seq + 1)
     reply = Message(role="assistant", content=list(response.content))
     if plan.answer is not None:
         if (no := not_an_answer(plan.answer, ctx.request, [*request.tools, *ANSWER_SHAPES])) is not None:
             return _no_answer(ctx, mistakes, no, reply, [u.id for u in uses])
+        if read_text and (again := _delegate_first(ctx, mistakes, reply, plan.answer, [u.id for u in uses])):
+            return again
         note_conflicts(ctx, response)
         mistakes.clear()
-        return _answer(ctx, plan.answer, response.stop_reason)
+        return _answer(ctx, _settled(ctx, mistakes, plan.answer), response.stop_reason)
     if not plan.handoffs:  # every call was rejected: each goes back as an error, unless this keeps happening
         before = len(ctx.failures)
         results = await run_turn(ctx, plan)
@@ -258,6 +264,37 @@ def _answer(ctx: RunContext, answer: str, stop_reason: str) -> Final:
 
 # What an answer must not be besides the calls of the supervisor's own tools: the arguments of a plan.
 ANSWER_SHAPES = (PLAN_TOOL,)
+
+
+DELEGATE_FIRST = (
+    "Do not answer yourself: your team does the work. Reply with only the call that hands the request to the team "
+    'member who should do it, {{"name": "handoff_to_<member>", "arguments": {{"task": "<the task>"}}}}, one of:\n'
+    "{team}\nCall finalize only once you have their results."
+)
+
+
+def _delegate_first(
+    ctx: RunContext, mistakes: Mistakes, reply: Message, answer: str, call_ids: list[str] | None = None
+) -> Continue | None:
+    """A supervisor that answers before any member did any work is sent back, once, to delegate: small models whose
+    calls are read from their text often do the work themselves, which is not what a team is for. None: an answer
+    stands (work was done, or it was sent back once already and answered again: then its first answer stands,
+    given before it was pressed, in `mistakes.first_answer`)."""
+    if ctx.records or mistakes.first_answer:
+        return None
+    mistakes.first_answer = answer
+    team = "\n".join(f"- {HANDOFF_PREFIX}{s.name}: {s.description}" for s in ctx.workers)
+    told = DELEGATE_FIRST.format(team=team)
+    if call_ids:
+        results: list[ContentBlock] = [ToolResultBlock(tool_use_id=i, content=told, is_error=True) for i in call_ids]
+        return Continue(reply, Message(role="user", content=results))
+    return Continue(reply, Message(role="user", content=told))
+
+
+def _settled(ctx: RunContext, mistakes: Mistakes, answer: str) -> str:
+    """The answer that stands: with no work done after being sent back to delegate, the first one (see
+    `_delegate_first`), else `answer`."""
+    return mistakes.first_answer if mistakes.first_answer and not ctx.records else answer
 
 
 def _no_answer(
