@@ -29,7 +29,8 @@ SHAPES = [*(handoff_tool(s) for s in DEFAULT_TEAM), FINALIZE_TOOL, PLAN_TOOL]
 def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     out = tmp_path_factory.mktemp("replay") / "report.json"
     proc = cli_here(
-        "eval", str(HERE / "suite.toml"), "--model", f"replay:{HERE}", "--quiet", "--json", str(out), COLUMNS="200",
+        "eval", str(HERE / "suite.toml"), "--model", f"replay:{HERE}", "--baseline", "single-agent",
+        "--quiet", "--json", str(out), COLUMNS="200",
     )  # fmt: skip
     assert proc.returncode in (0, 1), proc.stderr  # 1: some case failed its checks, as it did when recorded
     data: dict[str, Any] = json.loads(out.read_text())
@@ -44,12 +45,12 @@ def runs(report: dict[str, Any], which: str) -> list[tuple[str, dict[str, Any]]]
 
 def test_every_recorded_case_replays(report: dict[str, Any]) -> None:
     assert len(report["cases"]) >= 20
-    for which in ("team",):
+    for which in ("team", "single"):
         errors = [r["error"] for _request, r in runs(report, which) if r["error"]]
         assert not errors, errors  # no divergence, no missing recording
 
 
-@pytest.mark.parametrize("which", ["team"])
+@pytest.mark.parametrize("which", ["team", "single"])
 def test_no_run_ends_complete_with_a_tool_call_tool_json_an_empty_or_echoed_answer(
     report: dict[str, Any], which: str
 ) -> None:
@@ -58,6 +59,18 @@ def test_no_run_ends_complete_with_a_tool_call_tool_json_an_empty_or_echoed_answ
             continue
         no = not_an_answer(run["answer"], request, SHAPES)
         assert no is None, (request, no.why if no else "", run["answer"][:300])
+
+
+def test_the_replay_gives_the_figures_the_recorded_eval_printed(report: dict[str, Any]) -> None:
+    """The figures of the eval as it ran on the model (report.json, written by `--json` then): the same runs,
+    routing and answers; the tokens and calls of every run. Only wall time differs."""
+    recorded = json.loads((HERE / "report.json").read_text())
+    for ours, theirs in ((report, recorded), (report["baseline"], recorded["baseline"])):
+        for key in ("runs", "model_calls", "tokens", "pass_rate", "answer_pass_rate", "routing_rate", "errors"):
+            assert ours["totals"][key] == theirs["totals"][key], (key, ours["totals"], theirs["totals"])
+    verdict = next(line for line in report["stdout"].splitlines() if line.startswith("Verdict on replay:"))
+    team = report["totals"]
+    assert f"answers pass {team['answer_pass_rate']:.0%} (team, routing {team['routing_rate']:.0%} right)" in verdict
 
 
 def test_the_recorded_model_wrote_its_calls_as_text_and_they_ran(report: dict[str, Any]) -> None:
