@@ -99,6 +99,10 @@ class FakeJSONAPI:
     ) -> None:
         self._http.stop()
 
+    def get(self, path: str) -> Reply:
+        """A GET request's reply (e.g. a model listing); none by default."""
+        return self.error_reply(404, f"{type(self).__name__}: no route GET {path}")
+
     # -- serving (called from the server's threads) --
 
     def _serve(self, path: str, raw: bytes, headers: dict[str, str]) -> Reply:
@@ -119,7 +123,12 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         raw = self.rfile.read(int(self.headers.get("content-length") or 0))
-        reply = self.api._serve(self.path, raw, {k.lower(): v for k, v in self.headers.items()})
+        self._send(self.api._serve(self.path, raw, {k.lower(): v for k, v in self.headers.items()}))
+
+    def do_GET(self) -> None:
+        self._send(self.api.get(self.path))
+
+    def _send(self, reply: Reply) -> None:
         if reply.delay:
             time.sleep(reply.delay)
         data = reply.body if isinstance(reply.body, bytes) else json.dumps(reply.body).encode()

@@ -25,7 +25,11 @@ the brain's answers):
 - `stream_only`: every reply is a stream of server-sent events; `"always"` sends one even when `stream` is not
   asked for (as a proxy that forces streaming), `"rejects"` answers such a request with DashScope's 400;
 - `repeat_names`: a streamed tool call's id, type and name come again in every chunk of it, as Fireworks and some
-  proxies send them.
+  proxies send them;
+- `text_calls`: the brain's tool calls are written as text in the reply instead (`TEXT_FORMATS`: fenced, bare,
+  Qwen's and Hermes' tags, after prose, behind `<think>`, doubled braces, Llama 3.x's, Mistral's), as small local
+  models on llama.cpp's server do;
+- `models`: `GET /v1/models` lists these names (`any_name`: as llama.cpp's server, which answers any name).
 A request with `stream: true` is answered with a stream (usage in a last chunk when `stream_options` asks).
 """
 
@@ -52,6 +56,12 @@ from mcp_team.llm.types import (
 
 Brain = Callable[[ModelRequest], ModelResponse]
 StreamOnly = Literal["always", "rejects"]
+TextFormat = Literal[
+    "fenced", "bare", "tagged", "prose", "think", "doubled", "llama", "llama_json", "mistral", "hermes"
+]
+TEXT_FORMATS: tuple[TextFormat, ...] = (
+    "fenced", "bare", "tagged", "prose", "think", "doubled", "llama", "llama_json", "mistral", "hermes",
+)  # fmt: skip
 ToolsError = Literal["ollama", "llama.cpp", "vllm", "openrouter", "litellm", "plain"]
 
 ERROR_PREFIX = "Error: "  # how the backend marks a failed tool result (see mcp_team.llm.chat_completions)
@@ -252,8 +262,14 @@ class FakeOpenAIAPI(FakeJSONAPI):
         reasoning_in_content: bool = False,
         stream_only: StreamOnly | None = None,
         repeat_names: bool = False,
+        text_calls: TextFormat | None = None,
+        models: list[str] | None = None,
+        any_name: bool = False,
     ) -> None:
         super().__init__()
+        self.text_calls = text_calls
+        self.models = models
+        self.any_name = any_name
         self.brain = brain
         self.tools_error = tools_error
         self.invalid_arguments = invalid_arguments
@@ -278,6 +294,13 @@ class FakeOpenAIAPI(FakeJSONAPI):
 
     def error_reply(self, status: int, message: str) -> Reply:
         return Reply(status, error_body(message, code="not_found" if status == 404 else None))
+
+    def get(self, path: str) -> Reply:
+        if self.models is None or path.split("?")[0].rstrip("/") != "/v1/models":
+            return super().get(path)
+        owner = "llamacpp" if self.any_name else "organization-owner"
+        listed = [{"id": m, "object": "model", "created": 1_700_000_000, "owned_by": owner} for m in self.models]
+        return Reply(200, {"object": "list", "data": listed})
 
     def answer(self, body: dict[str, Any]) -> Reply:
         model = str(body.get("model", ""))
@@ -336,7 +359,43 @@ class FakeOpenAIAPI(FakeJSONAPI):
             body.pop("usage", None)
         if self.reasoning_in_content:
             message["content"] = f"{THINKING}\n\n{message['content'] or ''}"
+        if self.text_calls is not None and calls:
+            message["content"] = calls_as_text(calls, self.text_calls)
+            message.pop("tool_calls")
+            body["choices"][0]["finish_reason"] = "stop"
         return body
+
+
+def calls_as_text(calls: list[dict[str, Any]], style: TextFormat) -> str:
+    """Tool calls (the wire's) written as text, as a model whose calls the server does not parse writes them."""
+    objects = [{"name": c["function"]["name"], "arguments": json.loads(c["function"]["arguments"])} for c in calls]
+    each = [json.dumps(o) for o in objects]
+    if style == "fenced":
+        return "\n".join(f"```json\n{o}\n```" for o in each)
+    if style == "bare":
+        return each[0] if len(each) == 1 else json.dumps(objects)
+    if style == "tagged":
+        return "\n".join(f"<tool_call>\n{o}\n</tool_call>" for o in each)
+    if style == "prose":
+        return f"I will make the call now: {each[0] if len(each) == 1 else json.dumps(objects)}"
+    if style == "think":
+        tagged = "\n".join(f"<tool_call>\n{o}\n</tool_call>" for o in each)
+        return f'<think>\nWhich tool? {{"name": "none"}} Let me call it.\n</think>\n\n{tagged}'
+    if style == "doubled":
+        return "\n".join(f"<tools>{o.replace('{', '{{').replace('}', '}}')}</tools>" for o in each)
+    if style == "llama":  # Llama 3.2's pythonic calls
+        return (
+            "["
+            + ", ".join(f"{o['name']}({', '.join(f'{k}={v!r}' for k, v in o['arguments'].items())})" for o in objects)
+            + "]"
+        )
+    if style == "llama_json":  # Llama 3.1's JSON calls, after its python tag
+        return "".join(
+            f"<|python_tag|>{json.dumps({'name': o['name'], 'parameters': o['arguments']})}" for o in objects
+        )
+    if style == "hermes":  # Hermes 2 Pro's: Python-literal dicts in tags
+        return "\n".join(f"<tool_call>\n{o!r}\n</tool_call>" for o in objects)
+    return f"[TOOL_CALLS] {json.dumps(objects)}"  # Mistral's
 
 
 def _no_tools_reply(style: ToolsError, model: str) -> Reply:

@@ -403,11 +403,23 @@ async def test_a_failing_progress_sink_never_stops_the_run() -> None:
     assert result.status == "complete" and len(result.handoffs) == 2
 
 
-async def test_a_supervisor_that_says_nothing_fails_the_run() -> None:
-    team = Team(ModelSet({SUPERVISOR: ScriptedModel([text("")]), SPECIALIST: OfflineModel()}))
+async def test_a_supervisor_that_says_nothing_is_asked_once_more_then_the_run_says_why_it_failed() -> None:
+    supervisor = ScriptedModel([text(""), text("")])
+    team = Team(ModelSet({SUPERVISOR: supervisor, SPECIALIST: OfflineModel()}))
     result = await team.run("Research bees")
     assert result.status == "failed"
-    assert [f.kind for f in result.failures] == ["empty_answer"]
+    assert [(f.kind, f.recovered) for f in result.failures] == [("empty_answer", False), ("empty_answer", False)]
+    told = supervisor.requests[1].messages[-1].content
+    assert isinstance(told, str) and "not an answer" in told and "empty" in told
+    assert "gave no answer" in (result.stopped_by or "") and any("no answer" in n for n in result.notes)
+    assert "no answer" in result.answer.lower()
+
+
+async def test_a_supervisor_that_says_nothing_once_and_then_answers_recovers() -> None:
+    team = Team(ModelSet({SUPERVISOR: ScriptedModel([text(""), text("Bees pollinate.")]), SPECIALIST: OfflineModel()}))
+    result = await team.run("Research bees")
+    assert (result.status, result.answer) == ("complete", "Bees pollinate.")
+    assert [(f.kind, f.recovered) for f in result.failures] == [("empty_answer", True)]
 
 
 async def test_truncated_specialist_answer_is_a_failure_that_is_retried() -> None:

@@ -19,12 +19,13 @@ from conftest import Spans
 from fake_api import offline_brain
 from fake_openai_api import FakeOpenAIAPI, completion
 from mcp_team.handoffs import Budgets, Team
-from mcp_team.llm import SPECIALIST, SUPERVISOR, Message, ModelRequest, ModelSet, chat
+from mcp_team.llm import SPECIALIST, SUPERVISOR, Message, ModelRequest, ModelSet, ToolDefinition, chat
 from mcp_team.llm.cost import usage_cost
 from mcp_team.llm.limits import EndpointLimits, Limiters
 from mcp_team.llm.openai import OpenAIModel
 from mcp_team.llm.settings import ModelSettings
-from mcp_team.llm.text_calls import text_tool_call
+from mcp_team.llm.text_calls import read_calls
+from mcp_team.llm.wrappers import ToolCallsModel
 from mcp_team.server.app import build_server
 from mcp_team.server.teamfile import load_team
 from mcp_team.specialists import DEFAULT_TEAM
@@ -293,6 +294,16 @@ def test_a_bad_member_model_is_reported_with_its_key_path(tmp_path: Path) -> Non
 # --- tool calls written as text ----------------------------------------------------------------
 
 
+def _supervisor_tools() -> list[ToolDefinition]:
+    from mcp_team.handoffs.supervisor import handoff_tool
+    from mcp_team.handoffs.synthesis import FINALIZE_TOOL
+
+    return [handoff_tool(DEFAULT_TEAM[0]), FINALIZE_TOOL]
+
+
+SUPERVISOR_TOOLS = _supervisor_tools()
+
+
 @pytest.mark.parametrize(
     "text",
     [
@@ -305,7 +316,7 @@ def test_a_bad_member_model_is_reported_with_its_key_path(tmp_path: Path) -> Non
     ids=["bare", "fenced", "tagged", "list", "broken-json"],
 )
 def test_a_tool_call_written_as_text_is_recognised(text: str) -> None:
-    assert text_tool_call(text, {"handoff_to_researcher", "finalize"}) is not None
+    assert read_calls(text, SUPERVISOR_TOOLS).names
 
 
 @pytest.mark.parametrize(
@@ -313,20 +324,38 @@ def test_a_tool_call_written_as_text_is_recognised(text: str) -> None:
     [
         "Bees pollinate flowers.",
         '```json\n{"name": "Ada", "born": 1815}\n```',  # an answer that happens to hold JSON
-        '{"name": "handoff_to_ghost"}',  # names no tool offered
+        '{"name": "handoff_to_ghost"}',  # names no tool offered, and has no call's shape (no arguments)
     ],
 )
 def test_an_answer_is_not_a_tool_call(text: str) -> None:
-    assert text_tool_call(text, {"handoff_to_researcher", "finalize"}) is None
+    assert not read_calls(text, SUPERVISOR_TOOLS).calls
 
 
 @pytest.mark.anyio
-async def test_a_supervisor_turn_written_as_json_text_goes_back_and_is_never_the_answer(gpt: FakeOpenAIAPI) -> None:
-    """As Qwen2.5 1.5B on llama.cpp's server does: the call as fenced JSON in the reply's text."""
+async def test_a_supervisor_turn_written_as_json_text_is_run_on_a_server_of_ones_own(gpt: FakeOpenAIAPI) -> None:
+    """As Qwen2.5 1.5B on llama.cpp's server does: the call as fenced JSON in the reply's text. A server other than
+    OpenAI's own API reads such calls by default (tool_calls = auto): the handoff runs, recorded as a text call."""
+    call = {"name": "handoff_to_researcher", "arguments": {"task": "Research the transistor"}}
+    gpt.reply(200, completion(f"I will ask the researcher.\n```json\n{json.dumps(call)}\n```", model=MODEL))
+    result = await Team(ModelSet.single(on(gpt))).run(REQUEST)
+    assert result.status == "complete" and not result.failures, result.failures
+    first = result.handoffs[0]
+    assert (first.target, first.task, first.text_call) == ("researcher", "Research the transistor", True)
+    assert not any(h.text_call for h in result.handoffs[1:])  # the rest came as native calls
+    assert "handoff_to_researcher" not in result.answer
+    # The run went on as if the call had been native: the next request answers the call with its result.
+    sent = gpt.requests[2]["messages"]
+    assert any(m["role"] == "tool" for m in sent) and any(m.get("tool_calls") for m in sent), sent
+
+
+@pytest.mark.anyio
+async def test_a_supervisor_turn_written_as_json_text_goes_back_when_text_calls_are_off(gpt: FakeOpenAIAPI) -> None:
+    """tool_calls = native: such a reply goes back to the model, and is never the answer."""
     call = {"name": "handoff_to_researcher", "arguments": {"task": "Research the transistor"}}
     gpt.reply(200, completion(f"```json\n{json.dumps(call)}\n```", model=MODEL))
-    result = await Team(ModelSet.single(on(gpt))).run(REQUEST)
+    result = await Team(ModelSet.single(ToolCallsModel(on(gpt), "native"))).run(REQUEST)
     assert result.status == "complete" and result.handoffs
+    assert not any(h.text_call for h in result.handoffs)
     assert "handoff_to_researcher" not in result.answer
     assert [(f.kind, f.recovered) for f in result.failures] == [("malformed_tool_call", True)]
     feedback = gpt.requests[1]["messages"][-1]
@@ -343,7 +372,7 @@ async def test_a_supervisor_call_written_as_text_after_its_thinking_goes_back_an
     """As a reasoning model (Qwen3, DeepSeek-R1 distills) on a server that leaves its thinking in the content."""
     call = {"name": "handoff_to_researcher", "arguments": {"task": "Research the transistor"}}
     gpt.reply(200, completion(f"<think>\nI should hand this off.\n</think>\n\n{json.dumps(call)}", model=MODEL))
-    result = await Team(ModelSet.single(on(gpt))).run(REQUEST)
+    result = await Team(ModelSet.single(ToolCallsModel(on(gpt), "native"))).run(REQUEST)
     assert result.status == "complete" and result.handoffs
     assert "handoff_to_researcher" not in result.answer and "<think>" not in result.answer
     assert [(f.kind, f.recovered) for f in result.failures] == [("malformed_tool_call", True)]

@@ -432,11 +432,18 @@ async def test_call_timeout_fails_with_timeout() -> None:
     [text(""), text("  \n\t"), ModelResponse(content=[], model="scripted")],
     ids=["empty", "whitespace", "no-content"],
 )
-async def test_empty_answer_fails(spans, response: ModelResponse) -> None:
-    result, _ = await run(specialist(), response)
-    assert (result.status, result.error_type, result.turns) == ("failed", "empty_answer", 1)
-    assert result.error == "the model returned an empty answer"
+async def test_an_empty_answer_is_asked_for_once_more_then_fails(spans, response: ModelResponse) -> None:
+    result, model = await run(specialist(), response, response)
+    assert (result.status, result.error_type, result.turns) == ("failed", "empty_answer", 2)
+    assert result.error is not None and result.error.startswith("analyst gave no answer: the reply was empty")
+    told = model.requests[1].messages[-1].content
+    assert isinstance(told, str) and told.startswith("Your last reply is not an answer: the reply was empty")
     assert spans.attr(spans.one("invoke_agent analyst"), A.ERROR_TYPE) == "empty_answer"
+
+
+async def test_an_empty_answer_then_a_real_one_completes() -> None:
+    result, _ = await run(specialist(), text(""), text("42"))
+    assert (result.status, result.output, result.turns) == ("completed", "42", 2)
 
 
 # --- verdicts ---------------------------------------------------------------------------------------------------

@@ -23,22 +23,27 @@ from mcp_team.specialists.tools import Tool
 
 NAME = "single_agent"
 
+# Its own prompt: what the job may take (each member's one-line description), never the members' prompts, whose
+# output formats (a reviewer's `VERDICT: PASS`) are for the team's engine and would skew the comparison.
 _PROMPT = """\
-You are one assistant doing the whole job alone: there is no team to delegate to. Do the research, the
-analysis, the writing, the code and the review yourself, in whatever order the request needs, using
-your tools, and answer with the complete result.
+You are one assistant doing the whole job alone. Do every part the request needs yourself, in the order it
+needs them, using your tools where they help (for arithmetic, use a tool rather than your head), and check
+your own work before you answer.
 
-What each part of the job asks of you:
-{parts}"""
+The kinds of work a request may take:
+{parts}
+
+Answer with the complete result itself, written for the person who asked: no preamble, no notes about
+how you worked. Use only facts you are sure of; say plainly what you cannot do or do not know."""
 
 
 def single_agent(specialists: Sequence[Specialist], max_turns: int = 12) -> Specialist:
-    """One agent with every specialist's tools and their instructions in one prompt."""
+    """One agent with every specialist's tools and a prompt of its own that names what each does."""
     tools: dict[str, Tool] = {}
     for s in specialists:
         for tool in s.tools:
             tools.setdefault(tool.name, tool)
-    parts = "\n\n".join(f"## {s.name}: {s.description}\n{s.system_prompt}" for s in specialists)
+    parts = "\n".join(f"- {s.description}" for s in specialists if not s.returns_verdict)
     return Specialist(
         name=NAME,
         description="Does the whole job alone, with every specialist's tools.",

@@ -4,7 +4,7 @@ time), the team against a single agent side by side, and the same as a JSON repo
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -109,6 +109,7 @@ def totals(runs: Sequence[CaseRun]) -> dict[str, Any]:
         "seconds": round(sum(r.seconds for r in runs), 3),
         "pass_rate": sum(r.passed for r in runs) / n,
         "answer_pass_rate": sum(r.answer_passed for r in runs) / n,
+        "routing_rate": routing_rate(runs),  # None: no run had routing checks (a single agent's never has)
         "errors": sum(r.error is not None for r in runs),  # runs that could not run: no measure of anything
     }
 
@@ -130,7 +131,7 @@ def baseline_table(
             first = f"{failed[0].case.name}: {(failed[0].error or '').splitlines()[0]}"
             caption.append(f"\n{name}: {len(failed)} run(s) could not run, e.g. {first}", style="red")
     table = Table(title=Text(title), caption=caption, caption_justify="left")
-    columns = ("", "model calls", "tokens", "cost", "wall time", "pass rate (answer)", "pass rate (all)")
+    columns = ("", "model calls", "tokens", "cost", "wall time", "pass rate (answer)", "routing", "pass rate (all)")
     for column in (*columns, "could not run"):
         table.add_column(column, justify="left" if not column else "right")
     for name, runs in (("team", team), ("single agent", single)):
@@ -142,10 +143,73 @@ def baseline_table(
             _money(t["cost_usd"]),
             f"{t['seconds']:.2f}s",
             f"{t['answer_pass_rate']:.0%}",
+            f"{t['routing_rate']:.0%}" if t["routing_rate"] is not None else "n/a",
             f"{t['pass_rate']:.0%}" if name == "team" else "n/a",
             f"[red]{t['errors']}[/red]" if t["errors"] else "0",
         )
     return table
+
+
+def routing_rate(runs: Sequence[CaseRun]) -> float | None:
+    """The share of runs with routing checks whose routing was right; None when no run has any."""
+    judged = [r.routed_right for r in runs if r.routed_right is not None]
+    return sum(judged) / len(judged) if judged else None
+
+
+def paired_table(team: Sequence[CaseRun], single: Sequence[CaseRun]) -> Table:
+    """Each case, the team and the single agent side by side: answer passed, routing (the team's), tokens, wall."""
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title=Text("Per case: the team and a single agent"), caption_justify="left")
+    table.add_column("case", no_wrap=True)
+    for column in ("team: answer", "routed", "tokens", "wall", "single agent: answer", "tokens ", "wall "):
+        table.add_column(column, justify="right" if column.strip() in ("tokens", "wall") else "center")
+    singles = {s.case.name: s for s in summarize(single)}
+    for s in summarize(team):
+        other = singles.get(s.case.name)
+        routed = [r.routed_right for r in s.runs if r.routed_right is not None]
+        table.add_row(
+            s.case.name,
+            _mark(s.runs, lambda r: r.answer_passed),
+            "—" if not routed else f"{'✓' if all(routed) else '✗'} {s.routed()}",
+            f"{s.mean('tokens'):,.0f}",
+            f"{s.mean('seconds'):.1f}s",
+            _mark(other.runs, lambda r: r.answer_passed) if other else "—",
+            f"{other.mean('tokens'):,.0f}" if other else "—",
+            f"{other.mean('seconds'):.1f}s" if other else "—",
+        )
+    return table
+
+
+def _mark(runs: Sequence[CaseRun], passed: Callable[[CaseRun], bool]) -> str:
+    n = sum(passed(r) for r in runs)
+    if len(runs) == 1:
+        return "[green]pass[/green]" if n else "[red]FAIL[/red]"
+    return f"{n}/{len(runs)}"
+
+
+def verdict_line(team: Sequence[CaseRun], single: Sequence[CaseRun], backend: str) -> str:
+    """Which wins on this model, and at what cost: the answer pass rates, the team's routing, tokens and wall."""
+    t, s = totals(team), totals(single)
+    if t["answer_pass_rate"] > s["answer_pass_rate"]:
+        who = "the team wins"
+    elif t["answer_pass_rate"] < s["answer_pass_rate"]:
+        who = "the single agent wins"
+    else:
+        who = "a tie"
+    routing = routing_rate(team)
+    routed = f", routing {routing:.0%} right" if routing is not None else ""
+
+    def times(a: float, b: float) -> str:
+        return f"{a / b:.1f}x" if b else "n/a"
+
+    return (
+        f"Verdict on {backend}: {who}: answers pass {t['answer_pass_rate']:.0%} (team{routed}) against "
+        f"{s['answer_pass_rate']:.0%} (single agent), at {times(t['tokens'], s['tokens'])} the tokens "
+        f"({t['tokens']:,} vs {s['tokens']:,}) and {times(t['seconds'], s['seconds'])} the wall time "
+        f"({t['seconds']:.0f}s vs {s['seconds']:.0f}s)."
+    )
 
 
 def json_report(

@@ -92,6 +92,14 @@ class CaseRun:
         """Whether the checks of the answer (status, text, cost) passed: what a single agent is held to."""
         return self.error is None and all(c.passed for c in self.checks if c.what in ANSWER_CHECKS)
 
+    @property
+    def routed_right(self) -> bool | None:
+        """Whether the routing checks passed; None when the case has none (or the run is a single agent's)."""
+        routing = [c for c in self.checks if c.what not in ANSWER_CHECKS]
+        if self.error is not None:
+            return False if self.case.expect.routing() else None
+        return all(c.passed for c in routing) if routing else None
+
     def failures(self) -> list[str]:
         if self.error is not None:
             return [self.error]

@@ -158,12 +158,13 @@ class RunContext:
         task: str = "",
         handoff_id: str | None = None,
         recovered: bool = False,
-    ) -> None:
-        self.failures.append(
-            Failure(
-                kind=kind, specialist=specialist, task=task, reason=reason, handoff_id=handoff_id, recovered=recovered
-            )
+    ) -> Failure:
+        """Record a failure; returned, for a caller that marks it recovered once later work recovers it."""
+        failure = Failure(
+            kind=kind, specialist=specialist, task=task, reason=reason, handoff_id=handoff_id, recovered=recovered
         )
+        self.failures.append(failure)
+        return failure
 
     def note(self, topic: str, text: str) -> None:
         """Tell the caller something that is not a failure (see `RunResult.notes`), once per topic."""

@@ -22,6 +22,7 @@ from mcp_team.handoffs.conflicts import Conflict, Ruling
 from mcp_team.handoffs.context import RunContext
 from mcp_team.llm import ModelResponse, ToolDefinition, Usage
 from mcp_team.llm.call import Meter, MeterWrapper
+from mcp_team.llm.text_calls import json_objects
 from mcp_team.llm.types import NO_USAGE
 from mcp_team.specialists import run_specialist
 from mcp_team.telemetry import spans
@@ -113,7 +114,7 @@ async def rule(ctx: RunContext) -> list[Ruling]:
             ctx.rulings.append(Ruling(conflict=conflict, judge=judge.name, status="cancelled", verdict=verdict,
                                       usage=meter.usage))  # fmt: skip
             raise
-        verdict = result.output if result.status == "completed" else f"the judge failed: {result.error}"
+        verdict = ruling_text(result.output) if result.status == "completed" else f"the judge failed: {result.error}"
         # The meter's usage, not the result's: the result sums only the calls that answered.
         ruling = Ruling(conflict=conflict, judge=judge.name, status=result.status, verdict=verdict, usage=meter.usage)
         rulings.append(ruling)
@@ -133,6 +134,19 @@ class _JudgeMeter(MeterWrapper):
     def after_call(self, usage: Usage) -> None:
         self.meter.after_call(usage)
         self.usage = self.usage + usage
+
+
+def ruling_text(output: str) -> str:
+    """A judge's ruling as the synthesis reads it: `DECISION: <name>` then the reasons. A ruling written as JSON
+    (`{"decision": ..., "reasons": ...}`, as a model that writes its steps as tool calls does) is read into that
+    form; any other is kept as the judge wrote it."""
+    for item in json_objects(output):
+        decision = item.get("decision") or item.get("DECISION")
+        if isinstance(decision, str) and decision.strip():
+            why = item.get("reasons") or item.get("reason") or item.get("why") or ""
+            reasons = "\n".join(f"- {r}" for r in why) if isinstance(why, list) else str(why)
+            return f"DECISION: {decision.strip()}\n{reasons}".strip()
+    return output
 
 
 def rulings_text(rulings: list[Ruling]) -> str:

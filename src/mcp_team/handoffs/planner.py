@@ -22,6 +22,7 @@ from mcp_team.handoffs.review import revise_in_plan
 from mcp_team.handoffs.runtime import Branch
 from mcp_team.handoffs.schema import Handoff, HandoffRecord, Plan, PlanTask, validation_problems
 from mcp_team.llm import PLANNER, Message, ModelError, ModelRequest, ToolDefinition, ToolResultBlock, ToolUseBlock
+from mcp_team.llm.text_calls import read_calls
 from mcp_team.telemetry import spans
 
 REVISE_MARKER = "A person reviewing this plan asked for changes:"
@@ -76,7 +77,7 @@ def _find_cycle(plan: Plan) -> list[str]:
     return []
 
 
-_PLAN_TOOL = ToolDefinition(name="submit_plan", description="Submit the plan.", input_schema=Plan.model_json_schema())
+PLAN_TOOL = ToolDefinition(name="submit_plan", description="Submit the plan.", input_schema=Plan.model_json_schema())
 
 
 async def make_plan(ctx: RunContext, feedback: str = "") -> Plan:
@@ -95,7 +96,7 @@ async def make_plan(ctx: RunContext, feedback: str = "") -> Plan:
     first: list[str] = []  # the first plan's problems, when it went back for repair
     with spans.plan_span("supervisor"):
         for round_ in (1, 2):
-            request = ModelRequest(system=system, messages=messages, tools=[_PLAN_TOOL], phase="plan", member=PLANNER)
+            request = ModelRequest(system=system, messages=messages, tools=[PLAN_TOOL], phase="plan", member=PLANNER)
             try:
                 response = await ctx.supervisor_call(request)
             except ModelError as exc:
@@ -104,13 +105,15 @@ async def make_plan(ctx: RunContext, feedback: str = "") -> Plan:
                 raise PlanError(f"the planner's model call failed: {exc.budget}") from exc
             use = next((u for u in response.tool_uses if u.name == "submit_plan"), None)
             if use is None:
-                problems = ["no plan was submitted: call submit_plan with the plan"]
+                problems = _not_submitted(response.text)
             else:
                 try:
                     plan = Plan.model_validate(use.input)
                     problems = validate_plan(plan, ctx.team)
                 except ValidationError as exc:
                     problems = validation_problems(exc)
+                if problems and use.from_text:  # say so: the fix may be to call the tool
+                    problems = [f"{p} (in the plan written as text in your reply)" for p in problems]
                 if not problems:
                     if first:  # the repair worked: the first plan's problems are on record, recovered
                         reason = "the first plan went back for repair: " + "; ".join(first)
@@ -128,6 +131,17 @@ async def make_plan(ctx: RunContext, feedback: str = "") -> Plan:
             else:
                 messages.append(Message(role="user", content=feedback))
     raise PlanError("the planner did not produce a valid plan after one repair round: " + "; ".join(problems))
+
+
+def _not_submitted(text: str) -> list[str]:
+    """Why a reply without a submit_plan call has no plan: it wrote the plan as text (and what kept it from being
+    read), or it has none at all."""
+    reading = read_calls(text, [PLAN_TOOL])
+    if not reading.calls:
+        return ["no plan was submitted: call submit_plan with the plan"]
+    wrong = "; ".join(reading.problems) or "calls written as text are not read for this model (tool_calls = native)"
+    return [f"the plan was written as text instead of being submitted with the submit_plan tool, and could not "
+            f"be read from it: {wrong}. Call submit_plan with the plan"]  # fmt: skip
 
 
 async def run_plan(ctx: RunContext, plan: Plan) -> None:

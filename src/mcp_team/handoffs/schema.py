@@ -122,6 +122,12 @@ class Handoff(HandoffArgs):
     fallback: str | None = Field(
         default=None, description="The fallback model or specialist that did (part of) the work, and why."
     )
+    text_call: bool = Field(
+        default=False,
+        description="The supervisor's model wrote this handoff's call as text, not as a tool call; it was read "
+        "from its reply and run (see tool_calls in the model settings). Left out when false.",
+        exclude_if=lambda value: not value,  # records of runs made before it existed compare equal
+    )
 
 
 class HandoffRecord(Handoff):

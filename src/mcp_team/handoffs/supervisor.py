@@ -10,15 +10,18 @@ stopped (`Mistakes`). An answer cut off at the output limit, or a refusal, is ne
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+import hashlib
+import json
+from dataclasses import dataclass, field
 
 from mcp_team.errors import BudgetExhausted
 from mcp_team.handoffs.approval import REVISE_PREFIX, approve_turn
 from mcp_team.handoffs.context import RunContext
 from mcp_team.handoffs.execution import dispatch
 from mcp_team.handoffs.judge import CONFLICTS_INSTRUCTIONS, has_judge, note_conflicts, with_conflicts
+from mcp_team.handoffs.planner import PLAN_TOOL
 from mcp_team.handoffs.prompts import SUPERVISOR_INSTRUCTIONS, describe_team
-from mcp_team.handoffs.schema import HandoffArgs, HandoffRecord
+from mcp_team.handoffs.schema import Failure, HandoffArgs, HandoffRecord
 from mcp_team.handoffs.synthesis import FINALIZE_TOOL, note_cut_off, short
 from mcp_team.handoffs.turn import HANDOFF_PREFIX, Continue, Final, Stop, TurnOutcome, TurnPlan, classify
 from mcp_team.llm import (
@@ -27,10 +30,14 @@ from mcp_team.llm import (
     Message,
     ModelError,
     ModelRequest,
+    ModelResponse,
+    TextBlock,
     ToolDefinition,
     ToolResultBlock,
+    ToolUseBlock,
 )
-from mcp_team.llm.text_calls import TEXT_TOOL_CALL_FEEDBACK, text_tool_call
+from mcp_team.llm.answers import NoAnswer, feedback, not_an_answer
+from mcp_team.llm.text_calls import as_tool_calls, read_calls, reads_text_calls
 from mcp_team.llm.types import built, defaults_of
 from mcp_team.specialists import Specialist
 
@@ -92,6 +99,11 @@ class Mistakes:
     what: str = ""  # e.g. `called unknown tool handoff_to_wizard`
     detail: str = ""  # the latest rejection's reason, if it says more than `what`
     times: int = 0
+    no_answers: int = 0  # replies taken as answers that were none, since the last progress
+    first_answer: str = ""  # its answer before any work was done, when it was sent back once to delegate
+    # The failures of these mistakes: recovered only once the supervisor makes progress (see `clear`), so a run
+    # that ends on them does not call them recovered.
+    pending: list[Failure] = field(default_factory=list)
 
     @property
     def last_error(self) -> str:
@@ -109,8 +121,11 @@ class Mistakes:
         )
 
     def clear(self) -> None:
-        """The turn made progress (it handed work off)."""
-        self.what, self.detail, self.times = "", "", 0
+        """The turn made progress (it handed work off, or answered): the mistakes so far are recovered."""
+        self.what, self.detail, self.times, self.no_answers = "", "", 0, 0
+        for failure in self.pending:
+            failure.recovered = True
+        self.pending.clear()
 
 
 def _run_notes(ctx: RunContext) -> str:
@@ -136,31 +151,51 @@ async def supervisor_turn(ctx: RunContext, request: ModelRequest, mistakes: Mist
         ctx.fail("budget_exhausted", "supervisor", f"the supervisor's model call failed: {exc.budget}")
         return Stop(exc.budget)
     uses = response.tool_uses
+    read_text = reads_text_calls(ctx.models.for_role(SUPERVISOR))
+    if not uses and read_text and (named := _named_handoffs(ctx, response, request.tools)) is not None:
+        response, uses = named, named.tool_uses  # a handoff called by its member's name (or its member's tool)
     if not uses:
-        offered = {t.name for t in request.tools}
-        if (name := text_tool_call(response.text, offered)) is not None:
-            # Not an answer: a call the model wrote as text. Back to it, as a malformed handoff would go.
-            reason = f"the supervisor wrote a call of {name} as text instead of calling the tool"
-            ctx.fail("malformed_tool_call", "supervisor", reason, recovered=True)
-            if (stop := mistakes.made(ctx, f"wrote a call of {name} as text instead of calling it", "")) is not None:
+        if (reading := read_calls(response.text, request.tools, aliases=team_aliases(ctx))).calls:
+            # Not an answer: calls written as text that did not run (not read for this model, or not runnable:
+            # `llm.text_calls`). Back to the model with what was wrong, as a malformed handoff would go.
+            called = ", ".join(reading.names)
+            wrong = "; ".join(reading.problems)
+            reason = f"the supervisor wrote a call of {called} as text " + (
+                f"that could not run: {wrong}" if wrong else "instead of calling the tool"
+            )
+            mistakes.pending.append(ctx.fail("malformed_tool_call", "supervisor", reason))
+            what = f"wrote a call of {called} as text " + ("that could not run" if wrong else "instead of calling it")
+            if (stop := mistakes.made(ctx, what, wrong)) is not None:
                 return stop
-            feedback = TEXT_TOOL_CALL_FEEDBACK.format(name=name)
-            return Continue(Message(role="assistant", content=response.text), Message(role="user", content=feedback))
+            return Continue(
+                Message(role="assistant", content=response.text),
+                Message(role="user", content=feedback(reading, read_text)),
+            )
         if response.stop_reason == "refusal":  # e.g. OpenAI's `refusal`: its words are no answer to the request
             said = f": {short(response.text, 300)}" if response.text.strip() else ""
             ctx.fail("model_refused", "supervisor", f"the supervisor's model declined the request{said}")
             return Stop()
-        if response.text.strip():
-            return _answer(ctx, response.text, response.stop_reason)
-        ctx.fail("empty_answer", "supervisor", "the supervisor's model returned neither an answer nor a handoff")
-        return Stop()
+        replied = Message(role="assistant", content=response.text or "(an empty reply)")
+        if (no := not_an_answer(response.text, ctx.request, [*request.tools, *ANSWER_SHAPES])) is not None:
+            return _no_answer(ctx, mistakes, no, replied)
+        if read_text and (again := _delegate_first(ctx, mistakes, replied, response.text)) is not None:
+            return again
+        mistakes.clear()
+        return _answer(ctx, _settled(ctx, mistakes, response.text), response.stop_reason)
     plan = classify(uses, ctx.team, ctx.run_id, ctx.last_seq + 1)
-    if plan.answer is not None:
-        note_conflicts(ctx, response)
-        return _answer(ctx, plan.answer, response.stop_reason)
     reply = Message(role="assistant", content=list(response.content))
+    if plan.answer is not None:
+        if (no := not_an_answer(plan.answer, ctx.request, [*request.tools, *ANSWER_SHAPES])) is not None:
+            return _no_answer(ctx, mistakes, no, reply, [u.id for u in uses])
+        if read_text and (again := _delegate_first(ctx, mistakes, reply, plan.answer, [u.id for u in uses])):
+            return again
+        note_conflicts(ctx, response)
+        mistakes.clear()
+        return _answer(ctx, _settled(ctx, mistakes, plan.answer), response.stop_reason)
     if not plan.handoffs:  # every call was rejected: each goes back as an error, unless this keeps happening
+        before = len(ctx.failures)
         results = await run_turn(ctx, plan)
+        mistakes.pending += ctx.failures[before:]  # recovered once the supervisor makes progress
         names = {u.id: u.name for u in uses}
         what = " and ".join(dict.fromkeys(_MISTAKES[r.kind].format(name=names[r.call_id]) for r in plan.rejected))
         if (stop := mistakes.made(ctx, what, plan.rejected[-1].reason)) is not None:
@@ -170,12 +205,56 @@ async def supervisor_turn(ctx: RunContext, request: ModelRequest, mistakes: Mist
     if (decision := await approve_turn(ctx, list(plan.handoffs))) is None:  # the `plan` checkpoint stopped the run
         return Stop()
     if decision.action == "revise":
-        feedback = f"{REVISE_PREFIX}: {decision.feedback}. Hand off again with the changes."
-        answers: list[ContentBlock] = [ToolResultBlock(tool_use_id=u.id, content=feedback, is_error=True) for u in uses]
+        revise = f"{REVISE_PREFIX}: {decision.feedback}. Hand off again with the changes."
+        answers: list[ContentBlock] = [ToolResultBlock(tool_use_id=u.id, content=revise, is_error=True) for u in uses]
         return Continue(reply, Message(role="user", content=answers))
     ctx.last_seq += len(plan.handoffs)
     results = await run_turn(ctx, plan)
     return Continue(reply, Message(role="user", content=results))
+
+
+def _named_handoffs(ctx: RunContext, response: ModelResponse, tools: list[ToolDefinition]) -> ModelResponse | None:
+    """`response` with the handoffs its text calls by another name made real calls (see `team_aliases`); None when
+    it has none, or any call in it cannot run. A call of a member's own tool (`calculate`) with that tool's
+    arguments, not a handoff's, still means that member: it gets the request, with the call as its context."""
+    if (named := as_tool_calls(response, tools, team_aliases(ctx))) is not None:
+        return named
+    reading = read_calls(response.text, tools, aliases=team_aliases(ctx))
+    owned = _tool_owners(ctx)
+    if not reading.calls or reading.ambiguous:
+        return None
+    uses: list[TextBlock | ToolUseBlock] = []
+    digest = hashlib.sha256(response.text.encode()).hexdigest()[:12]  # as llm.text_calls names its calls
+    for n, call in enumerate(reading.calls):
+        arguments = call.arguments
+        if call.problem is not None:
+            if owned.get(call.called) != call.name:  # not a member's tool: it goes back, saying what was wrong
+                return None
+            asked = f"{call.called}({json.dumps(call.arguments)})" if call.arguments else call.called
+            arguments = {"task": ctx.request, "context": f"The supervisor asked for: {asked}"}
+        uses.append(ToolUseBlock(id=f"call_text_{digest}_{n}", name=call.name, input=arguments, from_text=True))
+    return response.model_copy(update={"content": uses, "stop_reason": "tool_use"})
+
+
+def _tool_owners(ctx: RunContext) -> dict[str, str]:
+    """The tools only one member has, each with that member's handoff tool."""
+    owners: dict[str, list[str]] = {}
+    for s in ctx.workers:
+        for tool in s.tools:
+            owners.setdefault(tool.name, []).append(f"{HANDOFF_PREFIX}{s.name}")
+    return {tool: handoffs[0] for tool, handoffs in owners.items() if len(handoffs) == 1}
+
+
+def team_aliases(ctx: RunContext) -> dict[str, str]:
+    """Names a model that writes its calls as text may give a handoff, each meaning one member alone: the member's
+    name (`analyst`, `handoff_analyst`), or the name of a tool only that member has (`calculate`, which small
+    models call with a handoff's arguments after reading the team's description)."""
+    aliases: dict[str, str] = {}
+    for s in ctx.workers:
+        handoff = f"{HANDOFF_PREFIX}{s.name}"
+        for alias in (s.name, f"handoff_{s.name}", f"{s.name}_specialist", f"transfer_to_{s.name}"):
+            aliases[alias] = handoff
+    return {**aliases, **_tool_owners(ctx)}
 
 
 def _answer(ctx: RunContext, answer: str, stop_reason: str) -> Final:
@@ -183,12 +262,72 @@ def _answer(ctx: RunContext, answer: str, stop_reason: str) -> Final:
     return Final(answer)
 
 
+# What an answer must not be besides the calls of the supervisor's own tools: the arguments of a plan.
+ANSWER_SHAPES = (PLAN_TOOL,)
+
+
+DELEGATE_FIRST = (
+    "Do not answer yourself: your team does the work. Reply with only the call that hands the request to the team "
+    'member who should do it, {{"name": "handoff_to_<member>", "arguments": {{"task": "<the task>"}}}}, one of:\n'
+    "{team}\nCall finalize only once you have their results."
+)
+
+
+def _delegate_first(
+    ctx: RunContext, mistakes: Mistakes, reply: Message, answer: str, call_ids: list[str] | None = None
+) -> Continue | None:
+    """A supervisor that answers before any member did any work is sent back, once, to delegate: small models whose
+    calls are read from their text often do the work themselves, which is not what a team is for. None: an answer
+    stands (work was done, or it was sent back once already and answered again: then its first answer stands,
+    given before it was pressed, in `mistakes.first_answer`)."""
+    if ctx.records or mistakes.first_answer:
+        return None
+    mistakes.first_answer = answer
+    team = "\n".join(f"- {HANDOFF_PREFIX}{s.name}: {s.description}" for s in ctx.workers)
+    told = DELEGATE_FIRST.format(team=team)
+    if call_ids:
+        results: list[ContentBlock] = [ToolResultBlock(tool_use_id=i, content=told, is_error=True) for i in call_ids]
+        return Continue(reply, Message(role="user", content=results))
+    return Continue(reply, Message(role="user", content=told))
+
+
+def _settled(ctx: RunContext, mistakes: Mistakes, answer: str) -> str:
+    """The answer that stands: with no work done after being sent back to delegate, the first one (see
+    `_delegate_first`), else `answer`."""
+    return mistakes.first_answer if mistakes.first_answer and not ctx.records else answer
+
+
+def _no_answer(
+    ctx: RunContext, mistakes: Mistakes, no: NoAnswer, reply: Message, call_ids: list[str] | None = None
+) -> Continue | Stop:
+    """A reply taken as the answer that is none (`llm.text_calls.not_an_answer`): back to the supervisor once,
+    told why; the second time the run stops, saying why it has no answer. `call_ids`: the finalize calls that
+    held it, answered with the feedback as their error results."""
+    if mistakes.no_answers >= 1:
+        why = f"the supervisor's model gave no answer: {no.why}"
+        ctx.fail(no.kind, "supervisor", f"{why} (twice in a row, after being told why)")
+        ctx.note(
+            "no_answer",
+            f"The run has no answer from its supervisor: {no.why}. Its model did not write an answer after being "
+            "told why; it needs a model that writes its answers out (or calls finalize).",
+        )
+        return Stop(why)
+    mistakes.no_answers += 1
+    mistakes.pending.append(ctx.fail(no.kind, "supervisor", f"the supervisor's reply was no answer: {no.why}"))
+    if call_ids:
+        results: list[ContentBlock] = [
+            ToolResultBlock(tool_use_id=i, content=no.feedback, is_error=True) for i in call_ids
+        ]
+        return Continue(reply, Message(role="user", content=results))
+    return Continue(reply, Message(role="user", content=no.feedback))
+
+
 async def run_turn(ctx: RunContext, plan: TurnPlan) -> list[ContentBlock]:
     """Answer every tool call of a classified turn; the handoffs run concurrently."""
     answers: dict[str, ToolResultBlock] = {}
     for rejected in plan.rejected:
-        if rejected.kind != "finalize":
-            ctx.fail(rejected.kind, rejected.specialist, rejected.reason, rejected.task, recovered=True)
+        if rejected.kind != "finalize":  # recovered when handoffs of the same turn go on (else see `Mistakes`)
+            ctx.fail(rejected.kind, rejected.specialist, rejected.reason, rejected.task, recovered=bool(plan.handoffs))
         answers[rejected.call_id] = ToolResultBlock(
             tool_use_id=rejected.call_id, content=rejected.reason, is_error=True
         )

@@ -11,9 +11,20 @@ from collections.abc import Sequence
 from mcp_team.errors import BudgetExhausted
 from mcp_team.handoffs.context import RunContext
 from mcp_team.handoffs.judge import CONFLICTS_INSTRUCTIONS, RULINGS_HEADING, has_judge, note_conflicts, with_conflicts
+from mcp_team.handoffs.planner import PLAN_TOOL
 from mcp_team.handoffs.prompts import FINALIZE_DESCRIPTION, SYNTHESIS_INSTRUCTIONS
 from mcp_team.handoffs.schema import HandoffRecord
-from mcp_team.llm import SUPERVISOR, Message, ModelError, ModelRequest, ToolDefinition
+from mcp_team.llm import (
+    SUPERVISOR,
+    ContentBlock,
+    Message,
+    ModelError,
+    ModelRequest,
+    ModelResponse,
+    ToolDefinition,
+    ToolResultBlock,
+)
+from mcp_team.llm.answers import not_an_answer
 
 FINALIZE_TOOL = ToolDefinition(
     name="finalize",
@@ -68,28 +79,52 @@ async def synthesize(ctx: RunContext, how: str = "", rulings: str = "") -> str:
         message += f"\n\n{RULINGS_HEADING}\n{rulings}"
     elif has_judge(ctx):
         system, tool = system + CONFLICTS_INSTRUCTIONS, with_conflicts(FINALIZE_TOOL)
-    request = ModelRequest(
-        system=system,
-        messages=[Message(role="user", content=message)],
-        tools=[tool],
-        phase="synthesize",
-        member=SUPERVISOR,
-    )
-    try:
-        response = await ctx.supervisor_call(request, final=True)
-    except ModelError as exc:
-        ctx.fail(exc.kind, "supervisor", f"the closing synthesis failed: {exc.message}")
-        return fallback_answer(ctx)
-    except BudgetExhausted as exc:
-        ctx.fail("budget_exhausted", "supervisor", f"the closing synthesis failed: {exc.budget}")
-        return fallback_answer(ctx)
-    if not rulings:
-        note_conflicts(ctx, response)
-    note_cut_off(ctx, response.stop_reason, "the closing synthesis: ")
+    messages = [Message(role="user", content=message)]
+    shapes = [tool, PLAN_TOOL]  # what a synthesis's answer must not be: JSON meant for these
+    for attempt in (1, 2):
+        request = ModelRequest(system=system, messages=messages, tools=[tool], phase="synthesize", member=SUPERVISOR)
+        try:
+            response = await ctx.supervisor_call(request, final=True)
+        except ModelError as exc:
+            ctx.fail(exc.kind, "supervisor", f"the closing synthesis failed: {exc.message}")
+            return fallback_answer(ctx)
+        except BudgetExhausted as exc:
+            ctx.fail("budget_exhausted", "supervisor", f"the closing synthesis failed: {exc.budget}")
+            return fallback_answer(ctx)
+        answer = _answer_of(response)
+        if (no := not_an_answer(answer, ctx.request, shapes)) is None:
+            if not rulings:
+                note_conflicts(ctx, response)
+            note_cut_off(ctx, response.stop_reason, "the closing synthesis: ")
+            return answer
+        if attempt == 2:  # told why once already: the run says so, and gives the finished results as they are
+            ctx.fail(no.kind, "supervisor", f"the closing synthesis gave no answer, twice: {no.why}")
+            ctx.note(
+                "no_synthesis",
+                f"The closing synthesis gave no answer ({no.why}), also after being told why; the answer is the "
+                "finished results as they are.",
+            )
+            return fallback_answer(ctx)
+        # Once more, told why: after its reply (a finalize call's answer goes back as that call's error result).
+        finalizes = [u for u in response.tool_uses if u.name == "finalize"]
+        if finalizes:
+            messages.append(Message(role="assistant", content=list(response.content)))
+            told: list[ContentBlock] = [
+                ToolResultBlock(tool_use_id=u.id, content=no.feedback, is_error=True) for u in response.tool_uses
+            ]
+            messages.append(Message(role="user", content=told))
+        else:
+            messages.append(Message(role="assistant", content=response.text or "(an empty reply)"))
+            messages.append(Message(role="user", content=no.feedback))
+    raise AssertionError("unreachable: the second attempt returns")
+
+
+def _answer_of(response: ModelResponse) -> str:
+    """A synthesis's answer: its finalize call's, else its text."""
     for use in response.tool_uses:
         if use.name == "finalize" and isinstance(use.input.get("answer"), str):
             return str(use.input["answer"])
-    return response.text or fallback_answer(ctx)
+    return response.text
 
 
 def fallback_answer(ctx: RunContext) -> str:

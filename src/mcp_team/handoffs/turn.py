@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from mcp_team.handoffs.schema import Handoff, HandoffArgs, validation_problems
 from mcp_team.llm import Message, ToolUseBlock
+from mcp_team.llm.text_calls import only_markers
 
 HANDOFF_PREFIX = "handoff_to_"
 FINALIZE = "finalize"
@@ -113,7 +114,7 @@ def classify(uses: Sequence[ToolUseBlock], team: Collection[str], run_id: str, f
             rejected.append(Rejected(use.id, "malformed_handoff", target, reason))
             continue
         try:
-            args = HandoffArgs.model_validate(use.input)
+            args = HandoffArgs.model_validate(without_markers(use.input))
         except ValidationError as exc:
             problems = "; ".join(validation_problems(exc))
             reason = f"malformed handoff to {target}: {problems}. Expected {{task, context?, expected_output?}}."
@@ -121,5 +122,21 @@ def classify(uses: Sequence[ToolUseBlock], team: Collection[str], run_id: str, f
             continue
         seq = first_seq + len(handoffs)
         # The validated fields as they are (`__dict__`: no extras, see HandoffArgs): cheaper than a dump.
-        handoffs.append(Handoff(id=f"h{seq}", seq=seq, run_id=run_id, target=target, call_id=use.id, **args.__dict__))
+        handoffs.append(
+            Handoff(
+                id=f"h{seq}",
+                seq=seq,
+                run_id=run_id,
+                target=target,
+                call_id=use.id,
+                text_call=use.from_text,
+                **args.__dict__,
+            )
+        )
     return TurnPlan(call_ids, tuple(handoffs), tuple(rejected))
+
+
+def without_markers(arguments: dict[str, object]) -> dict[str, object]:
+    """A handoff's arguments with every string that is only a chat template's marker (a small model's `context`
+    of `<tool_response>`) made empty: no specialist should read one as its context (an empty task is refused)."""
+    return {k: "" if isinstance(v, str) and only_markers(v) else v for k, v in arguments.items()}

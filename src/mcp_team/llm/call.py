@@ -13,6 +13,7 @@ import anyio
 
 from mcp_team.llm.cost import Price, call_cost, failed_call_cost, price_of
 from mcp_team.llm.limits import EndpointLimiter, EndpointLimits, Limiters, estimate_input_tokens
+from mcp_team.llm.text_calls import as_tool_calls, reads_text_calls
 from mcp_team.llm.types import (
     ContentBlock,
     Model,
@@ -33,6 +34,7 @@ from mcp_team.telemetry.attributes import (
     RESPONSE_ID,
     RESPONSE_MODEL,
     SYSTEM_INSTRUCTIONS,
+    TEXT_TOOL_CALLS,
     USAGE_COST_USD,
 )
 
@@ -338,6 +340,13 @@ async def _call(
                     OUTPUT_MESSAGES,
                     lambda: [{**_semconv("assistant", response.content), "finish_reason": response.stop_reason}],
                 )
+        # Calls written as text, read and run when they are unambiguous (llm/text_calls.py). Here, not in a backend:
+        # a recording, a durable step and the span's content keep the reply as the model wrote it, and a replay
+        # reads it again.
+        if request.tools and reads_text_calls(model) and (read := as_tool_calls(response, request.tools)):
+            response = read
+            if span.is_recording():
+                span.set_attribute(TEXT_TOOL_CALLS, tuple(u.name for u in read.tool_uses))
     return response
 
 

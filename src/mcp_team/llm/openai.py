@@ -211,6 +211,18 @@ class OpenAIModel:
             return self._response(completion)
         raise ModelError("bad_request", f"{self.where} kept rejecting the {self.name} request's parameters")
 
+    async def list_models(self, timeout: float = 10.0) -> list[tuple[str, str]]:
+        """The models the endpoint lists (`GET /models`), as `(id, owned_by)`, asked once (no retries) with a short
+        `timeout`: for `mcp-team check`, not for runs. Raises `ModelError`."""
+        try:
+            client = self.client.with_options(timeout=timeout, max_retries=0)
+            page = await client.models.list()
+            return [(str(m.id), str(getattr(m, "owned_by", "") or "")) for m in page.data]
+        except openai.OpenAIError as err:
+            raise self._model_error(err) from None
+        except (AttributeError, TypeError, ValueError) as err:  # a 200 that is no model listing
+            raise self._unreadable(f"not a model listing: {err}") from None
+
     async def _streamed(self, client: openai.AsyncOpenAI, **request: Any) -> ChatCompletion:
         """One call made streaming, its chunks put together into the reply a whole one would have been."""
         reply = StreamedReply()

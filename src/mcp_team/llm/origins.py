@@ -87,18 +87,21 @@ def role_model(settings: ModelSettings, role: str, in_file: Collection[str] = ()
     return RoleModel(role, str(ref), model_from, endpoint, endpoint_from, is_default, own_api)
 
 
-def default_name_elsewhere(roles: list[RoleModel]) -> str | None:
-    """A warning when a role runs a provider's default model name on another server, where it likely has another
-    name (Ollama's are `qwen2.5:7b`, `llama3.1`): the run would stop at its first call."""
-    off = [r for r in roles if r.default_name and not r.provider_api]
+def default_name_elsewhere(roles: list[RoleModel], asked: Collection[str] = ()) -> str | None:
+    """A warning when a role runs a provider's default model name on another server, where it may have another
+    name (Ollama's are `qwen2.5:7b`, `llama3.1`): the run would stop at its first call. `asked`: the endpoints
+    whose listing of the models they serve was read (`llm.served`): that says it, not this guess."""
+    off = [r for r in roles if r.default_name and not r.provider_api and r.endpoint.rstrip("/") not in asked]
     if not off:
         return None
     what = ", ".join(f"the {r.role}'s {r.model} at {r.endpoint}" for r in off)
-    fixes = " and ".join(f"MCP_TEAM_{r.role.upper()}_MODEL={r.model.partition(':')[0]}:NAME" for r in off)
+    provider = off[0].model.partition(":")[0]
+    roles_fix = " and ".join(f"MCP_TEAM_{r.role.upper()}_MODEL={r.model.partition(':')[0]}:NAME" for r in off)
     return (
-        f"{what}: a default name of the provider's own API, which a server of your own (Ollama, vLLM) likely does "
-        f"not serve, so the first call would fail; name the model it serves with {fixes} (or [models] in the "
-        "team file)"
+        f"{what}: a default name of the provider's own API, which a server of your own may not serve (llama.cpp's "
+        "answers any name; Ollama's and vLLM's do not), and it could not be asked which it serves; if the first "
+        f"call fails, name the model it serves: --model {provider}:NAME (or MCP_TEAM_MODEL={provider}:NAME; per "
+        f"role {roles_fix}, or [models] in the team file)"
     )
 
 

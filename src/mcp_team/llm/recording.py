@@ -24,7 +24,7 @@ from types import TracebackType
 from typing import Any, Literal, Self
 
 import anyio
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from mcp_team.llm.call import SPECIALIST, SUPERVISOR, ModelSet
 from mcp_team.llm.types import Model, ModelError, ModelRequest, ModelResponse
@@ -45,15 +45,19 @@ class ModelIdentity(BaseModel):
     name: str
     base_url: str | None = None
     price_provider: str | None = None
+    # Its `tool_calls` setting when not `auto` (a replay reads text calls as the run did); left out when unset.
+    tool_calls: str | None = Field(default=None, exclude_if=lambda value: value is None)
 
     @classmethod
     def of(cls, model: Model) -> ModelIdentity:
         url, prices = getattr(model, "base_url", None), getattr(model, "price_provider", None)
+        mode = getattr(model, "tool_calls", None)
         return cls(
             provider=model.provider,
             name=model.name,
             base_url=str(url) if url else None,
             price_provider=str(prices) if prices else None,
+            tool_calls=mode if mode in ("native", "text") else None,
         )
 
     def __str__(self) -> str:

@@ -243,6 +243,8 @@ class ReplayModel:
         self.replay = replay
         self.name, self.provider = identity.name, identity.provider
         self.base_url, self.price_provider = identity.base_url, identity.price_provider
+        if identity.tool_calls is not None:  # as recorded: its text calls are read (or not) as they were
+            self.tool_calls = identity.tool_calls
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         return await self.replay.serve(request)

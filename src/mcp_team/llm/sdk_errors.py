@@ -67,7 +67,10 @@ def describe(
         return ("timeout", None, f"the {model} call timed out ({timeout:g} s per attempt); gave up after {tries}")
     if isinstance(err, sdk.APIConnectionError):
         tries = attempts(err.request.headers, max_retries)
-        cause = f": {type(err.__cause__).__name__}: {err.__cause__}" if err.__cause__ else ""
+        said = str(err.__cause__ or "")
+        # httpx says "All connection attempts failed" (of one attempt's addresses): the attempts are said once, below.
+        cause = f": {type(err.__cause__).__name__}" if err.__cause__ else ""
+        cause += f": {said}" if said and "connection attempts failed" not in said.lower() else ""
         return (
             "connection",
             None,

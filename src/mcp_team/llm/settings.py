@@ -27,8 +27,9 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from mcp_team.errors import ConfigError
 from mcp_team.llm.call import SPECIALIST, SUPERVISOR, ModelSet
 from mcp_team.llm.limits import EndpointLimits, Limiters
+from mcp_team.llm.text_calls import ToolCallMode
 from mcp_team.llm.types import Model
-from mcp_team.llm.wrappers import SamplingSettings, TunedModel
+from mcp_team.llm.wrappers import SamplingSettings, ToolCallsModel, TunedModel
 
 Backend = Literal["anthropic", "openai", "offline", "sampling", "replay"]
 BACKENDS: tuple[Backend, ...] = get_args(Backend)
@@ -102,6 +103,10 @@ class MemberModel(BaseModel):
         default=None, description="The model string used when its model keeps failing (overloaded, timeouts)."
     )
     sampling: SamplingSettings | None = None
+    tool_calls: ToolCallMode | None = Field(
+        default=None,
+        description="Whether calls its model writes as text are run (auto, native, text); None: its role's.",
+    )
     role: str = Field(default=SPECIALIST, description="Its role, whose model it uses unless it names its own.")
 
     @field_validator("model", "fallback")
@@ -153,6 +158,14 @@ class ModelSettings(BaseSettings):
     specialist_fallback: str | None = Field(
         default=None, description="The specialists' model when their own keeps failing (overloaded, timeouts)."
     )
+    tool_calls: ToolCallMode = Field(
+        default="auto",
+        description="Whether tool calls a model writes as text (fenced JSON, <tool_call> tags) are read and run: "
+        "auto (on for OpenAI-compatible servers other than OpenAI's own API), native (never: such replies go back "
+        "to the model) or text (always).",
+    )
+    supervisor_tool_calls: ToolCallMode | None = Field(default=None, description="The supervisor's; None: tool_calls.")
+    specialist_tool_calls: ToolCallMode | None = Field(default=None, description="The specialists'; None: tool_calls.")
     anthropic_api_key: SecretStr | None = Field(
         default=None, validation_alias=AliasChoices("MCP_TEAM_ANTHROPIC_API_KEY", "ANTHROPIC_API_KEY")
     )
@@ -339,6 +352,11 @@ def _build(settings: ModelSettings, backend: Backend, members: Mapping[str, Memb
         sampling = settings.supervisor_sampling if role == SUPERVISOR else settings.specialist_sampling
         if sampling is not None:
             roles[role] = TunedModel(roles[role], sampling)
+        mode = (settings.supervisor_tool_calls if role == SUPERVISOR else settings.specialist_tool_calls) or (
+            settings.tool_calls
+        )
+        if mode != "auto":
+            roles[role] = ToolCallsModel(roles[role], mode)
     fallbacks: dict[str, Model] = {}
     for role, text in ((SUPERVISOR, settings.supervisor_fallback), (SPECIALIST, settings.specialist_fallback)):
         if text is not None:
@@ -367,6 +385,11 @@ def _build(settings: ModelSettings, backend: Backend, members: Mapping[str, Memb
             )
         if choice.sampling is not None:
             own[name] = _tuned(own.get(name) or roles[choice.role], choice.sampling)
+        # Its own setting, else its role's (a model of its own does not inherit the role model's wrapper).
+        role_mode = settings.supervisor_tool_calls if choice.role == SUPERVISOR else settings.specialist_tool_calls
+        mode = choice.tool_calls or role_mode or settings.tool_calls
+        if (choice.tool_calls is not None or name in own) and mode != "auto":
+            own[name] = ToolCallsModel(own.get(name) or roles[choice.role], mode)
         if choice.fallback is not None:
             ref = _member_ref(choice.fallback, backend, f"specialist {name!r}: fallback")
             fallbacks[name] = factory.model(ref, None, None, None, f"specialist {name!r}'s fallback model")

@@ -42,6 +42,11 @@ class ToolUseBlock(_Frozen):
     name: str
     input: dict[str, Any] = Field(default_factory=dict)
     input_error: str | None = None
+    # Left out of every dump: a request holding the call hashes as it did before the field existed (recordings
+    # made then still replay), and a recording keeps the reply as the model wrote it (`llm.text_calls`).
+    from_text: bool = Field(
+        default=False, exclude=True, description="The model wrote the call as text; it was read from the text."
+    )
 
     @cached_property
     def input_json(self) -> str:

@@ -69,6 +69,15 @@ class TunedModel(WrapperModel):
         return self.sampling.model_dump(exclude_none=True)
 
 
+class ToolCallsModel(WrapperModel):
+    """`wrapped` with a `tool_calls` setting of its own (`auto`, `native` or `text`): whether calls it writes as
+    text are read and run (see `llm.text_calls.reads_text_calls`)."""
+
+    def __init__(self, wrapped: Model, tool_calls: str) -> None:
+        super().__init__(wrapped)
+        self.tool_calls = tool_calls
+
+
 def map_models(models: ModelSet, wrap: Callable[[Model], Model]) -> ModelSet:
     """`models` with every model wrapped by `wrap`, each distinct model once.
 

@@ -23,6 +23,7 @@ from mcp_team.handoffs import RunSettings
 from mcp_team.handoffs.gates import Gates
 from mcp_team.handoffs.subteam import SubTeam
 from mcp_team.llm.settings import MemberModel, check_base_url
+from mcp_team.llm.text_calls import ToolCallMode
 from mcp_team.llm.wrappers import SamplingSettings
 from mcp_team.server.subteams import load_subteams
 from mcp_team.server.teamfile_problems import BUILTIN_TOOLS as BUILTIN_TOOLS
@@ -66,6 +67,10 @@ class ModelsSpec(_Strict):
     specialist_fallback: str | None = None
     supervisor_sampling: SamplingSettings | None = None
     specialist_sampling: SamplingSettings | None = None
+    # Whether tool calls a model writes as text are run: auto, native or text (see llm/text_calls.py).
+    tool_calls: ToolCallMode | None = None
+    supervisor_tool_calls: ToolCallMode | None = None
+    specialist_tool_calls: ToolCallMode | None = None
 
 
 class ToolSettings(_Strict):
@@ -95,6 +100,7 @@ class SpecialistSpec(_Strict):
     api_key_env: str | None = Field(default=None, description="The variable that holds its endpoint's API key.")
     fallback_model: str | None = None
     sampling: SamplingSettings | None = Field(default=None, description="Its temperature and output limit.")
+    tool_calls: ToolCallMode | None = Field(default=None, description="auto, native or text; default: its role's.")
     fallback: str | None = Field(default=None, description="The specialist that takes over once its circuit opens.")
     gates: Gates | None = None  # quality gates on its output (handoffs/gates.py)
     team: str | dict[str, Any] | None = None  # a member that is a team: a team file's path, or an inline table
@@ -160,10 +166,12 @@ class TeamSpec:
             overrides["supervisor_model"] = self.model.models.supervisor
         if self.model.models.specialist:
             overrides["specialist_model"] = self.model.models.specialist
+        if self.model.models.tool_calls:
+            overrides["tool_calls"] = self.model.models.tool_calls
         if self.model.supervisor.max_concurrency:
             overrides["max_concurrency"] = self.model.supervisor.max_concurrency
         for role in ("supervisor", "specialist"):
-            for key in (f"{role}_fallback", f"{role}_sampling"):
+            for key in (f"{role}_fallback", f"{role}_sampling", f"{role}_tool_calls"):
                 if (value := getattr(self.model.models, key)) is not None:
                     overrides[key] = value
         return overrides
@@ -180,10 +188,11 @@ class TeamSpec:
                 api_key_env=s.api_key_env,
                 fallback=s.fallback_model,
                 sampling=s.sampling,
+                tool_calls=s.tool_calls,
                 role=s.model_role,
             )
             for s in self.model.specialists
-            if s.model or s.base_url or s.api_key_env or s.fallback_model or s.sampling
+            if s.model or s.base_url or s.api_key_env or s.fallback_model or s.sampling or s.tool_calls
         }
 
     def secrets(self) -> list[str]:

@@ -26,7 +26,8 @@ from mcp_team.llm import (
     Usage,
     chat,
 )
-from mcp_team.llm.text_calls import TEXT_TOOL_CALL_FEEDBACK, text_tool_call
+from mcp_team.llm.answers import feedback, not_an_answer
+from mcp_team.llm.text_calls import read_calls, reads_text_calls
 from mcp_team.llm.types import NO_USAGE, built, defaults_of, no_usage
 from mcp_team.specialists.definition import Specialist
 from mcp_team.specialists.tools import MAX_RESULT_CHARS, ToolFailed, capped
@@ -136,9 +137,10 @@ async def _loop(
     messages = [Message(role="user", content=handoff_message(task, context, expected_output))]
     instructions = specialist.instructions  # a property that formats the prompt: once a handoff
     tools = [t.definition for t in specialist.tools]
-    offered = {t.name for t in specialist.tools}
+    read_text = reads_text_calls(models.for_member(specialist.name, specialist.model_role))
     usage = NO_USAGE
     last_text = ""
+    asked_again = False  # a reply that was no answer went back once; the next one is final
 
     def failed(error_type: str, error: str, turns: int) -> SpecialistResult:
         return SpecialistResult(
@@ -168,18 +170,24 @@ async def _loop(
         text = response.text  # a property that joins the text blocks: once a turn
         last_text = text or last_text
         uses = response.tool_uses
-        if not uses and turn < specialist.max_turns and (name := text_tool_call(text, offered)):
-            # A call written as text is no answer: back to the model, with a turn left to make it properly.
+        if not uses and turn < specialist.max_turns and (reading := read_calls(text, tools)).calls:
+            # Calls written as text that did not run (`llm.text_calls`: not read for this model, or not runnable)
+            # are no answer: back to the model, with what was wrong and a turn left to make them properly.
             messages.append(Message(role="assistant", content=text))
-            messages.append(Message(role="user", content=TEXT_TOOL_CALL_FEEDBACK.format(name=name)))
+            messages.append(Message(role="user", content=feedback(reading, read_text)))
             continue
         if not uses:
             if response.stop_reason == "refusal":
                 return failed("model_refused", _declined(text), turn)
             if response.stop_reason == "max_tokens":
                 return failed("truncated", TRUNCATED.format(name=specialist.name), turn)
-            if not text.strip():
-                return failed("empty_answer", "the model returned an empty answer", turn)
+            if (no := not_an_answer(text, task, tools)) is not None:
+                if asked_again or turn == specialist.max_turns:
+                    return failed(no.kind, f"{specialist.name} gave no answer: {no.why}", turn)
+                asked_again = True  # once more, told why; a model that does it again has no answer to give
+                messages.append(Message(role="assistant", content=text if text.strip() else "(an empty reply)"))
+                messages.append(Message(role="user", content=no.feedback))
+                continue
             verdict = parse_verdict(text) if specialist.returns_verdict else None
             return built(
                 SpecialistResult,

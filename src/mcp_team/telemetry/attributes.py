@@ -51,6 +51,8 @@ RUN_MODE: Final = "mcp_team.run.mode"
 RUN_STATUS: Final = "mcp_team.run.status"
 AGENT_TURNS: Final = "mcp_team.agent.turns"
 USAGE_COST_USD: Final = "mcp_team.usage.cost_usd"  # from genai-prices; absent when the price is unknown
+# On a call whose reply wrote its tool calls as text, read and run as calls (llm/text_calls.py): their tools' names.
+TEXT_TOOL_CALLS: Final = "mcp_team.tool_calls.from_text"
 FALLBACK_MODEL: Final = "mcp_team.fallback"  # on a call or handoff a fallback took over: which, for what, why
 # On a span of a run's trace file whose parent is not in the file (the run's root under the MCP SDK's
 # `tools/call` span, itself under the client's span): that parent's id, so the file has no dangling reference.

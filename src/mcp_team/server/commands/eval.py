@@ -266,7 +266,7 @@ def _report(
 
     from rich.text import Text
 
-    from mcp_team.evals.report import case_table, json_report, summarize
+    from mcp_team.evals.report import case_table, json_report, paired_table, summarize, verdict_line
 
     order = {case.name: i for i, case in enumerate(suite.cases)}
     for runs in (team_runs, single_runs or []):
@@ -298,7 +298,9 @@ def _report(
         # The failures quote the suite's text and the answer: plain text, `[` included, never markup.
         out.print(Text.assemble((f"✗ {r.case.name}{again}", "red"), ": " + "; ".join(r.failures()[:3])))
     if single_runs:
+        out.print(paired_table(team_runs, single_runs))
         out.print(_side_by_side(team_runs, single_runs, interrupted))
+        out.print(Text(verdict_line(team_runs, single_runs, backend)))
     if written:
         err.print(Text(f"mcp-team: report written to {written}"))
     if interrupted:

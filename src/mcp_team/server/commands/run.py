@@ -28,7 +28,7 @@ from mcp_team.server.commands.common import (
     trace_flags,
     with_call_timeout,
 )
-from mcp_team.server.commands.run_console import compare, progress, summary
+from mcp_team.server.commands.run_console import compare, progress, summary, warn_about_servers
 from mcp_team.server.commands.runs import durable_config, durable_flags
 
 if TYPE_CHECKING:
@@ -169,6 +169,8 @@ def _run_traced(
         console.print("[yellow]mcp-team: offline backend: deterministic answers, no LLM is called[/yellow]")
     elif replay is not None:
         console.print(f"[yellow]mcp-team: replaying {replay.recording.path}: no model is called[/yellow]")
+    else:
+        warn_about_servers(console, models)  # a model name its server does not serve, said before the first call
     on_event = None if args.quiet else progress(console)
     try:
         record = args.record or (str(Path(settings.record_dir) / f"{run_id}.jsonl") if settings.record_dir else None)

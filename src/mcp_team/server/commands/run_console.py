@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from mcp_team.handoffs import RunEvent, RunResult
+    from mcp_team.llm import ModelSet
     from mcp_team.llm.replay import Replay
 
 
@@ -34,6 +35,25 @@ def progress(console: Console) -> Callable[[RunEvent], Awaitable[None]]:
             console.print(f"[dim]· {event.message}[/dim]")
 
     return on_event
+
+
+def warn_about_servers(console: Console, models: ModelSet) -> None:
+    """Once, at the start of a run: a model name that an OpenAI-compatible server of one's own does not serve
+    (asked with `GET /models`, see `llm.served`), which would fail the first call. Nothing when all is well, or
+    when the server cannot be asked (the run's first call says why)."""
+    import anyio
+    from rich.markup import escape
+
+    from mcp_team.llm.served import endpoints, inquire
+
+    members = [("the supervisor", models.for_role("supervisor")), ("the specialists", models.for_role("specialist"))]
+    found = endpoints([*members, *((f"specialist {name!r}", m) for name, m in models.members.items())])
+    if not found:
+        return
+    anyio.run(inquire, found)
+    for endpoint in found:
+        for warning in endpoint.warnings():
+            console.print(f"[yellow]mcp-team: warning: {escape(warning)}[/yellow]")
 
 
 def _count(n: int, thing: str) -> str:

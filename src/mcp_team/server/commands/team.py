@@ -25,7 +25,12 @@ def add_parsers(sub: Subparsers) -> None:
     init.add_argument("--force", action="store_true", help="overwrite an existing file")
     init.set_defaults(handler=init_command)
 
-    check = sub.add_parser("check", help="validate a team file and show the team")
+    check = sub.add_parser(
+        "check",
+        help="validate a team file, show the team, and ask its model servers what they serve",
+        description="Validate a team file and show the team, each role's model and where it was set. An "
+        "OpenAI-compatible server of your own (OPENAI_BASE_URL) is asked which model names it serves (GET /models).",
+    )
     check.add_argument("path", nargs="?", help="the team file (default: the one `serve` would load)")
     team_flag(check)  # as `run` and `serve` take it
     check.add_argument(
@@ -34,6 +39,13 @@ def add_parsers(sub: Subparsers) -> None:
     check.add_argument("--host", help="with --http: the bind address `serve` would get")
     check.add_argument("--port", type=int, help="with --http: the port `serve` would get")
     auth_flags(check)
+    check.add_argument("--model", metavar="PROVIDER[:MODEL]", help="check as `run --model` would run")
+    check.add_argument(
+        "--probe",
+        action="store_true",
+        help="also make one small test call per server, to learn whether its model returns native tool calls "
+        "(it costs a call)",
+    )
     check.set_defaults(handler=check_command)
 
 
@@ -83,7 +95,7 @@ def check_command(args: argparse.Namespace) -> int:
         table.add_column(column, no_wrap=True)
     table.add_column("model", ratio=1)
     grants = {s.name: s.tools for s in spec.model.specialists} if spec.model else {}
-    settings, members = _model_settings(spec), spec.member_models
+    settings, members = _model_settings(spec, args.model), spec.member_models
     for s in team:
         tools = grants.get(s.name) or [t.name for t in s.tools]
         model = describe_model(settings, s.model_role, members.get(s.name)) if settings else "-"
@@ -103,7 +115,8 @@ def check_command(args: argparse.Namespace) -> int:
         console.width = 140  # piped or captured: rich would assume 80 columns
     console.print(table)
     if settings is not None:
-        _print_roles(settings, spec)
+        asked = _print_servers(settings, spec, args.probe)
+        _print_roles(settings, spec, asked)
     if spec.mcp_servers:
         print("MCP servers: " + ", ".join(m.name for m in spec.mcp_servers))
     # A warning, not a failure: the file is valid, and where check runs (a CI lint job) the secrets often are not.
@@ -154,7 +167,37 @@ def _check_http(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _print_roles(settings: ModelSettings, spec: TeamSpec) -> None:
+def _print_servers(settings: ModelSettings, spec: TeamSpec, probe: bool) -> set[str]:
+    """Ask each OpenAI-compatible server of the team which models it serves (and, with `probe`, whether its tool
+    calls come back native), print what each said and warn of a name it does not serve; the endpoints that
+    answered."""
+    import functools
+
+    import anyio
+
+    from mcp_team.errors import ConfigError
+    from mcp_team.llm.served import endpoints, inquire
+    from mcp_team.llm.settings import build_models
+
+    try:
+        models = build_models(settings, spec.member_models)
+    except ConfigError:
+        return set()  # what is missing is said below (a key, a model string)
+    members = [("the supervisor", models.for_role("supervisor")), ("the specialists", models.for_role("specialist"))]
+    members += [(f"specialist {name!r}", model) for name, model in models.members.items()]
+    found = endpoints(members)
+    if not found:
+        return set()
+    anyio.run(functools.partial(inquire, found, probe=probe))
+    for endpoint in found:
+        for line in endpoint.lines():
+            print(line)
+        for warning in endpoint.warnings():
+            print(f"mcp-team: warning: {warning}", file=sys.stderr)
+    return {e.url.rstrip("/") for e in found if e.served is not None}
+
+
+def _print_roles(settings: ModelSettings, spec: TeamSpec, asked: set[str]) -> None:
     """Each role's model and endpoint, and the setting each came from: a wrong pair (OpenAI's default model name
     on a local server) shows here, not as the first call's 404."""
     from mcp_team.llm.origins import default_name_elsewhere, role_model
@@ -166,7 +209,7 @@ def _print_roles(settings: ModelSettings, spec: TeamSpec) -> None:
         print(f"{label}: {r.line}" + (f" (fallback {fallback})" if fallback else ""))
         if r.origin:
             print(f"    {r.origin}")
-    if (warning := default_name_elsewhere(roles)) is not None:
+    if (warning := default_name_elsewhere(roles, asked)) is not None:
         print(f"mcp-team: warning: {warning}", file=sys.stderr)
 
 
@@ -191,14 +234,15 @@ def _unset_keys(settings: ModelSettings | None, members: Mapping[str, MemberMode
     ]
 
 
-def _model_settings(spec: TeamSpec) -> ModelSettings | None:
-    """The model settings `run` and `serve` would use with this team (the environment, then the file's
+def _model_settings(spec: TeamSpec, model: str | None = None) -> ModelSettings | None:
+    """The model settings `run` and `serve` would use with this team (the environment, `--model`, then the file's
     `[models]`); None when the environment's are invalid (`run` reports that)."""
     from pydantic import ValidationError
 
     from mcp_team.llm.settings import ModelSettings
 
     try:
-        return ModelSettings().model_copy(update=spec.model_overrides)
+        settings = ModelSettings(model=model) if model else ModelSettings()
+        return settings.model_copy(update=spec.model_overrides)
     except ValidationError:
         return None
