@@ -118,6 +118,9 @@ async def register_here_queue(config: DurableConfig, executor_id: str) -> None:
                                     on_conflict="always_update")  # fmt: skip
 
 
+DBOS_LINE = "%(asctime)s [%(levelname)8s] (%(name)s:%(filename)s:%(lineno)s) %(message)s"  # as DBOS writes its own
+
+
 class CurrentStderr(logging.Handler):
     """Writes to whatever `sys.stderr` is when a line is logged. DBOS's own console handler keeps the stderr of the
     moment it was made; where that is replaced and closed (a test harness capturing output, a host redirecting it)
@@ -134,7 +137,7 @@ def _log_to_current_stderr(logger: logging.Logger) -> None:
     """Give DBOS's logger our console handler before DBOS starts: it adds its own only to a logger without one."""
     if not logger.handlers:  # a user's own handlers stay
         handler = CurrentStderr()
-        handler.setFormatter(logging.Formatter("%(asctime)s [%(levelname)8s] (%(name)s) %(message)s", "%H:%M:%S"))
+        handler.setFormatter(logging.Formatter(DBOS_LINE, "%H:%M:%S"))
         logger.addHandler(handler)
         logger.propagate = False
 
