@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import anyio
 import mcp_types as types
 import pytest
 from mcp import Client, MCPError
@@ -73,6 +74,17 @@ async def started(who: TaskClient, request: str) -> str:
     return str(result.structured_content["run_id"])
 
 
+async def waiting_at_checkpoint(who: TaskClient, run_id: str) -> None:
+    """Until get_run shows the run waiting for a person: start_run returns before the run gets there."""
+    with anyio.fail_after(HANG_GUARD):
+        while True:
+            got = await call(who, "get_run", run_id=run_id)
+            assert got.structured_content is not None, got.content
+            if got.structured_content.get("waiting"):
+                return
+            await anyio.sleep(0.05)
+
+
 async def listed(who: TaskClient) -> set[str]:
     contents = (await who.client.read_resource("team://runs")).contents[0]
     assert isinstance(contents, types.TextResourceContents)
@@ -90,6 +102,7 @@ def not_found(result: types.CallToolResult, run_id: str) -> bool:
 async def test_each_person_sees_their_own_runs_and_an_operator_sees_all(url: str, tokens: dict[str, str]) -> None:
     async with connect(url, tokens["alice"]) as alice:
         waiting = await started(alice, WAITS)
+        await waiting_at_checkpoint(alice, waiting)
         task = (await alice.create({"request": QUICK}))["taskId"]
         await alice.final(task)
     async with connect(url, tokens["bob"]) as bob:
@@ -129,6 +142,7 @@ async def test_each_person_sees_their_own_runs_and_an_operator_sees_all(url: str
 async def test_a_person_answers_and_cancels_their_own_run(url: str, tokens: dict[str, str]) -> None:
     async with connect(url, tokens["alice"], mode="auto") as alice:
         first, second = await started(alice, WAITS), await started(alice, WAITS)
+        await waiting_at_checkpoint(alice, first)
         answered = await call(alice, "answer_checkpoint", run_id=first, decision="approve")
         done = await call(alice, "get_run", run_id=first, wait_seconds=50)
         cancelled = await call(alice, "cancel_run", run_id=second)

@@ -158,7 +158,8 @@ def test_the_page_draws_a_run_as_it_went(server: str, browser: Browser) -> None:
     page.set_viewport_size({"width": 390, "height": 900})  # a chat's side panel, a phone
     page.evaluate(LAID_OUT)
     assert_labels_readable(page.evaluate(BARS))
-    live.locator(".timeline-box").screenshot(path=ARTIFACTS / "run-view-truth-thinking-narrow.png")
+    # The page, not the live article: the run may end (and the article be redrawn) while the picture is taken.
+    page.screenshot(path=ARTIFACTS / "run-view-truth-thinking-narrow.png")
     page.set_viewport_size({"width": 900, "height": 1100})
 
     done = page.locator("article.run:not([data-status=running])")
