@@ -24,7 +24,7 @@ TICK = os.sysconf("SC_CLK_TCK")
 # Names each thread in the kernel (prctl PR_SET_NAME) as it starts, then runs the `mcp-team` command.
 SHIM = """
 import ctypes, sys, threading
-from mcp_team.server.cli import main
+from mcp_team.cli.main import main
 libc, inner = ctypes.CDLL(None), threading.Thread._bootstrap_inner
 def named(self):
     name = self.name.split("(")[-1].rstrip(")") if "(" in self.name else self.name

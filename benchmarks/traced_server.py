@@ -28,6 +28,6 @@ def _on_signal(_signum: int, _frame: FrameType | None) -> None:
 
 if __name__ == "__main__":
     signal.signal(signal.SIGUSR1, _on_signal)
-    from mcp_team.server.cli import main
+    from mcp_team.cli.main import main
 
     sys.exit(main(sys.argv[1:]))

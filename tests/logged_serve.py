@@ -12,9 +12,9 @@ import sys
 
 import anyio
 
+from mcp_team.cli.main import main
 from mcp_team.llm import ModelError, ModelRequest, ModelResponse
 from mcp_team.llm.offline import OfflineModel
-from mcp_team.server.cli import main
 
 _complete = OfflineModel.complete
 

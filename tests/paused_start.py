@@ -50,7 +50,7 @@ sys.meta_path.insert(0, _PauseAt)
 if os.environ.get("MCP_TEAM_TEST_PAUSE_AT_EXIT"):
     _pause_at_exit = _PauseAtExit(os.environ["MCP_TEAM_TEST_PAUSE_AT_EXIT"])
 
-from mcp_team.server.cli import main  # noqa: E402  (what the console script does, after the pause is set)
+from mcp_team.cli.main import main  # noqa: E402  (what the console script does, after the pause is set)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -6,7 +6,7 @@ import atexit
 import sys
 import time
 
-from mcp_team.server.cli import main
+from mcp_team.cli.main import main
 
 if __name__ == "__main__":
     atexit.register(time.sleep, 1.0)

@@ -82,7 +82,7 @@ def cli_here(*args: str, cwd: str | Path | None = None, **env: str) -> subproces
     processes for what only a process shows (signals, exit at once, start-up, stdio). Runs here are
     --ephemeral, or fail before their runs open: DBOS is a process's, not a test's. A command still going after
     `HANG_GUARD` (a refusal that regressed into serving) is stopped as Ctrl-C would, and the test fails saying so."""
-    from mcp_team.server.cli import main
+    from mcp_team.cli.main import main
     from mcp_team.telemetry.content import clear_secrets
 
     root = logging.getLogger()
@@ -270,5 +270,6 @@ async def run_listed(session: Any, finished: bool = True) -> dict[str, Any]:
                 result = await session.read_resource(runs[0]["uri"])
                 return json.loads(result.contents[0].text)  # type: ignore[no-any-return]
             await anyio.sleep(0.05)
+
 
 RUN_TOOLS = frozenset({"start_run", "get_run", "cancel_run", "answer_checkpoint"})  # on every server

@@ -27,8 +27,8 @@ from mcp_team.llm.offline import OfflineModel
 from mcp_team.llm.openai import OpenAIModel
 from mcp_team.llm.settings import ModelSettings
 from mcp_team.server.app import build_server
-from mcp_team.server.teamfile import load_team_file
 from mcp_team.specialists import Specialist
+from mcp_team.teamfile.loading import load_team_file
 from support import cli_here
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")]

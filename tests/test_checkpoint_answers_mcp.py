@@ -15,8 +15,8 @@ from mcp_team.handoffs import RunSettings
 from mcp_team.llm.settings import ModelSettings
 from mcp_team.runs import resolve
 from mcp_team.server.app import build_server
-from mcp_team.server.teamfile import TeamSpec
 from mcp_team.specialists import DEFAULT_TEAM
+from mcp_team.teamfile.loading import TeamSpec
 from support import HANG_GUARD
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")]
@@ -121,5 +121,3 @@ async def test_on_an_ephemeral_server_it_is_told_the_same_way_that_works_there(m
     plain = build_server(ModelSettings(model="offline"), TeamSpec.of(DEFAULT_TEAM, RunSettings()))
     text = await _refused(plain, mode, checkpoints=["plan"])
     assert "leave 'checkpoints' out, or start the run with start_run and answer them with answer_checkpoint" in text
-
-

@@ -17,8 +17,8 @@ from mcp import Client
 from mcp_team.handoffs import RunResult, RunSettings
 from mcp_team.llm.settings import ModelSettings
 from mcp_team.server.app import build_server
-from mcp_team.server.teamfile import TeamSpec
 from mcp_team.specialists import DEFAULT_TEAM
+from mcp_team.teamfile.loading import TeamSpec
 from support import HANG_GUARD, MCP_TEAM, clean_env, listed_runs
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")]
@@ -179,7 +179,7 @@ async def test_on_2026_07_28_a_person_has_the_whole_checkpoint_timeout(monkeypat
     # A parked run gave up on its client's input_required round after JOB_TTL_SECONDS (600 s), whatever the team's
     # checkpoint_timeout: "nobody could be asked", so the policy decided (approved the plan under "approve") while
     # the person still had the form, and their answer then found the run gone.
-    from mcp_team.server import sampling
+    from mcp_team.server.client_features import sampling
 
     ttl = 0.3
     monkeypatch.setattr(sampling, "JOB_TTL_SECONDS", ttl)

@@ -14,8 +14,8 @@ import pytest
 from fake_api import offline_brain
 from fake_messages_api import FakeMessagesAPI
 from fake_openai_api import FakeOpenAIAPI
+from mcp_team.cli.common import EXIT_PARTIAL
 from mcp_team.handoffs import RunResult
-from mcp_team.server.commands.common import EXIT_PARTIAL
 from support import ADDER_TEAM, MCP_TEAM, clean_env, cli_here
 
 REQUEST = "Research the history of the transistor, compute 12*(3+4)/2, write a short report, then review it."
@@ -314,7 +314,7 @@ def test_a_model_without_a_provider_is_a_usage_error() -> None:
 # child (its stderr's `modules after ...:` lines). A module stays imported: a command's list holds the ones before.
 _MCP_MODULES_AFTER = """
 import json, sys
-from mcp_team.server.cli import main
+from mcp_team.cli.main import main
 for args in json.loads(sys.argv[1]):
     try:
         main(args)

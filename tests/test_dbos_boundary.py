@@ -114,7 +114,7 @@ async def parent() -> list[str]:
     return started
 
 async def main() -> None:
-    DBOS(config={{"name": "order", "system_database_url": "sqlite:///{tmp_path / 'dbos.sqlite'}",
+    DBOS(config={{"name": "order", "system_database_url": "sqlite:///{tmp_path / "dbos.sqlite"}",
                   "enable_otlp": False, "log_level": "ERROR"}})
     DBOS.launch()
     try:

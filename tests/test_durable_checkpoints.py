@@ -194,8 +194,8 @@ def _durable_server(state: Path, **settings: Any) -> Any:
     from mcp_team.llm.settings import ModelSettings
     from mcp_team.runs import resolve
     from mcp_team.server.app import build_server
-    from mcp_team.server.teamfile import TeamSpec
     from mcp_team.specialists import DEFAULT_TEAM
+    from mcp_team.teamfile.loading import TeamSpec
 
     team = TeamSpec.of(DEFAULT_TEAM, RunSettings(**settings))
     return build_server(ModelSettings(model="offline"), team, durable=resolve(state_dir=state, environ={}))

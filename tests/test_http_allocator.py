@@ -1,4 +1,4 @@
-"""`mcp-team serve --http` runs on glibc's malloc (it gives a burst's memory back; see commands/serve.py)."""
+"""`mcp-team serve --http` runs on glibc's malloc (it gives a burst's memory back; see cli/serve.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx2
 import pytest
 
-from mcp_team.server.commands.serve import HTTP_ALLOCATOR, relaunch_on_malloc
+from mcp_team.cli.serve import HTTP_ALLOCATOR, relaunch_on_malloc
 from support import clean_env, serve_http_process
 
 

@@ -29,8 +29,8 @@ from install_support import (
     uv_bin,
     uv_cache,
 )
-from mcp_team.server import ui
-from mcp_team.server.starter import PRESETS
+from mcp_team.server.views import ui
+from mcp_team.teamfile.starter import PRESETS
 
 pytestmark = [
     pytest.mark.process,
@@ -44,15 +44,15 @@ PACKAGE = ROOT / "src" / "mcp_team"
 # module that starts reading package files fails `test_every_reader_of_package_files_is_known` until it is
 # added here, so the wheel's check below covers its files too.
 READERS: dict[str, list[str]] = {
-    "server/ui/__init__.py": [
-        f"mcp_team/server/ui/{name}"
+    "server/views/ui/__init__.py": [
+        f"mcp_team/server/views/ui/{name}"
         for name in [
             "view.html",
-            *ui._STYLESHEET.findall((PACKAGE / "server/ui/view.html").read_text()),
-            *ui._SCRIPT.findall((PACKAGE / "server/ui/view.html").read_text()),
+            *ui._STYLESHEET.findall((PACKAGE / "server/views/ui/view.html").read_text()),
+            *ui._SCRIPT.findall((PACKAGE / "server/views/ui/view.html").read_text()),
         ]
     ],
-    "server/starter.py": [f"mcp_team/server/presets/{name}.toml" for name in PRESETS],
+    "teamfile/starter.py": [f"mcp_team/teamfile/presets/{name}.toml" for name in PRESETS],
     "evals/suite.py": ["mcp_team/evals/routing.toml"],
 }
 # How a module reaches its package's files: importlib.resources, or a path built from __file__.
@@ -121,14 +121,14 @@ def test_the_wheel_holds_every_file_the_code_reads_and_every_tracked_package_fil
     assert [path for path in tracked if path.removeprefix("src/") not in names] == []
     assert [name for name in names if "__pycache__" in name or name.endswith(".pyc")] == []
     entry_points = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
-    assert "mcp-team = mcp_team.server.cli:main" in entry_points
+    assert "mcp-team = mcp_team.cli.main:main" in entry_points
 
 
 def test_the_installed_package_reads_its_files_from_the_venv_not_the_checkout(venv: Path, tmp_path: Path) -> None:
     code = (
         "import mcp_team, pathlib\n"
-        "from mcp_team.server import ui\n"
-        "from mcp_team.server.starter import PRESETS, preset_text\n"
+        "from mcp_team.server.views import ui\n"
+        "from mcp_team.teamfile.starter import PRESETS, preset_text\n"
         "from mcp_team.evals.suite import BUILTIN, load_suite\n"
         "print(pathlib.Path(mcp_team.__file__).resolve())\n"
         "page = ui.page({'mode': 'app', 'runId': None, 'traceUrl': None})\n"

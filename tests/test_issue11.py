@@ -139,7 +139,7 @@ async def runs(client: Client) -> list[dict[str, Any]]:
 
 @pytest.mark.anyio
 async def test_logging_capability_and_no_log_below_the_level_asked_for_on_2025() -> None:
-    """Fixed here: server/log_level.py handles logging/setLevel, which also declares the capability.
+    """Fixed here: server/surface/log_level.py handles logging/setLevel, which also declares the capability.
     One server: the level is the session's, so setting it again on the same session is what a client does."""
     logs: list[str] = []
 
@@ -187,13 +187,13 @@ async def test_no_log_below_the_level_asked_for_on_2026() -> None:
 async def test_bad_requests_are_refused_naming_what_is_wrong(mode: str, subtests: pytest.Subtests) -> None:
     """Requests the server refuses, each a case on one `mcp-team serve` (a refusal changes nothing, so the
     cases share it; the last case checks that). Fixed here, by case:
-    - unknown prompt: server/strict.py checks prompts/get before the SDK's handler (which raised ValueError);
-    - 1 MB request: server/limits.py ServerLimits (MCP_TEAM_MAX_REQUEST_CHARS), checked by the tools;
-    - unknown tool arguments: server/strict.py compares the arguments with the tool's input schema (the SDK
+    - unknown prompt: server/surface/strict.py checks prompts/get before the SDK's handler (which raised ValueError);
+    - 1 MB request: server/surface/limits.py ServerLimits (MCP_TEAM_MAX_REQUEST_CHARS), checked by the tools;
+    - unknown tool arguments: server/surface/strict.py compares the arguments with the tool's input schema (the SDK
       dropped unknown ones), and the schemas say additionalProperties: false;
-    - budgets: server/limits.py client_budgets caps each override at the team's budget; the deadline is
+    - budgets: server/surface/limits.py client_budgets caps each override at the team's budget; the deadline is
       declared allow_inf_nan=False;
-    - unknown resource: server/strict.py answers -32002 on 2025-11-25 (the SDK said -32602 on every revision).
+    - unknown resource: server/surface/strict.py answers -32002 on 2025-11-25 (the SDK said -32602 on every revision).
     """
     async with serve(mode) as (client, errlog):
         with subtests.test("1 MB request"):  # first: no run exists yet, so none may exist after it
@@ -256,7 +256,7 @@ async def test_progress_never_goes_backwards_nor_reaches_done_early(mode: str) -
 
 
 def test_http_messages_over_the_limit_get_413() -> None:
-    """413 above MCP_TEAM_MAX_MESSAGE_BYTES, with a JSON-RPC error naming the limit (server/messages.py)."""
+    """413 above MCP_TEAM_MAX_MESSAGE_BYTES, with a JSON-RPC error naming the limit (server/transports/messages.py)."""
     env = clean_env(MCP_TEAM_MODEL="offline", MCP_TEAM_MAX_MESSAGE_BYTES="65536")
     with serve_http(env=env) as base:
         headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
@@ -280,7 +280,8 @@ SEEN_SAMPLING: list[types.CreateMessageRequestParams] = []
 @REVISIONS
 @pytest.mark.anyio
 async def test_no_tool_choice_for_a_specialist_without_tools(mode: str) -> None:
-    """Fixed here: server/sampling.py SamplingModel.complete forced ToolChoice(auto) when a call had no tools."""
+    """Fixed here: SamplingModel.complete (server/client_features/sampling.py) forced ToolChoice(auto) when a
+    call had no tools."""
     SEEN_SAMPLING.clear()
     capabilities = types.SamplingCapability(tools=types.SamplingToolsCapability())
     async with serve(mode, model=None, sampling_callback=_sampling_answer, sampling_capabilities=capabilities) as (
@@ -337,7 +338,7 @@ BAD_LINES: dict[str, tuple[str, int | None, int]] = {
 def test_stdio_answers_every_bad_line(subtests: pytest.Subtests) -> None:
     """Each bad line, then a line over the size limit, on one stdio session: each gets its answer, and the
     ping after each proves the server read it and went on. The size limit was fixed here: `mcp-team serve`
-    serves stdio through the gate (server/stdio.py serve_stdio)."""
+    serves stdio through the gate (server/transports/stdio.py serve_stdio)."""
     too_big = json.dumps({"jsonrpc": "2.0", "id": 8, "method": "ping", "params": {"pad": "x" * 5_000_000}})
     answers = raw_stdio({**{name: line for name, (line, _, _) in BAD_LINES.items()}, "over-the-limit": too_big})
     for n, (name, (_, request_id, code)) in enumerate(BAD_LINES.items()):
@@ -383,7 +384,7 @@ async def test_secrets_long_and_short_are_redacted_and_the_operator_warned(
     tmp_path: Path, subtests: pytest.Subtests
 ) -> None:
     """Two cases on one server whose team file holds a secret and a short one (a pin). Fixed here:
-    - server/middleware.py redact_tool_results redacts every tool result (run_team returned the engine's
+    - server/transports/middleware.py redact_tool_results redacts every tool result (run_team returned the engine's
       RunResult unredacted; only the stored record was);
     - telemetry/content.py register_secret ignored secrets under 8 characters without a word."""
     secret, pin = "tok-9f8e7d6c5b4a3921", "k9x2q7"
@@ -405,7 +406,7 @@ async def test_secrets_long_and_short_are_redacted_and_the_operator_warned(
 
 
 def test_an_empty_http_token_is_refused_at_start_up() -> None:
-    """Fixed here: server/http.py HttpSettings accepted MCP_TEAM_HTTP_TOKEN="" (auth_for then required an
+    """Fixed here: server/transports/http.py HttpSettings accepted MCP_TEAM_HTTP_TOKEN="" (auth_for then required an
     empty bearer token, or none at all)."""
     proc = run_cli("serve", "--http", "--port", str(free_port()), env={"MCP_TEAM_HTTP_TOKEN": "  "})
     assert proc.returncode == 2
@@ -533,7 +534,7 @@ def _rss_kb(pid: int) -> int:
 
 
 def test_a_burst_of_runs_stays_within_the_memory_of_the_run_limit() -> None:
-    """Fixed here: at most MCP_TEAM_MAX_RUNS runs are in progress (server/limits.py), the others are told the
+    """Fixed here: at most MCP_TEAM_MAX_RUNS runs are in progress (server/surface/limits.py), the others are told the
     server is busy at once, so a burst no longer costs memory in proportion to its size (the same burst with
     no limit took the server from 74 MB to 166 MB); run records are kept compressed (server/store.py). RSS is
     a high-water mark CPython seldom gives back, so what this bounds is the peak."""

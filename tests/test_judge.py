@@ -11,8 +11,8 @@ from mcp_team.llm.faults import FaultyModel, parse_faults
 from mcp_team.llm.offline import OfflineModel
 from mcp_team.llm.settings import ModelSettings
 from mcp_team.server.app import build_server
-from mcp_team.server.teamfile import TeamSpec
 from mcp_team.specialists import DEFAULT_TEAM, Specialist
+from mcp_team.teamfile.loading import TeamSpec
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")]
 REQUEST = "Research bees, calculate 2+2 and write a report"

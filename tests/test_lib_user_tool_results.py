@@ -24,7 +24,7 @@ from mcp_team.llm.offline import OfflineModel
 from mcp_team.llm.settings import ModelSettings
 from mcp_team.runs.types import RunRequest
 from mcp_team.server.app import build_server
-from mcp_team.server.teamfile import load_team
+from mcp_team.teamfile.loading import load_team
 from mcp_team.telemetry import content
 from mcp_team.telemetry.attributes import TOOL_CALL_RESULT
 from support import ECHO_MCP_SERVER

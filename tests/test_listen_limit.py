@@ -12,7 +12,7 @@ import pytest
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
 
-from mcp_team.server.run_updates import MAX_LISTEN_URIS
+from mcp_team.server.updates.run_updates import MAX_LISTEN_URIS
 from support import HANG_GUARD, clean_env, plain_http_async, serve_http_process
 from test_listen_refused import honored
 from test_runs_listing_updates import LISTING

@@ -27,8 +27,8 @@ from mcp_team.llm.settings import ModelSettings
 from mcp_team.llm.text_calls import read_calls
 from mcp_team.llm.wrappers import ToolCallsModel
 from mcp_team.server.app import build_server
-from mcp_team.server.teamfile import load_team
 from mcp_team.specialists import DEFAULT_TEAM
+from mcp_team.teamfile.loading import load_team
 from mcp_team.telemetry.attributes import FALLBACK_MODEL, OP_CHAT, USAGE_COST_USD
 from support import HANG_GUARD, MCP_TEAM, clean_env, cli_here
 
@@ -487,7 +487,7 @@ def test_the_openai_sdk_and_the_price_table_stay_off_the_start_up_path(tmp_path:
         'model = "openai:qwen2.5:7b"\nbase_url = "http://127.0.0.1:1/v1"\nsampling = { temperature = 0.2 }\n'
     )
     code = (
-        "import sys; from mcp_team.server.app import build_server; from mcp_team.server.teamfile import load_team; "
+        "import sys; from mcp_team.server.app import build_server; from mcp_team.teamfile.loading import load_team; "
         f"build_server(team=load_team({str(team)!r})); print(sorted({{'openai', 'genai_prices'}} & set(sys.modules)))"
     )
     proc = subprocess.run(

@@ -97,6 +97,8 @@ def test_a_team_tree_killed_inside_a_sub_run_resumes_with_each_handoffs_own_resu
 
 
 T = TypeVar("T")
+
+
 class Keys:
     """A `Runtime` noting the key of every branch it runs (a durable runtime names its child workflow so)."""
 

@@ -18,7 +18,7 @@ from fake_openai_api import FakeOpenAIAPI
 from mcp_team.llm import ModelRequest, ModelResponse, ToolResultBlock, ToolUseBlock
 from mcp_team.llm.settings import ModelSettings
 from mcp_team.server.app import build_server
-from mcp_team.server.teamfile import load_team_file
+from mcp_team.teamfile.loading import load_team_file
 from support import cli_here
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")]

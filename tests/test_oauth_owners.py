@@ -16,7 +16,7 @@ import pytest
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
 
-from mcp_team.server.starter import render_team_file
+from mcp_team.teamfile.starter import render_team_file
 from oidc_provider import Provider, oidc_provider
 from support import HANG_GUARD, clean_env, plain_http_async, serve_http
 from task_client import TaskClient, Tasks

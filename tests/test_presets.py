@@ -9,10 +9,10 @@ import pytest
 from mcp_team.handoffs import Team
 from mcp_team.llm import ModelSet
 from mcp_team.llm.offline import OfflineModel
-from mcp_team.server.starter import PRESETS, preset_text
-from mcp_team.server.teamfile import BUILTIN_TOOLS, TeamSpec, load_team_file
 from mcp_team.specialists import DEFAULT_TEAM
 from mcp_team.specialists.verdict import FORMAT_INSTRUCTIONS
+from mcp_team.teamfile.loading import BUILTIN_TOOLS, TeamSpec, load_team_file
+from mcp_team.teamfile.starter import PRESETS, preset_text
 
 REQUESTS = {
     "competitive-intelligence": (

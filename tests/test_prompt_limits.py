@@ -1,4 +1,4 @@
-"""A prompt's arguments are held to the limits of the tools that take the same text (server/prompts.py): the
+"""A prompt's arguments are held to the limits of the tools that take the same text (server/surface/prompts.py): the
 `supervisor` prompt's request to run_team's (`MCP_TEAM_MAX_REQUEST_CHARS`), a specialist prompt's task and
 context to its tool's (`MCP_TEAM_MAX_REQUEST_CHARS`, `MCP_TEAM_MAX_CONTEXT_CHARS`); over one, `prompts/get` is
 -32602 naming the argument, its size, the limit and its setting. Through an in-process client, both revisions."""

@@ -21,7 +21,7 @@ from local_http import LocalHTTPServer
 from mcp_team.llm import ModelRequest, ModelResponse, TextBlock, ToolResultBlock, ToolUseBlock
 from mcp_team.llm.settings import ModelSettings
 from mcp_team.server.app import build_server
-from mcp_team.server.teamfile import load_team
+from mcp_team.teamfile.loading import load_team
 
 pytestmark = pytest.mark.anyio
 

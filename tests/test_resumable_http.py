@@ -15,8 +15,8 @@ from mcp_types import JSONRPCNotification, JSONRPCResponse
 
 from mcp_team.llm.settings import ModelSettings
 from mcp_team.server.app import build_server
-from mcp_team.server.events import MemoryEventStore, SessionEventStore
-from mcp_team.server.http import HttpSettings, http_app
+from mcp_team.server.transports.events import MemoryEventStore, SessionEventStore
+from mcp_team.server.transports.http import HttpSettings, http_app
 from support import HANG_GUARD, clean_env, free_port, initialize, plain_http, plain_http_async, serve_http, serving_here
 
 pytestmark = pytest.mark.anyio

@@ -1,6 +1,6 @@
 """`main(["run", ...])` called by another program on its main thread leaves that program's SIGTERM handler as it
 found it, its run interrupted by Ctrl-C or not. A run cancelled by a signal ignores SIGTERM while it is recorded
-(commands/run.py), and a program with a handler of its own had SIGTERM ignored for good once `main` returned."""
+(cli/run.py), and a program with a handler of its own had SIGTERM ignored for good once `main` returned."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 HOST = textwrap.dedent(
     """
     import signal, sys
-    from mcp_team.server.cli import main
+    from mcp_team.cli.main import main
 
     def mine(signum, frame):
         print("the host's handler", flush=True)

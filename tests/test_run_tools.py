@@ -123,7 +123,7 @@ async def test_an_ephemeral_server_runs_start_run_and_threads_in_memory(mode: st
         assert "survive a restart" not in (client.instructions or "")
         first = await client.call_tool("run_team", {"request": "Write a haiku about bees", "thread": "t1"})
         assert not first.is_error, first.content
-        started = (await client.call_tool("start_run", {"request": "Now one about ants", "thread": "t1"}))
+        started = await client.call_tool("start_run", {"request": "Now one about ants", "thread": "t1"})
         run_id = started.structured_content["run_id"]  # type: ignore[index]
         done = await client.call_tool("get_run", {"run_id": run_id, "wait_seconds": 50})
     record = done.structured_content
@@ -173,8 +173,8 @@ async def test_subscribing_to_a_run_tells_of_its_changes_until_it_finishes(tmp_p
 
 
 async def test_no_specialist_may_take_a_name_of_the_servers_own_tools_or_prompts(tmp_path: Path, mode: str) -> None:
-    from mcp_team.server.teamfile import RESERVED_NAMES
     from mcp_team.specialists import DEFAULT_TEAM
+    from mcp_team.teamfile.loading import RESERVED_NAMES
 
     async with Client(durable_server(tmp_path), mode=mode) as client:
         listed = (await client.list_tools()).tools

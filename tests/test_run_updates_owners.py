@@ -24,7 +24,7 @@ from mcp_team.runs import resolve
 from mcp_team.runs.sql_store import SqlRunStore as RunStore
 from mcp_team.runs.types import RunRecord
 from mcp_team.server.app import build_server
-from mcp_team.server.http import HttpSettings, http_app
+from mcp_team.server.transports.http import HttpSettings, http_app
 from postgres import postgres_server
 from support import HANG_GUARD, free_port, serving_here
 from test_runs_listing_updates import (

@@ -17,7 +17,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_team.errors import ConfigError
 from mcp_team.llm.settings import ModelSettings
 from mcp_team.server.app import build_server
-from mcp_team.server.views import RUN_VIEW_URI, ViewSettings, view_settings
+from mcp_team.server.views.run_view import RUN_VIEW_URI, ViewSettings, view_settings
 from support import MCP_TEAM, clean_env, plain_http_async, serve_http
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")]

@@ -23,9 +23,9 @@ from mcp_team.handoffs import RunSettings
 from mcp_team.llm.settings import ModelSettings
 from mcp_team.runs import resolve
 from mcp_team.server.app import build_server
-from mcp_team.server.http import HttpSettings, http_app
-from mcp_team.server.teamfile import TeamSpec
+from mcp_team.server.transports.http import HttpSettings, http_app
 from mcp_team.specialists import DEFAULT_TEAM
+from mcp_team.teamfile.loading import TeamSpec
 from postgres import postgres_server
 from support import HANG_GUARD, MCP_TEAM, clean_env, free_port, plain_http_async, serving_here
 from test_tasks_http import TwoUsers, two_user_server

@@ -17,7 +17,7 @@ from mcp_team.llm import Message, ModelRequest, TextBlock, ToolDefinition, ToolR
 from mcp_team.llm.offline import OfflineModel
 from mcp_team.llm.settings import ModelSettings
 from mcp_team.server.app import build_server
-from mcp_team.server.teamfile import TeamSpec
+from mcp_team.teamfile.loading import TeamSpec
 from support import RUN_TOOLS, run_listed
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")]

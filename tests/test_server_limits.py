@@ -1,6 +1,6 @@
-"""What a client may ask of the server (server/limits.py, server/strict.py), through an in-process MCP client on
-both revisions, and `mcp-team serve`'s start-up checks. The issue-11 tests (tests/test_issue11.py) run the
-defaults through `mcp-team serve`; these cover the settings and the messages."""
+"""What a client may ask of the server (server/surface/limits.py, server/surface/strict.py), through an
+in-process MCP client on both revisions, and `mcp-team serve`'s start-up checks. The issue-11 tests
+(tests/test_issue11.py) run the defaults through `mcp-team serve`; these cover the settings and the messages."""
 
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ from mcp import Client, MCPError
 
 from mcp_team.handoffs import Budgets, RunSettings
 from mcp_team.llm.settings import ModelSettings
-from mcp_team.server import limits
 from mcp_team.server.app import build_server
-from mcp_team.server.limits import ServerLimits
-from mcp_team.server.teamfile import TeamSpec
+from mcp_team.server.surface import limits
+from mcp_team.server.surface.limits import ServerLimits
 from mcp_team.specialists.defaults import DEFAULT_TEAM
+from mcp_team.teamfile.loading import TeamSpec
 from support import HANG_GUARD, MCP_TEAM, clean_env
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")]

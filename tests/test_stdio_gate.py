@@ -1,4 +1,4 @@
-"""The stdio gate (server/stdio.py): every line a client sends gets an answer, bad ones a JSON-RPC error.
+"""The stdio gate (server/transports/stdio.py): every line a client sends gets an answer, bad ones a JSON-RPC error.
 
 Served by a small launcher (`serve_stdio(build_server())`) in a real subprocess, as `mcp-team serve` serves it
 (tests/test_issue11.py runs the same checks on `mcp-team serve`)."""
@@ -13,12 +13,13 @@ from typing import Any
 import pytest
 from mcp import Client, StdioServerParameters
 
-from mcp_team.server.messages import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, check_message
-from mcp_team.server.stdio import DEFAULT_MAX_MESSAGE_BYTES
+from mcp_team.server.transports.messages import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, check_message
+from mcp_team.server.transports.stdio import DEFAULT_MAX_MESSAGE_BYTES
 from support import HANG_GUARD, INITIALIZED, clean_env, initialize, stdio_lines
 
 LAUNCHER = (
-    "import anyio; from mcp_team.server.app import build_server; from mcp_team.server.stdio import serve_stdio; "
+    "import anyio; from mcp_team.server.app import build_server; "
+    "from mcp_team.server.transports.stdio import serve_stdio; "
     "anyio.run(serve_stdio, build_server())"
 )
 PING = {"jsonrpc": "2.0", "id": 99, "method": "ping"}

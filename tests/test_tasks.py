@@ -15,7 +15,7 @@ from mcp import Client, MCPError
 from mcp_team.llm.settings import ModelSettings
 from mcp_team.runs import DurableConfig, resolve
 from mcp_team.server.app import build_server
-from mcp_team.server.limits import ServerLimits
+from mcp_team.server.surface.limits import ServerLimits
 from task_client import ANY, EXTENSION, RELATED, TaskClient, Tasks, get_request
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")]

@@ -23,9 +23,9 @@ from mcp.server.auth.settings import AuthSettings
 from mcp_team.errors import ConfigError
 from mcp_team.llm.settings import ModelSettings
 from mcp_team.runs import resolve
-from mcp_team.server import resources
 from mcp_team.server.app import build_server
-from mcp_team.server.http import HttpSettings, http_app
+from mcp_team.server.surface import resources
+from mcp_team.server.transports.http import HttpSettings, http_app
 from support import HANG_GUARD, clean_env, free_port, plain_http_async, serve_http, serving_here
 from task_client import TaskClient, Tasks
 from test_conformance import NODE, ROOT, SUITE, _install_suite

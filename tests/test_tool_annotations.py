@@ -19,7 +19,7 @@ from mcp import Client
 
 from mcp_team.llm.settings import ModelSettings
 from mcp_team.server.app import build_server
-from mcp_team.server.teamfile import load_team_file
+from mcp_team.teamfile.loading import load_team_file
 from support import ECHO_MCP_SERVER_FILE, HANG_GUARD, free_port
 
 pytestmark = [pytest.mark.anyio, pytest.mark.parametrize("mode", ["legacy", "auto"], ids=["2025-11-25", "2026-07-28"])]

@@ -12,7 +12,7 @@ import pytest
 from mcp_team.llm import ModelSet
 from mcp_team.llm.settings import ModelSettings
 from mcp_team.server.state import ServerState
-from mcp_team.server.teamfile import load_team_file
+from mcp_team.teamfile.loading import load_team_file
 
 pytestmark = pytest.mark.anyio
 

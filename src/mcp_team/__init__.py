@@ -10,7 +10,7 @@ CLI imports this package on the server's start-up path.
 
 from __future__ import annotations
 
-# Not `typing`'s: importing typing is most of the time between `mcp-team` starting and its `main` (server/cli.py).
+# Not `typing`'s: importing typing is most of the time between `mcp-team` starting and its `main` (cli/main.py).
 TYPE_CHECKING = False
 
 __version__ = "0.1.0"

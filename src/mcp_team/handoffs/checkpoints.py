@@ -5,7 +5,7 @@ handoffs) or `before:<member>` (before that member's first handoff of the run). 
 `[supervisor] checkpoints` and a call's own list (added to them, never removing any) say where.
 
 The engine never asks anyone itself: it calls an `Approver`, `approve(checkpoint) -> Decision`, which
-the MCP server fills with elicitation (server/elicitation.py) and the CLI with a terminal prompt. An
+the MCP server fills with elicitation (server/client_features/elicitation.py) and the CLI with a terminal prompt. An
 approver that cannot ask raises `CannotAsk`; the team's `checkpoint_policy` then decides: `fail` (the
 default: the run fails saying nobody could approve) or `approve` (it goes on). A reject, or no answer
 within `checkpoint_timeout`, ends the run `cancelled` with what had finished. A durable run's approver

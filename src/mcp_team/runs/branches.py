@@ -127,8 +127,9 @@ class Branches:
                 except sa.exc.SQLAlchemyError as exc:
                     raise CheckpointFailed(exc) from exc
                 if handle.get_workflow_id() != branch.key:
-                    raise BranchesDiverged(f"the replay started branch {branch.key} where the run had started "
-                                           f"{handle.get_workflow_id()}")
+                    raise BranchesDiverged(
+                        f"the replay started branch {branch.key} where the run had started {handle.get_workflow_id()}"
+                    )
 
             async with anyio.create_task_group() as starting:
                 for branch in work:

@@ -200,7 +200,6 @@ class SqlRunStore(RunStore):
         return row[0] if row else None
 
 
-
 def _reason(record: str) -> str | None:
     """The reason of a stored cancelled record; None when this version cannot read the record (one written by a
     newer version): its status column says cancelled all the same, and the run is stopped without it."""

@@ -281,8 +281,11 @@ class MemoryRunStore(RunStore):
         kept: set[str] = set()
         for r in records:
             stored = self._read(r.run_id)
-            if stored is not None and stored.finished and (not r.finished or
-                                                           (stored.status == "cancelled" and r.status != "cancelled")):
+            if (
+                stored is not None
+                and stored.finished
+                and (not r.finished or (stored.status == "cancelled" and r.status != "cancelled"))
+            ):
                 if r.finished:
                     kept.add(r.run_id)
                 continue  # as the database's conditional writes: a finished run stays as it ended
@@ -349,5 +352,3 @@ class MemoryRunStore(RunStore):
 
 def _taken(queued: RunRecord | Callable[[], RunRecord]) -> RunRecord:
     return queued() if callable(queued) else queued
-
-

@@ -20,6 +20,7 @@ from mcp_team.telemetry.content import redact_value
 RunState = Literal["running", "complete", "partial", "failed", "cancelled", "interrupted"]
 FINISHED: frozenset[str] = frozenset({"complete", "partial", "failed", "cancelled", "interrupted"})
 
+
 class Resumed(BaseModel, defer_build=True):
     """A time a run came back after the process running it stopped."""
 

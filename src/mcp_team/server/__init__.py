@@ -1,8 +1,8 @@
-"""The MCP surface and the CLI.
+"""The MCP server of a team.
 
-`app.build_server` wires the server from one module per idea: `state` (what the server holds, how a
-call gets a model), `tools`, `progress`, `prompts`, `resources`, `registry` (a team's specialists on
-the surface), `middleware`, `watch`; `sampling` (the client's model), `http`, `store`, `teamfile`
-(reading team files), `starter` (writing them).
-`cli` is the `mcp-team` command; each command group is a module of `commands`.
+`app.build_server` wires it: `state` (what the server holds for its lifetime, how a call gets a model),
+`runs` (the run service it opens), `registry` (a team's specialists on the surface), `watch` (team-file
+reloads), `children` (exiting at once, the team's MCP servers first). In folders: `surface/` (tools,
+prompts, resources), `client_features/` (sampling, elicitation), `tasks/`, `updates/` (subscriptions),
+`transports/` (HTTP, stdio), `views/` (the run view), `oauth/`. Who the caller is: `auth`.
 """

@@ -19,29 +19,29 @@ from mcp.server.mcpserver import MCPServer
 
 from mcp_team import __version__
 from mcp_team.llm.settings import ModelSettings
-from mcp_team.server.checkpoint_tools import add_checkpoint_tools
-from mcp_team.server.limits import ServerLimits
-from mcp_team.server.log_level import install_set_level
-from mcp_team.server.middleware import (
+from mcp_team.server.registry import apply_team
+from mcp_team.server.runs import ServerRuns
+from mcp_team.server.state import ListenedBus, ServerState
+from mcp_team.server.surface.checkpoint_tools import add_checkpoint_tools
+from mcp_team.server.surface.limits import ServerLimits
+from mcp_team.server.surface.log_level import install_set_level
+from mcp_team.server.surface.prompts import add_supervisor_prompt
+from mcp_team.server.surface.resources import add_resources
+from mcp_team.server.surface.run_tools import add_run_tools
+from mcp_team.server.surface.strict import install_strict_requests, name_invalid_params
+from mcp_team.server.surface.tools import add_team_tools
+from mcp_team.server.tasks.handlers import TasksExtension, legacy_tasks
+from mcp_team.server.tasks.runs import ServerTaskRuns
+from mcp_team.server.transports.middleware import (
     advertise_list_changed,
     flush_after_calls,
     redact_tool_results,
     remember_session,
 )
-from mcp_team.server.prompts import add_supervisor_prompt
-from mcp_team.server.registry import apply_team
-from mcp_team.server.resources import add_resources
-from mcp_team.server.run_tools import add_run_tools
-from mcp_team.server.run_updates import install_run_updates
-from mcp_team.server.runs import ServerRuns
-from mcp_team.server.state import ListenedBus, ServerState
-from mcp_team.server.strict import install_strict_requests, name_invalid_params
-from mcp_team.server.task_runs import ServerTaskRuns
-from mcp_team.server.tasks import TasksExtension, legacy_tasks
-from mcp_team.server.teamfile import TeamSpec, load_team
-from mcp_team.server.tools import add_team_tools
-from mcp_team.server.views import run_view_app
+from mcp_team.server.updates.run_updates import install_run_updates
+from mcp_team.server.views.run_view import run_view_app
 from mcp_team.server.watch import watch_team_file
+from mcp_team.teamfile.loading import TeamSpec, load_team
 
 if TYPE_CHECKING:
     from mcp.server.auth.provider import TokenVerifier

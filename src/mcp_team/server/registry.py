@@ -7,10 +7,10 @@ from anyio.abc import TaskGroup
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.prompts.base import Prompt
 
-from mcp_team.server.prompts import specialist_prompt
 from mcp_team.server.state import ServerState
-from mcp_team.server.teamfile import TeamSpec
-from mcp_team.server.tools import specialist_tool, team_effects
+from mcp_team.server.surface.prompts import specialist_prompt
+from mcp_team.server.surface.tools import specialist_tool, team_effects
+from mcp_team.teamfile.loading import TeamSpec
 
 RUNS_THE_TEAM = ("run_team", "start_run")  # the tools whose calls may use any tool of the team
 

@@ -112,7 +112,7 @@ class ServerRuns:
                 open_runs(self.config, ServerEngine(state), adopt_orphans=True) as runs,
                 anyio.create_task_group() as inner,
             ):
-                from mcp_team.server.run_updates import follow_other_processes, publish_updates
+                from mcp_team.server.updates.run_updates import follow_other_processes, publish_updates
 
                 runs.store.on_write = publish_updates(state, tg)
                 if self.durable:  # runs other processes write (replicas; `mcp-team run` on this state directory)

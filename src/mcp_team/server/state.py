@@ -26,15 +26,21 @@ from mcp_team.handoffs import RunResult, RunSettings, Team
 from mcp_team.llm import ModelSet
 from mcp_team.llm.limits import SharedRate
 from mcp_team.llm.settings import ModelSettings, build_models
-from mcp_team.server.elicitation import elicit_in_rounds
-from mcp_team.server.limits import RunSlots, ServerLimits
+from mcp_team.server.auth import Caller, caller
+from mcp_team.server.client_features.elicitation import elicit_in_rounds
+from mcp_team.server.client_features.sampling import (
+    CtxGetter,
+    RoundRunner,
+    SamplingModel,
+    can_sample_in_rounds,
+    can_sample_now,
+)
 from mcp_team.server.runs import ServerEngine, ServerRuns
-from mcp_team.server.sampling import CtxGetter, RoundRunner, SamplingModel, can_sample_in_rounds, can_sample_now
-from mcp_team.server.tasks import Caller, caller
-from mcp_team.server.teamfile import TeamSpec
+from mcp_team.server.surface.limits import RunSlots, ServerLimits
 from mcp_team.specialists import Specialist
 from mcp_team.specialists.mcp_config import McpServerConfig
 from mcp_team.specialists.mcp_tools import McpToolPool
+from mcp_team.teamfile.loading import TeamSpec
 
 T = TypeVar("T")
 log = logging.getLogger("mcp_team.server")

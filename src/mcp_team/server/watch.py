@@ -13,11 +13,11 @@ from mcp.server.mcpserver import MCPServer
 from mcp_team.errors import ConfigError
 from mcp_team.server.registry import apply_team
 from mcp_team.server.state import ServerState
-from mcp_team.server.teamfile import load_team_file
+from mcp_team.teamfile.loading import load_team_file
 from mcp_team.telemetry.content import register_secret
 
 log = logging.getLogger("mcp_team.server")
-news = logging.getLogger("mcp_team.server.watch")  # a reload that worked: INFO, shown on stderr (commands.common)
+news = logging.getLogger("mcp_team.server.watch")  # a reload that worked: INFO, shown on stderr (cli/common.py)
 
 WATCH_INTERVAL = 0.5
 
