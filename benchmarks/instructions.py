@@ -7,9 +7,7 @@ instructions one handoff costs, fixed costs of a run spread over its 32 handoffs
 2-core box varies by 30% from one minute to the next; these counts repeat to within 0.1%, so they tell
 whether a change made the engine cheaper. Set-ups:
 - tracing off (no provider);
-- tracing on, mcp-team's span start (`telemetry/fastspan.py`: the SDK's default sampler);
-- tracing on through the SDK's `Tracer.start_span` (a sampler of the same kind but not the SDK's default
-  object, which `fastspan` leaves to the SDK): the same spans, the SDK's generic path;
+- tracing on (the SDK's `Tracer.start_span`, its default sampler);
 - the floor, tracing on: what any engine with this span structure on anyio pays per handoff, and nothing
   else: one task in an anyio task group and the handoff's three spans (`execute_tool transfer_to_*`,
   `invoke_agent`, `chat` with its usage), made by mcp-team's span helpers, inside a run's span. No
@@ -31,8 +29,7 @@ from pathlib import Path
 K, SHORT, LONG = 32, 2, 12
 SETUPS = {
     "off": "tracing off",
-    "fast": "tracing on, mcp-team's span start",
-    "sdk": "tracing on, SDK start_span",
+    "on": "tracing on",
     "floor": "floor: an anyio task + 3 spans",
 }
 
@@ -48,10 +45,8 @@ def child(setup: str, runs: int) -> None:
         from opentelemetry import trace
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
-        from opentelemetry.sdk.trace.sampling import ALWAYS_ON, ParentBased
 
-        sampler = ParentBased(ALWAYS_ON) if setup == "sdk" else None  # None: the SDK's default object
-        provider = TracerProvider(sampler=sampler)
+        provider = TracerProvider()
         provider.add_span_processor(BatchSpanProcessor(bench.CountingExporter(), max_queue_size=1 << 16))
         trace.set_tracer_provider(provider)
     if setup == "floor":
@@ -120,13 +115,10 @@ def main() -> int:
     print(f"instructions per handoff, K={K} fan-out, offline model (valgrind callgrind, {LONG} - {SHORT} runs):")
     for setup, label in SETUPS.items():
         print(f"  {label:<36} {per[setup] / 1000:8.0f} k")
+    print(f"  tracing's own cost: {(per['on'] - per['off']) / 1000:.0f} k")
     print(
-        f"  tracing's own cost: {(per['fast'] - per['off']) / 1000:.0f} k with mcp-team's span start, "
-        f"{(per['sdk'] - per['off']) / 1000:.0f} k through start_span"
-    )
-    print(
-        f"  the engine's own work above the floor: {(per['fast'] - per['floor']) / 1000:.0f} k "
-        f"(the floor is {per['floor'] / per['fast']:.0%} of a traced handoff)"
+        f"  the engine's own work above the floor: {(per['on'] - per['floor']) / 1000:.0f} k "
+        f"(the floor is {per['floor'] / per['on']:.0%} of a traced handoff)"
     )
     return 0
 

@@ -128,13 +128,7 @@ def _tracing_to(
 
 
 def _starter_for(tracer: trace.Tracer) -> Start:
-    """How to start a span on `tracer`: the lean path for an SDK tracer set up the default way
-    (`fastspan`), else the tracer's own `start_span`."""
-    if type(tracer).__module__ == "opentelemetry.sdk.trace":  # the SDK is imported already: no start-up cost
-        from mcp_team.telemetry import fastspan
-
-        if (fast := fastspan.starter(tracer)) is not None:
-            return fast
+    """How to start a span on `tracer`: its own public `start_span`."""
 
     def start(name: str, kind: SpanKind, attributes: dict[str, Any]) -> Span:
         return tracer.start_span(
