@@ -460,6 +460,14 @@ def busy_processes(n: int) -> Iterator[None]:
             proc.wait()
 
 
+# glibc's malloc without per-thread caches, two arenas: a served process gives a burst's memory back (after 1,000
+# runs: +6% of idle RSS, against +104% on Python's own allocator). An operator sets it in the unit or container.
+OPERATOR_ALLOCATOR = {
+    "PYTHONMALLOC": "malloc",
+    "GLIBC_TUNABLES": "glibc.malloc.tcache_count=0:glibc.malloc.arena_max=2",
+}
+
+
 def serve_and_load(runs: int, sessions: int, latency: float, shape: str, snapshots: Path | None) -> dict[str, Any]:
     """Start `mcp-team serve --http` (under tracemalloc when `snapshots` is a directory), load it, stop it."""
     port = free_port()
@@ -469,6 +477,8 @@ def serve_and_load(runs: int, sessions: int, latency: float, shape: str, snapsho
         "MCP_TEAM_OFFLINE_LATENCY_MS": str(int(latency * 1000)),
         "MCP_TEAM_MAX_RUNS": str(runs + 10),
         "MCP_TEAM_MAX_CONCURRENCY": str(4 * runs),
+        **OPERATOR_ALLOCATOR,  # what docs/operating.md advises for a served HTTP process (unless set already)
+        **{k: os.environ[k] for k in OPERATOR_ALLOCATOR if k in os.environ},
     }
     exe = Path(sys.executable).with_name("mcp-team")
     cmd = [sys.executable, str(Path(__file__).with_name("traced_server.py"))] if snapshots else [str(exe)]

@@ -158,7 +158,7 @@ def _evaluate(args: argparse.Namespace, suite: Suite, source: str, spec: TeamSpe
             # A second Ctrl-C as the runs were cancelled: the teardown of the team's external MCP servers was cut
             # short, so they are killed (as `run` does; only in the command's own process), and what finished is
             # still reported: it is quick, and the runs that finished are the point of the eval.
-            if getattr(args, "relaunchable", False):
+            if getattr(args, "own_process", False):
                 from mcp_team.server.children import kill_child_groups, quiet_closed_loop
 
                 quiet_closed_loop()
@@ -166,7 +166,7 @@ def _evaluate(args: argparse.Namespace, suite: Suite, source: str, spec: TeamSpe
             interrupted = True
         return _report(args, out, err, suite, source, backend, notice, team_runs, single_runs, interrupted, runs)
     finally:
-        if not getattr(args, "relaunchable", False):  # `main` in a process that goes on (a test's): as it was
+        if not getattr(args, "own_process", False):  # `main` in a process that goes on (a test's): as it was
             signal.signal(signal.SIGTERM, sigterm)
 
 

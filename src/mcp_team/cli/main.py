@@ -60,7 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if early:
             _set_sigterm(_signal.default_int_handler)  # SIGTERM raises KeyboardInterrupt, as Ctrl-C
         args = parse(argv)
-        args.relaunchable = argv is None  # this process is the command's own: `serve --http` may re-execute it
+        args.own_process = argv is None  # this process is the command's own (not a caller's, e.g. a test's)
         code: int = args.handler(args)
         sys.stdout.flush()  # output still buffered would fail at exit, past the handling below
         return code

@@ -182,7 +182,7 @@ def _run_traced(
         # A second Ctrl-C as the run was cancelled ends the command at once: the SDK's teardown of the team's
         # external MCP servers was cut short, and one slow to exit would outlive the command. Only in the
         # command's own process: `main` called in another (a test's) leaves that process's children alone.
-        if getattr(args, "relaunchable", False):
+        if getattr(args, "own_process", False):
             from mcp_team.server.children import kill_child_groups, quiet_closed_loop
 
             quiet_closed_loop()  # the event loop is closed: asyncio's word on the killed servers is noise

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import sys
 from typing import TYPE_CHECKING
 
@@ -45,8 +44,6 @@ if TYPE_CHECKING:
 
 EXIT_STARTUP_FAILED = 3  # uvicorn's code when the app does not start
 GRACE_SECONDS = 1.0  # after SIGTERM, how long running work gets to wind down
-# glibc's malloc for a served HTTP process, without per-thread caches, two arenas: see `relaunch_on_malloc`.
-HTTP_ALLOCATOR = {"PYTHONMALLOC": "malloc", "GLIBC_TUNABLES": "glibc.malloc.tcache_count=0:glibc.malloc.arena_max=2"}
 
 
 def add_parsers(sub: Subparsers) -> None:
@@ -71,40 +68,6 @@ def add_parsers(sub: Subparsers) -> None:
     serve.set_defaults(handler=serve_command)
 
 
-def relaunch_on_malloc(args: argparse.Namespace) -> None:
-    """Run `serve --http` on glibc's malloc: re-execute this process (same pid, same command line) once, with
-    `HTTP_ALLOCATOR` in its environment, before anything is imported or opened.
-
-    An HTTP server meets bursts of clients and must give their memory back afterwards. Python's own allocator
-    cannot: it frees a 1 MiB arena only when every object in it is gone, and the few objects that outlive a
-    burst (a grown dict, a cached statement, a thread's lock) sit in most of the arenas the burst made: after
-    1,000 concurrent runs RSS stayed at twice the idle figure. On glibc's malloc, `malloc_trim` (called once
-    the server is idle, server/surface/limits.py) returns every free page, and only the pages those survivors sit on
-    stay; without per-thread caches (tcache) and with two arenas instead of one per thread, the chunks each
-    worker thread keeps and the arenas' partly used pages stop pinning memory of their own. Measured with
-    `benchmarks/load.py` (1,000 runs), after the load: +104% of idle -> +17% (malloc) -> +10% (no tcache)
-    -> +6% (two arenas).
-    It costs CPU (malloc is slower than pymalloc for small objects); the library and stdio are left alone.
-    Nothing when PYTHONMALLOC is set already (the user's choice, or this is the relaunched process), off
-    Linux/glibc, or when `main` was handed its arguments (a caller's process, not ours to replace). MCP
-    servers started over stdio do not inherit these variables: the SDK gives them a minimal environment."""
-    if not args.http or "PYTHONMALLOC" in os.environ or not getattr(args, "relaunchable", False) or not _glibc():
-        return
-    env = {**os.environ, **HTTP_ALLOCATOR}
-    if tunables := os.environ.get("GLIBC_TUNABLES"):
-        env["GLIBC_TUNABLES"] = f"{tunables}:{HTTP_ALLOCATOR['GLIBC_TUNABLES']}"
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], env)
-
-
-def _glibc() -> bool:
-    try:
-        return sys.platform == "linux" and bool(os.confstr("CS_GNU_LIBC_VERSION"))
-    except (ValueError, OSError):  # musl and others have no such name
-        return False
-
-
 def serve_command(args: argparse.Namespace) -> int:
     import anyio
     from pydantic import ValidationError
@@ -118,7 +81,6 @@ def serve_command(args: argparse.Namespace) -> int:
         verb = "applies" if len(given) == 1 else "apply"
         print(f"mcp-team: {' and '.join(given)} {verb} only with --http: serving over stdio, add --http for HTTP",
               file=sys.stderr)  # fmt: skip
-    relaunch_on_malloc(args)
     log_to_stderr()
     try:
         settings = model_settings(args)

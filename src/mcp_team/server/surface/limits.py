@@ -139,7 +139,7 @@ def _malloc_trim() -> Callable[[int], int] | None:
 def release_memory() -> None:
     """Give freed heap back to the OS. glibc keeps the arenas a burst of runs grew; once no run is in
     progress, `malloc_trim` returns their free pages. It frees most when Python objects live in glibc's heap
-    too, as in `serve --http` (cli/serve.py `relaunch_on_malloc`): Python's own allocator keeps each
+    too, with PYTHONMALLOC=malloc as the operating docs advise for a served process: Python's own allocator keeps each
     1 MiB arena any survivor of the burst sits in. Garbage in reference cycles (a run's tasks, frames and
     exceptions) is collected first, or its pages stay in use."""
     gc.collect()
