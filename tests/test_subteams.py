@@ -14,7 +14,8 @@ from mcp_team.llm import ModelSet
 from mcp_team.llm.offline import OfflineModel
 from mcp_team.llm.settings import ModelSettings
 from mcp_team.server.app import build_server
-from mcp_team.teamfile.loading import TeamFileError, load_team_file
+from mcp_team.teamfile.loading import load_team_file
+from mcp_team.teamfile.schema import TeamFileError
 from mcp_team.telemetry import attributes as A
 from support import HANG_GUARD, MCP_TEAM, clean_env
 

@@ -21,7 +21,8 @@ from mcp_team.llm.scripted import ScriptedModel, text, tool_calls
 from mcp_team.llm.settings import ModelSettings
 from mcp_team.server.app import build_server
 from mcp_team.specialists import DEFAULT_TEAM
-from mcp_team.teamfile.loading import TeamFileError, load_team_file
+from mcp_team.teamfile.loading import load_team_file
+from mcp_team.teamfile.schema import TeamFileError
 from support import ADDER_TEAM, HANG_GUARD, MCP_TEAM, RUN_TOOLS, clean_env, cli_here
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")]

@@ -9,7 +9,7 @@ task, so a failure is not retried with a rewritten task (`max_retries` 0).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 import anyio
@@ -22,11 +22,15 @@ from mcp_team.specialists import SpecialistResult
 from mcp_team.telemetry import spans
 
 if TYPE_CHECKING:
-    from mcp_team.handoffs.team import Team
+    from mcp_team.handoffs.schema import RunSettings
+    from mcp_team.llm import ModelSet
+    from mcp_team.specialists import Specialist
 
 
 async def ask(
-    team: Team,
+    by_name: Mapping[str, Specialist],
+    models: ModelSet,
+    settings: RunSettings,
     name: str,
     task: str,
     context: str = "",
@@ -38,15 +42,15 @@ async def ask(
     ctx = RunContext(
         request=task,
         run_id=run_id or uuid.uuid4().hex,
-        team=team.by_name,
-        models=team.models,
-        settings=team.settings.model_copy(update={"max_retries": 0}),
+        team=by_name,
+        models=models,
+        settings=settings.model_copy(update={"max_retries": 0}),
         runtime=EPHEMERAL,  # outside any durable workflow, as the tool call itself is
     )
     handoff = Handoff(
         id="h1", seq=1, run_id=ctx.run_id, source="client", target=name, call_id="ask", task=task, context=context
     )
-    provider = team.models.for_member(name, team.by_name[name].model_role).provider
+    provider = models.for_member(name, by_name[name].model_role).provider
     with spans.conversation(ctx.run_id), spans.agent_span("supervisor", agent_id=ctx.run_id, provider=provider) as span:
         ctx.trace_id = spans.current_trace_id()
         ctx.last_seq = 1

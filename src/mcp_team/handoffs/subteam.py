@@ -83,7 +83,7 @@ def _cost_left(own: float | None, parent: Budget) -> float | None:
 
 async def run_subteam(ctx: RunContext, team: SubTeam, handoff: Handoff) -> tuple[SpecialistResult, RunResult]:
     """Run `handoff` through `team` as a sub-run of `ctx`; the result as a specialist's, and the sub-run's record."""
-    from mcp_team.handoffs.team import orchestrate  # the sub-run is a run: the same orchestration
+    from mcp_team.handoffs.orchestration import orchestrate  # the sub-run is a run: the same orchestration
 
     settings = team.settings.model_copy(update={"budgets": carve(ctx, team.settings.budgets)})
     child = RunContext(

@@ -38,7 +38,7 @@ from mcp_team.server.transports.middleware import (
     redact_tool_results,
     remember_session,
 )
-from mcp_team.server.updates.run_updates import install_run_updates
+from mcp_team.server.updates.run_updates import follow_runs, install_run_updates
 from mcp_team.server.views.run_view import run_view_app
 from mcp_team.server.watch import watch_team_file
 from mcp_team.teamfile.loading import TeamSpec, load_team
@@ -97,6 +97,7 @@ def build_server(
         async with anyio.create_task_group() as tg:
             state.rounds.task_group = tg
             await apply_team(server, state, state.team, tg)
+            state.runs.follow = follow_runs(state, tg)
             state.runs.start(tg, state)
             watcher = anyio.CancelScope()
             if watch and state.team.path is not None:

@@ -15,7 +15,7 @@ import logging
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 from mcp.server.mcpserver.exceptions import ToolError
@@ -27,14 +27,35 @@ from mcp_team.runs.config import DurableConfig
 from mcp_team.runs.types import EventSink, RunInput
 
 if TYPE_CHECKING:
+    from mcp_team.handoffs import RunSettings
+    from mcp_team.llm import ModelSet
+    from mcp_team.llm.limits import SharedRate
     from mcp_team.runs.service import Runs
     from mcp_team.runs.team_engine import TeamEngine
-    from mcp_team.server.state import ServerState
+    from mcp_team.specialists import Specialist
 
 OPEN_DELAY = 1.0  # seconds: an HTTP server that no client talks to still resumes its runs soon after start
 NO_MODEL = "no-configured-model"  # the team hash when the server has no model of its own: nothing resumes on it
 
 log = logging.getLogger("mcp_team.server")
+
+
+class ServedTeam(Protocol):
+    """What the run service needs of the server (`ServerState`): its current team and model."""
+
+    @property
+    def specialists(self) -> tuple[Specialist, ...]: ...
+
+    @property
+    def run_settings(self) -> RunSettings: ...
+
+    def configured_models(self) -> ModelSet | None: ...
+
+    def share_rate(self, rate: SharedRate) -> None: ...
+
+
+# Told once the service is open: the service, and a task group that lives as long as it is open.
+OnOpen = Callable[["Runs", anyio.abc.TaskGroup], None]
 
 
 @dataclass
@@ -47,6 +68,7 @@ class ServerRuns:
     error: str | None = None
     asked_to_stop: anyio.Event | None = None  # set by `stopping` (made with the other events, in the loop)
     on_open: Callable[[Runs], None] | None = None  # told once the service is open (serve: what it resumed)
+    follow: OnOpen | None = None  # set by the server: publishes the runs' updates to subscribers
     _wanted: anyio.Event | None = None
     _ready: anyio.Event | None = None
     _stop: anyio.Event | None = None
@@ -57,7 +79,7 @@ class ServerRuns:
     def durable(self) -> bool:
         return self.config is not None
 
-    def start(self, tg: anyio.abc.TaskGroup, state: ServerState) -> None:
+    def start(self, tg: anyio.abc.TaskGroup, state: ServedTeam) -> None:
         self._wanted, self._ready, self._stop = anyio.Event(), anyio.Event(), anyio.Event()
         self.asked_to_stop = anyio.Event()
         if self.config is None:
@@ -99,7 +121,7 @@ class ServerRuns:
             raise ToolError(f"durable runs are unavailable on this server: {self.error or 'it is shutting down'}")
         return self.service
 
-    async def _serve(self, state: ServerState, tg: anyio.abc.TaskGroup) -> None:
+    async def _serve(self, state: ServedTeam, tg: anyio.abc.TaskGroup) -> None:
         assert self._wanted is not None and self._ready is not None and self._stop is not None
         with anyio.move_on_after(self.open_delay if self.open_delay is not None else math.inf):
             await self._wanted.wait()
@@ -112,11 +134,8 @@ class ServerRuns:
                 open_runs(self.config, ServerEngine(state), adopt_orphans=True) as runs,
                 anyio.create_task_group() as inner,
             ):
-                from mcp_team.server.updates.run_updates import follow_other_processes, publish_updates
-
-                runs.store.on_write = publish_updates(state, tg)
-                if self.durable:  # runs other processes write (replicas; `mcp-team run` on this state directory)
-                    inner.start_soon(follow_other_processes, state, runs.store)
+                if self.follow is not None:
+                    self.follow(runs, inner)
                 self.service = runs
                 runs.stopping = self._stopping
                 if runs.durable is not None and runs.durable.replicas is not None:
@@ -146,7 +165,7 @@ class ServerEngine:
     """The run service's engine: the server's current team on its configured model. A run resumed after a
     restart runs on it only if its team hash is the one the run started with (else it is interrupted)."""
 
-    def __init__(self, state: ServerState) -> None:
+    def __init__(self, state: ServedTeam) -> None:
         self.state = state
         self._key: tuple[Any, ...] | None = None
         self._engine: TeamEngine | None = None

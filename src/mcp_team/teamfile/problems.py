@@ -28,7 +28,7 @@ from mcp_team.specialists.definition import NAME_RULE
 
 if TYPE_CHECKING:
     from mcp_team.specialists.mcp_config import McpServerConfig
-    from mcp_team.teamfile.loading import TeamFileModel
+    from mcp_team.teamfile.schema import TeamFileModel
 
 Model = TypeVar("Model", bound=BaseModel)
 

@@ -12,15 +12,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from mcp_team.teamfile.loading import TeamFileModel, TeamSpec
+    from mcp_team.teamfile.loading import TeamSpec
+    from mcp_team.teamfile.schema import TeamFileModel
 
 
 def load_subteams(
     model: TeamFileModel, source: str, base: Path, stack: tuple[Path, ...], max_depth: int
 ) -> tuple[list[str], dict[str, TeamSpec]]:
     """The nested teams of `model` (a file at depth `len(stack)`), or the problems found loading them."""
-    from mcp_team.teamfile.loading import TeamFileError, TeamFileModel, TeamSpec, load_team_file
+    from mcp_team.teamfile.loading import TeamSpec, load_team_file
     from mcp_team.teamfile.problems import check, renumbered, validate
+    from mcp_team.teamfile.schema import TeamFileError, TeamFileModel
 
     problems: list[str] = []
     subteams: dict[str, TeamSpec] = {}

@@ -48,6 +48,7 @@ from mcp_team.server.updates.listing_updates import (
 )
 
 if TYPE_CHECKING:
+    from mcp_team.runs.service import Runs
     from mcp_team.runs.store import RunStore  # the runs database of a durable server
 
 log = logging.getLogger("mcp_team.server")
@@ -192,6 +193,19 @@ def _when_closed(connection: Any, forget: Callable[[], None]) -> None:
         return
     scratch[CLOSE_HOOK] = True
     stack.callback(forget)
+
+
+def follow_runs(state: ServerState, tg: anyio.abc.TaskGroup) -> Callable[[Runs, anyio.abc.TaskGroup], None]:
+    """What the server's run service does once open (`ServerRuns.follow`): publish every run this process
+    writes (`publish_updates`, in `tg`, the server's task group) and, on a database others write to too
+    (replicas; `mcp-team run` on this state directory), the runs they write (`follow_other_processes`)."""
+
+    def opened(runs: Runs, inner: anyio.abc.TaskGroup) -> None:
+        runs.store.on_write = publish_updates(state, tg)
+        if runs.durable is not None:
+            inner.start_soon(follow_other_processes, state, runs.store)
+
+    return opened
 
 
 def publish_updates(state: ServerState, tg: anyio.abc.TaskGroup) -> Callable[[dict[str, str | None]], None]:
