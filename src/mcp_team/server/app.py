@@ -19,6 +19,7 @@ from mcp.server.mcpserver import MCPServer
 
 from mcp_team import __version__
 from mcp_team.llm.settings import ModelSettings
+from mcp_team.server.lowlevel import lowlevel_of
 from mcp_team.server.registry import apply_team
 from mcp_team.server.runs import ServerRuns
 from mcp_team.server.state import ListenedBus, ServerState
@@ -134,7 +135,7 @@ def build_server(
     server.middleware.append(legacy_tasks(server, tasks))
     server.middleware.append(name_invalid_params())  # innermost: it sees the SDK's own validation of params
     advertise_list_changed(server)
-    install_set_level(server._lowlevel_server)  # also declares the `logging` capability (2025-11-25)
+    install_set_level(lowlevel_of(server))  # also declares the `logging` capability (2025-11-25)
     install_strict_requests(server)  # exact errors for unknown tools, prompts, resources and arguments
     add_team_tools(server)
     add_run_tools(server)

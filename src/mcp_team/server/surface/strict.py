@@ -34,6 +34,7 @@ from mcp.server.mcpserver import MCPServer
 from pydantic import ValidationError
 
 from mcp_team.errors import message_of
+from mcp_team.server.lowlevel import lowlevel_of
 
 
 class _Named(Protocol):
@@ -63,7 +64,7 @@ def name_invalid_params() -> ServerMiddleware[Any]:
 
 def install_strict_requests(server: MCPServer[Any]) -> None:
     """Wrap the `tools/list`, `tools/call`, `prompts/get` and `resources/read` handlers of `server`."""
-    lowlevel: Server[Any] = server._lowlevel_server  # where MCPServer registers its handlers
+    lowlevel: Server[Any] = lowlevel_of(server)  # where MCPServer registers its handlers
 
     def wrap(method: str, make: Any) -> None:
         entry = lowlevel.get_request_handler(method)

@@ -36,6 +36,7 @@ from uvicorn.lifespan.on import LifespanOn
 
 from mcp_team.errors import ConfigError
 from mcp_team.server.children import exit_now
+from mcp_team.server.lowlevel import lowlevel_of
 from mcp_team.server.oauth.settings import OAuthSettings, is_loopback
 from mcp_team.server.transports.cors import McpCors
 from mcp_team.server.transports.events import DEFAULT_MAX_BYTES, RETRY_MS, MemoryEventStore, scope_per_session
@@ -373,7 +374,7 @@ def end_streams(server: MCPServer[Any]) -> None:
     each 2025-11-25 session's GET stream ends (a client may reconnect with Last-Event-ID, to a server that
     starts again). Calls in progress are left to end as their work does: a durable run's held call is told its
     run goes on at the next start (see `Runs.run`)."""
-    entry = server._lowlevel_server.get_request_handler("subscriptions/listen")
+    entry = lowlevel_of(server).get_request_handler("subscriptions/listen")
     if entry is not None and isinstance(entry.handler, ListenHandler):
         entry.handler.close()
     # The sessions are private in SDK 2.3 (see `events.scope_per_session`); closing a GET stream is public.

@@ -10,6 +10,7 @@ from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, Server
 from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.mcpserver import MCPServer
 
+from mcp_team.server.lowlevel import lowlevel_of
 from mcp_team.server.state import ServerState
 from mcp_team.telemetry.content import redact_value
 
@@ -78,7 +79,7 @@ def advertise_list_changed(server: MCPServer[ServerState]) -> None:
     `MCPServer` has no public switch for this; its transports all build their initialization
     options through the low-level server, so that is where the default changes.
     """
-    lowlevel = server._lowlevel_server
+    lowlevel = lowlevel_of(server)
     create = lowlevel.create_initialization_options
 
     def with_list_changed(notification_options: NotificationOptions | None = None, *args: Any, **kw: Any) -> Any:

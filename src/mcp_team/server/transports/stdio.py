@@ -24,6 +24,7 @@ import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.stdio import stdio_server
 
+from mcp_team.server.lowlevel import lowlevel_of
 from mcp_team.server.transports.messages import check_message
 
 DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024  # the SDK's limit for an HTTP body, so both transports agree
@@ -46,7 +47,7 @@ def max_message_bytes() -> int:
 async def serve_stdio(server: MCPServer[Any], *, limit: int | None = None) -> None:
     """Serve `server` on this process's stdin and stdout until stdin closes."""
     limit = max_message_bytes() if limit is None else limit
-    lowlevel = server._lowlevel_server  # what MCPServer.run_stdio_async runs, too
+    lowlevel = lowlevel_of(server)  # what MCPServer.run_stdio_async runs, too
     with _claimed_stdio() as (stdin_bytes, stdout_bytes):
         stdout = _LineWriter(anyio.wrap_file(TextIOWrapper(stdout_bytes, encoding="utf-8")))
         stdin = anyio.wrap_file(TextIOWrapper(stdin_bytes, encoding="utf-8", errors="replace"))

@@ -37,6 +37,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.subscriptions import ResourceUpdated
 
 from mcp_team.server.auth import caller, visible
+from mcp_team.server.lowlevel import lowlevel_of
 from mcp_team.server.state import ServerState
 from mcp_team.server.updates.listing_updates import (
     LIST_URI,
@@ -120,7 +121,7 @@ def install_run_updates(server: MCPServer[ServerState], state: ServerState) -> N
             scope.cancel()
         return types.EmptyResult()
 
-    lowlevel = server._lowlevel_server
+    lowlevel = lowlevel_of(server)
     lowlevel.add_request_handler("resources/subscribe", types.SubscribeRequestParams, subscribe)
     lowlevel.add_request_handler("resources/unsubscribe", types.UnsubscribeRequestParams, unsubscribe)
     server.middleware.append(refuse_in_listen_filters(state))
