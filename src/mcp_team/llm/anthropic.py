@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from typing import Any
 
 import anthropic
@@ -62,7 +61,9 @@ class AnthropicModel:
     """A Claude model behind the Anthropic Messages API. Safe to call concurrently.
 
     The SDK client is created on the first call (and is then bound to that call's event loop).
-    `api_key=None` and `base_url=None` fall back to `ANTHROPIC_API_KEY` and `ANTHROPIC_BASE_URL`.
+    `api_key=None` and `base_url=None` leave them to the SDK's own lookup (`ANTHROPIC_API_KEY`, a profile,
+    `ANTHROPIC_BASE_URL`), which this module does not read: the CLI and the server pass both, from
+    `ModelSettings`; `base_url` names the endpoint in messages and for limits and prices.
     `key_setting` and `url_setting` name where the key and the base URL were set (a variable, a team file's
     entry), for the errors that say what to check.
     """
@@ -87,7 +88,7 @@ class AnthropicModel:
         self.key_setting, self.url_setting = key_setting, url_setting
         self._api_key = api_key
         self._base_url = base_url
-        url = (base_url or os.environ.get("ANTHROPIC_BASE_URL") or "").rstrip("/")
+        url = (base_url or "").rstrip("/")
         #: The endpoint's URL (for per-endpoint limits and prices); None for Anthropic's own API.
         self.base_url: str | None = None if not url or url == "https://api.anthropic.com" else url
         #: The genai-prices provider its calls are priced with when not Anthropic's own (see `llm.cost`).

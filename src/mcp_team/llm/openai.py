@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 from typing import Any, Literal
 
@@ -96,8 +95,10 @@ def _is_openai_api(base_url: str) -> bool:
 class OpenAIModel:
     """A model behind an OpenAI-compatible Chat Completions endpoint. Safe to call concurrently.
 
-    `api_key=None` and `base_url=None` fall back to `OPENAI_API_KEY` and `OPENAI_BASE_URL`. A local
-    server (any `base_url` but OpenAI's) needs no key, and gets 600 s per attempt instead of 120 s.
+    `base_url=None` is OpenAI's own API; `api_key=None` leaves the key to the SDK's own lookup
+    (`OPENAI_API_KEY`), which this module does not read: the CLI and the server pass both, from
+    `ModelSettings`. A local server (any `base_url` but OpenAI's) needs no key, and gets 600 s per attempt
+    instead of 120 s.
     `key_setting` and `url_setting` name where the key and the base URL were set (a variable, a team file's
     entry), for the errors that say what to check. The SDK client is created on the first call.
     """
@@ -119,8 +120,8 @@ class OpenAIModel:
         self.name = model
         self.max_retries = max_retries
         self.key_setting, self.url_setting = key_setting, url_setting
-        self._api_key = api_key or os.environ.get("OPENAI_API_KEY") or None
-        url = base_url or os.environ.get("OPENAI_BASE_URL") or None
+        self._api_key = api_key or None
+        url = base_url or None
         #: The endpoint's URL; None for OpenAI's own API.
         self.base_url: str | None = None if url is None or _is_openai_api(url) else url.rstrip("/")
         # Seconds per attempt. A model on a local machine may take minutes for a long answer.
@@ -148,19 +149,21 @@ class OpenAIModel:
     def client(self) -> openai.AsyncOpenAI:
         """The SDK client, created on first use."""
         if self._client is None:
-            key = self._api_key or (NO_KEY if self.base_url is not None else None)
-            if key is None:
-                raise ModelError(
-                    "auth",
-                    "no OpenAI API key is configured: set OPENAI_API_KEY (a local server, set with "
-                    "OPENAI_BASE_URL, needs none)",
-                )
-            self._client = openai.AsyncOpenAI(
-                api_key=key,
-                base_url=self.base_url or OPENAI_API_URL,
-                max_retries=self.max_retries,
-                timeout=self.timeout,
-            )
+            options: dict[str, Any] = {
+                "base_url": self.base_url or OPENAI_API_URL,
+                "max_retries": self.max_retries,
+                "timeout": self.timeout,
+            }
+            try:
+                self._client = openai.AsyncOpenAI(api_key=self._api_key, **options)  # None: the SDK's lookup
+            except openai.OpenAIError:  # no key anywhere
+                if self.base_url is None:
+                    raise ModelError(
+                        "auth",
+                        "no OpenAI API key is configured: set OPENAI_API_KEY (a local server, set with "
+                        "OPENAI_BASE_URL, needs none)",
+                    ) from None
+                self._client = openai.AsyncOpenAI(api_key=NO_KEY, **options)
         return self._client
 
     async def aclose(self) -> None:
@@ -364,7 +367,8 @@ class OpenAIModel:
 
     def _scrub(self, text: str) -> str:
         """`text` with the API key (should it ever be echoed back) masked."""
-        return scrub(text, self._api_key)
+        sent = self._client.api_key if self._client else None  # the SDK's own lookup's, when it made one
+        return scrub(text, self._api_key, sent if sent != NO_KEY else None)
 
 
 def _api_message(err: openai.APIError) -> str:
