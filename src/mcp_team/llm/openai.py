@@ -17,7 +17,8 @@ Ollama, vLLM, llama.cpp's server, LM Studio), so this module owns the difference
 - a model or server without tool support is a `bad_request` that says so and what to do.
 Retrying 408/409/429/5xx with backoff (honouring `retry-after`) is left to the SDK.
 The request and reply in Chat Completions' shapes (messages, tools, tool-call arguments, usage) are
-llm/chat_completions.py's.
+llm/chat_completions.py's; what it shares with the Anthropic backend (its settings, its client's life, the
+rest of turning the SDK's exceptions into `ModelError`s) is llm/sdk_model.py's.
 
 `import openai` takes about half a second, so nothing outside this module (and llm/openai_stream.py, which only
 it imports) imports it, and this module is itself imported only when an OpenAI-compatible model is configured.
@@ -35,7 +36,8 @@ from openai.types.chat import ChatCompletion
 
 from mcp_team.llm.chat_completions import from_completion, to_messages, to_tool_params
 from mcp_team.llm.openai_stream import StreamedReply
-from mcp_team.llm.sdk_errors import clip, describe, quoted, scrub, unreadable
+from mcp_team.llm.sdk_errors import clip, quoted
+from mcp_team.llm.sdk_model import SdkModel
 from mcp_team.llm.types import (
     ErrorKind,
     ModelError,
@@ -92,7 +94,7 @@ def _is_openai_api(base_url: str) -> bool:
     return base_url.rstrip("/").lower().startswith(("https://api.openai.com", "http://api.openai.com"))
 
 
-class OpenAIModel:
+class OpenAIModel(SdkModel[openai.AsyncOpenAI]):
     """A model behind an OpenAI-compatible Chat Completions endpoint. Safe to call concurrently.
 
     `base_url=None` is OpenAI's own API; `api_key=None` leaves the key to the SDK's own lookup
@@ -104,6 +106,9 @@ class OpenAIModel:
     """
 
     provider = "openai"
+    sdk = openai
+    api_shape = "the server's OpenAI-compatible API, which usually ends in /v1"
+    placeholder_key = NO_KEY
 
     def __init__(
         self,
@@ -117,17 +122,18 @@ class OpenAIModel:
         key_setting: str = "OPENAI_API_KEY",
         url_setting: str = "OPENAI_BASE_URL",
     ) -> None:
-        self.name = model
-        self.max_retries = max_retries
-        self.key_setting, self.url_setting = key_setting, url_setting
-        self._api_key = api_key or None
-        url = base_url or None
-        #: The endpoint's URL; None for OpenAI's own API.
-        self.base_url: str | None = None if url is None or _is_openai_api(url) else url.rstrip("/")
-        # Seconds per attempt. A model on a local machine may take minutes for a long answer.
-        self.timeout = timeout if timeout is not None else 120.0 if self.base_url is None else 600.0
-        #: The genai-prices provider its calls are priced with (see `llm.cost`); None: not priced.
-        self.price_provider = price_provider
+        url = None if not base_url or _is_openai_api(base_url) else base_url.rstrip("/")
+        super().__init__(
+            model,
+            api_key=api_key or None,
+            base_url=url,
+            max_retries=max_retries,
+            # A model on a local machine may take minutes for a long answer.
+            timeout=timeout if timeout is not None else 120.0 if url is None else 600.0,
+            price_provider=price_provider,
+            key_setting=key_setting,
+            url_setting=url_setting,
+        )
         self._token_param = token_limit_param(model, self.base_url)
         self._token_param_switched = False
         self._send_parallel = True  # cleared when the server rejects `parallel_tool_calls`
@@ -135,7 +141,6 @@ class OpenAIModel:
         self._stream = False  # set when the server answers only with streams
         self._send_stream_options = True  # cleared when a streaming server rejects `stream_options`
         self._warned_no_usage = False
-        self._client: openai.AsyncOpenAI | None = None
 
     def __repr__(self) -> str:
         return f"OpenAIModel({self.name!r}, base_url={self.base_url!r})"
@@ -165,12 +170,6 @@ class OpenAIModel:
                     ) from None
                 self._client = openai.AsyncOpenAI(api_key=NO_KEY, **options)
         return self._client
-
-    async def aclose(self) -> None:
-        """Close the SDK client's connections, if it was ever created."""
-        if self._client is not None:
-            await self._client.close()
-            self._client = None
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         """Run one Chat Completions call (the SDK retries transient failures). Raises `ModelError`."""
@@ -314,21 +313,7 @@ class OpenAIModel:
 
     # -- errors ------------------------------------------------------------------------------------
 
-    def _unreadable(self, why: str) -> ModelError:
-        hint = (
-            ""
-            if self.base_url is None
-            else f"; check the base URL ({self.url_setting}): it should be the server's OpenAI-compatible API, "
-            "which usually ends in /v1"
-        )
-        return ModelError("server_error", self._scrub(unreadable(self.where, self.name, why, hint)))
-
-    def _model_error(self, err: openai.OpenAIError) -> ModelError:
-        """The `ModelError` for an SDK exception raised after the SDK's own retries."""
-        kind, status, message = self._describe(err)
-        return ModelError(kind, self._scrub(message), status=status)
-
-    def _describe(self, err: openai.OpenAIError) -> tuple[ErrorKind, int | None, str]:
+    def _describe(self, err: Exception) -> tuple[ErrorKind, int | None, str]:
         detail = hint = ""
         if isinstance(err, openai.APIStatusError):
             status, said = err.status_code, _api_message(err)
@@ -352,23 +337,7 @@ class OpenAIModel:
                     f"; check the model name {self.name!r} (GET {self.base_url or OPENAI_API_URL}/models lists "
                     "them) and the base URL (it usually ends in /v1)"
                 )
-        return describe(
-            err,
-            openai,
-            model=self.name,
-            where=self.where,
-            timeout=self.timeout,
-            max_retries=self.max_retries,
-            key_variable=self.key_setting,
-            url_variable=self.url_setting,
-            detail=detail,
-            hint=hint,
-        )
-
-    def _scrub(self, text: str) -> str:
-        """`text` with the API key (should it ever be echoed back) masked."""
-        sent = self._client.api_key if self._client else None  # the SDK's own lookup's, when it made one
-        return scrub(text, self._api_key, sent if sent != NO_KEY else None)
+        return self._described(err, detail, hint)
 
 
 def _api_message(err: openai.APIError) -> str:
