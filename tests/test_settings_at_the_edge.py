@@ -40,16 +40,21 @@ def code_lines(source: str) -> dict[int, str]:
     return {number: " ".join(words) for number, words in lines.items()}
 
 
-def environment_reads(path: Path) -> list[str]:
-    """`path:line: text` of each line of `path` whose code reads the environment."""
+def matching_lines(path: Path, pattern: re.Pattern[str]) -> list[str]:
+    """`path:line: text` of each line of `path` whose code matches `pattern`."""
     text = path.read_text(encoding="utf-8")
     source = text.splitlines()
     where = path.relative_to(PACKAGE.parent) if path.is_relative_to(PACKAGE) else path
     return [
         f"{where}:{number}: {source[number - 1].strip()}"
         for number, code in code_lines(text).items()
-        if READS.search(code)
+        if pattern.search(code)
     ]
+
+
+def environment_reads(path: Path) -> list[str]:
+    """`path:line: text` of each line of `path` whose code reads the environment."""
+    return matching_lines(path, READS)
 
 
 def below_the_edge() -> list[Path]:
@@ -65,6 +70,21 @@ def test_nothing_below_cli_and_server_reads_the_environment() -> None:
     assert not reads, (
         "read the environment in cli/ or server/ and pass the value down (see llm/settings.py):\n" + "\n".join(reads)
     )
+
+
+def settings_classes() -> set[str]:
+    """The package's pydantic-settings classes: constructing one reads the environment."""
+    pattern = re.compile(r"^class (\w+)\(BaseSettings\)", re.M)
+    return {name for path in PACKAGE.rglob("*.py") for name in pattern.findall(path.read_text(encoding="utf-8"))}
+
+
+def test_settings_classes_are_constructed_only_at_the_edge() -> None:
+    """`ModelSettings()` reads the environment as it is made (pydantic-settings): below the edge it is given."""
+    names = settings_classes()
+    assert "ModelSettings" in names and "ServerLimits" in names
+    made = re.compile(rf"(?<!class )\b({'|'.join(sorted(names))})\s*\(")
+    found = [hit for path in below_the_edge() for hit in matching_lines(path, made)]
+    assert not found, "construct settings in cli/ or server/ and pass them down:\n" + "\n".join(found)
 
 
 @pytest.mark.parametrize(
