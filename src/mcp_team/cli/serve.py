@@ -93,10 +93,11 @@ def serve_command(args: argparse.Namespace) -> int:
         elif settings.backend() == "offline":
             print("mcp-team: offline backend: deterministic answers, no LLM is called", file=sys.stderr)
         from mcp_team.server.surface.limits import ServerLimits
+        from mcp_team.server.views.run_view import view_settings
         from mcp_team.teamfile.loading import load_team
 
         spec = with_call_timeout(load_team(team_file(args.team)), args.call_timeout)
-        limits = ServerLimits()
+        limits, views = ServerLimits(), view_settings()  # read once, here: the app and the run pages share them
         durable = durable_config(args)  # opened in the background once the server answers (see server/runs.py)
         register_secrets(settings, spec)
         check_faults(settings, spec)
@@ -140,7 +141,9 @@ def serve_command(args: argparse.Namespace) -> int:
     try:
         if http is None:
             opened = ServerRuns(durable, on_open=say_resumed)
-            server = build_server(settings, spec, watch=args.watch, tracing=tracing, limits=limits, durable=opened)
+            server = build_server(
+                settings, spec, watch=args.watch, tracing=tracing, limits=limits, durable=opened, views=views
+            )
             anyio.run(_serve_stdio, server, tracing, stdio_limit, opened)
         else:
             from mcp_team.server.transports.http import HttpServer, auth_for, resource_server
@@ -152,7 +155,7 @@ def serve_command(args: argparse.Namespace) -> int:
             opened = ServerRuns(durable, open_delay=OPEN_DELAY, on_open=say_resumed)
             auth = resource.auth if resource is not None else auth_for(http)
             server = build_server(
-                settings, spec, auth=auth, watch=args.watch, tracing=tracing, limits=limits, durable=opened
+                settings, spec, auth=auth, watch=args.watch, tracing=tracing, limits=limits, durable=opened, views=views
             )
             if resource is not None:
                 say_issuer(resource)
@@ -166,6 +169,7 @@ def serve_command(args: argparse.Namespace) -> int:
                 on_signal=opened.stopping,
                 before_exit=tracing.shutdown if tracing is not None else None,  # bounded, as in `finally` below
                 oauth=resource,
+                views=views,
             )
             with contextlib.suppress(KeyboardInterrupt):  # as uvicorn.run: Ctrl-C stops the server, cleanly
                 served.run(sockets=sockets)

@@ -41,7 +41,7 @@ from mcp_team.server.transports.middleware import (
     remember_session,
 )
 from mcp_team.server.updates.run_updates import follow_runs, install_run_updates
-from mcp_team.server.views.run_view import run_view_app
+from mcp_team.server.views.run_view import ViewSettings, run_view_app, view_settings
 from mcp_team.server.watch import watch_team_file
 from mcp_team.teamfile.loading import TeamSpec, load_team
 
@@ -78,6 +78,7 @@ def build_server(
     limits: ServerLimits | None = None,
     durable: DurableConfig | ServerRuns | None = None,
     environ: Mapping[str, str] | None = None,
+    views: ViewSettings | None = None,
 ) -> MCPServer[ServerState]:
     """The MCP server for a team (by default the one `load_team` finds). Cheap to build: the model is made on
     first use, and external MCP servers start with the server's lifespan. With `watch`, edits to the team file
@@ -85,7 +86,8 @@ def build_server(
     flushed after every tool call (in the background, so an absent collector never delays a reply). `limits`
     (default: from the environment) bound what a client may ask (see `limits`). With `durable`, runs are
     durable and kept in its database (see server/runs.py); without, in memory. `environ` (default: the process's)
-    is read here, at the edge: `MCP_TEAM_FILE` when no `team` is given, and the key variables its members name."""
+    is read here, at the edge: `MCP_TEAM_FILE` when no `team` is given, and the key variables its members name;
+    so are the run view's `views` when not given (`serve --http` gives the ones its run pages have)."""
     environ = os.environ if environ is None else environ
     team = team or load_team(environ.get("MCP_TEAM_FILE") or None)
     base_settings = model_settings or ModelSettings()
@@ -134,7 +136,7 @@ def build_server(
             *([flush_after_calls(state, tracing)] if tracing else []),
         ],
         # run_team as an MCP task, on a model of the server's own (a run on the client's model needs the call)
-        extensions=[run_view_app(), *([tasks] if tasks.runs.serves_tasks() else [])],
+        extensions=[run_view_app(views or view_settings()), *([tasks] if tasks.runs.serves_tasks() else [])],
     )
     server.middleware.append(legacy_tasks(server, tasks))
     server.middleware.append(name_invalid_params())  # innermost: it sees the SDK's own validation of params

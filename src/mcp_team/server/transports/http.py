@@ -41,7 +41,7 @@ from mcp_team.server.oauth.settings import OAuthSettings, is_loopback
 from mcp_team.server.transports.cors import McpCors
 from mcp_team.server.transports.events import DEFAULT_MAX_BYTES, RETRY_MS, MemoryEventStore, scope_per_session
 from mcp_team.server.transports.messages import check_http_bodies
-from mcp_team.server.views.run_view import add_run_pages
+from mcp_team.server.views.run_view import ViewSettings, add_run_pages
 
 if TYPE_CHECKING:
     from mcp_team.server.oauth.resource import ResourceServer
@@ -165,12 +165,13 @@ def http_app(
     settings: HttpSettings,
     auth: tuple[TokenVerifier, AuthSettings] | None = None,
     oauth: ResourceServer | None = None,
+    views: ViewSettings | None = None,
 ) -> Starlette:
     """The ASGI app for `server` with DNS-rebinding protection, a `/healthz` route (no auth) and the run pages
     (`/runs`, `/runs/{id}`: same checks as `/mcp`). `auth`: the token verifier `server` was built with, when it
     is not the static token of `settings` (`ConfigError` if the server checks tokens and the pages would not);
     `oauth`: the OAuth resource server `server` was built with (`build_server(auth=oauth.auth)`), whose
-    challenges, per-request scopes and metadata go on the app."""
+    challenges, per-request scopes and metadata go on the app; `views`: the run pages' settings (None: read now)."""
     pages_auth = oauth.auth if oauth is not None else auth or auth_for(settings)
     if pages_auth is None and server.settings.auth is not None:
         raise ConfigError(
@@ -187,7 +188,7 @@ def http_app(
         allowed_hosts=[*_LOCAL_HOSTS, *settings.allowed_hosts],
         allowed_origins=[*_LOCAL_ORIGINS, *settings.allowed_origins],
     )
-    add_run_pages(server, security, pages_auth, permits=oauth.permits_pages if oauth is not None else None)
+    add_run_pages(server, security, pages_auth, views, permits=oauth.permits_pages if oauth is not None else None)
     # With an event store every SSE event has an id, each POST stream opens with a priming event and a `retry`,
     # and a client that reconnects with Last-Event-ID gets what it missed (SEP-1699): its own, never another's.
     events = MemoryEventStore(settings.event_store_bytes)
@@ -233,8 +234,9 @@ class HttpServer(uvicorn.Server):
         on_signal: Callable[[], None] | None = None,
         before_exit: Callable[[], None] | None = None,
         oauth: ResourceServer | None = None,
+        views: ViewSettings | None = None,
     ) -> None:
-        app = http_app(server, settings, oauth=oauth)
+        app = http_app(server, settings, oauth=oauth, views=views)
         config = uvicorn.Config(
             app, host=settings.host, port=port, log_level="warning", timeout_graceful_shutdown=settings.shutdown_timeout
         )
