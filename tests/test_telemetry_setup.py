@@ -222,6 +222,28 @@ def test_trace_dir_from_env(tmp_path: Path) -> None:
     assert TracingConfig.from_env({"MCP_TEAM_TRACE_DIR": "  "}).trace_dir is None
 
 
+def test_otlp_header_values_are_kept_out_of_captured_content(tmp_path: Path) -> None:
+    """A collector's token in the OTLP header variables is read from the mapping given (the CLI's environment),
+    never shown by the config, and registered as a secret when the pipeline is installed."""
+    from mcp_team.telemetry import content
+
+    env = {"OTEL_EXPORTER_OTLP_HEADERS": "authorization=Bearer collector-sekrit-1,x-team=blue-team-42",
+           "OTEL_EXPORTER_OTLP_TRACES_HEADERS": "api-key = traces-sekrit-2 "}  # fmt: skip
+    config = TracingConfig.from_env(env, trace_dir=tmp_path)
+    assert config.header_secrets == ("Bearer collector-sekrit-1", "blue-team-42", "traces-sekrit-2")
+    assert "sekrit" not in repr(config) and "sekrit" not in config.describe()
+    assert TracingConfig.from_env({}).header_secrets == ()
+    assert content.redact("sent collector-sekrit-1") == "sent collector-sekrit-1"  # not yet: nothing installed
+    tracing = setup_tracing(config, set_global=False)
+    assert tracing is not None
+    try:
+        said = content.redact("sent Bearer collector-sekrit-1, traces-sekrit-2 and blue-team-42")
+        assert "sekrit" not in said and "blue-team-42" not in said, said
+    finally:
+        tracing.shutdown()
+        content.clear_secrets()
+
+
 # -- setup_tracing in this process, without touching the global provider ------------------------------
 
 
