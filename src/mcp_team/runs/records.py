@@ -20,9 +20,14 @@ class Progress:
     def __init__(self, record: RunRecord) -> None:
         self.record = record
         self.handoffs: dict[str, HandoffRecord] = {h.id: h for h in (record.result.handoffs if record.result else [])}
-        # A resumed run replays its finished handoffs in milliseconds: they keep the times they really ran at.
-        self._ran = {h.id: {"started_at": h.started_at, "ended_at": h.ended_at} for h in self.handoffs.values()
-                     if h.ended_at is not None}  # fmt: skip
+        # A resumed run replays its finished handoffs in milliseconds, from their recorded steps: each is kept as it
+        # was recorded (the times it really ran at, and a team's sub-run with its own), by id; a sub-run's handoffs
+        # by their path (`<team's handoff id>/<id>`, as its progress names them), at any depth.
+        self._done: dict[str, HandoffRecord] = {}
+        for h in self.handoffs.values():
+            if h.ended_at is not None:
+                self._done[h.id] = h
+                self._done.update(_nested(h))
         self._usage: Callable[[], UsageReport] | None = None  # the run's spend so far, from its events
         # the answers at its checkpoints so far: a person sees what they answered while the run asks again
         self.checkpoints: list[CheckpointRecord] = list(record.result.checkpoints) if record.result else []
@@ -50,14 +55,23 @@ class Progress:
 
     def _kept(self, handoff: HandoffRecord) -> HandoffRecord | None:
         """`handoff` as the record keeps it: a resumed run replays its finished handoffs from their recorded steps,
-        so their stored times stay, and the replay's start of one never shows it running again (None)."""
-        if handoff.id in self._ran and handoff.ended_at is None:
+        so their stored records stay, and the replay's start of one never shows it running again (None)."""
+        if handoff.id in self._done and handoff.ended_at is None:
             return None
-        return self._timed(handoff.model_copy())
+        return self._as_done(handoff.model_copy())
 
-    def _timed(self, handoff: HandoffRecord) -> HandoffRecord:
-        ran = self._ran.get(handoff.id)
-        return handoff if ran is None or handoff.ended_at is None else handoff.model_copy(update=ran)
+    def _as_done(self, handoff: HandoffRecord, path: str = "") -> HandoffRecord:
+        """`handoff` (at `path` in the run's tree of sub-runs) as it was recorded when it finished before a restart;
+        a team's sub-run replayed with the handoffs it had finished as they were recorded."""
+        if handoff.ended_at is not None and (done := self._done.get(path + handoff.id)) is not None:
+            # named as `handoff` is: the progress shows a sub-run's handoff by its path, its result in the sub-run
+            same = (done.id, done.target) == (handoff.id, handoff.target)
+            return done if same else done.model_copy(update={"id": handoff.id, "target": handoff.target})
+        sub = handoff.subrun
+        if sub is None or not self._done:
+            return handoff
+        inner = [self._as_done(h, f"{path}{handoff.id}/") for h in sub.handoffs]
+        return handoff.model_copy(update={"subrun": sub.model_copy(update={"handoffs": inner})})
 
     def snapshot(self) -> RunRecord:
         r = self.record
@@ -85,12 +99,23 @@ class Progress:
             if status in ("failed", "cancelled"):  # not left "running" in the result a client reads
                 update.update(status=status, stopped_by=result.stopped_by or reason)
             result = result.model_copy(update=update)
-        elif self._ran:
-            result = result.model_copy(update={"handoffs": [self._timed(h) for h in result.handoffs]})
+        elif self._done:
+            result = result.model_copy(update={"handoffs": [self._as_done(h) for h in result.handoffs]})
         self.record = self.record.model_copy(
             update={"status": status, "result": result, "reason": reason, "updated_at": now(), "waiting": None}
         )
         return self.record
+
+
+def _nested(handoff: HandoffRecord, path: str = "") -> dict[str, HandoffRecord]:
+    """The finished handoffs of `handoff`'s sub-run (a member that is a team), by path, at any depth."""
+    found: dict[str, HandoffRecord] = {}
+    prefix = f"{path}{handoff.id}/"
+    for h in handoff.subrun.handoffs if handoff.subrun is not None else []:
+        if h.ended_at is not None:
+            found[prefix + h.id] = h
+        found.update(_nested(h, prefix))
+    return found
 
 
 def final_state(result: RunResult) -> RunState:
