@@ -120,9 +120,10 @@ class Execution:
 
         async def on_event(event: RunEvent) -> None:
             if event.kind == "handoff_finished":
-                # Stored before anyone is told (see the module docstring); concurrent ends share one write. The
-                # branch waits for it, so another branch's events may reach the follower first.
-                await self.store.write(progress.preview(event))
+                # Stored before anyone is told (see the module docstring); concurrent ends share one write, and each
+                # write carries every end still being written (`Progress.storing`). The branch waits for it, so
+                # another branch's events may reach the follower first.
+                await self.store.write(progress.storing(event))
             progress.on_event(event)
             if event.kind != "handoff_finished":  # the record is taken when written or read, not at every event
                 self.store.put_later(progress.record.run_id, progress.snapshot)

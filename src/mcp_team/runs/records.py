@@ -28,6 +28,9 @@ class Progress:
             if h.ended_at is not None:
                 self._done[h.id] = h
                 self._done.update(_nested(h))
+        # Finished handoffs being written, not yet shown (`storing`): every record written carries them, so a write
+        # of another concurrent end never stores the run without one that is about to be shown finished.
+        self._storing: dict[str, HandoffRecord] = {}
         self._usage: Callable[[], UsageReport] | None = None  # the run's spend so far, from its events
         # the answers at its checkpoints so far: a person sees what they answered while the run asks again
         self.checkpoints: list[CheckpointRecord] = list(record.result.checkpoints) if record.result else []
@@ -38,20 +41,18 @@ class Progress:
             self._usage = event.usage
         if event.record is not None and (handoff := self._kept(event.record)) is not None:
             self.handoffs[handoff.id] = handoff
+            self._storing.pop(handoff.id, None)
         if event.kind == "checkpoint" and event.snapshot is not None:  # rare: a whole snapshot is fine
             self.checkpoints = event.snapshot().checkpoints
         elif event.kind == "run_started" and event.snapshot is not None:  # once: the run's trace, from its start
             self.trace_id = event.snapshot().trace_id
 
-    def preview(self, event: RunEvent) -> RunRecord:
-        """The record with `event` applied, without applying it (written before anyone is told of the event)."""
-        handoffs = self.handoffs
+    def storing(self, event: RunEvent) -> RunRecord:
+        """The record to write before anyone is told of `event` (a finished handoff). From now on every record written
+        carries its handoff (`snapshot`); readers are shown it once `on_event` applies it, after the write."""
         if event.record is not None and (handoff := self._kept(event.record)) is not None:
-            self.handoffs = {**handoffs, handoff.id: handoff}
-        try:
-            return self.snapshot()
-        finally:
-            self.handoffs = handoffs
+            self._storing[handoff.id] = handoff
+        return self.snapshot()
 
     def _kept(self, handoff: HandoffRecord) -> HandoffRecord | None:
         """`handoff` as the record keeps it: a resumed run replays its finished handoffs from their recorded steps,
@@ -74,11 +75,19 @@ class Progress:
         return handoff.model_copy(update={"subrun": sub.model_copy(update={"handoffs": inner})})
 
     def snapshot(self) -> RunRecord:
+        """The record to store: with the finished handoffs being written (`storing`)."""
+        return self._snapshot({**self.handoffs, **self._storing} if self._storing else self.handoffs)
+
+    def shown(self) -> RunRecord:
+        """The record to show: what is stored already, never a handoff whose end is still being written."""
+        return self._snapshot(self.handoffs)
+
+    def _snapshot(self, handoffs: dict[str, HandoffRecord]) -> RunRecord:
         r = self.record
         if r.finished:  # a late progress event never turns a final record back into a running one
             return r
         partial = RunResult(
-            answer="", status="running", handoffs=list(self.handoffs.values()), failures=[],
+            answer="", status="running", handoffs=list(handoffs.values()), failures=[],
             usage=self._usage() if self._usage is not None else UsageReport(),
             run_id=r.run_id, trace_id=self.trace_id, request=r.request, mode=r.mode or "adaptive",  # type: ignore[arg-type]
             started_at=r.started_at, checkpoints=list(self.checkpoints),

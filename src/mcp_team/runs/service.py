@@ -242,7 +242,7 @@ class Runs(Execution):
                 # Cancelled by another process a moment ago; this one stops it within a second (runs/cancels.py).
                 # Whoever reads it meanwhile is told what was recorded, not that it still runs.
                 return await anyio.to_thread.run_sync(self.store.stored, run_id)
-            return live.progress.snapshot()
+            return live.progress.shown()
         return await anyio.to_thread.run_sync(self.store.get, run_id)
 
     async def list(
