@@ -78,7 +78,7 @@ class Execution:
                 how: Literal["restart", "takeover"] = "restart" if base.executor_id == self.executor_id else "takeover"
                 base = base.model_copy(update={"resumed": [*base.resumed, Resumed(at=now(), by=self.executor_id,
                                                                                    how=how)]})  # fmt: skip
-            live = self._live[run.run_id] = Live(Progress(base), self.engine, fresh=False)
+            live = self._live[run.run_id] = Live(Progress(base), self.engine, fresh=False, back_to=base.waiting)
             run = run.model_copy(update={"resumed_at": now()}) if base.executions else run
         progress = live.progress
         begun = progress.record.executions + (0 if live.fresh else 1)  # a fresh run's record counted its start
@@ -108,6 +108,7 @@ class Execution:
         finally:
             self._live.pop(run.run_id, None)
             live.done.set()
+            self.checkpoints.ended(run.run_id)
             if durable and self.durable is not None:
                 if progress.record.finished:
                     self.durable.branches.finish(run.run_id)  # its branch workflows may end now: the record is final
@@ -210,6 +211,7 @@ class Execution:
         """The run's checkpoint approver (runs/approvals.py); its question shows on the run's record meanwhile."""
 
         async def on_wait(checkpoint: Checkpoint | None) -> None:
+            live.back_to = None  # back at its checkpoints (a resumed run): an answer finds them on the board
             live.progress.record = live.progress.record.model_copy(update={"waiting": checkpoint})
             await self.store.write(live.progress.snapshot())
 
