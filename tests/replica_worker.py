@@ -37,7 +37,7 @@ def _dump(record: Any) -> Any:
 async def main() -> None:
     faulthandler.register(signal.SIGUSR1)  # `kill -USR1`: every thread's stack on stderr, even if the loop is stuck
     executor_id, log, k, steps, latency = sys.argv[1:6]
-    config = resolve(executor_id=executor_id)
+    config = resolve(executor_id=executor_id, environ=os.environ)
     engine = FakeEngine(k=int(k), steps=int(steps), latency=float(latency), log=log)
     try:
         async with open_runs(config, engine) as runs:

@@ -229,6 +229,7 @@ def test_a_specialist_can_have_its_own_model(monkeypatch: pytest.MonkeyPatch) ->
             "coder": MemberModel(model="openai:gpt-4.1"),
             "writer": MemberModel(model="claude-haiku-5-5"),  # a plain name: the default provider's
         },
+        environ=os.environ,
     )
     scout, coder = models.for_member("scout", SPECIALIST), models.for_member("coder", SPECIALIST)
     assert isinstance(scout, OpenAIModel) and (scout.name, scout.base_url, scout._api_key) == (
@@ -246,7 +247,20 @@ def test_a_specialist_can_have_its_own_model(monkeypatch: pytest.MonkeyPatch) ->
 def test_a_specialist_s_key_variable_must_be_set(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
     with pytest.raises(ConfigError, match="specialist 'scout': its API key variable SCOUT_KEY is not set"):
-        build_models(ModelSettings(), {"scout": MemberModel(model="openai:gpt-4o", api_key_env="SCOUT_KEY")})
+        build_models(
+            ModelSettings(), {"scout": MemberModel(model="openai:gpt-4o", api_key_env="SCOUT_KEY")}, environ=os.environ
+        )
+
+
+def test_a_specialist_s_key_variable_needs_an_environment_to_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A library caller that gives no environment is told so, not that its variable is unset (it may be)."""
+    monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
+    monkeypatch.setenv("SCOUT_KEY", "sk-scout")
+    scout = {"scout": MemberModel(model="openai:gpt-4o", api_key_env="SCOUT_KEY")}
+    with pytest.raises(ConfigError, match=r"SCOUT_KEY cannot be read: no environment was given \(build_models"):
+        build_models(ModelSettings(), scout)
+    models = build_models(ModelSettings(), scout, environ={"SCOUT_KEY": "sk-given"})
+    assert models.for_member("scout", SPECIALIST)._api_key == "sk-given"  # type: ignore[attr-defined]
 
 
 def test_a_specialist_s_model_string_is_validated() -> None:

@@ -33,6 +33,7 @@ from mcp_team.llm import SPECIALIST, SUPERVISOR, ModelSet
 from mcp_team.llm.anthropic import AnthropicModel
 from mcp_team.llm.chat_completions import parse_arguments, to_messages, to_tool_params
 from mcp_team.llm.openai import OpenAIModel, token_limit_param
+from mcp_team.llm.settings import ModelSettings, build_models
 from mcp_team.llm.types import (
     Message,
     Model,
@@ -628,15 +629,29 @@ async def test_a_local_server_needs_no_key(api: FakeOpenAIAPI) -> None:
     assert api.request_headers[0]["authorization"] == "Bearer no-key"
 
 
-async def test_key_and_base_url_come_from_the_sdk_variables(
+async def test_key_and_base_url_come_from_the_sdk_variables_through_the_settings(
     api: FakeOpenAIAPI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The variables are read at the edge (`ModelSettings`, as the CLI and the server build it), not by the model."""
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     monkeypatch.setenv("OPENAI_BASE_URL", api.base_url + "/")
     api.reply(200, completion("hi"))
-    model = OpenAIModel(MODEL)
-    assert model.base_url == api.base_url
+    model = build_models(ModelSettings(model=f"openai:{MODEL}")).for_role("supervisor")
+    assert isinstance(model, OpenAIModel) and model.base_url == api.base_url
     await model.complete(ask())
+    assert api.request_headers[0]["authorization"] == f"Bearer {KEY}"
+
+
+async def test_a_model_reads_no_base_url_variable_but_the_sdk_finds_its_key(
+    api: FakeOpenAIAPI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A library caller's model goes where it says (None: OpenAI's API); a key it leaves out is the SDK's to find
+    (OPENAI_API_KEY), on a server of its own too."""
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    assert OpenAIModel(MODEL).base_url is None
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    api.reply(200, completion("hi"))
+    await OpenAIModel(MODEL, base_url=api.base_url).complete(ask())
     assert api.request_headers[0]["authorization"] == f"Bearer {KEY}"
 
 

@@ -20,6 +20,7 @@ from mcp_team.telemetry.content import (
     CAPTURE_ENV,
     REDACTED,
     capture_enabled,
+    parse_capture_mode,
     redact,
     redact_value,
     register_secret,
@@ -32,10 +33,10 @@ FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCh
 @pytest.fixture(autouse=True)
 def _clean_state() -> Iterator[None]:
     content.clear_secrets()
-    content.reset_capture_cache()
+    content.set_capture_enabled(None)
     yield
     content.clear_secrets()
-    content.reset_capture_cache()
+    content.set_capture_enabled(None)
 
 
 # -- capture modes ---------------------------------------------------------------------------------
@@ -59,27 +60,20 @@ def _clean_state() -> Iterator[None]:
     ],
 )
 def test_capture_modes(value: str | None, expected: bool) -> None:
-    env = {} if value is None else {CAPTURE_ENV: value}
-    assert capture_enabled(env) is expected
+    assert parse_capture_mode(value) is expected
 
 
-def test_capture_reads_os_environ_once_until_reset(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(CAPTURE_ENV, raising=False)
-    assert capture_enabled() is False
+def test_capture_is_off_until_the_edge_turns_it_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The library reads no environment: the variable alone turns nothing on; the CLI reads it (start_tracing)."""
     monkeypatch.setenv(CAPTURE_ENV, "SPAN_ONLY")
-    assert capture_enabled() is False  # cached
-    assert capture_enabled(os.environ) is False  # same cache for os.environ
-    content.reset_capture_cache()
+    assert capture_enabled() is False
+    content.set_capture_enabled(parse_capture_mode(os.environ[CAPTURE_ENV]))
     assert capture_enabled() is True
-
-
-def test_capture_override() -> None:
-    content.set_capture_enabled(True)
-    assert capture_enabled({CAPTURE_ENV: "NO_CONTENT"}) is True
     content.set_capture_enabled(False)
-    assert capture_enabled({CAPTURE_ENV: "true"}) is False
-    content.set_capture_enabled(None)
-    assert capture_enabled({CAPTURE_ENV: "true"}) is True
+    assert capture_enabled() is False
+    content.set_capture_enabled(True)
+    content.set_capture_enabled(None)  # back to the default
+    assert capture_enabled() is False
 
 
 # -- redaction: secret shapes ------------------------------------------------------------------------

@@ -37,11 +37,11 @@ def run_py(script: str, env: dict[str, str], timeout: float = HANG_GUARD) -> sub
 
 # A small run through the real span helpers: supervisor -> plan chat, handoff -> researcher -> chat.
 RUN_SCRIPT = """
-import json, sys
+import json, os, sys
 from mcp_team.telemetry import spans
 from mcp_team.telemetry.setup import TracingConfig, setup_tracing
 
-tracing = setup_tracing(TracingConfig.from_env())
+tracing = setup_tracing(TracingConfig.from_env(os.environ))
 assert tracing is not None, "tracing should be on"
 with spans.conversation("run-1"):
     with spans.agent_span("supervisor", provider="anthropic") as sup:
@@ -321,10 +321,11 @@ def test_end_to_end_traces_endpoint_and_trace_dir(tmp_path: Path) -> None:
 
 def test_console_exporter_writes_to_stderr_not_stdout() -> None:
     script = """
+    import os
     from mcp_team.telemetry import spans
     from mcp_team.telemetry.setup import TracingConfig, setup_tracing
 
-    tracing = setup_tracing(TracingConfig.from_env())
+    tracing = setup_tracing(TracingConfig.from_env(os.environ))
     with spans.conversation("run-c"), spans.agent_span("supervisor"):
         pass
     tracing.flush()
@@ -338,14 +339,14 @@ def test_console_exporter_writes_to_stderr_not_stdout() -> None:
 
 def test_nothing_configured_installs_nothing_and_imports_no_sdk() -> None:
     script = """
-    import sys
+    import os, sys
     from opentelemetry import trace
     from mcp_team.telemetry import spans
     from mcp_team.telemetry.setup import TracingConfig, setup_tracing
 
     loaded = [m for m in sys.modules if m.startswith("opentelemetry.sdk") or m.startswith("opentelemetry.exporter")]
     assert loaded == [], loaded
-    assert setup_tracing(TracingConfig.from_env()) is None
+    assert setup_tracing(TracingConfig.from_env(os.environ)) is None
     assert isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
     with spans.agent_span("supervisor") as span:
         assert not span.is_recording()
@@ -361,11 +362,11 @@ def test_dead_collector_does_not_hold_up_flush_or_shutdown() -> None:
     # A collector that takes the connection and never answers, with an export timeout of an hour: unbounded,
     # flush and shutdown would wait for it; bounded, they give up and the process ends well within the guard.
     script = """
-    import json, sys
+    import json, os, sys
     from mcp_team.telemetry import spans
     from mcp_team.telemetry.setup import TracingConfig, setup_tracing
 
-    tracing = setup_tracing(TracingConfig.from_env())
+    tracing = setup_tracing(TracingConfig.from_env(os.environ))
     for i in range(20):
         with spans.conversation(f"run-{i}"), spans.agent_span("supervisor"):
             pass

@@ -71,6 +71,13 @@ def team_flag(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def team_file(flag: str | None) -> str | None:
+    """The team file `--team` names, else `MCP_TEAM_FILE`'s; None: `load_team` looks for ./team.toml."""
+    import os
+
+    return flag or os.environ.get("MCP_TEAM_FILE") or None
+
+
 def call_timeout_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--call-timeout",
@@ -150,6 +157,8 @@ def settings_problems(exc: ValidationError, *candidates: type[BaseSettings]) -> 
     """Each error of settings read from the environment, named by the variable that sets it
     (`MCP_TEAM_REQUESTS_PER_MINUTE: Input should be a valid integer`), not by the field behind it. `exc` is
     matched to the one of `candidates` that raised it (by name); of any other model, fields are named."""
+    import os
+
     from mcp_team.llm.settings import env_variable, env_variables
 
     settings = next((c for c in candidates if c.__name__ == exc.title), None)
@@ -161,20 +170,26 @@ def settings_problems(exc: ValidationError, *candidates: type[BaseSettings]) -> 
             (k for k in settings.model_fields if name == k or name in env_variables(settings, k)), None
         )  # fmt: skip
         if settings is not None and key is not None:
-            variable = env_variable(settings, key)  # the variable the user set (OPENAI_BASE_URL), else the first
+            # the variable the user set (OPENAI_BASE_URL), else the first
+            variable = env_variable(settings, key, os.environ)
             name = f"{_FLAGS[name]} / {variable}" if name in _FLAGS else variable  # either may have set it
         problems.append(f"{'.'.join([name, *rest])}: {message_of(e)}")
     return problems
 
 
 def start_tracing(args: argparse.Namespace, trace_dir: str | None = None) -> Tracing | None:
-    """Tracing as the OTEL_* variables and flags say (None when off). Raises `ConfigError` on bad values."""
+    """Tracing as the OTEL_* variables and flags say (None when off), and content on its spans as
+    OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT says. Raises `ConfigError` on bad values."""
+    import os
+
     from mcp_team.errors import ConfigError
+    from mcp_team.telemetry.content import CAPTURE_ENV, parse_capture_mode, set_capture_enabled
     from mcp_team.telemetry.setup import TracingConfig, setup_tracing
 
+    set_capture_enabled(parse_capture_mode(os.environ.get(CAPTURE_ENV)))
     try:
         config = TracingConfig.from_env(
-            exporter=args.trace_exporter, endpoint=args.otlp_endpoint, trace_dir=trace_dir or args.trace_dir
+            os.environ, exporter=args.trace_exporter, endpoint=args.otlp_endpoint, trace_dir=trace_dir or args.trace_dir
         )
         return setup_tracing(config)
     except ValueError as exc:

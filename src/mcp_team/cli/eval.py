@@ -21,6 +21,7 @@ from mcp_team.cli.common import (
     model_flags,
     model_settings,
     register_secrets,
+    team_file,
     team_flag,
     with_call_timeout,
 )
@@ -75,7 +76,7 @@ def eval_command(args: argparse.Namespace) -> int:
         return error(f"--repeat must be at least 1, got {args.repeat}")
     log_to_stderr()
     suite, source = load_suite(args.suite)  # a ConfigError reaches main(), which says it as a usage error
-    spec = with_call_timeout(load_team(args.team), args.call_timeout)
+    spec = with_call_timeout(load_team(team_file(args.team)), args.call_timeout)
     settings = model_settings(args).model_copy(update=spec.model_overrides)
     register_secrets(settings, spec)
     check_faults(settings, spec)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import os
 import sys
 import uuid
 from collections.abc import Awaitable, Callable
@@ -24,6 +25,7 @@ from mcp_team.cli.common import (
     model_settings,
     register_secrets,
     start_tracing,
+    team_file,
     team_flag,
     trace_flags,
     with_call_timeout,
@@ -99,11 +101,11 @@ def run_command(args: argparse.Namespace) -> int:
 
     log_to_stderr()
     try:
-        spec = load_team(args.team)
+        spec = load_team(team_file(args.team))
         settings = model_settings(args).model_copy(update=spec.model_overrides)
         register_secrets(settings, spec)
         check_faults(settings, spec)
-        models = build_models(settings, spec.member_models)
+        models = build_models(settings, spec.member_models, environ=os.environ)
         replay = replay_of(models)
         if not args.request.strip() and replay is not None:
             args.request = str(replay.recording.header.run.get("request", ""))

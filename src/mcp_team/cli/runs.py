@@ -55,10 +55,12 @@ def durable_config(args: argparse.Namespace) -> DurableConfig | None:
     Raises `ConfigError` naming what to fix."""
     if getattr(args, "ephemeral", False):
         return None
+    import os
+
     from mcp_team.runs.config import resolve
 
     return resolve(state_dir=args.state_dir, database_url=args.database_url,
-                   executor_id=getattr(args, "executor_id", None))  # fmt: skip
+                   executor_id=getattr(args, "executor_id", None), environ=os.environ)  # fmt: skip
 
 
 def add_parsers(sub: Subparsers) -> None:

@@ -24,6 +24,7 @@ from mcp_team.cli.common import (
     register_secrets,
     settings_problems,
     start_tracing,
+    team_file,
     team_flag,
     trace_flags,
     with_call_timeout,
@@ -94,7 +95,7 @@ def serve_command(args: argparse.Namespace) -> int:
         from mcp_team.server.surface.limits import ServerLimits
         from mcp_team.teamfile.loading import load_team
 
-        spec = with_call_timeout(load_team(args.team), args.call_timeout)
+        spec = with_call_timeout(load_team(team_file(args.team)), args.call_timeout)
         limits = ServerLimits()
         durable = durable_config(args)  # opened in the background once the server answers (see server/runs.py)
         register_secrets(settings, spec)

@@ -7,7 +7,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from mcp_team.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, auth_flags, error, team_flag
+from mcp_team.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, auth_flags, error, team_file, team_flag
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -82,7 +82,7 @@ def check_command(args: argparse.Namespace) -> int:
     if args.path and args.team and args.path != args.team:
         return error(f"two team files given ({args.path} and --team {args.team}); check one at a time", EXIT_USAGE)
     try:
-        spec = load_team(args.team or args.path)
+        spec = load_team(team_file(args.team or args.path))
         team = spec.build(None, lenient=True)
     except ConfigError as exc:
         print(f"mcp-team: {exc}", file=sys.stderr)
@@ -172,6 +172,7 @@ def _print_servers(settings: ModelSettings, spec: TeamSpec, probe: bool) -> set[
     calls come back native), print what each said and warn of a name it does not serve; the endpoints that
     answered."""
     import functools
+    import os
 
     import anyio
 
@@ -180,7 +181,7 @@ def _print_servers(settings: ModelSettings, spec: TeamSpec, probe: bool) -> set[
     from mcp_team.llm.settings import build_models
 
     try:
-        models = build_models(settings, spec.member_models)
+        models = build_models(settings, spec.member_models, environ=os.environ)
     except ConfigError:
         return set()  # what is missing is said below (a key, a model string)
     members = [("the supervisor", models.for_role("supervisor")), ("the specialists", models.for_role("specialist"))]
@@ -200,9 +201,14 @@ def _print_servers(settings: ModelSettings, spec: TeamSpec, probe: bool) -> set[
 def _print_roles(settings: ModelSettings, spec: TeamSpec, asked: set[str]) -> None:
     """Each role's model and endpoint, and the setting each came from: a wrong pair (OpenAI's default model name
     on a local server) shows here, not as the first call's 404."""
+    import os
+
     from mcp_team.llm.origins import default_name_elsewhere, role_model
 
-    roles = [role_model(settings, role, spec.model_overrides, spec.source) for role in ("supervisor", "specialist")]
+    roles = [
+        role_model(settings, role, spec.model_overrides, spec.source, os.environ)
+        for role in ("supervisor", "specialist")
+    ]
     for r in roles:
         fallback = getattr(settings, f"{r.role}_fallback")
         label = "supervisor (and planner)" if r.role == "supervisor" else "specialists (unless their own)"

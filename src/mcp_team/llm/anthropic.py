@@ -2,9 +2,10 @@
 
 This module owns everything specific to the Anthropic SDK: building the client, converting our
 messages and tools to the wire shape (with prompt caching on the stable prefix: the system prompt
-and the tool definitions), converting the API's reply back, and turning the SDK's exceptions into
-`ModelError`s a person can act on. Retrying is left to the SDK (exponential backoff that honours
-`retry-after-ms`/`retry-after`, and retries 408/409/429/5xx including 529).
+and the tool definitions), converting the API's reply back, and the errors only Anthropic's API has
+(what it shares with the OpenAI backend, the rest of turning the SDK's exceptions into `ModelError`s
+a person can act on among it, is llm/sdk_model.py's). Retrying is left to the SDK (exponential
+backoff that honours `retry-after-ms`/`retry-after`, and retries 408/409/429/5xx including 529).
 
 `import anthropic` is slow (~1-2 s), so nothing outside this module imports it, and this module is
 itself imported only when the Anthropic backend is selected.
@@ -14,7 +15,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from typing import Any
 
 import anthropic
@@ -26,7 +26,8 @@ from anthropic.types import (
     ToolParam,
 )
 
-from mcp_team.llm.sdk_errors import clip, describe, scrub, unreadable
+from mcp_team.llm.sdk_errors import clip
+from mcp_team.llm.sdk_model import SdkModel
 from mcp_team.llm.types import (
     ContentBlock,
     ErrorKind,
@@ -58,16 +59,20 @@ _STOP_REASONS: dict[str, StopReason] = {
 log = logging.getLogger(__name__)
 
 
-class AnthropicModel:
+class AnthropicModel(SdkModel[anthropic.AsyncAnthropic]):
     """A Claude model behind the Anthropic Messages API. Safe to call concurrently.
 
     The SDK client is created on the first call (and is then bound to that call's event loop).
-    `api_key=None` and `base_url=None` fall back to `ANTHROPIC_API_KEY` and `ANTHROPIC_BASE_URL`.
+    `api_key=None` and `base_url=None` leave them to the SDK's own lookup (`ANTHROPIC_API_KEY`, a profile,
+    `ANTHROPIC_BASE_URL`), which this module does not read: the CLI and the server pass both, from
+    `ModelSettings`; `base_url` names the endpoint in messages and for limits and prices.
     `key_setting` and `url_setting` name where the key and the base URL were set (a variable, a team file's
     entry), for the errors that say what to check.
     """
 
     provider = "anthropic"
+    sdk = anthropic
+    api_shape = "the server's Anthropic Messages API, without /v1 (the SDK adds /v1/messages)"
 
     def __init__(
         self,
@@ -81,18 +86,18 @@ class AnthropicModel:
         key_setting: str = "ANTHROPIC_API_KEY",
         url_setting: str = "ANTHROPIC_BASE_URL",
     ) -> None:
-        self.name = model
-        self.max_retries = max_retries
-        self.timeout = timeout
-        self.key_setting, self.url_setting = key_setting, url_setting
-        self._api_key = api_key
-        self._base_url = base_url
-        url = (base_url or os.environ.get("ANTHROPIC_BASE_URL") or "").rstrip("/")
-        #: The endpoint's URL (for per-endpoint limits and prices); None for Anthropic's own API.
-        self.base_url: str | None = None if not url or url == "https://api.anthropic.com" else url
-        #: The genai-prices provider its calls are priced with when not Anthropic's own (see `llm.cost`).
-        self.price_provider = price_provider
-        self._client: anthropic.AsyncAnthropic | None = None
+        url = (base_url or "").rstrip("/")
+        super().__init__(
+            model,
+            api_key=api_key,
+            base_url=None if not url or url == "https://api.anthropic.com" else url,
+            max_retries=max_retries,
+            timeout=timeout,
+            price_provider=price_provider,
+            key_setting=key_setting,
+            url_setting=url_setting,
+        )
+        self._base_url = base_url  # as given, for the SDK (None: its own lookup)
         self._said_temperature = False
 
     @property
@@ -108,11 +113,9 @@ class AnthropicModel:
             )
         return self._client
 
-    async def aclose(self) -> None:
-        """Close the SDK client's connections, if it was ever created."""
-        if self._client is not None:
-            await self._client.close()
-            self._client = None
+    @property
+    def where(self) -> str:
+        return "the Anthropic API" if self.base_url is None else f"the Anthropic API at {self.base_url}"
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         """Run one Messages API call (the SDK retries transient failures). Raises `ModelError`."""
@@ -157,49 +160,15 @@ class AnthropicModel:
 
     # -- errors ------------------------------------------------------------------------------------
 
-    @property
-    def _where(self) -> str:
-        return "the Anthropic API" if self.base_url is None else f"the Anthropic API at {self.base_url}"
-
-    def _unreadable(self, why: str) -> ModelError:
-        hint = (
-            ""
-            if self.base_url is None
-            else f"; check the base URL ({self.url_setting}): it should be the server's Anthropic Messages API, "
-            "without /v1 (the SDK adds /v1/messages)"
-        )
-        return ModelError("server_error", self._scrub(unreadable(self._where, self.name, why, hint)))
-
-    def _model_error(self, err: anthropic.AnthropicError) -> ModelError:
-        """The `ModelError` for an SDK exception raised after the SDK's own retries."""
-        kind, status, message = self._describe(err)
-        return ModelError(kind, self._scrub(message), status=status)
-
-    def _describe(self, err: anthropic.AnthropicError) -> tuple[ErrorKind, int | None, str]:
+    def _describe(self, err: Exception) -> tuple[ErrorKind, int | None, str]:
         if isinstance(err, anthropic.CredentialsError):
             return ("auth", None, f"the Anthropic credentials could not be loaded: {err}; check {self.key_setting}")
-        where = self._where
         detail = hint = ""
         if isinstance(err, anthropic.APIStatusError):
             detail = _api_detail(err)
             if err.status_code == 404:
                 hint = f"; check that the model name {self.name!r} is right"
-        return describe(
-            err,
-            anthropic,
-            model=self.name,
-            where=where,
-            timeout=self.timeout,
-            max_retries=self.max_retries,
-            key_variable=self.key_setting,
-            url_variable=self.url_setting,
-            detail=detail,
-            hint=hint,
-        )
-
-    def _scrub(self, text: str) -> str:
-        """`text` with the API key (should it ever be echoed back) masked."""
-        return scrub(text, self._api_key, self._client.api_key if self._client else None)
+        return self._described(err, detail, hint)
 
 
 def _api_detail(err: anthropic.APIStatusError) -> str:

@@ -17,7 +17,8 @@ Ollama, vLLM, llama.cpp's server, LM Studio), so this module owns the difference
 - a model or server without tool support is a `bad_request` that says so and what to do.
 Retrying 408/409/429/5xx with backoff (honouring `retry-after`) is left to the SDK.
 The request and reply in Chat Completions' shapes (messages, tools, tool-call arguments, usage) are
-llm/chat_completions.py's.
+llm/chat_completions.py's; what it shares with the Anthropic backend (its settings, its client's life, the
+rest of turning the SDK's exceptions into `ModelError`s) is llm/sdk_model.py's.
 
 `import openai` takes about half a second, so nothing outside this module (and llm/openai_stream.py, which only
 it imports) imports it, and this module is itself imported only when an OpenAI-compatible model is configured.
@@ -27,7 +28,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 from typing import Any, Literal
 
@@ -36,7 +36,8 @@ from openai.types.chat import ChatCompletion
 
 from mcp_team.llm.chat_completions import from_completion, to_messages, to_tool_params
 from mcp_team.llm.openai_stream import StreamedReply
-from mcp_team.llm.sdk_errors import clip, describe, quoted, scrub, unreadable
+from mcp_team.llm.sdk_errors import clip, quoted
+from mcp_team.llm.sdk_model import SdkModel
 from mcp_team.llm.types import (
     ErrorKind,
     ModelError,
@@ -93,16 +94,21 @@ def _is_openai_api(base_url: str) -> bool:
     return base_url.rstrip("/").lower().startswith(("https://api.openai.com", "http://api.openai.com"))
 
 
-class OpenAIModel:
+class OpenAIModel(SdkModel[openai.AsyncOpenAI]):
     """A model behind an OpenAI-compatible Chat Completions endpoint. Safe to call concurrently.
 
-    `api_key=None` and `base_url=None` fall back to `OPENAI_API_KEY` and `OPENAI_BASE_URL`. A local
-    server (any `base_url` but OpenAI's) needs no key, and gets 600 s per attempt instead of 120 s.
+    `base_url=None` is OpenAI's own API; `api_key=None` leaves the key to the SDK's own lookup
+    (`OPENAI_API_KEY`), which this module does not read: the CLI and the server pass both, from
+    `ModelSettings`. A local server (any `base_url` but OpenAI's) needs no key, and gets 600 s per attempt
+    instead of 120 s.
     `key_setting` and `url_setting` name where the key and the base URL were set (a variable, a team file's
     entry), for the errors that say what to check. The SDK client is created on the first call.
     """
 
     provider = "openai"
+    sdk = openai
+    api_shape = "the server's OpenAI-compatible API, which usually ends in /v1"
+    placeholder_key = NO_KEY
 
     def __init__(
         self,
@@ -116,17 +122,18 @@ class OpenAIModel:
         key_setting: str = "OPENAI_API_KEY",
         url_setting: str = "OPENAI_BASE_URL",
     ) -> None:
-        self.name = model
-        self.max_retries = max_retries
-        self.key_setting, self.url_setting = key_setting, url_setting
-        self._api_key = api_key or os.environ.get("OPENAI_API_KEY") or None
-        url = base_url or os.environ.get("OPENAI_BASE_URL") or None
-        #: The endpoint's URL; None for OpenAI's own API.
-        self.base_url: str | None = None if url is None or _is_openai_api(url) else url.rstrip("/")
-        # Seconds per attempt. A model on a local machine may take minutes for a long answer.
-        self.timeout = timeout if timeout is not None else 120.0 if self.base_url is None else 600.0
-        #: The genai-prices provider its calls are priced with (see `llm.cost`); None: not priced.
-        self.price_provider = price_provider
+        url = None if not base_url or _is_openai_api(base_url) else base_url.rstrip("/")
+        super().__init__(
+            model,
+            api_key=api_key or None,
+            base_url=url,
+            max_retries=max_retries,
+            # A model on a local machine may take minutes for a long answer.
+            timeout=timeout if timeout is not None else 120.0 if url is None else 600.0,
+            price_provider=price_provider,
+            key_setting=key_setting,
+            url_setting=url_setting,
+        )
         self._token_param = token_limit_param(model, self.base_url)
         self._token_param_switched = False
         self._send_parallel = True  # cleared when the server rejects `parallel_tool_calls`
@@ -134,7 +141,6 @@ class OpenAIModel:
         self._stream = False  # set when the server answers only with streams
         self._send_stream_options = True  # cleared when a streaming server rejects `stream_options`
         self._warned_no_usage = False
-        self._client: openai.AsyncOpenAI | None = None
 
     def __repr__(self) -> str:
         return f"OpenAIModel({self.name!r}, base_url={self.base_url!r})"
@@ -148,26 +154,22 @@ class OpenAIModel:
     def client(self) -> openai.AsyncOpenAI:
         """The SDK client, created on first use."""
         if self._client is None:
-            key = self._api_key or (NO_KEY if self.base_url is not None else None)
-            if key is None:
-                raise ModelError(
-                    "auth",
-                    "no OpenAI API key is configured: set OPENAI_API_KEY (a local server, set with "
-                    "OPENAI_BASE_URL, needs none)",
-                )
-            self._client = openai.AsyncOpenAI(
-                api_key=key,
-                base_url=self.base_url or OPENAI_API_URL,
-                max_retries=self.max_retries,
-                timeout=self.timeout,
-            )
+            options: dict[str, Any] = {
+                "base_url": self.base_url or OPENAI_API_URL,
+                "max_retries": self.max_retries,
+                "timeout": self.timeout,
+            }
+            try:
+                self._client = openai.AsyncOpenAI(api_key=self._api_key, **options)  # None: the SDK's lookup
+            except openai.OpenAIError:  # no key anywhere
+                if self.base_url is None:
+                    raise ModelError(
+                        "auth",
+                        "no OpenAI API key is configured: set OPENAI_API_KEY (a local server, set with "
+                        "OPENAI_BASE_URL, needs none)",
+                    ) from None
+                self._client = openai.AsyncOpenAI(api_key=NO_KEY, **options)
         return self._client
-
-    async def aclose(self) -> None:
-        """Close the SDK client's connections, if it was ever created."""
-        if self._client is not None:
-            await self._client.close()
-            self._client = None
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         """Run one Chat Completions call (the SDK retries transient failures). Raises `ModelError`."""
@@ -311,21 +313,7 @@ class OpenAIModel:
 
     # -- errors ------------------------------------------------------------------------------------
 
-    def _unreadable(self, why: str) -> ModelError:
-        hint = (
-            ""
-            if self.base_url is None
-            else f"; check the base URL ({self.url_setting}): it should be the server's OpenAI-compatible API, "
-            "which usually ends in /v1"
-        )
-        return ModelError("server_error", self._scrub(unreadable(self.where, self.name, why, hint)))
-
-    def _model_error(self, err: openai.OpenAIError) -> ModelError:
-        """The `ModelError` for an SDK exception raised after the SDK's own retries."""
-        kind, status, message = self._describe(err)
-        return ModelError(kind, self._scrub(message), status=status)
-
-    def _describe(self, err: openai.OpenAIError) -> tuple[ErrorKind, int | None, str]:
+    def _describe(self, err: Exception) -> tuple[ErrorKind, int | None, str]:
         detail = hint = ""
         if isinstance(err, openai.APIStatusError):
             status, said = err.status_code, _api_message(err)
@@ -349,22 +337,7 @@ class OpenAIModel:
                     f"; check the model name {self.name!r} (GET {self.base_url or OPENAI_API_URL}/models lists "
                     "them) and the base URL (it usually ends in /v1)"
                 )
-        return describe(
-            err,
-            openai,
-            model=self.name,
-            where=self.where,
-            timeout=self.timeout,
-            max_retries=self.max_retries,
-            key_variable=self.key_setting,
-            url_variable=self.url_setting,
-            detail=detail,
-            hint=hint,
-        )
-
-    def _scrub(self, text: str) -> str:
-        """`text` with the API key (should it ever be echoed back) masked."""
-        return scrub(text, self._api_key)
+        return self._described(err, detail, hint)
 
 
 def _api_message(err: openai.APIError) -> str:

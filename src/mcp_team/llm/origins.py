@@ -7,7 +7,7 @@ came from before the run lets them see that; `default_name_elsewhere` says it ou
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from mcp_team.errors import ConfigError
@@ -40,14 +40,24 @@ class RoleModel:
         return f"model from {self.model_from}" + (f"; {self.endpoint_from}" if self.endpoint_from else "")
 
 
-def role_model(settings: ModelSettings, role: str, in_file: Collection[str] = (), file: str = "") -> RoleModel:
+def role_model(
+    settings: ModelSettings,
+    role: str,
+    in_file: Collection[str] = (),
+    file: str = "",
+    environ: Mapping[str, str] | None = None,
+) -> RoleModel:
     """What `role` runs on with `settings`; `in_file`: the settings' fields the team `file` set (they win over
-    the environment). Never raises: a role that cannot run says why in `model`."""
+    the environment); `environ`: the environment `settings` were read from, to name the variable of two (such
+    as OPENAI_BASE_URL and MCP_TEAM_OPENAI_BASE_URL) that the user set (None: the first of each is named).
+    Never raises: a role that cannot run says why in `model`."""
+    env: Mapping[str, str] = environ or {}
+
     if settings.model is not None and (whole := parse_model(settings.model)).provider in ("offline", "sampling"):
         endpoint = "-" if whole.provider == "offline" else "the MCP client's model (inside mcp-team serve)"
-        return RoleModel(role, str(whole), f"{_variable('model')} (the whole team)", endpoint)
+        return RoleModel(role, str(whole), f"{_variable('model', env)} (the whole team)", endpoint)
     if settings.model is not None and whole.provider == "replay":
-        return RoleModel(role, str(whole), f"{_variable('model')} (the whole team)")
+        return RoleModel(role, str(whole), f"{_variable('model', env)} (the whole team)")
     if settings.configured_backend() is None:
         return RoleModel(role, "not configured (see mcp-team run --help)", "")
     try:
@@ -57,17 +67,17 @@ def role_model(settings: ModelSettings, role: str, in_file: Collection[str] = ()
     own_text = getattr(settings, f"{role}_model")
     own = parse_model(own_text) if own_text else None
     field = f"{role}_model"
-    own_from = f"[models] {role} in {file}" if field in in_file else _variable(field)
+    own_from = f"[models] {role} in {file}" if field in in_file else _variable(field, env)
     default = parse_model(settings.model) if settings.model else None
     is_default = False
     if own is not None and own.name:
         model_from = own_from
     elif default is not None and default.name and default.provider == ref.provider:
-        model_from = _variable("model")
+        model_from = _variable("model", env)
     else:
         model_from, is_default = f"{ref.provider}'s default model", True
     if own is None or own.provider is None:
-        model_from += f"; {ref.provider} chosen by {_backend_from(settings)}"
+        model_from += f"; {ref.provider} chosen by {_backend_from(settings, env)}"
     elif not own.name:
         model_from += f"; {ref.provider} named in {own_from}"
     if ref.provider == "offline":
@@ -75,12 +85,12 @@ def role_model(settings: ModelSettings, role: str, in_file: Collection[str] = ()
     role_url = getattr(settings, f"{role}_base_url")
     provider_url = getattr(settings, f"{ref.provider}_base_url")
     if role_url is not None:
-        endpoint, endpoint_from = role_url, "endpoint from " + _variable(f"{role}_base_url")
+        endpoint, endpoint_from = role_url, "endpoint from " + _variable(f"{role}_base_url", env)
     elif provider_url is not None:
-        endpoint, endpoint_from = provider_url, "endpoint from " + _variable(f"{ref.provider}_base_url")
+        endpoint, endpoint_from = provider_url, "endpoint from " + _variable(f"{ref.provider}_base_url", env)
     else:
         provider_variable = env_variables(ModelSettings, f"{ref.provider}_base_url")[-1]  # OPENAI_BASE_URL
-        unset = f"no base URL set ({provider_variable}, {_variable(f'{role}_base_url')})"
+        unset = f"no base URL set ({provider_variable}, {_variable(f'{role}_base_url', env)})"
         endpoint = f"the provider's API ({PROVIDER_APIS[ref.provider or '']})"
         return RoleModel(role, str(ref), model_from, endpoint, unset, is_default)
     own_api = endpoint.rstrip("/").startswith(PROVIDER_APIS[ref.provider or ""])
@@ -105,16 +115,16 @@ def default_name_elsewhere(roles: list[RoleModel], asked: Collection[str] = ()) 
     )
 
 
-def _variable(field: str) -> str:
-    """The variable that sets the `ModelSettings` field (of two, the one the user set)."""
-    return env_variable(ModelSettings, field)
+def _variable(field: str, environ: Mapping[str, str]) -> str:
+    """The variable that sets the `ModelSettings` field (of two, the one the user set in `environ`)."""
+    return env_variable(ModelSettings, field, environ)
 
 
-def _backend_from(settings: ModelSettings) -> str:
+def _backend_from(settings: ModelSettings, environ: Mapping[str, str]) -> str:
     """The setting that chose the default provider (`ModelSettings.backend_chosen_by`)."""
     field = settings.backend_chosen_by()
     if field in ("supervisor_model", "specialist_model"):
         return "the other role's model"
     if field in ("supervisor_api_key", "specialist_api_key"):
         return "MCP_TEAM_SUPERVISOR_API_KEY / MCP_TEAM_SPECIALIST_API_KEY (anthropic)"
-    return _variable(field or "model")
+    return _variable(field or "model", environ)

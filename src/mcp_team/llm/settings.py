@@ -12,11 +12,16 @@ A role whose model string names a provider runs on it. Every other role runs on 
 5. else a per-role key alone: anthropic; else a `ConfigError` that lists the options.
 So `MCP_TEAM_SUPERVISOR_MODEL=openai:gpt-4o` with `OPENAI_API_KEY` set needs nothing else. The
 offline backend is used only when asked for by name.
+
+The environment is read where `ModelSettings()` is constructed (pydantic-settings reads it then): by the CLI
+and the server, once, at the edge. Nothing else here reads it: the functions that need a variable by name (a
+specialist's `api_key_env`, the name a user set a field with) take the environment as a mapping. A library
+caller builds `ModelSettings(...)` with the values it wants (or `ModelSettings()` to read its environment, as
+the CLI does) and passes `environ=os.environ` to `build_models` only if a member names its key variable.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, cast, get_args
@@ -128,11 +133,11 @@ def env_variables(settings: type[BaseSettings], field: str) -> list[str]:
     return [f"{settings.model_config.get('env_prefix') or ''}{field}".upper()]
 
 
-def env_variable(settings: type[BaseSettings], field: str) -> str:
-    """Of `env_variables`, the one set in the environment (any case, as pydantic-settings reads them), else the
+def env_variable(settings: type[BaseSettings], field: str, environ: Mapping[str, str]) -> str:
+    """Of `env_variables`, the one set in `environ` (any case, as pydantic-settings reads them), else the
     first: the name to give a user who set the field, not one they never wrote."""
     names = env_variables(settings, field)
-    present = {name.upper() for name, value in os.environ.items() if value}
+    present = {name.upper() for name, value in environ.items() if value}
     return next((name for name in names if name.upper() in present), names[0])
 
 
@@ -299,11 +304,18 @@ def _parse(text: str | None, what: str) -> ModelRef | None:
         raise ConfigError(f"{what}: {exc}") from None
 
 
-def build_models(settings: ModelSettings, members: Mapping[str, MemberModel] | None = None) -> ModelSet:
+def build_models(
+    settings: ModelSettings,
+    members: Mapping[str, MemberModel] | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+) -> ModelSet:
     """The `ModelSet` the settings describe: a model per role, and per specialist named in `members`.
 
     Providers mix freely; identical models share one instance (and its connections). The SDKs are
-    imported only for the providers in use.
+    imported only for the providers in use. `environ` holds the variables members name as `api_key_env`
+    (the CLI and the server pass the process environment); None: none is given, and a member that names
+    one is a `ConfigError` saying so.
     """
     backend = settings.backend()
     if backend == "sampling":
@@ -321,10 +333,16 @@ def build_models(settings: ModelSettings, members: Mapping[str, MemberModel] | N
         from mcp_team.llm.replay import replay_models
 
         return with_faults(replay_models(ref.name or "", settings.max_concurrency), faults)  # the recorded models
-    return with_faults(_build(settings, backend, members), faults)
+    return with_faults(_build(settings, backend, members, env=environ), faults)
 
 
-def _build(settings: ModelSettings, backend: Backend, members: Mapping[str, MemberModel] | None) -> ModelSet:
+def _build(
+    settings: ModelSettings,
+    backend: Backend,
+    members: Mapping[str, MemberModel] | None,
+    *,
+    env: Mapping[str, str] | None,
+) -> ModelSet:
     limits = Limiters(
         EndpointLimits(
             max_concurrency=settings.max_concurrency,
@@ -366,7 +384,12 @@ def _build(settings: ModelSettings, backend: Backend, members: Mapping[str, Memb
     for name, choice in (members or {}).items():
         key = None
         if choice.api_key_env is not None:
-            value = os.environ.get(choice.api_key_env)
+            if env is None:
+                raise ConfigError(
+                    f"specialist {name!r}: its API key variable {choice.api_key_env} cannot be read: no environment "
+                    "was given (build_models(..., environ=os.environ))"
+                )
+            value = env.get(choice.api_key_env)
             if not value:
                 raise ConfigError(f"specialist {name!r}: its API key variable {choice.api_key_env} is not set")
             key = SecretStr(value)

@@ -8,6 +8,8 @@ process for recovery (see `executor.py`). On PostgreSQL, replicas share a run qu
 `MCP_TEAM_GLOBAL_MAX_RUNS` caps the runs executing at once across all replicas, `MCP_TEAM_RUNS_PER_REPLICA`
 those of one replica; `MCP_TEAM_LEASE_SECONDS` is how long a replica's heartbeat lease lasts before
 another replica takes its runs over (see `replicas.py`).
+The variables are read from the `environ` mapping given to `resolve` (the CLI passes the process environment);
+this module never reads `os.environ` itself, so a library caller that passes none gets flags and defaults only.
 Light on purpose: nothing here imports DBOS or SQLAlchemy.
 """
 
@@ -75,8 +77,9 @@ def resolve(
     max_runs: int | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> DurableConfig:
-    """The configuration from flags (arguments) and the environment; `ConfigError` naming what to fix."""
-    env = os.environ if environ is None else environ
+    """The configuration from flags (arguments), then `environ` (None: no variables); `ConfigError` naming what
+    to fix."""
+    env: Mapping[str, str] = {} if environ is None else environ
     if state_dir is None:
         state_dir = env.get("MCP_TEAM_STATE_DIR") or None
     if state_dir is None:

@@ -10,7 +10,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import os
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
@@ -76,20 +77,23 @@ def build_server(
     tracing: Tracing | None = None,
     limits: ServerLimits | None = None,
     durable: DurableConfig | ServerRuns | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> MCPServer[ServerState]:
     """The MCP server for a team (by default the one `load_team` finds). Cheap to build: the model is made on
     first use, and external MCP servers start with the server's lifespan. With `watch`, edits to the team file
     reload the team and tell clients that the tool and prompt lists changed. With `tracing`, spans are
     flushed after every tool call (in the background, so an absent collector never delays a reply). `limits`
     (default: from the environment) bound what a client may ask (see `limits`). With `durable`, runs are
-    durable and kept in its database (see server/runs.py); without, in memory."""
-    team = team or load_team()
+    durable and kept in its database (see server/runs.py); without, in memory. `environ` (default: the process's)
+    is read here, at the edge: `MCP_TEAM_FILE` when no `team` is given, and the key variables its members name."""
+    environ = os.environ if environ is None else environ
+    team = team or load_team(environ.get("MCP_TEAM_FILE") or None)
     base_settings = model_settings or ModelSettings()
     model_settings = base_settings.model_copy(update=team.model_overrides)
     bus = ListenedBus()
     runs = durable if isinstance(durable, ServerRuns) else ServerRuns(durable)
     state = ServerState(model_settings, team, runs, bus=bus, limits=limits or ServerLimits())
-    state.base_settings = base_settings
+    state.base_settings, state.environ = base_settings, environ
     tasks = TasksExtension(ServerTaskRuns(state))
 
     @asynccontextmanager

@@ -8,8 +8,9 @@ to tell when the team changes.
 from __future__ import annotations
 
 import logging
+import os
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -103,6 +104,7 @@ class ServerState:
     limits: ServerLimits = field(default_factory=ServerLimits)
     slots: RunSlots = field(default_factory=RunSlots)
     base_settings: ModelSettings | None = None  # the settings before the team file's [models]: a reload applies its own
+    environ: Mapping[str, str] = field(default_factory=lambda: os.environ)  # the variables members name (api_key_env)
     engine: ServerEngine = field(init=False)
     _models: ModelSet | None = None
     _shared_rate: SharedRate | None = None  # the replicas' request rate, on every model set built (see share_rate)
@@ -174,7 +176,7 @@ class ServerState:
             return None
         if self._models is None:
             try:
-                models = build_models(settings, self.team.member_models)
+                models = build_models(settings, self.team.member_models, environ=self.environ)
             except ConfigError as exc:
                 raise ToolError(f"mcp-team is misconfigured: {exc}") from None
             if self._shared_rate is not None and models.limits is not None:

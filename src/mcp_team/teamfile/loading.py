@@ -8,7 +8,6 @@ Every error names the file, the key path and what was expected.
 
 from __future__ import annotations
 
-import os
 import tomllib
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -217,11 +216,10 @@ def _builtin_tools(settings: ToolSettings, base_dir: Path, granted: set[str]) ->
 
 
 def find_team_file(explicit: str | None = None) -> Path | None:
-    """`--team PATH`, else `MCP_TEAM_FILE`, else `./team.toml` if it exists, else None (the default team)."""
+    """`explicit`, else `./team.toml` if it exists, else None (the default team). The CLI and the server pass
+    `--team PATH`, else `MCP_TEAM_FILE` (they read the environment; this module does not)."""
     if explicit:
         return Path(explicit)
-    if env := os.environ.get("MCP_TEAM_FILE"):
-        return Path(env)
     local = Path("team.toml")
     return local if local.is_file() else None
 

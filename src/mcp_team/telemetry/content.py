@@ -4,7 +4,11 @@ Content (prompts, model output, tool arguments and results) is recorded only whe
 for it through `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`, and every string is redacted
 first: registered secrets (the API key, bearer tokens) plus well-known secret shapes.
 
-Stdlib only: the span helpers call `capture_enabled()` on every span, so it is cached.
+The variable is read at the edge (the CLI, when it starts tracing), which turns capture on with
+`set_capture_enabled(parse_capture_mode(value))`; this module reads no environment. A library caller
+does the same to record content on its spans; without, it is off.
+
+Stdlib only: the span helpers call `capture_enabled()` on every span.
 """
 
 from __future__ import annotations
@@ -13,7 +17,6 @@ import dataclasses
 import json
 import logging
 import math
-import os
 import re
 import threading
 import traceback
@@ -30,7 +33,6 @@ __all__ = [
     "redact",
     "redact_value",
     "register_secret",
-    "reset_capture_cache",
     "set_capture_enabled",
     "to_json",
 ]
@@ -53,8 +55,7 @@ _CAPTURE_VALUES: Final[dict[str, bool]] = {
     "span_and_event": True,
 }
 
-_capture_cached: bool | None = None
-_capture_override: bool | None = None
+_capture = False
 
 
 def parse_capture_mode(value: str | None) -> bool:
@@ -76,33 +77,16 @@ def parse_capture_mode(value: str | None) -> bool:
     return False
 
 
-def capture_enabled(env: Mapping[str, str] | None = None) -> bool:
-    """Whether message/tool content may be recorded on spans. Off by default.
-
-    With no argument (or `os.environ`) the answer is computed once and cached; call
-    `reset_capture_cache()` after changing the environment. An explicit mapping is read every time.
-    """
-    if _capture_override is not None:
-        return _capture_override
-    if env is not None and env is not os.environ:
-        return parse_capture_mode(env.get(CAPTURE_ENV))
-    global _capture_cached
-    if _capture_cached is None:
-        _capture_cached = parse_capture_mode(os.environ.get(CAPTURE_ENV))
-    return _capture_cached
-
-
-def reset_capture_cache() -> None:
-    """Forget the cached environment answer and any `set_capture_enabled` override (for tests)."""
-    global _capture_cached, _capture_override
-    _capture_cached = None
-    _capture_override = None
+def capture_enabled() -> bool:
+    """Whether message/tool content may be recorded on spans: as `set_capture_enabled` last said; off by default."""
+    return _capture
 
 
 def set_capture_enabled(enabled: bool | None) -> None:
-    """Force capture on or off regardless of the environment (e.g. a CLI flag); None goes back to the env."""
-    global _capture_override
-    _capture_override = enabled
+    """Turn content capture on or off for this process (the CLI: from the variable's value, see
+    `parse_capture_mode`); None: back to the default, off."""
+    global _capture
+    _capture = bool(enabled)
 
 
 # -- redaction ---------------------------------------------------------------------------------------

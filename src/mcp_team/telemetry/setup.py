@@ -5,6 +5,9 @@ endpoint variable, `MCP_TEAM_TRACE_DIR`, or an explicit override from the CLI).
 `OTEL_SDK_DISABLED=true` always wins. Otherwise `setup_tracing` installs nothing: the API's no-op
 spans cost a few microseconds and nothing is exported.
 
+The variables are read from the mapping given to `TracingConfig.from_env` (the CLI passes the process
+environment); this module reads no environment itself.
+
 This module imports neither the SDK nor any exporter at import time (the MCP server's cold start
 must stay fast); `setup_tracing` imports them when tracing is really on.
 """
@@ -13,11 +16,10 @@ from __future__ import annotations
 
 import atexit
 import logging
-import os
 import sys
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal, cast, get_args
 from urllib.parse import urlsplit
@@ -138,6 +140,8 @@ class TracingConfig:
     trace_dir: Path | None = None
     disabled: bool = False
     export_timeout: float = DEFAULT_EXPORT_TIMEOUT
+    # The values of the OTLP header variables (a collector's auth token): kept out of captured content.
+    header_secrets: tuple[str, ...] = field(default=(), repr=False)
 
     @property
     def enabled(self) -> bool:
@@ -165,17 +169,15 @@ class TracingConfig:
         return f"tracing on, service {self.service_name!r}: " + ", ".join(parts)
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> TracingConfig:
-        """Read the standard variables from `env` (default `os.environ`); non-None `overrides` win.
+    def from_env(cls, env: Mapping[str, str], **overrides: Any) -> TracingConfig:
+        """Read the standard variables from `env` (the CLI passes `os.environ`); non-None `overrides` win.
 
         Overrides are field names (`exporter`, `protocol`, `endpoint`, `service_name`, `trace_dir`,
         `disabled`, `export_timeout`); None means "not given" so CLI flags can be passed straight
         through. An `endpoint` override is a full URL, except that a bare `scheme://host:port` gets
         `/v1/traces` appended for http/protobuf. Bad values raise `ValueError` naming the variable.
         """
-        if env is None:
-            env = os.environ
-        known = {f.name for f in fields(cls)}
+        known = {f.name for f in fields(cls)} - {"header_secrets"}
         unknown = set(overrides) - known
         if unknown:
             raise TypeError(f"unknown TracingConfig override(s): {', '.join(sorted(unknown))}")
@@ -243,6 +245,7 @@ class TracingConfig:
             trace_dir=trace_dir,
             disabled=disabled,
             export_timeout=export_timeout,
+            header_secrets=_header_secrets(env),
         )
 
 
@@ -304,15 +307,16 @@ class Tracing:
         _run_bounded(self.provider.shutdown, timeout_millis / 1000, "mcp-team-otel-shutdown")
 
 
-def _register_header_secrets() -> None:
-    """Values of OTLP header variables (collector auth tokens) must never show up in captured content."""
-    from mcp_team.telemetry.content import register_secret
-
+def _header_secrets(env: Mapping[str, str]) -> tuple[str, ...]:
+    """The values of the OTLP header variables (collector auth tokens): they must never show up in captured
+    content. (The exporter reads the variables itself, as the OpenTelemetry SDK does.)"""
+    secrets = []
     for name in ("OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS"):
-        for pair in (os.environ.get(name) or "").split(","):
+        for pair in (env.get(name) or "").split(","):
             _, sep, value = pair.partition("=")
-            if sep:
-                register_secret(value.strip())
+            if sep and value.strip():
+                secrets.append(value.strip())
+    return tuple(secrets)
 
 
 def _otlp_exporter(config: TracingConfig) -> Any:
@@ -371,7 +375,10 @@ def setup_tracing(config: TracingConfig, *, set_global: bool = True) -> Tracing 
             BatchSpanProcessor(exporter, schedule_delay_millis=SCHEDULE_DELAY_MILLIS, export_timeout_millis=timeout_ms)
         )
 
-    _register_header_secrets()
+    from mcp_team.telemetry.content import register_secret
+
+    for secret in config.header_secrets:
+        register_secret(secret)
     if set_global:
         before = trace.get_tracer_provider()
         trace.set_tracer_provider(provider)
