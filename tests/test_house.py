@@ -6,7 +6,7 @@ function, or for type checking only), as a reader meets them.
 - No import circle, except a team inside a team: a sub-team's run is a run (handoffs/subteam.py ->
   orchestration.py) and a team file may hold team files (teamfile/subteams.py -> loading.py).
 - No module over 400 lines (a few just over it are listed, each with its ceiling, to be split, not to grow).
-- Settings are read at the edge: nothing below cli/ and server/ reads the environment.
+- Settings are read at the edge: tests/test_settings_at_the_edge.py.
 - Dependencies through their public doors: no private OpenTelemetry span, the MCP SDK's low-level server only
   in server/lowlevel.py, no exact pin among the package's dependencies.
 """
@@ -115,17 +115,6 @@ def test_a_circle_is_found() -> None:  # the check above can fail
 def test_modules_stay_small() -> None:
     long = {name: n for name, path in modules().items() if (n := len(path.read_text().splitlines())) > LINES}
     assert {name for name in long if long[name] > OVER.get(name, LINES)} == set(), long
-
-
-def below_the_edge() -> list[Path]:
-    return [p for p in SRC.rglob("*.py") if folder(".".join(p.relative_to(SRC.parent).parts)) not in ("cli", "server")]
-
-
-def test_nothing_below_the_edge_reads_the_environment() -> None:
-    reads = re.compile(r"\bos\.environ\b|\bos\.getenv\(|\bgetenv\(")
-    found = [f"{p.relative_to(SRC)}:{i}" for p in below_the_edge()
-             for i, line in enumerate(p.read_text().splitlines(), 1) if reads.search(line)]  # fmt: skip
-    assert not found, found
 
 
 def test_dependencies_through_their_public_doors() -> None:
