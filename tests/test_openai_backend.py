@@ -31,9 +31,10 @@ from mcp_team.handoffs import RunResult, Team
 from mcp_team.handoffs.schema import Mode
 from mcp_team.llm import SPECIALIST, SUPERVISOR, ModelSet
 from mcp_team.llm.anthropic import AnthropicModel
+from mcp_team.llm.building import build_models
 from mcp_team.llm.chat_completions import parse_arguments, to_messages, to_tool_params
 from mcp_team.llm.openai import OpenAIModel, token_limit_param
-from mcp_team.llm.settings import ModelSettings, build_models
+from mcp_team.llm.settings import ModelSettings
 from mcp_team.llm.types import (
     Message,
     Model,

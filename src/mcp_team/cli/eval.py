@@ -333,9 +333,10 @@ SINGLE = ".single-agent"  # the suffix of a case's single-agent recording
 def _models_for(settings: ModelSettings, repeat: int, suffix: str) -> Callable[[Case, int], ModelSet]:
     """The models of each case's run: the same models for all (their limits shared), with faults of their own;
     a replay of the case's own recording when replaying a directory of them."""
+    from mcp_team.llm.building import build_models
     from mcp_team.llm.faults import parse_faults, with_faults
     from mcp_team.llm.replay import replay_models
-    from mcp_team.llm.settings import build_models, parse_model
+    from mcp_team.llm.settings import parse_model
 
     faults = settings.faults
     if settings.backend() == "replay":

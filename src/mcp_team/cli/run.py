@@ -95,8 +95,8 @@ def run_command(args: argparse.Namespace) -> int:
     from mcp_team.handoffs import validation_problems
     from mcp_team.handoffs.budget import merge_budgets
     from mcp_team.handoffs.checkpoints import checkpoint_problems
+    from mcp_team.llm.building import build_models
     from mcp_team.llm.replay import replay_of
-    from mcp_team.llm.settings import build_models
     from mcp_team.teamfile.loading import load_team
 
     log_to_stderr()

@@ -76,7 +76,7 @@ def check_command(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from mcp_team.errors import ConfigError
-    from mcp_team.llm.settings import describe_model
+    from mcp_team.llm.building import describe_model
     from mcp_team.teamfile.loading import load_team
 
     if args.path and args.team and args.path != args.team:
@@ -177,8 +177,8 @@ def _print_servers(settings: ModelSettings, spec: TeamSpec, probe: bool) -> set[
     import anyio
 
     from mcp_team.errors import ConfigError
+    from mcp_team.llm.building import build_models
     from mcp_team.llm.served import endpoints, inquire
-    from mcp_team.llm.settings import build_models
 
     try:
         models = build_models(settings, spec.member_models, environ=os.environ)
