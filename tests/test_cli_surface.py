@@ -48,8 +48,9 @@ def test_run_help_explains_the_budget_flags() -> None:
     shown = cli_here("run", "--help", COLUMNS="200")
     assert shown.returncode == 0
     options = " ".join(shown.stdout.split("options:", 1)[1].split())  # past the usage line
-    for flag, words in [("--max-handoffs N", "stop after N handoffs"), ("--max-model-calls N", "after N model calls"),
-                        ("--max-tokens N", "after N tokens"), ("--deadline SECONDS", "after SECONDS of wall-clock")]:  # fmt: skip
+    explained = {"--max-handoffs N": "stop after N handoffs", "--max-model-calls N": "after N model calls",
+                 "--max-tokens N": "after N tokens", "--deadline SECONDS": "after SECONDS of wall-clock"}  # fmt: skip
+    for flag, words in explained.items():
         assert words in options.split(flag, 1)[1][:120], flag
 
 
