@@ -75,6 +75,9 @@ def test_check_takes_a_model_and_exits_2_on_a_bad_team_file_as_run_does(tmp_path
     assert checked.returncode == ran.returncode == 2
     assert "unknown tool 'telepathy'" in checked.stderr and "unknown tool 'telepathy'" in ran.stderr
 
+    settings = cli_here("check", "--http", "--port", "99999")  # as `serve --http --port 99999` exits
+    assert settings.returncode == 2 and "--port / MCP_TEAM_PORT" in settings.stderr, settings.stderr
+
     good = cli_here("check", "--model", "offline", cwd=tmp_path)
     assert good.returncode == 0, good.stderr
     assert "offline" in good.stdout

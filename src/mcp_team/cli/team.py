@@ -150,10 +150,10 @@ def _check_http(args: argparse.Namespace) -> int:
         oauth = OAuthSettings(**({"issuer": args.auth_issuer} if args.auth_issuer is not None else {}))
         check_bind(http, oauth)
         resource = resource_server(http, oauth, http.port)
-    except ValidationError as exc:
-        return error(f"invalid settings: {'; '.join(settings_problems(exc, HttpSettings, OAuthSettings))}", EXIT_FAILED)
+    except ValidationError as exc:  # bad configuration, as `serve --http` says it: exit 2
+        return error(f"invalid settings: {'; '.join(settings_problems(exc, HttpSettings, OAuthSettings))}", EXIT_USAGE)
     except ConfigError as exc:
-        return error(str(exc), EXIT_FAILED)
+        return error(str(exc), EXIT_USAGE)
     print(f"HTTP: http://{http.host}:{http.port}/mcp")
     if resource is None:
         if http.http_token is not None:
