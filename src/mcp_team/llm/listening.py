@@ -15,8 +15,21 @@ import urllib.request
 
 import anyio
 
+from mcp_team.llm.types import ModelError
+
 _LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
 _ASK_FOR = 5.0  # seconds a connect to this machine may take: it answers at once, unless it is stuck
+
+
+async def raise_if_not_listening(url: str, url_setting: str) -> None:
+    """`ModelError` (`connection`: a fallback model may answer instead) at once when `url` is on this machine and
+    nothing listens there; `url_setting` names where the URL was set, for the fix."""
+    if (address := local_address(url)) is not None and await refused(*address):
+        raise ModelError(
+            "connection",
+            f"nothing is listening at {url} (connection refused): start the model server there, or correct the base "
+            f"URL ({url_setting})",
+        )
 
 
 def local_address(url: str) -> tuple[str, int] | None:

@@ -35,7 +35,7 @@ import openai
 from openai.types.chat import ChatCompletion
 
 from mcp_team.llm.chat_completions import from_completion, to_messages, to_tool_params
-from mcp_team.llm.listening import local_address, refused
+from mcp_team.llm.listening import raise_if_not_listening
 from mcp_team.llm.openai_stream import StreamedReply
 from mcp_team.llm.sdk_errors import clip, quoted
 from mcp_team.llm.sdk_model import SdkModel
@@ -180,7 +180,7 @@ class OpenAIModel(SdkModel[openai.AsyncOpenAI]):
         except openai.OpenAIError as err:
             raise self._model_error(err) from None
         if not self._answered and self.base_url is not None:
-            await self._say_if_not_listening(self.base_url)
+            await raise_if_not_listening(self.base_url, self.url_setting)
         messages = to_messages(request)
         tools = to_tool_params(request.tools)
         # At most five re-asks: one per request detail a server may reject (output limit, parallel calls,
@@ -217,15 +217,6 @@ class OpenAIModel(SdkModel[openai.AsyncOpenAI]):
             self._answered = True
             return self._response(completion)
         raise ModelError("bad_request", f"{self.where} kept rejecting the {self.name} request's parameters")
-
-    async def _say_if_not_listening(self, url: str) -> None:
-        """A `connection` error at once when nothing listens at a server on this machine (`llm.listening`)."""
-        if (address := local_address(url)) is not None and await refused(*address):
-            raise ModelError(
-                "connection",
-                f"nothing is listening at {url} (connection refused): start the model server there, or correct "
-                f"the base URL ({self.url_setting})",
-            )
 
     async def list_models(self, timeout: float = 10.0) -> list[tuple[str, str]]:
         """The models the endpoint lists (`GET /models`), as `(id, owned_by)`, asked once (no retries) with a short
