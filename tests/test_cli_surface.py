@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from mcp_team import __version__
-from mcp_team.server.cli import build_parser
+from mcp_team.cli.main import build_parser
 from support import cli_here
 
 BAD_TEAM = '[[specialists]]\nname = "poet"\ndescription = "Writes poems."\nprompt = "Write."\ntools = ["telepathy"]\n'

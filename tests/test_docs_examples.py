@@ -24,9 +24,9 @@ from pathlib import Path
 import pytest
 from mcp import Client, StdioServerParameters
 
+from mcp_team.cli.main import build_parser
 from mcp_team.evals.suite import load_suite
-from mcp_team.server.cli import build_parser
-from mcp_team.server.teamfile import load_team
+from mcp_team.teamfile.loading import load_team
 from support import HANG_GUARD, MCP_TEAM, clean_env
 
 ROOT = Path(__file__).parent.parent
