@@ -59,7 +59,7 @@ def test_what_the_readme_said_is_in_the_site() -> None:
         "`MCP_TEAM_MAX_CONCURRENCY` | model calls in flight at once, per endpoint",
         "a second SIGTERM is ignored (the cancel is recorded first)",
         "Every tool error (`isError`) reads `Error executing tool NAME: what is wrong`",
-        "The takeover uses a DBOS internal (`_recover_pending_workflows`)",
+        "The takeover resumes the dead replica's runs through DBOS's public API",
         "`benchmarks/load.py` runs 1,000 concurrent runs over HTTP",
         "Trace files of mcp-team before OTLP JSON were Jaeger v1 JSON",
         "the first answer, the client's form or the tool, wins",
