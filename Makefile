@@ -36,7 +36,7 @@ $(MCPB_CLI)/node_modules/.package-lock.json: packaging/package.json packaging/pa
 	cd $(MCPB_CLI) && npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
-.PHONY: demo test lint bench conformance-suite oidc-provider mcpb-cli dist
+.PHONY: demo test test-fast docs lint bench conformance-suite oidc-provider mcpb-cli dist
 conformance-suite: $(CONFORMANCE)/node_modules/.package-lock.json
 oidc-provider: $(OIDC)/node_modules/.package-lock.json
 mcpb-cli: $(MCPB_CLI)/node_modules/.package-lock.json
@@ -58,6 +58,15 @@ test: $(BIN)/mcp-team conformance-suite oidc-provider mcpb-cli
 	@# few hundred processes the tests start would compile every module it imports again.
 	$(BIN)/python -m compileall -q src tests
 	$(BIN)/pytest
+
+# While working: the suite without what is slow or needs a real part (CONTRIBUTING.md says which marker is which).
+test-fast: $(BIN)/mcp-team
+	$(BIN)/pytest -m "not process and not postgres and not browser and not conformance"
+
+# The documentation site into site/ (gitignored). --strict: a broken link or anchor, or a page left out of the
+# navigation, fails the build. Material's notice of its end of life is not about these pages: silenced.
+docs: $(BIN)/mcp-team
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 bench: $(BIN)/mcp-team
 	$(BIN)/python benchmarks/run.py

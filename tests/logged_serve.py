@@ -1,13 +1,18 @@
 """`mcp-team` exactly as a user runs it, with one addition: every call the offline model finishes is appended
-to the file `$MCP_TEAM_TEST_CALL_LOG` as `{"member", "phase", "task", "pid"}`, so a test that kills the
-process can tell which model calls ran again after a restart. With `$MCP_TEAM_TEST_FAIL_FIRST=NAME`, the first
-call of specialist NAME ever made (the log is the memory, so across restarts too) fails with a server error
-(logged with `"failed": true`). Usage: logged_serve.py ARGS... (as mcp-team)."""
+to the file `$MCP_TEAM_TEST_CALL_LOG` as `{"member", "phase", "task", "digest", "pid"}`, so a test that kills
+the process can tell which model calls ran again after a restart (`digest` is the one in the call's durable
+step name, `model:<model>:<digest>`, runs/runtime.py). With `$MCP_TEAM_TEST_FAIL_FIRST=NAME`, the first call of
+specialist NAME ever made (the log is the memory, so across restarts too) fails with a server error (logged
+with `"failed": true`); with `$MCP_TEAM_TEST_FAIL_PER=REGEX` too, the first call of NAME of each run does, a run
+known by what REGEX matches in the call's first message (a tag in its request, e.g. `#[0-9]+`).
+Usage: logged_serve.py ARGS... (as mcp-team)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import sys
 
 import anyio
@@ -21,10 +26,19 @@ _complete = OfflineModel.complete
 
 async def _logged(self: OfflineModel, request: ModelRequest) -> ModelResponse:
     log = os.environ["MCP_TEAM_TEST_CALL_LOG"]
-    first = request.messages[0].content if request.messages else ""
-    entry = {"member": request.member, "phase": request.phase, "task": str(first)[:200], "pid": os.getpid()}
+    first = str(request.messages[0].content if request.messages else "")
+    digest = hashlib.blake2b(request.model_dump_json().encode(), digest_size=6).hexdigest()
+    entry = {"member": request.member, "phase": request.phase, "task": first[:200], "digest": digest,
+             "pid": os.getpid()}  # fmt: skip
     failing = request.member and request.member == os.environ.get("MCP_TEAM_TEST_FAIL_FIRST")
-    if failing and f'"member": "{request.member}"' not in _read(log):
+    if per := os.environ.get("MCP_TEAM_TEST_FAIL_PER"):
+        found = re.search(per, first)
+        entry["run"] = found.group(0) if found else ""
+        failing = failing and not any(e["member"] == request.member and e.get("run") == entry["run"]
+                                      for e in map(json.loads, _read(log).splitlines()))  # fmt: skip
+    else:
+        failing = failing and f'"member": "{request.member}"' not in _read(log)
+    if failing:
         await anyio.sleep(self.latency)
         _append(log, {**entry, "failed": True})
         raise ModelError("server_error", "injected by the test: the first call of this specialist fails")

@@ -7,7 +7,12 @@ Through the `mcp-team` command against the fake Chat Completions server (tests/f
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from fake_api import offline_brain
 from fake_openai_api import FakeOpenAIAPI
@@ -107,8 +112,33 @@ def test_run_on_a_model_that_writes_its_calls_as_text_completes_and_says_what_wa
     assert not any(f["recovered"] for f in result["failures"])  # they ended the run: not recovered
 
 
+@contextmanager
+def hanging_up() -> Iterator[str]:
+    """A server on 127.0.0.1 that takes every connection and closes it at once: reached, but never answering (a
+    port that refuses is said without retries, see tests of `llm.listening`)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            with contextlib.suppress(OSError):
+                connection, _ = listener.accept()
+                connection.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
+    finally:
+        stop.set()
+        listener.close()
+        thread.join(timeout=5)
+
+
 def test_a_failed_call_to_a_local_server_has_an_unknown_cost_and_says_its_attempts_once() -> None:
-    run = cli_here("run", "--ephemeral", "--model", "openai:qwen", "hello", OPENAI_BASE_URL="http://127.0.0.1:9/v1")
+    with hanging_up() as url:
+        run = cli_here("run", "--ephemeral", "--model", "openai:qwen", "hello", OPENAI_BASE_URL=url,
+                       MCP_TEAM_MAX_RETRIES="1")  # fmt: skip
     assert "cost unknown" in run.stderr and "$0.0000" not in run.stderr
     reached = next(line for line in run.stdout.splitlines() if "could not reach" in line)
-    assert reached.count("attempt") == 1, reached
+    assert reached.count("attempt") == 1 and "gave up after 2 attempts" in reached, reached

@@ -265,7 +265,7 @@ def test_a_bad_checkpoint_is_a_usage_error_on_the_cli_and_in_the_team_file(tmp_p
     check = subprocess.run(
         [MCP_TEAM, "check", "--team", str(team)], capture_output=True, text=True, timeout=HANG_GUARD, env=clean_env()
     )
-    assert check.returncode == 1 and "supervisor.checkpoints: checkpoint 'after:x'" in check.stderr + check.stdout
+    assert check.returncode == 2 and "supervisor.checkpoints: checkpoint 'after:x'" in check.stderr + check.stdout
 
 
 def test_the_cli_asks_on_a_terminal_and_runs_the_revised_plan() -> None:

@@ -68,7 +68,7 @@ def report_of(path: Path) -> dict[str, Any]:
 
 
 def test_a_suite_that_passes_exits_0_with_the_table_and_a_json_report(suite: Path, tmp_path: Path) -> None:
-    proc = eval_cli(str(suite), "--model", "offline", "--json", str(tmp_path / "report.json"))
+    proc = eval_cli(str(suite), "--model", "offline", "--report", str(tmp_path / "report.json"))
 
     assert proc.returncode == 0, proc.stderr
     assert "small: 3/3 cases pass" in proc.stdout and "FAIL" not in proc.stdout
@@ -92,7 +92,7 @@ def test_a_suite_that_passes_exits_0_with_the_table_and_a_json_report(suite: Pat
 
 def test_one_failing_case_fails_the_eval_and_says_why(suite: Path, tmp_path: Path) -> None:
     suite.write_text(SUITE.replace('expect.called = ["coder"]', 'expect.called = ["coder", "reviewer"]'))
-    proc = eval_here(str(suite), "--model", "offline", "--json", str(tmp_path / "report.json"), "--quiet")
+    proc = eval_here(str(suite), "--model", "offline", "--report", str(tmp_path / "report.json"), "--quiet")
 
     assert proc.returncode == 1
     assert "small: 2/3 cases pass" in proc.stdout and "FAIL" in proc.stdout
@@ -104,7 +104,7 @@ def test_one_failing_case_fails_the_eval_and_says_why(suite: Path, tmp_path: Pat
 
 def test_the_single_agent_baseline_is_compared_side_by_side(suite: Path, tmp_path: Path) -> None:
     proc = eval_here(
-        str(suite), "--model", "offline", "--baseline", "single-agent", "--json", str(tmp_path / "r.json"), "--quiet"
+        str(suite), "--model", "offline", "--baseline", "single-agent", "--report", str(tmp_path / "r.json"), "--quiet"
     )
 
     assert proc.returncode == 0, proc.stderr
@@ -124,7 +124,7 @@ def test_the_single_agent_baseline_is_compared_side_by_side(suite: Path, tmp_pat
 
 
 def test_repeat_gives_a_pass_rate_per_case(suite: Path, tmp_path: Path) -> None:
-    proc = eval_here(str(suite), "--model", "offline", "--repeat", "3", "--json", str(tmp_path / "r.json"), "--quiet")
+    proc = eval_here(str(suite), "--model", "offline", "--repeat", "3", "--report", str(tmp_path / "r.json"), "--quiet")
 
     assert proc.returncode == 0, proc.stderr
     rows = [line for line in proc.stdout.splitlines() if line.startswith("│")]
@@ -134,7 +134,7 @@ def test_repeat_gives_a_pass_rate_per_case(suite: Path, tmp_path: Path) -> None:
 
 
 def test_a_report_that_could_not_be_written_is_refused_before_any_run(suite: Path, tmp_path: Path) -> None:
-    proc = eval_here(str(suite), "--model", "offline", "--json", str(tmp_path / "no" / "r.json"))
+    proc = eval_here(str(suite), "--model", "offline", "--report", str(tmp_path / "no" / "r.json"))
     assert proc.returncode == 2 and "its directory does not exist" in proc.stderr, proc.stderr
     assert "case(s) from" not in proc.stderr  # no case ran
 
@@ -160,14 +160,14 @@ def test_any_backend_the_anthropic_test_server_then_its_recordings_replayed(suit
             "ANTHROPIC_BASE_URL": api.base_url,
             "MCP_TEAM_PRICES": json.dumps({api.base_url: "anthropic"}),  # priced as Anthropic's own API
         }
-        live = eval_here(str(suite), "--record", str(recordings), "--json", str(tmp_path / "live.json"), env=env)
+        live = eval_here(str(suite), "--record", str(recordings), "--report", str(tmp_path / "live.json"), env=env)
         sent = len(api.requests)
     assert live.returncode == 0, live.stderr
     assert "$0.0" in live.stdout and "no LLM is called" not in live.stdout + live.stderr
     assert sorted(p.name for p in recordings.iterdir()) == ["bees.jsonl", "fizz.jsonl", "sum.jsonl"]
 
     # No server, no key: the recordings alone give the same routing, tokens and cost.
-    replayed = eval_here(str(suite), "--model", f"replay:{recordings}", "--json", str(tmp_path / "replayed.json"))
+    replayed = eval_here(str(suite), "--model", f"replay:{recordings}", "--report", str(tmp_path / "replayed.json"))
     assert replayed.returncode == 0, replayed.stderr
     assert "no model is called" in replayed.stderr
     live_report, replay_report = report_of(tmp_path / "live.json"), report_of(tmp_path / "replayed.json")

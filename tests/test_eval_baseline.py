@@ -42,7 +42,7 @@ def test_eval_prints_each_case_side_by_side_and_a_verdict(tmp_path: Path) -> Non
     suite.write_text(SUITE)
     report = tmp_path / "report.json"
     proc = cli_here(
-        "eval", str(suite), "--model", "offline", "--baseline", "single-agent", "--quiet", "--json", str(report),
+        "eval", str(suite), "--model", "offline", "--baseline", "single-agent", "--quiet", "--report", str(report),
         COLUMNS="200",
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr

@@ -58,7 +58,7 @@ def test_sigterm_while_eval_reads_its_files(tmp_path: Path, waiting_on: str) -> 
     os.unlink(suite if waiting_on == "suite" else team)
     fifo = suite if waiting_on == "suite" else team
     os.mkfifo(fifo)
-    args = [MCP_TEAM, "eval", str(suite), "--team", str(team), "--model", "offline", "--json", str(report)]
+    args = [MCP_TEAM, "eval", str(suite), "--team", str(team), "--model", "offline", "--report", str(report)]
     proc = subprocess.Popen(args, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     writer = _held_open(fifo, proc)
     try:
@@ -76,7 +76,7 @@ def test_sigterm_while_eval_imports_its_commands(tmp_path: Path) -> None:
     suite, report = tmp_path / "suite.toml", tmp_path / "report.json"
     suite.write_text(SUITE)
     env = clean_env(MCP_TEAM_TEST_PAUSE_AT="mcp_team.cli")
-    args = [sys.executable, PAUSED_START, "eval", str(suite), "--model", "offline", "--json", str(report)]
+    args = [sys.executable, PAUSED_START, "eval", str(suite), "--model", "offline", "--report", str(report)]
     proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stderr is not None
     said = proc.stderr.readline().decode()

@@ -25,7 +25,7 @@ def test_an_interrupted_eval_reports_the_runs_that_finished(tmp_path: Path, sig:
     suite.write_text(SUITE)
     # One case at a time, each call slow: the second case is under way when the first one's line is read.
     env = clean_env(MCP_TEAM_MAX_CONCURRENCY="1", MCP_TEAM_OFFLINE_LATENCY_MS="1000")
-    proc = subprocess.Popen([MCP_TEAM, "eval", str(suite), "--model", "offline", "--json", str(report)], env=env,
+    proc = subprocess.Popen([MCP_TEAM, "eval", str(suite), "--model", "offline", "--report", str(report)], env=env,
                             text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # fmt: skip
     assert proc.stderr is not None

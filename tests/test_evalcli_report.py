@@ -32,7 +32,7 @@ def test_a_failing_case_whose_text_has_brackets_is_reported_as_written(tmp_path:
     suite, report = tmp_path / "suite.toml", tmp_path / "report.json"
     suite.write_text(BRACKETS)
 
-    proc = cli_here("eval", str(suite), "--model", "offline", "--json", str(report))
+    proc = cli_here("eval", str(suite), "--model", "offline", "--report", str(report))
 
     assert proc.returncode == 1, proc.stderr  # the case fails: it is said, not a crash
     assert "MarkupError" not in proc.stderr and "unexpected" not in proc.stderr, proc.stderr
@@ -47,12 +47,12 @@ def test_a_json_target_that_cannot_be_written_is_refused_before_any_run(tmp_path
     suite.write_text(CASE)
     path = tmp_path if target == "a directory" else suite / "report.json"
 
-    proc = cli_here("eval", str(suite), "--model", "offline", "--json", str(path))
+    proc = cli_here("eval", str(suite), "--model", "offline", "--report", str(path))
 
     assert proc.returncode == 2, proc.stderr  # a usage error, not 1 ("cases failed")
     assert proc.stdout == "" and "✓" not in proc.stderr and "case(s) from" not in proc.stderr  # nothing ran
     lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"mcp-team: error: --json {path}: "), proc.stderr
+    assert len(lines) == 1 and lines[0].startswith(f"mcp-team: error: --report {path}: "), proc.stderr
     assert ("is a directory; give a file name" if target == "a directory" else "is a file, not a directory") in lines[0]
 
 
@@ -65,7 +65,7 @@ def test_the_call_timeout_cuts_a_call_that_never_answers(tmp_path: Path, how: st
     flag = ["--call-timeout", "0.5"] if how == "flag" else []
     env = {"MCP_TEAM_CALL_TIMEOUT": "0.5"} if how == "variable" else {}
 
-    args = ["eval", str(suite), "--model", "offline", "--fault", "timeout:researcher:1", "--json", str(report)]
+    args = ["eval", str(suite), "--model", "offline", "--fault", "timeout:researcher:1", "--report", str(report)]
     proc = cli_here(*args, *flag, "--quiet", **env)
 
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -90,7 +90,7 @@ def test_a_baseline_that_could_not_run_says_so_instead_of_scoring_0_percent(
 
     proc = cli_here(
         "eval", str(suite), "--model", f"replay:{recordings}", "--baseline", "single-agent", "--quiet",
-        "--json", str(tmp_path / "report.json"),
+        "--report", str(tmp_path / "report.json"),
     )  # fmt: skip
 
     out = " ".join(proc.stdout.split())  # as the terminal's width wrapped it

@@ -82,7 +82,7 @@ def test_the_team_file_declares_gates_and_a_bad_pattern_is_named(tmp_path: Path)
     check = subprocess.run(
         [MCP_TEAM, "check", "--team", str(team)], capture_output=True, text=True, timeout=HANG_GUARD, env=clean_env()
     )
-    assert check.returncode == 1
+    assert check.returncode == 2
     assert "gates.required_patterns" in check.stderr + check.stdout and "not a valid regular expression" in (
         check.stderr + check.stdout
     )

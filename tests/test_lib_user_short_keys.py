@@ -26,6 +26,6 @@ async def test_a_short_placeholder_key_does_not_mangle_an_error(key: str) -> Non
     result = await Team(ModelSet.single(model), [scout]).run("Find facts about bees")
     assert result.status == "failed"
     (failure,) = [f for f in result.failures if f.specialist == "supervisor"]
-    assert "could not reach the server at http://127.0.0.1:" in failure.reason
-    assert "check the network, that the server is running" in failure.reason
+    assert "nothing is listening at http://127.0.0.1:" in failure.reason  # connection refused: said at once
+    assert "start the model server there, or correct the base URL" in failure.reason
     assert "[redacted]" not in failure.reason

@@ -22,7 +22,7 @@ base_url = "{url}"
 def test_a_team_file_base_url_without_a_scheme_is_named_with_how_to_write_it(tmp_path: Path) -> None:
     (tmp_path / "team.toml").write_text(MEMBER.format(url="localhost:8080"))
     check = cli_here("check", cwd=tmp_path)
-    assert check.returncode == 1, check.stderr
+    assert check.returncode == 2, check.stderr
     assert (
         "specialists[0].base_url: 'localhost:8080' is not a base URL; write it with http:// or https://, "
         "e.g. http://localhost:8080" in check.stderr

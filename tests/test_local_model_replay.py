@@ -30,7 +30,7 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     out = tmp_path_factory.mktemp("replay") / "report.json"
     proc = cli_here(
         "eval", str(HERE / "suite.toml"), "--model", f"replay:{HERE}", "--baseline", "single-agent",
-        "--quiet", "--json", str(out), COLUMNS="200",
+        "--quiet", "--report", str(out), COLUMNS="200",
     )  # fmt: skip
     assert proc.returncode in (0, 1), proc.stderr  # 1: some case failed its checks, as it did when recorded
     data: dict[str, Any] = json.loads(out.read_text())

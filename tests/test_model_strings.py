@@ -9,10 +9,11 @@ from pydantic import ValidationError
 
 from mcp_team.errors import ConfigError
 from mcp_team.llm.anthropic import AnthropicModel
+from mcp_team.llm.building import build_models
 from mcp_team.llm.call import SPECIALIST, SUPERVISOR
 from mcp_team.llm.offline import OfflineModel
 from mcp_team.llm.openai import OpenAIModel
-from mcp_team.llm.settings import MemberModel, ModelRef, ModelSettings, build_models, parse_model
+from mcp_team.llm.settings import MemberModel, ModelRef, ModelSettings, parse_model
 
 ANTHROPIC_KEY = "sk-ant-test-SECRET-1"
 OPENAI_KEY = "sk-proj-test-SECRET-2"

@@ -288,7 +288,7 @@ def test_a_bad_member_model_is_reported_with_its_key_path(tmp_path: Path) -> Non
         'model = "mistral:large"\n'
     )
     proc = cli_here("check", "--team", str(team))
-    assert proc.returncode == 1 and "specialists[0].model" in proc.stderr and "mistral" in proc.stderr
+    assert proc.returncode == 2 and "specialists[0].model" in proc.stderr and "mistral" in proc.stderr
 
 
 # --- tool calls written as text ----------------------------------------------------------------
@@ -475,7 +475,7 @@ def test_a_fallback_specialist_must_be_another_member(tmp_path: Path) -> None:
     team = tmp_path / "team.toml"
     team.write_text(FALLBACK_TEAM.replace('fallback = "scout"', 'fallback = "ghost"'))
     proc = cli_here("check", "--team", str(team))
-    assert proc.returncode == 1 and "specialists[0].fallback: 'ghost' must be another specialist" in proc.stderr
+    assert proc.returncode == 2 and "specialists[0].fallback: 'ghost' must be another specialist" in proc.stderr
 
 
 def test_the_openai_sdk_and_the_price_table_stay_off_the_start_up_path(tmp_path: Path) -> None:

@@ -31,9 +31,11 @@ from mcp_team.handoffs import RunResult, Team
 from mcp_team.handoffs.schema import Mode
 from mcp_team.llm import SPECIALIST, SUPERVISOR, ModelSet
 from mcp_team.llm.anthropic import AnthropicModel
+from mcp_team.llm.building import build_models
 from mcp_team.llm.chat_completions import parse_arguments, to_messages, to_tool_params
+from mcp_team.llm.listening import local_address
 from mcp_team.llm.openai import OpenAIModel, token_limit_param
-from mcp_team.llm.settings import ModelSettings, build_models
+from mcp_team.llm.settings import ModelSettings
 from mcp_team.llm.types import (
     Message,
     Model,
@@ -583,9 +585,34 @@ async def test_connection_refused() -> None:
     with pytest.raises(ModelError) as caught:
         await OpenAIModel(MODEL, api_key=KEY, base_url=base_url, max_retries=1).complete(ask())
     err = caught.value
-    assert err.kind == "connection"
-    assert base_url in err.message and "2 attempts" in err.message and "OPENAI_BASE_URL" in err.message
+    assert err.kind == "connection"  # transient: a fallback model may answer instead
+    # Said at once, without the SDK's retries (a server that hangs up gets them: tests/test_check_servers.py).
+    assert f"nothing is listening at {base_url} (connection refused)" in err.message, err.message
+    assert "OPENAI_BASE_URL" in err.message and "attempts" not in err.message
     assert KEY not in err.message
+
+
+@pytest.mark.parametrize(
+    ("url", "address"),
+    [
+        ("http://localhost:11434/v1", ("localhost", 11434)),
+        ("http://127.0.0.1/v1", ("127.0.0.1", 80)),
+        ("https://[::1]:8443/v1", ("::1", 8443)),
+        ("http://192.168.1.5:8000/v1", None),  # another machine: the call finds out
+        ("https://gateway.example.com/v1", None),
+    ],
+)
+def test_only_a_server_on_this_machine_is_asked_first(url: str, address: tuple[str, int] | None) -> None:
+    assert local_address(url) == address
+
+
+def test_a_server_reached_through_a_proxy_is_not_asked_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("http_proxy", "http://proxy.example.com:3128")
+    monkeypatch.delenv("no_proxy", raising=False)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    assert local_address("http://127.0.0.1:8080/v1") is None  # the SDK connects to the proxy, not to the port
+    monkeypatch.setenv("no_proxy", "127.0.0.1")
+    assert local_address("http://127.0.0.1:8080/v1") == ("127.0.0.1", 8080)
 
 
 async def test_timeout(api: FakeOpenAIAPI) -> None:

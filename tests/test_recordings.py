@@ -21,10 +21,11 @@ from mcp_team.errors import ConfigError
 from mcp_team.evals import Divergence, assert_replays, comparable, record_run, replay_recording, run_replayed
 from mcp_team.handoffs import RunSettings
 from mcp_team.llm import Model, ModelRequest, ModelResponse, ModelSet
+from mcp_team.llm.building import build_models
 from mcp_team.llm.faults import parse_faults, with_faults
 from mcp_team.llm.offline import OfflineModel
 from mcp_team.llm.replay import Recording, replay_models
-from mcp_team.llm.settings import ModelSettings, build_models
+from mcp_team.llm.settings import ModelSettings
 from mcp_team.llm.wrappers import WrapperModel, map_models
 from mcp_team.server.app import build_server
 from mcp_team.specialists import DEFAULT_TEAM

@@ -8,10 +8,11 @@ import pytest
 from pydantic import ValidationError
 
 from mcp_team.errors import ConfigError
+from mcp_team.llm.building import build_models
 from mcp_team.llm.call import SPECIALIST, SUPERVISOR
 from mcp_team.llm.faults import FAULT_KINDS, Fault, FaultyModel, parse_faults
 from mcp_team.llm.offline import OfflineModel
-from mcp_team.llm.settings import ModelSettings, build_models
+from mcp_team.llm.settings import ModelSettings
 from support import SCRUBBED_PREFIXES
 
 KEY = "sk-ant-test-SECRET-0123456789"

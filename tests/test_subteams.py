@@ -129,7 +129,7 @@ def test_a_cycle_between_team_files_is_refused_at_load(tmp_path: Path) -> None:
         [MCP_TEAM, "check", "--team", str(tmp_path / "team.toml")], capture_output=True, text=True,
         timeout=HANG_GUARD, env=clean_env(),
     )  # fmt: skip
-    assert proc.returncode == 1 and "a cycle between team files" in proc.stdout + proc.stderr
+    assert proc.returncode == 2 and "a cycle between team files" in proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr
 
 

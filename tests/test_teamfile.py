@@ -236,7 +236,7 @@ def test_init_presets(tmp_path: Path) -> None:
 def test_check_rejects_an_invalid_file(tmp_path: Path) -> None:
     write(tmp_path, ONE_SPECIALIST + 'tools = ["telepathy"]\n', "bad.toml")
     check = cli_here("check", "bad.toml", cwd=tmp_path)
-    assert check.returncode == 1
+    assert check.returncode == 2
     assert "bad.toml: invalid team file" in check.stderr and "unknown tool 'telepathy'" in check.stderr
     assert "Traceback" not in check.stderr
 
@@ -251,7 +251,7 @@ def test_check_takes_team_like_run_and_serve(tmp_path: Path) -> None:
 
     assert good.returncode == 0, good.stderr
     assert "poets.toml: 1 specialists" in good.stdout and "poet" in good.stdout
-    assert bad.returncode == 1 and "unknown tool 'telepathy'" in bad.stderr
+    assert bad.returncode == 2 and "unknown tool 'telepathy'" in bad.stderr
     assert both.returncode == 2 and "two team files given" in both.stderr
     assert all("Traceback" not in p.stderr for p in (good, bad, both))
 

@@ -335,7 +335,8 @@ async def test_a_call_of_a_members_own_tool_with_its_arguments_hands_the_request
 
 
 def test_tool_calls_is_set_per_role_in_models_and_per_member(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    from mcp_team.llm.settings import ModelSettings, build_models
+    from mcp_team.llm.building import build_models
+    from mcp_team.llm.settings import ModelSettings
     from mcp_team.teamfile.loading import load_team
 
     team = tmp_path / "team.toml"

@@ -12,6 +12,8 @@ from mcp_team.errors import message_of
 if TYPE_CHECKING:
     from pydantic import ValidationError
     from pydantic_settings import BaseSettings
+    from rich.console import Console
+    from rich.table import Table
 
     from mcp_team.llm.settings import ModelSettings
     from mcp_team.teamfile.loading import TeamSpec
@@ -26,6 +28,37 @@ def error(message: str, code: int = EXIT_USAGE) -> int:
     """Say what is wrong on stderr, the way every command does; returns the exit code."""
     print(f"mcp-team: error: {message}", file=sys.stderr)
     return code
+
+
+# The width of a console that is not a terminal: wide enough that nothing a command says is ever wrapped.
+UNWRAPPED = 1_000_000
+
+
+def console(*, stderr: bool = False) -> Console:
+    """A console for what a command prints. At a terminal, as wide as it is; anywhere else (a pipe, a file, a CI
+    log) nothing is wrapped: a line is as long as what it says, since a reader or a script there splits lines
+    itself (rich would wrap at 80 columns, splitting e.g. `1/1 cases pass` of a long title in two)."""
+    from rich.console import Console
+
+    out = Console(stderr=stderr, highlight=False, soft_wrap=True)
+    if not out.is_terminal:
+        out.width = UNWRAPPED
+    return out
+
+
+def print_table(out: Console, table: Table) -> None:
+    """`table` on `out`. Not at a terminal, its title and caption are lines of their own: rich wraps them to the
+    table's width, however wide the console."""
+    if out.is_terminal:
+        out.print(table)
+        return
+    title, caption = table.title, table.caption
+    table.title = table.caption = None
+    if title:
+        out.print(title)
+    out.print(table)
+    if caption:
+        out.print(caption)
 
 
 def model_flags(parser: argparse.ArgumentParser) -> None:
@@ -45,7 +78,8 @@ def model_flags(parser: argparse.ArgumentParser) -> None:
         metavar="KIND[:AGENT[:TIMES]]",
         help="inject a fault into the model, whichever it is, e.g. rate_limit:researcher:1 (repeatable; "
         "kinds: rate_limit, server_error, overloaded, timeout, unknown_specialist, malformed_tool_call, "
-        "repeat_handoff, endless_tools, revise, conflict; AGENT: a specialist, supervisor, planner or specialist)",
+        "repeat_handoff, endless_tools, revise, conflict; AGENT: a member's name, supervisor or "
+        "planner, default any member; TIMES: how many of its calls it changes, default every one)",
     )
 
 

@@ -16,10 +16,12 @@ from mcp_team.cli.common import (
     EXIT_OK,
     call_timeout_flag,
     check_faults,
+    console,
     error,
     log_to_stderr,
     model_flags,
     model_settings,
+    print_table,
     register_secrets,
     team_file,
     team_flag,
@@ -31,6 +33,7 @@ if TYPE_CHECKING:
     from rich.table import Table
 
     from mcp_team.cli.common import Subparsers
+    from mcp_team.evals.report import CaseSummary
     from mcp_team.evals.runner import CaseRun, EvalPlan
     from mcp_team.evals.suite import Case, Suite
     from mcp_team.handoffs import RunResult, Team
@@ -52,7 +55,10 @@ def add_parsers(sub: Subparsers) -> None:
     model_flags(ev)
     team_flag(ev)
     ev.add_argument("--repeat", type=int, default=1, metavar="N", help="run each case N times (pass rate per case)")
-    ev.add_argument("--json", metavar="FILE", help="write the report as JSON to FILE")
+    ev.add_argument(
+        "--json", action="store_true", help="print the report as JSON on stdout, instead of the tables (as run --json)"
+    )
+    ev.add_argument("--report", metavar="FILE", help="also write the report as JSON to FILE (the tables still print)")
     ev.add_argument(
         "--baseline",
         choices=["single-agent"],
@@ -81,8 +87,8 @@ def eval_command(args: argparse.Namespace) -> int:
     register_secrets(settings, spec)
     check_faults(settings, spec)
     suite.check_team(spec.names, source)
-    if args.json and (problem := _unwritable(Path(args.json))):  # before the runs, not after them
-        return error(f"--json {args.json}: {problem}")
+    if args.report and (problem := _unwritable(Path(args.report))):  # before the runs, not after them
+        return error(f"--report {args.report}: {problem}")
     return _evaluate(args, suite, source, spec, settings)
 
 
@@ -107,15 +113,13 @@ def _evaluate(args: argparse.Namespace, suite: Suite, source: str, spec: TeamSpe
     import signal
 
     import anyio
-    from rich.console import Console
     from rich.text import Text
 
     from mcp_team.cli.interrupt import until_signalled
     from mcp_team.evals.report import OFFLINE_NOTICE
     from mcp_team.evals.runner import EvalPlan
 
-    err = Console(stderr=True, highlight=False, soft_wrap=True)
-    out = Console(highlight=False, width=None if Console().is_terminal else 160)
+    err, out = console(stderr=True), console()
     backend = settings.backend()
     replaying = backend == "replay"
     notice = OFFLINE_NOTICE if backend == "offline" else None
@@ -267,7 +271,7 @@ def _report(
 
     from rich.text import Text
 
-    from mcp_team.evals.report import case_table, json_report, paired_table, summarize, verdict_line
+    from mcp_team.evals.report import json_report, summarize
 
     order = {case.name: i for i, case in enumerate(suite.cases)}
     for runs in (team_runs, single_runs or []):
@@ -276,40 +280,64 @@ def _report(
     # A signal once every run had finished (the team's MCP servers closing) cut nothing short: the eval is whole.
     interrupted = interrupted and finished < planned
     written = None
-    if args.json:
+    if args.json or args.report:
         report = json_report(source, backend, notice, args.repeat, team_runs, single_runs, interrupted=interrupted)
         if interrupted:
             counts = {c.name: 0 for c in suite.cases}
             for r in team_runs:
                 counts[r.case.name] += 1
             report["not_finished"] = [name for name, n in counts.items() if n < args.repeat]
+    if args.report:
         try:
-            Path(args.json).write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-            written = args.json
+            Path(args.report).write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+            written = args.report
         except OSError as exc:  # checked before the runs, but a disk fills up: said, the table still shown
-            error(f"--json {args.json}: cannot write the report ({exc.strerror or exc})", EXIT_FAILED)
+            error(f"--report {args.report}: cannot write the report ({exc.strerror or exc})", EXIT_FAILED)
+    if args.json:  # the report on stdout, as `run --json` prints its result: the tables are left out
+        print(json.dumps(report, indent=2, ensure_ascii=False), flush=True)
     summaries = summarize(team_runs)
     title = f"{suite.name or source}: {sum(s.passed for s in summaries)}/{len(suite.cases)} cases pass"
     if interrupted:
         title += f" (interrupted: {finished} of {planned} run(s) finished)"
-    out.print(case_table(summaries, title=title, caption=notice))
     failed = [r for r in team_runs if not r.passed]
-    for r in failed[:20]:
-        again = f" (run {r.attempt})" if args.repeat > 1 else ""
-        # The failures quote the suite's text and the answer: plain text, `[` included, never markup.
-        out.print(Text.assemble((f"✗ {r.case.name}{again}", "red"), ": " + "; ".join(r.failures()[:3])))
-    if single_runs:
-        out.print(paired_table(team_runs, single_runs))
-        out.print(_side_by_side(team_runs, single_runs, interrupted))
-        out.print(Text(verdict_line(team_runs, single_runs, backend)))
+    if not args.json:
+        _print_tables(out, args, summaries, title, notice, failed, team_runs, single_runs, interrupted, backend)
     if written:
         err.print(Text(f"mcp-team: report written to {written}"))
     if interrupted:
         err.print(f"mcp-team: interrupted: {finished} of {planned} run(s) finished; the report shows those")
         return EXIT_CANCELLED
-    if written is None and args.json:
+    if written is None and args.report:
         return EXIT_FAILED
     return EXIT_OK if not failed else EXIT_FAILED
+
+
+def _print_tables(
+    out: Console,
+    args: argparse.Namespace,
+    summaries: list[CaseSummary],
+    title: str,
+    notice: str | None,
+    failed: list[CaseRun],
+    team_runs: list[CaseRun],
+    single_runs: list[CaseRun] | None,
+    interrupted: bool,
+    backend: str,
+) -> None:
+    """The table of the cases, the failures, and with a baseline the team against a single agent."""
+    from rich.text import Text
+
+    from mcp_team.evals.report import case_table, paired_table, verdict_line
+
+    print_table(out, case_table(summaries, title=title, caption=notice))
+    for r in failed[:20]:
+        again = f" (run {r.attempt})" if args.repeat > 1 else ""
+        # The failures quote the suite's text and the answer: plain text, `[` included, never markup.
+        out.print(Text.assemble((f"✗ {r.case.name}{again}", "red"), ": " + "; ".join(r.failures()[:3])))
+    if single_runs:
+        print_table(out, paired_table(team_runs, single_runs))
+        print_table(out, _side_by_side(team_runs, single_runs, interrupted))
+        out.print(Text(verdict_line(team_runs, single_runs, backend)))
 
 
 def _side_by_side(team_runs: list[CaseRun], single_runs: list[CaseRun], interrupted: bool) -> Table:
@@ -333,9 +361,10 @@ SINGLE = ".single-agent"  # the suffix of a case's single-agent recording
 def _models_for(settings: ModelSettings, repeat: int, suffix: str) -> Callable[[Case, int], ModelSet]:
     """The models of each case's run: the same models for all (their limits shared), with faults of their own;
     a replay of the case's own recording when replaying a directory of them."""
+    from mcp_team.llm.building import build_models
     from mcp_team.llm.faults import parse_faults, with_faults
     from mcp_team.llm.replay import replay_models
-    from mcp_team.llm.settings import build_models, parse_model
+    from mcp_team.llm.settings import parse_model
 
     faults = settings.faults
     if settings.backend() == "replay":

@@ -22,9 +22,12 @@ EXIT_CLOSED_OUTPUT = 141  # 128 + SIGPIPE: how `yes | head -1` ends, for shells 
 def build_parser() -> argparse.ArgumentParser:
     import argparse
 
+    from mcp_team import __version__
+
     parser = argparse.ArgumentParser(
         prog="mcp-team", description="A team of LLM specialists and a supervisor, as an MCP server."
     )
+    parser.add_argument("--version", action="version", version=f"mcp-team {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     # Imported here, not at module level: `main` sets how `run` and `eval` take a signal before they load.
     from mcp_team.cli import eval, run, runs, serve, team, trace
@@ -43,7 +46,10 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     args, extra = parser.parse_known_args(argv)
     if extra:
         commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-        commands.choices[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
+        message = f"unrecognized arguments: {' '.join(extra)}"
+        if args.command == "eval" and args.json:  # `--json FILE`, as eval took it before --json meant one thing
+            message += "; --json prints the report on stdout and takes no FILE: write a file with --report FILE"
+        commands.choices[args.command].error(message)
     return args
 
 

@@ -59,10 +59,17 @@ def add_parsers(sub: Subparsers) -> None:
     run.add_argument("--mode", choices=["adaptive", "planned"], help="adaptive (default) or planned")
     run.add_argument("--json", action="store_true", help="print the structured run result as JSON")
     run.add_argument("--quiet", action="store_true", help="no progress on stderr")
-    run.add_argument("--max-handoffs", type=int, metavar="N")
-    run.add_argument("--max-model-calls", type=int, metavar="N")
-    run.add_argument("--max-tokens", type=int, metavar="N")
-    run.add_argument("--deadline", type=float, metavar="SECONDS")
+    budget = "; replaces the team file's, for this run"
+    run.add_argument("--max-handoffs", type=int, metavar="N", help=f"stop after N handoffs, retries included{budget}")
+    run.add_argument(
+        "--max-model-calls", type=int, metavar="N", help=f"stop after N model calls, of every member together{budget}"
+    )
+    run.add_argument(
+        "--max-tokens", type=int, metavar="N", help=f"stop after N tokens, in and out, of every member together{budget}"
+    )
+    run.add_argument(
+        "--deadline", type=float, metavar="SECONDS", help=f"wind the run down after SECONDS of wall-clock time{budget}"
+    )
     durable_flags(run)
     run.add_argument(
         "--max-cost",
@@ -95,8 +102,8 @@ def run_command(args: argparse.Namespace) -> int:
     from mcp_team.handoffs import validation_problems
     from mcp_team.handoffs.budget import merge_budgets
     from mcp_team.handoffs.checkpoints import checkpoint_problems
+    from mcp_team.llm.building import build_models
     from mcp_team.llm.replay import replay_of
-    from mcp_team.llm.settings import build_models
     from mcp_team.teamfile.loading import load_team
 
     log_to_stderr()

@@ -55,7 +55,7 @@ def add_parsers(sub: Subparsers) -> None:
     trace_flags(serve)
     serve.add_argument("--watch", action="store_true", help="reload the team when its file changes")
     serve.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
-    serve.add_argument("--host", help="HTTP bind address (default 127.0.0.1; others need a token, see README)")
+    serve.add_argument("--host", help="HTTP bind address (default 127.0.0.1; others need a token: docs/operating.md)")
     serve.add_argument("--port", type=int, help="HTTP port (default 8765)")
     serve.add_argument(
         "--shutdown-timeout",

@@ -7,7 +7,17 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from mcp_team.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, auth_flags, error, team_file, team_flag
+from mcp_team.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    auth_flags,
+    console,
+    error,
+    print_table,
+    team_file,
+    team_flag,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -72,11 +82,10 @@ def init_command(args: argparse.Namespace) -> int:
 
 
 def check_command(args: argparse.Namespace) -> int:
-    from rich.console import Console
     from rich.table import Table
 
     from mcp_team.errors import ConfigError
-    from mcp_team.llm.settings import describe_model
+    from mcp_team.llm.building import describe_model
     from mcp_team.teamfile.loading import load_team
 
     if args.path and args.team and args.path != args.team:
@@ -84,9 +93,9 @@ def check_command(args: argparse.Namespace) -> int:
     try:
         spec = load_team(team_file(args.team or args.path))
         team = spec.build(None, lenient=True)
-    except ConfigError as exc:
+    except ConfigError as exc:  # a team file that does not load is bad configuration, for `check` as for `run`
         print(f"mcp-team: {exc}", file=sys.stderr)
-        return EXIT_FAILED
+        return EXIT_USAGE
     table = Table(title=f"{spec.source}: {len(team)} specialists, {spec.run_settings.mode} mode")
     table.add_column("name", no_wrap=True)
     table.add_column("description", ratio=3)
@@ -110,10 +119,7 @@ def check_command(args: argparse.Namespace) -> int:
             s.model_role,
             model,
         )
-    console = Console()
-    if not console.is_terminal:
-        console.width = 140  # piped or captured: rich would assume 80 columns
-    console.print(table)
+    print_table(console(), table)
     if settings is not None:
         asked = _print_servers(settings, spec, args.probe)
         _print_roles(settings, spec, asked)
@@ -144,10 +150,10 @@ def _check_http(args: argparse.Namespace) -> int:
         oauth = OAuthSettings(**({"issuer": args.auth_issuer} if args.auth_issuer is not None else {}))
         check_bind(http, oauth)
         resource = resource_server(http, oauth, http.port)
-    except ValidationError as exc:
-        return error(f"invalid settings: {'; '.join(settings_problems(exc, HttpSettings, OAuthSettings))}", EXIT_FAILED)
+    except ValidationError as exc:  # bad configuration, as `serve --http` says it: exit 2
+        return error(f"invalid settings: {'; '.join(settings_problems(exc, HttpSettings, OAuthSettings))}", EXIT_USAGE)
     except ConfigError as exc:
-        return error(str(exc), EXIT_FAILED)
+        return error(str(exc), EXIT_USAGE)
     print(f"HTTP: http://{http.host}:{http.port}/mcp")
     if resource is None:
         if http.http_token is not None:
@@ -177,8 +183,8 @@ def _print_servers(settings: ModelSettings, spec: TeamSpec, probe: bool) -> set[
     import anyio
 
     from mcp_team.errors import ConfigError
+    from mcp_team.llm.building import build_models
     from mcp_team.llm.served import endpoints, inquire
-    from mcp_team.llm.settings import build_models
 
     try:
         models = build_models(settings, spec.member_models, environ=os.environ)

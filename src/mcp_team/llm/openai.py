@@ -35,6 +35,7 @@ import openai
 from openai.types.chat import ChatCompletion
 
 from mcp_team.llm.chat_completions import from_completion, to_messages, to_tool_params
+from mcp_team.llm.listening import raise_if_not_listening
 from mcp_team.llm.openai_stream import StreamedReply
 from mcp_team.llm.sdk_errors import clip, quoted
 from mcp_team.llm.sdk_model import SdkModel
@@ -141,6 +142,7 @@ class OpenAIModel(SdkModel[openai.AsyncOpenAI]):
         self._stream = False  # set when the server answers only with streams
         self._send_stream_options = True  # cleared when a streaming server rejects `stream_options`
         self._warned_no_usage = False
+        self._answered = False  # set by the first call that got a reply: a server on this machine is not asked again
 
     def __repr__(self) -> str:
         return f"OpenAIModel({self.name!r}, base_url={self.base_url!r})"
@@ -177,6 +179,8 @@ class OpenAIModel(SdkModel[openai.AsyncOpenAI]):
             client = self.client
         except openai.OpenAIError as err:
             raise self._model_error(err) from None
+        if not self._answered and self.base_url is not None:
+            await raise_if_not_listening(self.base_url, self.url_setting)
         messages = to_messages(request)
         tools = to_tool_params(request.tools)
         # At most five re-asks: one per request detail a server may reject (output limit, parallel calls,
@@ -210,6 +214,7 @@ class OpenAIModel(SdkModel[openai.AsyncOpenAI]):
                 raise self._unreadable(f"not JSON: {err}") from None
             if self._streams_anyway(completion, streaming):
                 continue
+            self._answered = True
             return self._response(completion)
         raise ModelError("bad_request", f"{self.where} kept rejecting the {self.name} request's parameters")
 

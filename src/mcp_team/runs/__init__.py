@@ -12,7 +12,8 @@ shutdown), `service` (the `Runs` API), `execution` (running a run here and its r
 and resuming what a stopped process left), `replicas` (heartbeat, takeover, the shared run queue), `orphans`
 (SQLite: a dead process's runs taken over), `shared_limits` (rates shared by replicas), `approvals` (durable
 checkpoint answers), `team_engine` (the real `Team` as the engine), `live` (the runs executing here),
-`cancels` (cancels across processes and the watch for them).
+`cancels` (cancels across processes and the watch for them), `host` (what `durable` and `workflow` need of
+the service, as a protocol).
 """
 
 from __future__ import annotations

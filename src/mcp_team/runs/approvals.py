@@ -61,6 +61,19 @@ class Board:
 
     waiting: dict[str, list[_Waiting]] = field(default_factory=dict)
     inbox: Inbox | None = None  # with replicas: answers posted by the others (`inbox_of`)
+    _changes: dict[str, anyio.Event] = field(default_factory=dict)
+
+    def changed(self, run_id: str) -> anyio.Event:
+        """Set when `run_id` next waits at a checkpoint here, or its execution here ends (`ended`)."""
+        return self._changes.setdefault(run_id, anyio.Event())
+
+    def ended(self, run_id: str) -> None:
+        """`run_id`'s execution in this process ended: whoever waits for it to wait at a checkpoint is told."""
+        self._tell(run_id)
+
+    def _tell(self, run_id: str) -> None:
+        if (event := self._changes.pop(run_id, None)) is not None:
+            event.set()
 
     def answer(self, run_id: str, decision: Decision, name: str | None = None, round_: int | None = None) -> Checkpoint:
         """Answer the oldest checkpoint `run_id` waits at (the one named `name`, in round `round_`, when given);
@@ -86,6 +99,7 @@ class Board:
                 return {"timeout": True}
             entry = _Waiting(checkpoint)
             self.waiting.setdefault(run_id, []).append(entry)
+            self._tell(run_id)  # it waits now: whoever waited for that is told (`changed`)
             try:
                 await on_wait(self._now_waiting(run_id))
                 with anyio.move_on_after(left if left is not None else float("inf")):

@@ -33,7 +33,7 @@ from mcp_team.runs.sql_store import SqlRunStore
 from mcp_team.runs.types import RunInput, RunRecord, Settled
 
 if TYPE_CHECKING:
-    from mcp_team.runs.service import Runs
+    from mcp_team.runs.host import RunHost
 
 SETTLE_SECONDS = 5.0  # at close, how long finished runs get for DBOS to record their workflows' end
 
@@ -41,7 +41,7 @@ SETTLE_SECONDS = 5.0  # at close, how long finished runs get for DBOS to record 
 class Durable:
     """DBOS and the runs database for one run service (see the module docstring)."""
 
-    def __init__(self, config: DurableConfig, store: SqlRunStore, lease: ExecutorLease, service: Runs) -> None:
+    def __init__(self, config: DurableConfig, store: SqlRunStore, lease: ExecutorLease, service: RunHost) -> None:
         self.config, self.store, self.lease, self.service = config, store, lease, service
         self.db = store.engine  # the runs database: DBOS's tables and ours
         self.branches = Branches(service.is_over)

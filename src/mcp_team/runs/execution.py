@@ -78,7 +78,7 @@ class Execution:
                 how: Literal["restart", "takeover"] = "restart" if base.executor_id == self.executor_id else "takeover"
                 base = base.model_copy(update={"resumed": [*base.resumed, Resumed(at=now(), by=self.executor_id,
                                                                                    how=how)]})  # fmt: skip
-            live = self._live[run.run_id] = Live(Progress(base), self.engine, fresh=False)
+            live = self._live[run.run_id] = Live(Progress(base), self.engine, fresh=False, back_to=base.waiting)
             run = run.model_copy(update={"resumed_at": now()}) if base.executions else run
         progress = live.progress
         begun = progress.record.executions + (0 if live.fresh else 1)  # a fresh run's record counted its start
@@ -108,6 +108,7 @@ class Execution:
         finally:
             self._live.pop(run.run_id, None)
             live.done.set()
+            self.checkpoints.ended(run.run_id)
             if durable and self.durable is not None:
                 if progress.record.finished:
                     self.durable.branches.finish(run.run_id)  # its branch workflows may end now: the record is final
@@ -120,9 +121,10 @@ class Execution:
 
         async def on_event(event: RunEvent) -> None:
             if event.kind == "handoff_finished":
-                # Stored before anyone is told (see the module docstring); concurrent ends share one write. The
-                # branch waits for it, so another branch's events may reach the follower first.
-                await self.store.write(progress.preview(event))
+                # Stored before anyone is told (see the module docstring); concurrent ends share one write, and each
+                # write carries every end still being written (`Progress.storing`). The branch waits for it, so
+                # another branch's events may reach the follower first.
+                await self.store.write(progress.storing(event))
             progress.on_event(event)
             if event.kind != "handoff_finished":  # the record is taken when written or read, not at every event
                 self.store.put_later(progress.record.run_id, progress.snapshot)
@@ -209,6 +211,7 @@ class Execution:
         """The run's checkpoint approver (runs/approvals.py); its question shows on the run's record meanwhile."""
 
         async def on_wait(checkpoint: Checkpoint | None) -> None:
+            live.back_to = None  # back at its checkpoints (a resumed run): an answer finds them on the board
             live.progress.record = live.progress.record.model_copy(update={"waiting": checkpoint})
             await self.store.write(live.progress.snapshot())
 

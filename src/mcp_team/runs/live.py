@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import anyio
 
-from mcp_team.handoffs.checkpoints import Approver
+from mcp_team.handoffs.checkpoints import Approver, Checkpoint
 from mcp_team.runs.records import Progress
 from mcp_team.runs.types import Engine, EventSink
 
@@ -23,3 +23,6 @@ class Live:
     cancel_reason: str | None = None
     done: anyio.Event = field(default_factory=anyio.Event)
     fresh: bool = True  # started here by this process (False: resumed, or taken off the shared queue)
+    # Resumed while its record showed it waiting at this checkpoint: its replay comes back to it, and an answer given
+    # meanwhile waits for that (`Runs.answer`); None once it waits at a checkpoint again.
+    back_to: Checkpoint | None = None

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from mcp_team.runs.durable import Durable
 
 CANCEL_POLL = 1.0  # seconds between looks at another process's changes to a run followed here
+ANSWER_WITHIN = 10.0  # seconds an answer waits for a run resuming here to come back to the checkpoint it waited at
 
 
 class Runs(Execution):
@@ -242,7 +243,7 @@ class Runs(Execution):
                 # Cancelled by another process a moment ago; this one stops it within a second (runs/cancels.py).
                 # Whoever reads it meanwhile is told what was recorded, not that it still runs.
                 return await anyio.to_thread.run_sync(self.store.stored, run_id)
-            return live.progress.snapshot()
+            return live.progress.shown()
         return await anyio.to_thread.run_sync(self.store.get, run_id)
 
     async def list(
@@ -347,7 +348,39 @@ class Runs(Execution):
             record = await self.get(run_id)
             if self.durable is None or record is None:
                 raise
+            if (back_to := self._resuming_at(run_id, record)) is not None:
+                return await self._answer_once_back(run_id, back_to, decision, name, round_)
             return await self.durable.answer_elsewhere(record, decision, name, round_)
+
+    def _resuming_at(self, run_id: str, record: RunRecord) -> Checkpoint | None:
+        """The checkpoint run `run_id` waited at before a restart, while this process resumes it and its replay has not
+        come back there yet (its record showed it waiting there: a client answers what it was shown)."""
+        if (live := self._live.get(run_id)) is not None:
+            return live.back_to
+        # recovered at this process's start, its workflow not begun again yet
+        mine = record.executor_id == self.executor_id and not record.finished
+        return record.waiting if mine else None
+
+    async def _answer_once_back(
+        self, run_id: str, back_to: Checkpoint, decision: Decision, name: str | None, round_: int | None
+    ) -> Checkpoint:
+        """Answer `back_to` once the resumed run waits there again (its replay takes milliseconds; a busy process
+        may take longer to begin it), within `ANSWER_WITHIN` seconds; refused at once when the answer names another
+        checkpoint or round, and as soon as the run ends or waits elsewhere."""
+        if name not in (None, back_to.name) or round_ not in (None, back_to.round):
+            raise approvals.NotWaiting(run_id)
+        with anyio.move_on_after(ANSWER_WITHIN):
+            while True:
+                changed = self.checkpoints.changed(run_id)  # taken before the look: a change after it is seen
+                try:
+                    return self.checkpoints.answer(run_id, decision, back_to.name, back_to.round)
+                except approvals.NotWaiting:
+                    live = self._live.get(run_id)
+                    if (live is not None and live.back_to is None) or await self.is_over(run_id):
+                        raise  # it waits at another checkpoint now, or it ended
+                await changed.wait()
+        raise approvals.NotWaiting(run_id, f"it is resuming after a restart and did not come back to checkpoint "
+                                   f"'{back_to.name}' within {ANSWER_WITHIN:g} s; try again")  # fmt: skip
 
 
 class RunKept(Exception):

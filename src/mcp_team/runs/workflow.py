@@ -18,14 +18,14 @@ from mcp_team.handoffs import RunResult
 from mcp_team.runs.types import RunInput
 
 if TYPE_CHECKING:
-    from mcp_team.runs.service import Runs
+    from mcp_team.runs.host import RunHost
 
 WORKFLOW_NAME = "mcp_team.run"
 
-_service: Runs | None = None
+_service: RunHost | None = None
 
 
-def bind(service: Runs | None) -> None:
+def bind(service: RunHost | None) -> None:
     """The process's `Runs`, which recovered workflows run through (set before DBOS launches)."""
     global _service
     _service = service

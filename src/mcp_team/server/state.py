@@ -25,8 +25,9 @@ from mcp_types import InputRequiredResult
 from mcp_team.errors import ConfigError
 from mcp_team.handoffs import RunResult, RunSettings, Team
 from mcp_team.llm import ModelSet
+from mcp_team.llm.building import build_models
 from mcp_team.llm.limits import SharedRate
-from mcp_team.llm.settings import ModelSettings, build_models
+from mcp_team.llm.settings import ModelSettings
 from mcp_team.server.auth import Caller, caller
 from mcp_team.server.client_features.elicitation import elicit_in_rounds
 from mcp_team.server.client_features.sampling import (

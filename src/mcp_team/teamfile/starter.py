@@ -59,7 +59,7 @@ def render_team_file(specialists: Sequence[Specialist] = DEFAULT_TEAM, settings:
         f"max_tokens = {b.max_tokens}",
         f"deadline_seconds = {b.deadline_seconds:g}",
         "",
-        "[models]                     # PROVIDER:MODEL per role; unset: the environment's (see the README)",
+        "[models]                     # PROVIDER:MODEL per role; unset: the environment's (see docs/models.md)",
         '# supervisor = "anthropic:claude-sonnet-5-5"',
         '# specialist = "openai:gpt-4o-mini"',
         '# supervisor_fallback = "openai:gpt-4o"   # used when the supervisor\'s model keeps failing',
