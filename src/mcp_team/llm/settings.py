@@ -18,7 +18,8 @@ The environment is read where `ModelSettings()` is constructed (pydantic-setting
 and the server, once, at the edge. Nothing else here reads it: the functions that need a variable by name (a
 specialist's `api_key_env`, the name a user set a field with) take the environment as a mapping. A library
 caller builds `ModelSettings(...)` with the values it wants (or `ModelSettings()` to read its environment, as
-the CLI does) and passes `environ=os.environ` to `build_models` only if a member names its key variable.
+the CLI does) and passes `environ=os.environ` to `build_models` (llm/building.py) only if a member names its
+key variable.
 """
 
 from __future__ import annotations
