@@ -75,7 +75,7 @@ def test_sigterm_while_eval_imports_its_commands(tmp_path: Path) -> None:
     """The earliest point: before the fix, `eval` had no handler of its own until its cases began."""
     suite, report = tmp_path / "suite.toml", tmp_path / "report.json"
     suite.write_text(SUITE)
-    env = clean_env(MCP_TEAM_TEST_PAUSE_AT="mcp_team.cli")
+    env = clean_env(MCP_TEAM_TEST_PAUSE_AT="mcp_team.cli.eval")  # the commands' modules (main is in mcp_team.cli)
     args = [sys.executable, PAUSED_START, "eval", str(suite), "--model", "offline", "--report", str(report)]
     proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stderr is not None

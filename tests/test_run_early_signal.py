@@ -89,7 +89,8 @@ PAUSED_START = str(Path(__file__).parent / "paused_start.py")
 @pytest.mark.parametrize(
     "pause_at",
     [
-        "mcp_team.cli",  # importing the commands (typing, argparse...): before the fix, no handler yet
+        # importing the commands (typing, argparse...; cli/eval.py is the first): before the fix, no handler yet
+        "mcp_team.cli.eval",
         "mcp_team.teamfile.loading",  # loading the team
     ],
 )
@@ -128,7 +129,7 @@ def test_a_second_ctrl_c_while_the_command_says_it_was_cancelled(tmp_path: Path)
     """Ctrl-C twice early in the start-up: the first while the commands load, the second while `main` says it
     was cancelled (its first import of the exit codes, tests/paused_start.py pauses there). The second ended in a
     traceback; now it ends the process at once, as a second Ctrl-C does once a run is under way."""
-    pause_at = "mcp_team.cli,mcp_team.cli.common"
+    pause_at = "mcp_team.cli.eval,mcp_team.cli.common"  # the first command module, then the exit codes
     env = clean_env(MCP_TEAM_STATE_DIR=str(tmp_path), MCP_TEAM_TEST_PAUSE_AT=pause_at)
     proc = subprocess.Popen([sys.executable, PAUSED_START, "run", "--model", "offline", REQUEST], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
