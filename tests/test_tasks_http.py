@@ -86,7 +86,7 @@ async def test_the_task_routing_header_must_name_the_task(server: str) -> None:
     assert mismatched["error"]["code"] == -32020 and "Mcp-Name" in mismatched["error"]["message"]
 
 
-PRESET = ROOT / "src" / "mcp_team" / "server" / "presets" / "curriculum.toml"
+PRESET = ROOT / "src" / "mcp_team" / "teamfile" / "presets" / "curriculum.toml"
 
 
 MODES = ("auto", "legacy")  # 2026-07-28, 2025-11-25
