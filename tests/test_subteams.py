@@ -90,6 +90,7 @@ async def test_a_two_level_run_nests_its_record_spans_budget_and_progress(mode: 
     assert inner.name == "invoke_agent research_team"
     assert {"invoke_agent web_researcher", "invoke_agent fact_checker"} <= {s.name for s in in_run}
     assert {s.context.trace_id for s in in_run} == {transfer.context.trace_id}
+    assert sub.trace_id == run.trace_id == format(transfer.context.trace_id, "032x")  # its record names the one trace
     (researcher,) = [s for s in in_run if s.name == "invoke_agent web_researcher"]
     assert spans.parent(researcher).name == "execute_tool transfer_to_web_researcher"
     assert spans.parent(spans.parent(researcher)) == inner  # the sub-team's spans sit under the parent's handoff

@@ -34,14 +34,14 @@ def note_fan_out(ctx: RunContext, what: str, records: Sequence[HandoffRecord | N
     refusals = [r.error_type for r in records if r is not None and r.status == "refused"]
     if "budget_exhausted" in refusals:  # the first refusal stops the run; the rest are refused as "stopped"
         refused = sum(kind in ("budget_exhausted", "stopped") for kind in refusals)
-        limit = ctx.settings.budgets.max_handoffs
+        limit = ctx.config.settings.budgets.max_handoffs
         ctx.note(
             "handoff_budget",
             f"{refused} of the {len(records)} {what} were not started: the handoff budget ({limit}, retries "
             f"included) ran out. Raise max_handoffs to run them all (Budgets(max_handoffs=...) in Python, "
             f"--max-handoffs on the command line, the team file's [supervisor.budgets] or run_team's max_handoffs).",
         )
-    if width > (limit := ctx.models.max_concurrency):
+    if width > (limit := ctx.config.models.max_concurrency):
         ctx.note(
             "concurrency",
             f"{width} {what} were ready to run at once, but at most {limit} model calls run at a time, so they "
@@ -67,8 +67,8 @@ def admit(
 def fallback_of(ctx: RunContext, name: str) -> str | None:
     """The specialist that takes `name`'s handoffs now: its fallback once its circuit is open (if that one's
     circuit is closed), else None."""
-    fallback = ctx.team[name].fallback
-    if fallback is None or fallback not in ctx.team or not ctx.breakers.is_open(name):
+    fallback = ctx.config.team[name].fallback
+    if fallback is None or fallback not in ctx.config.team or not ctx.breakers.is_open(name):
         return None
     return None if ctx.breakers.is_open(fallback) else fallback
 
@@ -93,7 +93,7 @@ def _refuse_duplicate(ctx: RunContext, handoff: Handoff, earlier: HandoffRecord)
         f"Use it instead of handing the same task off again."
     )
     ctx.fail("duplicate_handoff", handoff.target, reason, handoff.task, handoff.id, recovered=True)
-    if ctx.repeats >= ctx.settings.max_repeats:
+    if ctx.repeats >= ctx.config.settings.max_repeats:
         ctx.stopped_by = ctx.stopped_by or (
             f"the supervisor repeated the same handoff {ctx.repeats} times (loop detected)"
         )
@@ -102,13 +102,14 @@ def _refuse_duplicate(ctx: RunContext, handoff: Handoff, earlier: HandoffRecord)
 
 def refusal_of(ctx: RunContext, handoff: Handoff) -> Refusal | None:
     """Why `handoff` may not start now, or None when it may. Reads the run's state, changes nothing."""
+    settings = ctx.config.settings
     if ctx.breakers.is_open(handoff.target) and fallback_of(ctx, handoff.target) is None:
         return Refusal(
             kind="circuit_open",
-            reason=f"{handoff.target} failed {ctx.settings.breaker_threshold} times in a row; its circuit is open "
+            reason=f"{handoff.target} failed {settings.breaker_threshold} times in a row; its circuit is open "
             f"for the rest of this run. Work around it or finalize without it.",
         )
-    if ctx.team[handoff.target].returns_verdict and ctx.revision_cap_hit:
+    if ctx.config.team[handoff.target].returns_verdict and ctx.revision_cap_hit:
         # Each REVISE honoured is re-reviewed once; past the cap the latest draft stands.
         return Refusal(
             kind="revision_cap",
@@ -121,7 +122,7 @@ def refusal_of(ctx: RunContext, handoff: Handoff) -> Refusal | None:
             reason=f"not started: the run is stopping ({ctx.stopped_by}). Finalize with what you have.",
         )
     if not ctx.budget.can_hand_off():
-        exhausted = ctx.budget.exhausted or f"the handoff budget ({ctx.settings.budgets.max_handoffs}) was used up"
+        exhausted = ctx.budget.exhausted or f"the handoff budget ({settings.budgets.max_handoffs}) was used up"
         return Refusal(kind="budget_exhausted", reason=f"not started: {exhausted}. Finalize with what you have.")
     return None
 

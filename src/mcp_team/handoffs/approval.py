@@ -16,18 +16,19 @@ from mcp_team.handoffs.schema import Handoff, Plan
 
 
 def wants(ctx: RunContext, name: str) -> bool:
-    return name in ctx.settings.checkpoints
+    return name in ctx.config.settings.checkpoints
 
 
 async def _ask(ctx: RunContext, name: str, summary: str, round_: int) -> Decision | None:
     """The person's decision; None when the run must stop (recorded on `ctx`)."""
     await ctx.emit("checkpoint", f"checkpoint {name}: waiting for approval")
-    timeout = ctx.settings.checkpoint_timeout
+    config = ctx.config
+    timeout = config.settings.checkpoint_timeout
     answer = await ask(
-        ctx.approve,
-        Checkpoint(name=name, summary=summary, round=round_, run_id=ctx.run_id, timeout=timeout),
-        policy=ctx.settings.checkpoint_policy,
-        timeout=ctx.settings.checkpoint_timeout,
+        config.approve,
+        Checkpoint(name=name, summary=summary, round=round_, run_id=config.run_id, timeout=timeout),
+        policy=config.settings.checkpoint_policy,
+        timeout=config.settings.checkpoint_timeout,
         records=ctx.checkpoints,
     )
     if isinstance(answer, Stop):
@@ -51,14 +52,15 @@ async def approve_plan(ctx: RunContext, plan: Plan, replan: Callable[[str], Awai
     """The plan to run once a person approved it (re-planned on revise); None when the run stops."""
     if not wants(ctx, "plan"):
         return plan
-    for round_ in range(1, ctx.settings.max_checkpoint_rounds + 2):
+    rounds = ctx.config.settings.max_checkpoint_rounds
+    for round_ in range(1, rounds + 2):
         decision = await _ask(ctx, "plan", describe_plan(plan), round_)
         if decision is None:
             return None
         if decision.action == "approve":
             return plan
-        if round_ > ctx.settings.max_checkpoint_rounds:
-            ctx.note("checkpoint_rounds", _capped("plan", ctx.settings.max_checkpoint_rounds))
+        if round_ > rounds:
+            ctx.note("checkpoint_rounds", _capped("plan", rounds))
             return plan
         plan = await replan(decision.feedback)
     return plan
@@ -78,14 +80,15 @@ async def approve_handoff(ctx: RunContext, handoff: Handoff) -> Handoff | None:
     name = f"before:{handoff.target}"
     if not wants(ctx, name) or any(c.name == name for c in ctx.checkpoints):
         return handoff
-    for round_ in range(1, ctx.settings.max_checkpoint_rounds + 2):
+    rounds = ctx.config.settings.max_checkpoint_rounds
+    for round_ in range(1, rounds + 2):
         decision = await _ask(ctx, name, describe_handoff(handoff), round_)
         if decision is None:
             return None
         if decision.action == "approve":
             return handoff
-        if round_ > ctx.settings.max_checkpoint_rounds:
-            ctx.note("checkpoint_rounds", _capped(name, ctx.settings.max_checkpoint_rounds))
+        if round_ > rounds:
+            ctx.note("checkpoint_rounds", _capped(name, rounds))
             return handoff
         # The person's words go to the member as they are: they refine the task, not replace it.
         handoff = handoff.model_copy(
@@ -115,7 +118,8 @@ async def approve_turn(ctx: RunContext, handoffs: list[Handoff]) -> Decision | N
     round_ = len(asked) + 1
     summary = "\n".join(f"{i}. {h.target}: {h.task}" for i, h in enumerate(handoffs, start=1))
     decision = await _ask(ctx, "plan", summary, round_)
-    if decision is not None and decision.action == "revise" and round_ > ctx.settings.max_checkpoint_rounds:
-        ctx.note("checkpoint_rounds", _capped("plan", ctx.settings.max_checkpoint_rounds))
+    rounds = ctx.config.settings.max_checkpoint_rounds
+    if decision is not None and decision.action == "revise" and round_ > rounds:
+        ctx.note("checkpoint_rounds", _capped("plan", rounds))
         return Decision(action="approve")
     return decision

@@ -1,4 +1,5 @@
-"""Run state: what one run knows (request, team, models, settings, budgets) and what it has done so far.
+"""Run state: what one run is started with (`RunConfig`: request, team, models, settings, runtime, sinks;
+frozen) and what it has done so far (`RunContext`: budget, records, failures, status, answer, plan...).
 
 `RunContext` is written as work happens, never only at the end, so a deadline or a cancellation
 still leaves an accurate record of what finished. `RunEvent`s tell a progress display about it.
@@ -65,9 +66,10 @@ def now() -> datetime:
     return datetime.now(UTC)
 
 
-@dataclass
-class RunContext:
-    """Everything one run needs and everything it has done so far."""
+@dataclass(frozen=True, kw_only=True)
+class RunConfig:
+    """What one run is started with, fixed for its whole life: the request and its identity, the team, its
+    models and settings, what executes it, and where it reports (progress, a person at checkpoints)."""
 
     request: str
     run_id: str
@@ -76,39 +78,10 @@ class RunContext:
     settings: RunSettings
     on_event: EventSink | None = None
     runtime: Runtime = EPHEMERAL
+    approve: Approver | None = None  # asks a person at checkpoints (handoffs/checkpoints.py)
     started_at: datetime = field(default_factory=now)
     resumed_at: datetime | None = None  # a run resumed after a stop: its deadline counts from then
-    budget: Budget = field(init=False)
-    breakers: Breakers = field(init=False)
-    records: list[HandoffRecord] = field(default_factory=list)
-    failures: list[Failure] = field(default_factory=list)
-    supervisor_usage: Usage = field(default_factory=no_usage)
-    plan: Plan | None = None
-    stopped_by: str | None = None
-    status: RunStatus = "running"
-    answer: str = ""
     trace_id: str | None = None
-    ended_at: datetime | None = None
-    revisions: int = 0  # granted: see handoffs.review
-    revision_cap_hit: bool = False  # a reviewer asked for a revision past the cap
-    repeats: int = 0
-    fingerprints: dict[tuple[str, str, str], HandoffRecord] = field(default_factory=dict)
-    last_seq: int = 0  # the number of the run's latest handoff
-    notes: dict[str, str] = field(default_factory=dict)  # by topic: the first one of each is kept
-    approve: Approver | None = None  # asks a person at checkpoints (handoffs/checkpoints.py)
-    checkpoints: list[CheckpointRecord] = field(default_factory=list)
-    checkpoint_stop: Stop | None = None  # set when a checkpoint ended the run
-    pending_conflicts: list[Conflict] = field(default_factory=list)  # reported by finalize, not judged yet
-    rulings: list[Ruling] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        self.use_budget(Budget(self.settings.budgets))
-        self.breakers = Breakers(self.settings.breaker_threshold)
-
-    def use_budget(self, budget: Budget) -> None:
-        """Charge the run's calls to `budget`; its calls' waits for a rate limit are told as progress."""
-        self.budget = budget
-        budget.on_wait = functools.partial(self.emit, "waiting")
 
     @property
     def workers(self) -> list[Specialist]:
@@ -121,14 +94,49 @@ class RunContext:
         deadline counted from the first start would end a run resumed late before it replayed its finished work)."""
         return (self.resumed_at or self.started_at) + timedelta(seconds=self.settings.budgets.deadline_seconds)
 
+
+@dataclass
+class RunContext:
+    """One run as it goes: what it was started with (`config`, frozen) and what it has done so far (the rest,
+    written as work happens)."""
+
+    config: RunConfig
+    budget: Budget = field(init=False)
+    breakers: Breakers = field(init=False)
+    records: list[HandoffRecord] = field(default_factory=list)
+    failures: list[Failure] = field(default_factory=list)
+    supervisor_usage: Usage = field(default_factory=no_usage)
+    plan: Plan | None = None
+    stopped_by: str | None = None
+    status: RunStatus = "running"
+    answer: str = ""
+    ended_at: datetime | None = None
+    revisions: int = 0  # granted: see handoffs.review
+    revision_cap_hit: bool = False  # a reviewer asked for a revision past the cap
+    repeats: int = 0
+    fingerprints: dict[tuple[str, str, str], HandoffRecord] = field(default_factory=dict)
+    last_seq: int = 0  # the number of the run's latest handoff
+    notes: dict[str, str] = field(default_factory=dict)  # by topic: the first one of each is kept
+    checkpoints: list[CheckpointRecord] = field(default_factory=list)
+    checkpoint_stop: Stop | None = None  # set when a checkpoint ended the run
+    pending_conflicts: list[Conflict] = field(default_factory=list)  # reported by finalize, not judged yet
+    rulings: list[Ruling] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.use_budget(Budget(self.config.settings.budgets))
+        self.breakers = Breakers(self.config.settings.breaker_threshold)
+
+    def use_budget(self, budget: Budget) -> None:
+        """Charge the run's calls to `budget`; its calls' waits for a rate limit are told as progress."""
+        self.budget = budget
+        budget.on_wait = functools.partial(self.emit, "waiting")
+
     async def emit(self, kind: EventKind, message: str, record: HandoffRecord | None = None) -> None:
         """Tell the progress sink; a sink that fails (e.g. a client gone away) never stops the run."""
-        if self.on_event is not None:
+        if (on_event := self.config.on_event) is not None:
             finished = sum(r.status != "running" for r in self.records)
             try:
-                await self.on_event(
-                    RunEvent(kind, message, record, len(self.records), finished, self.snapshot, self.usage)
-                )
+                await on_event(RunEvent(kind, message, record, len(self.records), finished, self.snapshot, self.usage))
             except Exception:
                 log.warning("progress report failed; the run goes on", exc_info=True)
 
@@ -138,9 +146,10 @@ class RunContext:
         specialist's failed handoff is: one such error of the model that steers the run must not end it.
         Raises the last `ModelError` when the retries run out, or `BudgetExhausted`."""
         meter = _SupervisorMeter(FinalCall(self.budget) if final else self.budget, self)
+        models, timeout = self.config.models, self.config.settings.call_timeout
         for attempt in range(SUPERVISOR_RETRIES + 1):
             try:
-                response = await chat(self.models, SUPERVISOR, request, timeout=self.settings.call_timeout, meter=meter)
+                response = await chat(models, SUPERVISOR, request, timeout=timeout, meter=meter)
             except ModelError as exc:
                 if exc.kind not in TRANSIENT or attempt == SUPERVISOR_RETRIES:
                     raise
@@ -200,10 +209,10 @@ class RunContext:
             handoffs=list(self.records),
             failures=list(self.failures),
             usage=self.usage(),
-            run_id=self.run_id,
-            trace_id=self.trace_id,
-            request=self.request,
-            mode=self.settings.mode,
+            run_id=self.config.run_id,
+            trace_id=self.config.trace_id,
+            request=self.config.request,
+            mode=self.config.settings.mode,
             plan=self.plan,
             stopped_by=self.stop_reason,
             notes=[
@@ -211,7 +220,7 @@ class RunContext:
                 *(f"A fallback model answered the supervisor: {n}." for n in dict.fromkeys(self.budget.fallbacks)),
                 *self.budget.call_notes(),
             ],
-            started_at=self.started_at,
+            started_at=self.config.started_at,
             ended_at=self.ended_at,
             checkpoints=list(self.checkpoints),
             conflicts=list(self.rulings),

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from mcp_team.handoffs.context import RunContext, now
+from mcp_team.handoffs.context import RunConfig, RunContext, now
 from mcp_team.handoffs.execution import execute
 from mcp_team.handoffs.runtime import EPHEMERAL
 from mcp_team.handoffs.schema import Handoff, HandoffRecord, RunResult
@@ -39,20 +39,22 @@ async def ask(
     run_id: str | None = None,
 ) -> SpecialistResult:
     """Run `task` on the specialist `name` as a one-handoff run; its result, the run's record to `on_finish`."""
-    ctx = RunContext(
-        request=task,
-        run_id=run_id or uuid.uuid4().hex,
-        team=by_name,
-        models=models,
-        settings=settings.model_copy(update={"max_retries": 0}),
-        runtime=EPHEMERAL,  # outside any durable workflow, as the tool call itself is
-    )
+    run_id = run_id or uuid.uuid4().hex
     handoff = Handoff(
-        id="h1", seq=1, run_id=ctx.run_id, source="client", target=name, call_id="ask", task=task, context=context
+        id="h1", seq=1, run_id=run_id, source="client", target=name, call_id="ask", task=task, context=context
     )
     provider = models.for_member(name, by_name[name].model_role).provider
-    with spans.conversation(ctx.run_id), spans.agent_span("supervisor", agent_id=ctx.run_id, provider=provider) as span:
-        ctx.trace_id = spans.current_trace_id()
+    with spans.conversation(run_id), spans.agent_span("supervisor", agent_id=run_id, provider=provider) as span:
+        config = RunConfig(
+            request=task,
+            run_id=run_id,
+            team=by_name,
+            models=models,
+            settings=settings.model_copy(update={"max_retries": 0}),
+            runtime=EPHEMERAL,  # outside any durable workflow, as the tool call itself is
+            trace_id=spans.current_trace_id(),
+        )
+        ctx = RunContext(config)
         ctx.last_seq = 1
         ctx.budget.charge_handoff()
         try:

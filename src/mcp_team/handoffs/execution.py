@@ -77,14 +77,14 @@ async def dispatch(ctx: RunContext, handoffs: Sequence[Handoff]) -> list[Handoff
         note_fan_out(ctx, "handoffs asked for in one turn", results, len(admitted))
         if admitted:
             branches = [Branch(branch_key(ctx, handoffs[i]), functools.partial(run, i)) for i in admitted]
-            await ctx.runtime.branches(branches)
+            await ctx.config.runtime.branches(branches)
     return [r for r in results if r is not None]
 
 
 def branch_key(ctx: RunContext, handoff: Handoff) -> str:
     """The name of `handoff`'s branch, unique within the run tree: a sub-run's id is its handoff's, qualified by
     its parent run's (`<run id>/h2.1`), so a retried sub-team's new sub-run never reuses its first one's keys."""
-    return f"{ctx.run_id}/{handoff.id}"
+    return f"{ctx.config.run_id}/{handoff.id}"
 
 
 async def execute(ctx: RunContext, handoff: Handoff, *, contested: bool = False) -> HandoffRecord:
@@ -96,7 +96,7 @@ async def execute(ctx: RunContext, handoff: Handoff, *, contested: bool = False)
     first = handoff
     failed_ids: list[str] = []
     if contested:
-        refusal = await ctx.runtime.decide("start", lambda: refusal_of(ctx, first))
+        refusal = await ctx.config.runtime.decide("start", lambda: refusal_of(ctx, first))
         if (refused := settle(ctx, handoff, refusal)) is not None:
             return refused
     if (approved := await approve_handoff(ctx, handoff)) is None:  # a before:<member> checkpoint stopped it
@@ -113,10 +113,10 @@ async def execute(ctx: RunContext, handoff: Handoff, *, contested: bool = False)
         if record.status != "failed":
             break
         failed_ids.append(record.id)
-        if record.error_type in _FINAL_ERRORS or len(failed_ids) > ctx.settings.max_retries:
+        if record.error_type in _FINAL_ERRORS or len(failed_ids) > ctx.config.settings.max_retries:
             break
         # Other branches may have opened the breaker or spent the handoff budget meanwhile.
-        blocked = await ctx.runtime.decide(f"retry {handoff.attempt + 1}", lambda: retry_blocked(ctx, first))
+        blocked = await ctx.config.runtime.decide(f"retry {handoff.attempt + 1}", lambda: retry_blocked(ctx, first))
         if blocked == "handoff_budget":
             ctx.budget.handoffs_used_up()
         if blocked is not None:
@@ -144,9 +144,9 @@ async def _to_fallback(ctx: RunContext, handoff: Handoff) -> Handoff:
 
     Whether a circuit is open depends on how branches were timed, so it is a decision of the runtime; a
     specialist without a fallback never asks (a durable run records nothing for it)."""
-    if ctx.team[handoff.target].fallback is None:
+    if ctx.config.team[handoff.target].fallback is None:
         return handoff
-    name = await ctx.runtime.decide(f"fallback {handoff.attempt}", lambda: fallback_of(ctx, handoff.target))
+    name = await ctx.config.runtime.decide(f"fallback {handoff.attempt}", lambda: fallback_of(ctx, handoff.target))
     if name is None:
         return handoff
     note = f"specialist {name} took it: the circuit of {handoff.target} is open"
@@ -184,11 +184,12 @@ _HANDOFF_ORDER = attrgetter("seq", "attempt")
 
 
 async def _attempt(ctx: RunContext, handoff: Handoff) -> HandoffRecord:
-    specialist = ctx.team[handoff.target]
+    config = ctx.config
+    specialist = config.team[handoff.target]
     record = started_record(handoff, now())
     ctx.records.append(record)
     try:
-        if ctx.on_event is not None:  # the message is built only for a sink that reads it
+        if config.on_event is not None:  # the message is built only for a sink that reads it
             await ctx.emit("handoff_started", f"{handoff.target}: {handoff.task[:120]}", record)
         with spans.transfer_span(handoff.source, handoff.target, handoff.call_id, handoff.id, handoff.attempt) as span:
             if capturing := spans.capturing(span):
@@ -201,13 +202,13 @@ async def _attempt(ctx: RunContext, handoff: Handoff) -> HandoffRecord:
                 result = await run_specialist(
                     specialist,
                     handoff.task,
-                    ctx.models,
+                    config.models,
                     context=handoff.context,
                     expected_output=handoff.expected_output,
                     meter=_HandoffMeter(ctx.budget, record),
-                    call_timeout=ctx.settings.call_timeout,
+                    call_timeout=config.settings.call_timeout,
                     agent_id=handoff.id,
-                    gather=ctx.runtime.gather,
+                    gather=config.runtime.gather,
                 )
             if capturing:
                 spans.record_content(span, TOOL_CALL_RESULT, lambda: result.output or result.error)
@@ -234,7 +235,7 @@ async def _attempt(ctx: RunContext, handoff: Handoff) -> HandoffRecord:
         ctx.fail(result.error_type or "failed", handoff.target, result.error or "", handoff.task, handoff.id)
     elif result.verdict is not None and result.verdict.verdict == "REVISE":
         count_revise(ctx)
-    if ctx.on_event is not None:
+    if config.on_event is not None:
         status = "done" if result.status == "completed" else f"failed ({result.error_type})"
         await ctx.emit("handoff_finished", f"{handoff.target} {status}", record)
     return record
@@ -260,7 +261,7 @@ async def _refine(ctx: RunContext, handoff: Handoff, error: str) -> str:
     """The supervisor rewrites a failed task using the error; the original task if it cannot."""
     message = (
         f"Specialist: {handoff.target}\n\nFailed task:\n{handoff.task}\n\nError:\n{error}\n\n"
-        f"This will be attempt {handoff.attempt + 1} of {ctx.settings.max_retries + 1}."
+        f"This will be attempt {handoff.attempt + 1} of {ctx.config.settings.max_retries + 1}."
     )
     request = ModelRequest(
         system=REFINE_INSTRUCTIONS,

@@ -65,7 +65,8 @@ def with_conflicts(tool: ToolDefinition) -> ToolDefinition:
 
 
 def has_judge(ctx: RunContext) -> bool:
-    return ctx.settings.judge is not None and ctx.settings.judge in ctx.team
+    judge = ctx.config.settings.judge
+    return judge is not None and judge in ctx.config.team
 
 
 def note_conflicts(ctx: RunContext, response: ModelResponse) -> None:
@@ -85,8 +86,9 @@ def note_conflicts(ctx: RunContext, response: ModelResponse) -> None:
 async def rule(ctx: RunContext) -> list[Ruling]:
     """The judge's ruling on each pending conflict, one handoff to the judge per conflict, each kept in
     `ctx.rulings` as it is made (a cancelled run keeps those, and the one it cut short)."""
-    assert ctx.settings.judge is not None
-    judge = ctx.team[ctx.settings.judge]
+    config = ctx.config
+    assert config.settings.judge is not None
+    judge = config.team[config.settings.judge]
     latest = {r.target: r for r in ctx.records if r.status == "completed"}
     rulings = []
     for n, conflict in enumerate(ctx.pending_conflicts, start=len(ctx.rulings) + 1):
@@ -94,7 +96,7 @@ async def rule(ctx: RunContext) -> list[Ruling]:
         positions = "\n".join(f"- {p.specialist}: {p.claim}" for p in conflict.positions)
         task = (
             f"The team's results disagree about: {conflict.about}\n\nPositions:\n{positions}\n\n"
-            f"The user's request was:\n{ctx.request}\n\nDecide which position holds (or neither), and why. "
+            f"The user's request was:\n{config.request}\n\nDecide which position holds (or neither), and why. "
             f"Start with `DECISION: <specialist name or neither>`, then your reasons."
         )
         context = "\n\n".join(f"Result of {name}:\n{latest[name].output}" for name in names if name in latest)
@@ -104,8 +106,8 @@ async def rule(ctx: RunContext) -> list[Ruling]:
         try:
             with spans.step_span("judge", f"conflict-{n}", attrs) as span:
                 result = await run_specialist(
-                    judge, task, ctx.models, context=context, meter=meter, call_timeout=ctx.settings.call_timeout,
-                    agent_id=f"{ctx.run_id}/conflict-{n}",
+                    judge, task, config.models, context=context, meter=meter, call_timeout=config.settings.call_timeout,
+                    agent_id=f"{config.run_id}/conflict-{n}",
                 )  # fmt: skip
                 if result.status == "failed":
                     spans.mark_error(span, result.error_type or "failed", message=result.error or "")

@@ -24,9 +24,9 @@ async def orchestrate(ctx: RunContext) -> None:
 
     A run, or a sub-run of a member that is a team (see `subteam`)."""
     answer: str | None = None
-    with anyio.move_on_after((ctx.deadline_at - now()).total_seconds()) as deadline:
+    with anyio.move_on_after((ctx.config.deadline_at - now()).total_seconds()) as deadline:
         how = ""
-        if ctx.settings.mode == "planned":
+        if ctx.config.settings.mode == "planned":
             try:
                 ctx.plan = await make_plan(ctx)
                 approved = await approve_plan(ctx, ctx.plan, functools.partial(_replan, ctx))
@@ -60,7 +60,7 @@ async def orchestrate(ctx: RunContext) -> None:
             if rulings not in answer and "judge" not in answer.lower():
                 answer += f"\n\nConflicts between results, as the judge ruled:\n{rulings}"
     if deadline.cancelled_caught:
-        ctx.stopped_by = f"the deadline ({ctx.settings.budgets.deadline_seconds:g} s) passed"
+        ctx.stopped_by = f"the deadline ({ctx.config.settings.budgets.deadline_seconds:g} s) passed"
         for r in ctx.records:
             if r.status == "cancelled":
                 ctx.fail("deadline", r.target, "stopped by the run's deadline", r.task, r.id)

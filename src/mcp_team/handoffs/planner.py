@@ -84,8 +84,8 @@ async def make_plan(ctx: RunContext, feedback: str = "") -> Plan:
     """Ask the planner for a plan; one repair round if it is invalid. Raises `PlanError`.
 
     `feedback`: what a person asked to change in the previous plan (a `plan` checkpoint's revise)."""
-    system = PLANNER_INSTRUCTIONS.format(team=describe_team(ctx.workers))
-    messages = [Message(role="user", content=ctx.request)]
+    system = PLANNER_INSTRUCTIONS.format(team=describe_team(ctx.config.workers))
+    messages = [Message(role="user", content=ctx.config.request)]
     if feedback and ctx.plan is not None:  # the earlier plan, and the person's answer to it
         earlier = ToolUseBlock(id="earlier_plan", name="submit_plan", input=ctx.plan.model_dump())
         answer = f"{REVISE_MARKER} {feedback}\nSubmit a revised plan."
@@ -109,7 +109,7 @@ async def make_plan(ctx: RunContext, feedback: str = "") -> Plan:
             else:
                 try:
                     plan = Plan.model_validate(use.input)
-                    problems = validate_plan(plan, ctx.team)
+                    problems = validate_plan(plan, ctx.config.team)
                 except ValidationError as exc:
                     problems = validation_problems(exc)
                 if problems and use.from_text:  # say so: the fix may be to call the tool
@@ -160,7 +160,7 @@ async def run_plan(ctx: RunContext, plan: Plan) -> None:
         return Handoff(
             id=f"h{seqs[task.id]}",
             seq=seqs[task.id],
-            run_id=ctx.run_id,
+            run_id=ctx.config.run_id,
             target=task.specialist,
             call_id=task.id,
             task=task.description,
@@ -179,7 +179,7 @@ async def run_plan(ctx: RunContext, plan: Plan) -> None:
                 outcome[task.id] = _skip(ctx, handoff, failed, outcome)
             else:
                 outcome[task.id] = await execute(ctx, handoff, contested=True)
-                if ctx.team[task.specialist].returns_verdict:  # REVISE sends its input's authors back to work
+                if ctx.config.team[task.specialist].returns_verdict:  # REVISE sends its input's authors back to work
                     authors = [outcome[d] for d in task.depends_on]
                     run = functools.partial(execute, ctx, contested=True)
                     outcome[task.id] = await revise_in_plan(ctx, outcome[task.id], authors, run)
@@ -196,10 +196,10 @@ async def run_plan(ctx: RunContext, plan: Plan) -> None:
                 outcome[task.id] = refused
                 done[task.id].set()
                 continue
-            key = f"{ctx.run_id}/h{seqs[task.id]}"  # as `execution.branch_key` names the task's handoff
+            key = f"{ctx.config.run_id}/h{seqs[task.id]}"  # as `execution.branch_key` names the task's handoff
             starts.append(Branch(key, functools.partial(run_task, task, handoff)))
         if starts:
-            await ctx.runtime.branches(starts)
+            await ctx.config.runtime.branches(starts)
     note_fan_out(ctx, "tasks of the plan", [outcome.get(t.id) for t in plan.tasks], _widest_level(plan))
 
 

@@ -31,7 +31,7 @@ OFFLINE = "offline"  # the offline backend's provider (llm.offline): its text is
 def count_revise(ctx: RunContext) -> None:
     """A reviewer's REVISE verdict: one more revision granted while the cap allows; at the cap, none (the latest
     draft stands) and the cap is reached."""
-    if ctx.revisions < ctx.settings.max_revisions:
+    if ctx.revisions < ctx.config.settings.max_revisions:
         ctx.revisions += 1
     else:
         ctx.revision_cap_hit = True
@@ -40,12 +40,12 @@ def count_revise(ctx: RunContext) -> None:
 def revisions_made(ctx: RunContext) -> str:
     """The run's revisions, as every message says them: e.g. "2 revisions (max_revisions = 2)"."""
     n = ctx.revisions
-    return f"{n} revision{'' if n == 1 else 's'} (max_revisions = {ctx.settings.max_revisions})"
+    return f"{n} revision{'' if n == 1 else 's'} (max_revisions = {ctx.config.settings.max_revisions})"
 
 
 def revision_blocked(ctx: RunContext) -> str | None:
     """What stops one more revision now: the cap, a stopping run, the handoff budget; None when it may go."""
-    if ctx.revisions >= ctx.settings.max_revisions:
+    if ctx.revisions >= ctx.config.settings.max_revisions:
         return "revision_cap"
     if ctx.stopped_by is not None:
         return "stopped"
@@ -59,7 +59,7 @@ async def gate_revision(ctx: RunContext, handoff: Handoff, record: HandoffRecord
 
     A failed gate is recorded on the attempt as a REVISE verdict whose reasons are the gates' messages.
     """
-    gates = ctx.settings.gates.get(handoff.target)
+    gates = ctx.config.settings.gates.get(handoff.target)
     if gates is None:
         return None
     with spans.step_span("quality_gate", handoff.target, {"mcp_team.handoff.id": handoff.id}) as span:
@@ -68,7 +68,7 @@ async def gate_revision(ctx: RunContext, handoff: Handoff, record: HandoffRecord
             return None
         spans.mark_error(span, GATE_FAILED, message="; ".join(problems))
     record.verdict = Verdict(verdict="REVISE", reasons=problems)
-    blocked = await ctx.runtime.decide(f"revise {handoff.attempt + 1}", lambda: revision_blocked(ctx))
+    blocked = await ctx.config.runtime.decide(f"revise {handoff.attempt + 1}", lambda: revision_blocked(ctx))
     if blocked == "handoff_budget":
         ctx.budget.handoffs_used_up()
     if blocked is not None:
@@ -104,7 +104,7 @@ async def revise_in_plan(
     in the plan's way. Returns the last review.
     """
     while review.status == "completed" and review.verdict is not None and review.verdict.verdict == "REVISE":
-        if await ctx.runtime.decide(f"plan revise {review.id}", lambda: _plan_blocked(ctx)) is not None:
+        if await ctx.config.runtime.decide(f"plan revise {review.id}", lambda: _plan_blocked(ctx)) is not None:
             break
         reasons = "\n".join(f"- {r}" for r in review.verdict.reasons) or "- (no reasons given)"
         revised = []
@@ -113,7 +113,7 @@ async def revise_in_plan(
             handoff = Handoff(
                 id=f"h{seq}",
                 seq=seq,
-                run_id=ctx.run_id,
+                run_id=ctx.config.run_id,
                 target=author.target,
                 call_id=author.call_id,
                 task=f"{author.task}\n\nThe review asked for a revision:\n{reasons}\nRevise your answer accordingly.",
@@ -130,7 +130,7 @@ async def revise_in_plan(
             Handoff(
                 id=f"h{seq}",
                 seq=seq,
-                run_id=ctx.run_id,
+                run_id=ctx.config.run_id,
                 target=review.target,
                 call_id=review.call_id,
                 task=review.task,
@@ -144,7 +144,7 @@ async def revise_in_plan(
 async def next_seq(ctx: RunContext, name: str) -> int:
     """The number of a handoff added while other branches run (a review's revisions): taken in whatever order the
     branches get here, so it is a decision of the runtime, and a replay numbers the handoff as the run did."""
-    seq = await ctx.runtime.decide(f"seq {name}", lambda: ctx.last_seq + 1)
+    seq = await ctx.config.runtime.decide(f"seq {name}", lambda: ctx.last_seq + 1)
     ctx.last_seq = max(ctx.last_seq, seq)
     return seq
 
@@ -184,8 +184,8 @@ def _explain_offline_gates(ctx: RunContext, target: str, reasons: list[str]) -> 
     offline stand-in never writes what they ask for, so such a run ends partial for that alone (a preset with
     gates, tried offline right after `mcp-team init --preset`)."""
     gated = [r for r in reasons if r.startswith("quality gate")]
-    member = ctx.team.get(target)
-    if not gated or member is None or ctx.models.for_member(target, member.model_role).provider != OFFLINE:
+    member = ctx.config.team.get(target)
+    if not gated or member is None or ctx.config.models.for_member(target, member.model_role).provider != OFFLINE:
         return
     ctx.note(
         "offline gates",

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from mcp_team.handoffs.budget import Budget
-from mcp_team.handoffs.context import EventSink, RunContext, RunEvent, now
+from mcp_team.handoffs.context import EventSink, RunConfig, RunContext, RunEvent, now
 from mcp_team.handoffs.schema import Budgets, Handoff, RunResult, RunSettings
 from mcp_team.llm import Usage
 from mcp_team.specialists import Specialist, SpecialistResult, handoff_message
@@ -59,7 +59,7 @@ class TreeBudget(Budget):
 def carve(ctx: RunContext, own: Budgets) -> Budgets:
     """The sub-run's limits: its own, cut to what the parent has left."""
     parent = ctx.budget
-    left = (ctx.deadline_at - now()).total_seconds()
+    left = (ctx.config.deadline_at - now()).total_seconds()
     return Budgets(
         max_handoffs=max(min(own.max_handoffs, parent.handoffs_left), 1),
         max_model_calls=max(min(own.max_model_calls, parent.limits.max_model_calls - parent.model_calls - 1), 2),
@@ -87,18 +87,20 @@ async def run_subteam(ctx: RunContext, team: SubTeam, handoff: Handoff) -> tuple
 
     settings = team.settings.model_copy(update={"budgets": carve(ctx, team.settings.budgets)})
     child = RunContext(
-        request=handoff_message(handoff.task, handoff.context, handoff.expected_output),
-        run_id=f"{ctx.run_id}/{handoff.id}",
-        team={m.name: m for m in team.members},
-        models=ctx.models,
-        settings=settings,
-        on_event=_forward(ctx, team.name, handoff.id),
-        runtime=ctx.runtime,  # its branches' keys start with its own run id (`execution.branch_key`)
-        approve=ctx.approve,
+        RunConfig(
+            request=handoff_message(handoff.task, handoff.context, handoff.expected_output),
+            run_id=f"{ctx.config.run_id}/{handoff.id}",
+            team={m.name: m for m in team.members},
+            models=ctx.config.models,
+            settings=settings,
+            on_event=_forward(ctx, team.name, handoff.id),
+            runtime=ctx.config.runtime,  # its branches' keys start with its own run id (`execution.branch_key`)
+            approve=ctx.config.approve,
+            trace_id=ctx.config.trace_id,  # one trace: its spans sit under the parent's handoff span
+        )
     )
     child.use_budget(TreeBudget(settings.budgets, parent=ctx.budget))
-    with spans.agent_span(team.name, description=team.description, agent_id=child.run_id):
-        child.trace_id = ctx.trace_id
+    with spans.agent_span(team.name, description=team.description, agent_id=child.config.run_id):
         await orchestrate(child)
     child.ended_at = now()
     record = child.result()
@@ -119,13 +121,14 @@ def _forward(ctx: RunContext, name: str, handoff_id: str) -> EventSink:
     """The sub-run's events as the parent's, named by path; counts add to the parent's so progress only grows."""
 
     async def on_event(event: RunEvent) -> None:
-        if ctx.on_event is None:
+        parent_sink = ctx.config.on_event
+        if parent_sink is None:
             return
         record = event.record
         if record is not None:
             record = record.model_copy(update={"target": f"{name}/{record.target}", "id": f"{handoff_id}/{record.id}"})
         finished = sum(r.status != "running" for r in ctx.records)
-        await ctx.on_event(
+        await parent_sink(
             RunEvent(
                 event.kind,
                 f"{name}/{event.message}",

@@ -68,14 +68,14 @@ def handoff_tool(specialist: Specialist) -> ToolDefinition:
 
 async def run_adaptive(ctx: RunContext) -> Final | Stop:
     """Drive the supervisor turn by turn until it finalizes or stops."""
-    instructions = SUPERVISOR_INSTRUCTIONS.format(team=describe_team(ctx.workers))
+    instructions = SUPERVISOR_INSTRUCTIONS.format(team=describe_team(ctx.config.workers))
     finalize = FINALIZE_TOOL
     if has_judge(ctx):  # its finalize may report conflicts for the judge
         instructions, finalize = instructions + CONFLICTS_INSTRUCTIONS, with_conflicts(FINALIZE_TOOL)
-    tools = [*(handoff_tool(s) for s in ctx.workers), finalize]
-    messages = [Message(role="user", content=ctx.request)]
+    tools = [*(handoff_tool(s) for s in ctx.config.workers), finalize]
+    messages = [Message(role="user", content=ctx.config.request)]
     mistakes = Mistakes()
-    for _turn in range(ctx.settings.max_supervisor_turns):
+    for _turn in range(ctx.config.settings.max_supervisor_turns):
         system = instructions + _run_notes(ctx)
         outcome = await supervisor_turn(
             ctx, ModelRequest(system=system, messages=messages, tools=tools, phase="act", member=SUPERVISOR), mistakes
@@ -83,7 +83,7 @@ async def run_adaptive(ctx: RunContext) -> Final | Stop:
         if not isinstance(outcome, Continue):
             return outcome
         messages += (outcome.reply, outcome.results)
-    used = f"the supervisor used all {ctx.settings.max_supervisor_turns} of its turns without finalizing"
+    used = f"the supervisor used all {ctx.config.settings.max_supervisor_turns} of its turns without finalizing"
     if mistakes.times:  # the turns ended on mistakes: the cause, not only the count
         used += f"; it {mistakes.what} on its last {mistakes.times} turn(s){mistakes.last_error}"
     return Stop(used)
@@ -113,7 +113,7 @@ class Mistakes:
         """Count a turn that made the mistake `what`; the `Stop` when it has been repeated too often."""
         self.times = self.times + 1 if what == self.what else 1
         self.what, self.detail = what, detail.rstrip(".")
-        if self.times <= ctx.settings.max_repeats:
+        if self.times <= ctx.config.settings.max_repeats:
             return None
         return Stop(
             f"the supervisor {what} {self.times} times in a row; use a supervisor model that follows the tool "
@@ -133,7 +133,7 @@ def _run_notes(ctx: RunContext) -> str:
     result: a result is a specialist's words, which the supervisor passes on and quotes, notes included."""
     if not ctx.revisions:
         return ""
-    left = max(ctx.settings.max_revisions - ctx.revisions, 0)
+    left = max(ctx.config.settings.max_revisions - ctx.revisions, 0)
     return f"\n\nReviewers asked for {ctx.revisions} revision(s) so far; {left} revision(s) left in this run."
 
 
@@ -151,7 +151,7 @@ async def supervisor_turn(ctx: RunContext, request: ModelRequest, mistakes: Mist
         ctx.fail("budget_exhausted", "supervisor", f"the supervisor's model call failed: {exc.budget}")
         return Stop(exc.budget)
     uses = response.tool_uses
-    read_text = reads_text_calls(ctx.models.for_role(SUPERVISOR))
+    read_text = reads_text_calls(ctx.config.models.for_role(SUPERVISOR))
     if not uses and read_text and (named := _named_handoffs(ctx, response, request.tools)) is not None:
         response, uses = named, named.tool_uses  # a handoff called by its member's name (or its member's tool)
     if not uses:
@@ -176,16 +176,16 @@ async def supervisor_turn(ctx: RunContext, request: ModelRequest, mistakes: Mist
             ctx.fail("model_refused", "supervisor", f"the supervisor's model declined the request{said}")
             return Stop()
         replied = Message(role="assistant", content=response.text or "(an empty reply)")
-        if (no := not_an_answer(response.text, ctx.request, [*request.tools, *ANSWER_SHAPES])) is not None:
+        if (no := not_an_answer(response.text, ctx.config.request, [*request.tools, *ANSWER_SHAPES])) is not None:
             return _no_answer(ctx, mistakes, no, replied)
         if read_text and (again := _delegate_first(ctx, mistakes, replied, response.text)) is not None:
             return again
         mistakes.clear()
         return _answer(ctx, _settled(ctx, mistakes, response.text), response.stop_reason)
-    plan = classify(uses, ctx.team, ctx.run_id, ctx.last_seq + 1)
+    plan = classify(uses, ctx.config.team, ctx.config.run_id, ctx.last_seq + 1)
     reply = Message(role="assistant", content=list(response.content))
     if plan.answer is not None:
-        if (no := not_an_answer(plan.answer, ctx.request, [*request.tools, *ANSWER_SHAPES])) is not None:
+        if (no := not_an_answer(plan.answer, ctx.config.request, [*request.tools, *ANSWER_SHAPES])) is not None:
             return _no_answer(ctx, mistakes, no, reply, [u.id for u in uses])
         if read_text and (again := _delegate_first(ctx, mistakes, reply, plan.answer, [u.id for u in uses])):
             return again
@@ -231,7 +231,7 @@ def _named_handoffs(ctx: RunContext, response: ModelResponse, tools: list[ToolDe
             if owned.get(call.called) != call.name:  # not a member's tool: it goes back, saying what was wrong
                 return None
             asked = f"{call.called}({json.dumps(call.arguments)})" if call.arguments else call.called
-            arguments = {"task": ctx.request, "context": f"The supervisor asked for: {asked}"}
+            arguments = {"task": ctx.config.request, "context": f"The supervisor asked for: {asked}"}
         uses.append(ToolUseBlock(id=f"call_text_{digest}_{n}", name=call.name, input=arguments, from_text=True))
     return response.model_copy(update={"content": uses, "stop_reason": "tool_use"})
 
@@ -239,7 +239,7 @@ def _named_handoffs(ctx: RunContext, response: ModelResponse, tools: list[ToolDe
 def _tool_owners(ctx: RunContext) -> dict[str, str]:
     """The tools only one member has, each with that member's handoff tool."""
     owners: dict[str, list[str]] = {}
-    for s in ctx.workers:
+    for s in ctx.config.workers:
         for tool in s.tools:
             owners.setdefault(tool.name, []).append(f"{HANDOFF_PREFIX}{s.name}")
     return {tool: handoffs[0] for tool, handoffs in owners.items() if len(handoffs) == 1}
@@ -250,7 +250,7 @@ def team_aliases(ctx: RunContext) -> dict[str, str]:
     name (`analyst`, `handoff_analyst`), or the name of a tool only that member has (`calculate`, which small
     models call with a handoff's arguments after reading the team's description)."""
     aliases: dict[str, str] = {}
-    for s in ctx.workers:
+    for s in ctx.config.workers:
         handoff = f"{HANDOFF_PREFIX}{s.name}"
         for alias in (s.name, f"handoff_{s.name}", f"{s.name}_specialist", f"transfer_to_{s.name}"):
             aliases[alias] = handoff
@@ -283,7 +283,7 @@ def _delegate_first(
     if ctx.records or mistakes.first_answer:
         return None
     mistakes.first_answer = answer
-    team = "\n".join(f"- {HANDOFF_PREFIX}{s.name}: {s.description}" for s in ctx.workers)
+    team = "\n".join(f"- {HANDOFF_PREFIX}{s.name}: {s.description}" for s in ctx.config.workers)
     told = DELEGATE_FIRST.format(team=team)
     if call_ids:
         results: list[ContentBlock] = [ToolResultBlock(tool_use_id=i, content=told, is_error=True) for i in call_ids]

@@ -73,7 +73,7 @@ async def synthesize(ctx: RunContext, how: str = "", rulings: str = "") -> str:
     verdicts on them, which this synthesis follows."""
     await ctx.emit("synthesizing", "synthesizing the answer")
     combine = f"How to combine the results:\n{how}\n\n" if how else ""
-    message = f"Request:\n{ctx.request}\n\n{combine}Results:\n{describe_results(ctx.records)}"
+    message = f"Request:\n{ctx.config.request}\n\n{combine}Results:\n{describe_results(ctx.records)}"
     system, tool = SYNTHESIS_INSTRUCTIONS, FINALIZE_TOOL
     if rulings:
         message += f"\n\n{RULINGS_HEADING}\n{rulings}"
@@ -92,7 +92,7 @@ async def synthesize(ctx: RunContext, how: str = "", rulings: str = "") -> str:
             ctx.fail("budget_exhausted", "supervisor", f"the closing synthesis failed: {exc.budget}")
             return fallback_answer(ctx)
         answer = _answer_of(response)
-        if (no := not_an_answer(answer, ctx.request, shapes)) is None:
+        if (no := not_an_answer(answer, ctx.config.request, shapes)) is None:
             if not rulings:
                 note_conflicts(ctx, response)
             note_cut_off(ctx, response.stop_reason, "the closing synthesis: ")

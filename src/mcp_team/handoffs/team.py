@@ -12,7 +12,7 @@ import anyio
 
 from mcp_team.errors import ConfigError, McpTeamError
 from mcp_team.handoffs.checkpoints import Approver, checkpoint_problems
-from mcp_team.handoffs.context import EventSink, RunContext, RunEvent, now
+from mcp_team.handoffs.context import EventSink, RunConfig, RunContext, RunEvent, now
 from mcp_team.handoffs.direct import ask
 from mcp_team.handoffs.orchestration import orchestrate
 from mcp_team.handoffs.planner import make_plan
@@ -114,25 +114,27 @@ class Team:
             update["mode"] = mode
         if budgets is not None:
             update["budgets"] = budgets
-        ctx = RunContext(
-            request=request,
-            run_id=run_id or uuid.uuid4().hex,
-            team=self.by_name,
-            models=self.models,
-            settings=self.settings.model_copy(update=update),
-            on_event=_async_sink(on_event) if on_event is not None else None,
-            runtime=runtime or self.runtime,
-            started_at=started_at or now(),
-            resumed_at=resumed_at,
-            approve=approve,
-        )
+        run_id = run_id or uuid.uuid4().hex
         with (
-            spans.conversation(ctx.run_id),
-            spans.agent_span("supervisor", agent_id=ctx.run_id, provider=self.models.provider) as span,
+            spans.conversation(run_id),
+            spans.agent_span("supervisor", agent_id=run_id, provider=self.models.provider) as span,
         ):
-            ctx.trace_id = spans.current_trace_id()
+            config = RunConfig(
+                request=request,
+                run_id=run_id,
+                team=self.by_name,
+                models=self.models,
+                settings=self.settings.model_copy(update=update),
+                on_event=_async_sink(on_event) if on_event is not None else None,
+                runtime=runtime or self.runtime,
+                approve=approve,
+                started_at=started_at or now(),
+                resumed_at=resumed_at,
+                trace_id=spans.current_trace_id(),
+            )
+            ctx = RunContext(config)
             try:
-                await ctx.emit("run_started", f"run {ctx.run_id}")
+                await ctx.emit("run_started", f"run {run_id}")
                 await orchestrate(ctx)
             except anyio.get_cancelled_exc_class():
                 ctx.status, ctx.ended_at = "cancelled", now()
@@ -171,7 +173,7 @@ class Team:
                 ],
             )
             if span.is_recording():
-                span.set_attribute(RUN_MODE, ctx.settings.mode)
+                span.set_attribute(RUN_MODE, config.settings.mode)
                 span.set_attribute(RUN_STATUS, ctx.status)
             if ctx.status in ("failed", "partial"):
                 spans.mark_error(span, f"run_{ctx.status}", message=ctx.stopped_by or ctx.status)
@@ -182,14 +184,14 @@ class Team:
     async def plan(self, request: str) -> Plan:
         """The validated plan planned mode would run, without running it. Raises `PlanError`."""
         _request_problem("request", request, "what the team should do")
-        ctx = RunContext(
+        config = RunConfig(
             request=request, run_id=uuid.uuid4().hex, team=self.by_name, models=self.models, settings=self.settings
         )
         with (
-            spans.conversation(ctx.run_id),
-            spans.agent_span("supervisor", agent_id=ctx.run_id, provider=self.models.provider),
+            spans.conversation(config.run_id),
+            spans.agent_span("supervisor", agent_id=config.run_id, provider=self.models.provider),
         ):
-            return await make_plan(ctx)
+            return await make_plan(RunContext(config))
 
     async def ask(
         self, name: str, task: str, context: str = "", *, on_finish: Callable[[RunResult], None] | None = None

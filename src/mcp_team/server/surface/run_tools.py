@@ -7,7 +7,6 @@ so it goes through `run_team`. On a durable server (the default for `serve`) suc
 No `from __future__ import annotations` here: the SDK reads these signatures at runtime.
 """
 
-import inspect
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -21,7 +20,8 @@ from mcp_team.runs.errors import CancelRefused
 from mcp_team.server.auth import principal, visible
 from mcp_team.server.state import ServerState, state_of
 from mcp_team.server.surface.results import tool_result
-from mcp_team.server.surface.tools import CAUTIOUS, described, run_engine, run_request, run_team
+from mcp_team.server.surface.run_arguments import RunArguments, run_request, takes_run_arguments
+from mcp_team.server.surface.tools import CAUTIOUS, described, run_engine
 from mcp_team.server.views.run_view import RUN_VIEW_META
 
 RunView = Annotated[CallToolResult, dict[str, Any]]  # a run's record, its answer first in the text (results.py)
@@ -35,12 +35,13 @@ async def _service(ctx: Context[Any, Any]) -> Any:
     return await state_of(ctx).runs.get()
 
 
-async def start_run(ctx: Context[Any, Any], **arguments: Any) -> RunView:
+@takes_run_arguments
+async def start_run(ctx: Context[Any, Any], arguments: RunArguments) -> RunView:
     """Start a team run in the background and return its id at once; follow it with get_run (or the resource
     team://runs/{run_id}), stop it with cancel_run, answer its checkpoints with answer_checkpoint. It takes what
     run_team takes."""
     state = state_of(ctx)
-    asked = run_request(state, **arguments)
+    asked = run_request(state, arguments)
     models = state.own_models()
     if models is None:
         raise ToolError("start_run needs a model configured on the server (a run on the client's model through "
@@ -56,13 +57,6 @@ async def start_run(ctx: Context[Any, Any], **arguments: Any) -> RunView:
     except McpTeamError as exc:  # the runs database refused it: nothing ran
         raise ToolError(str(exc)) from None
     return tool_result(record.view())  # the answer (or how to follow the run) first: server/surface/results.py
-
-
-# The one definition of a run's arguments is run_team's: start_run takes them as they are (the SDK builds a tool's
-# schema from its signature).
-start_run.__signature__ = inspect.signature(run_team).replace(  # type: ignore[attr-defined]
-    return_annotation=RunView
-)
 
 
 async def get_run(

@@ -7,79 +7,32 @@ the tools' JSON schemas.
 import inspect
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
-from pydantic import BeforeValidator, Field
+from pydantic import Field
 
 from mcp_team.errors import McpTeamError
 from mcp_team.evals.recordings import RecordedTeam
 from mcp_team.handoffs import Plan, PlanError, RunResult, Team
-from mcp_team.handoffs.checkpoints import checkpoint_problems
 from mcp_team.handoffs.subteam import SubTeam
 from mcp_team.runs.service import RunKept
-from mcp_team.runs.types import Engine, RunRecord, RunRequest
+from mcp_team.runs.types import Engine, RunRecord
 from mcp_team.server.auth import principal
 from mcp_team.server.client_features.elicitation import can_elicit, elicitation_approver
 from mcp_team.server.client_features.sampling import CtxGetter
 from mcp_team.server.state import ServerState, state_of
-from mcp_team.server.surface.limits import client_budgets
 from mcp_team.server.surface.progress import progress_sink
 from mcp_team.server.surface.results import tool_result
+from mcp_team.server.surface.run_arguments import RunArguments, run_request, takes_run_arguments
 from mcp_team.server.views.run_view import RUN_VIEW_META
 from mcp_team.specialists import Specialist, SpecialistResult, Tool
 
-THREAD_FIELD = Field(
-    description="Continue a conversation: runs with the same thread id see its earlier requests and answers.",
-    min_length=1,
-    max_length=128,
-    pattern=r"^[A-Za-z0-9_.:-]+$",
-)
 # What `run_team` and `start_run` say until the team is loaded (the server's start), then `team_effects`.
 CAUTIOUS = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=True)
 SpecialistTool = Callable[..., Awaitable[Annotated[CallToolResult, SpecialistResult] | InputRequiredResult]]
-
-
-# The arguments run_team and start_run share, one definition each.
-Request = Annotated[str, Field(description="What the team should do, in plain language.", min_length=1)]
-RunMode = Annotated[
-    Literal["adaptive", "planned"] | None,
-    Field(description="adaptive (default): the supervisor re-plans after each round; planned: plan first."),
-]
-
-
-def _a_number(value: object) -> object:
-    """A budget of "3" or true is a client's mistake to name, not a number to guess (true was 1 handoff); a
-    whole number written as 5.0 (some clients' JSON) is still 5."""
-    if isinstance(value, bool | str):
-        raise ValueError(f"must be a number, not {'a boolean' if isinstance(value, bool) else 'a string'}")
-    return value
-
-
-WholeNumber = BeforeValidator(_a_number)  # on the int, after its bound: else `ge` meets None, or the schema says "ge"
-MaxHandoffs = Annotated[
-    Annotated[int, Field(ge=1), WholeNumber] | None, Field(description="Cap on handoffs, retries included.")
-]
-MaxModelCalls = Annotated[Annotated[int, Field(ge=2), WholeNumber] | None, Field(description="Cap on model calls.")]
-MaxTokens = Annotated[
-    Annotated[int, Field(ge=1), WholeNumber] | None, Field(description="Cap on tokens over all calls.")
-]
-DeadlineSeconds = Annotated[
-    float | None, Field(gt=0, strict=True, allow_inf_nan=False, description="Wall-clock limit in seconds.")
-]
-MaxCost = Annotated[
-    float | None,
-    Field(
-        gt=0,
-        strict=True,
-        allow_inf_nan=False,
-        description="Cap on the cost in US dollars of the calls whose price is known; the run's notes say how many "
-        "it could not count.",
-    ),
-]
-Thread = Annotated[str | None, THREAD_FIELD]
 
 
 def team_effects(specialists: Iterable[Specialist]) -> ToolAnnotations:
@@ -101,44 +54,6 @@ def _tools_of(specialist: Specialist) -> Iterator[Tool]:
         yield from _tools_of(member)
 
 
-Checkpoints = Annotated[
-    list[str] | None,
-    Field(
-        description='Where to stop for your approval, added to the team\'s: "plan", "before:<member>". Asked through '
-        "elicitation when the client can answer it, else the run waits for answer_checkpoint.",
-    ),
-]
-
-
-def run_request(
-    state: ServerState,
-    request: str,
-    mode: Literal["adaptive", "planned"] | None = None,
-    max_handoffs: int | None = None,
-    max_model_calls: int | None = None,
-    max_tokens: int | None = None,
-    deadline_seconds: float | None = None,
-    thread: str | None = None,
-    max_cost: float | None = None,
-    checkpoints: list[str] | None = None,
-) -> RunRequest:
-    """What a caller asked for (`run_team`'s arguments, which `start_run` and tasks take too), once it passed the
-    server's limits: the client's budgets within the team's, and checkpoints that name members. `ToolError`
-    saying what to change."""
-    state.limits.check_request(request)
-    budgets = client_budgets(
-        state.run_settings.budgets,
-        max_handoffs=max_handoffs,
-        max_model_calls=max_model_calls,
-        max_tokens=max_tokens,
-        deadline_seconds=deadline_seconds,
-        max_cost=max_cost,
-    )
-    if problems := checkpoint_problems(checkpoints or [], [s.name for s in state.specialists]):
-        raise ToolError("invalid checkpoints: " + "; ".join(problems))
-    return RunRequest(request=request, mode=mode, budgets=budgets, thread=thread, checkpoints=tuple(checkpoints or ()))
-
-
 def run_engine(state: ServerState, team: Team) -> Engine:
     """The engine a call's run runs on: `team` (on the server's model or the client's), recorded to
     MCP_TEAM_RECORD_DIR/<run id>.jsonl when that is set."""
@@ -156,32 +71,23 @@ def run_result(record: RunRecord) -> RunResult:
     return record.result
 
 
+@takes_run_arguments
 async def run_team(
-    request: Request,
-    ctx: Context[Any, Any],
-    mode: RunMode = None,
-    max_handoffs: MaxHandoffs = None,
-    max_model_calls: MaxModelCalls = None,
-    max_tokens: MaxTokens = None,
-    deadline_seconds: DeadlineSeconds = None,
-    thread: Thread = None,
-    max_cost: MaxCost = None,
-    checkpoints: Checkpoints = None,
+    ctx: Context[Any, Any], arguments: RunArguments
 ) -> Annotated[CallToolResult, RunResult] | InputRequiredResult:
     """Run a request through the supervisor and its specialists and return one answer.
 
     The result lists every handoff, any failures and token usage; `status` is complete, partial (the
     answer says what is missing) or failed."""
     state = state_of(ctx)
-    asked = run_request(state, request, mode, max_handoffs, max_model_calls, max_tokens, deadline_seconds, thread,
-                        max_cost, checkpoints)  # fmt: skip
-    if checkpoints and not can_elicit(ctx) and state.run_settings.checkpoint_policy == "fail":
+    asked = run_request(state, arguments)
+    if asked.checkpoints and not can_elicit(ctx) and state.run_settings.checkpoint_policy == "fail":
         # Asked for by this call, which cannot answer them: the run would only fail at the first.
         raise ToolError(
             "'checkpoints' need a client that can answer them (MCP elicitation), and this one declares none: leave "
             "'checkpoints' out, or start the run with start_run and answer them with answer_checkpoint"
         )
-    asks = bool(checkpoints or state.run_settings.checkpoints)
+    asks = bool(asked.checkpoints or state.run_settings.checkpoints)
 
     async def work(team: Team, get_ctx: CtxGetter) -> RunResult:
         runs = await state.runs.get()

@@ -20,6 +20,7 @@ from mcp_team.errors import McpTeamError
 from mcp_team.handoffs import Team
 from mcp_team.runs.errors import CancelRefused
 from mcp_team.server.state import ServerState
+from mcp_team.server.surface.run_arguments import RunArguments, run_request
 from mcp_team.server.tasks.handlers import OnEnd
 from mcp_team.server.tasks.wire import TaskRun
 
@@ -42,11 +43,11 @@ class ServerTaskRuns:
         return self.state.model_settings.configured_backend() not in (None, "sampling")
 
     async def start(self, arguments: dict[str, Any], owner: str | None, on_end: OnEnd | None = None) -> TaskRun:
-        from mcp_team.server.surface.tools import run_engine, run_request  # tools imports this module's users
+        from mcp_team.server.surface.tools import run_engine  # tools imports this module's users
 
         state = self.state
         runs = await self._service()
-        asked = run_request(state, **arguments)  # what run_team checks before it runs: ToolError saying what to change
+        asked = run_request(state, RunArguments(**arguments))  # run_team's checks: ToolError saying what to change
         models = state.own_models()
         if models is None:
             raise ToolError("this server runs run_team as a task only on a model of its own")
