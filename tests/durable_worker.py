@@ -15,6 +15,7 @@ import anyio
 sys.path.insert(0, os.path.dirname(__file__))
 
 import mcp_team
+import stacks
 
 if os.environ.get("MCP_TEAM_TEST_RELEASE"):  # as an older release of mcp-team would run it
     mcp_team.__version__ = os.environ["MCP_TEAM_TEST_RELEASE"]
@@ -25,6 +26,7 @@ from mcp_team.runs.types import RunRequest
 
 
 async def main() -> None:
+    stacks.install()  # kill -USR1/-USR2: where it sits, should it not end
     state, mode, run_id, k, steps, latency, log = sys.argv[1:8]
     env = {k: v for k, v in os.environ.items() if k == "MCP_TEAM_DATABASE_URL"}
     config = resolve(state_dir=state, executor_id="worker-1", environ=env)

@@ -13,6 +13,7 @@ import sys
 
 import anyio
 
+import stacks
 from mcp_team.handoffs import Budgets, RunSettings, Team
 from mcp_team.llm import ModelRequest, ModelResponse, ModelSet
 from mcp_team.llm.offline import OfflineModel
@@ -52,6 +53,7 @@ def team(k: int, latency: float, log: str, deadline: float = 600.0) -> Team:
 
 
 async def main() -> None:
+    stacks.install()  # kill -USR1/-USR2: where it sits, should it not end
     state, mode, run_id, k, latency, log = sys.argv[1:7]
     run_mode = sys.argv[7] if len(sys.argv) > 7 else None
     deadline = float(sys.argv[8]) if len(sys.argv) > 8 else 600.0

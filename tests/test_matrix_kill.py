@@ -43,10 +43,11 @@ from mcp import Client
 
 from support import HANG_GUARD, clean_env, free_port, wait_healthy
 
+FULL = os.environ.get("MCP_TEAM_MATRIX_FULL") == "1"  # the full counts, not those of `make test`
 pytestmark = [
     pytest.mark.anyio,
     pytest.mark.process,
-    pytest.mark.timeout(600),
+    pytest.mark.timeout(1800 if FULL else 600),
     pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning"),
 ]
 
@@ -54,7 +55,6 @@ LAUNCHER = str(Path(__file__).parent / "logged_serve.py")
 LATENCY = 0.5  # seconds a model call
 POLL = 0.2  # seconds between a client's looks at each run
 # The 30 kills with MCP_TEAM_MATRIX_FULL=1 (about 3 minutes on 2 cores); one at each aim in `make test`.
-FULL = os.environ.get("MCP_TEAM_MATRIX_FULL") == "1"
 KILLS, SEQUENCES = (30, 2) if FULL else (6, 2)
 
 

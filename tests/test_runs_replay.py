@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from mcp_team.runs.config import REPLAY_FORMAT
+from stacks import communicate_or_stacks
 from support import stored_finished
 
 HERE = Path(__file__).parent
@@ -47,7 +48,7 @@ def _kill_after(proc: subprocess.Popen[str], log: Path, n: int) -> int:
 
 
 def _result(proc: subprocess.Popen[str]) -> dict[str, object]:
-    out, err = proc.communicate(timeout=90)
+    out, err = communicate_or_stacks(proc, 90)
     lines = [line for line in out.splitlines() if line.startswith("RESULT ")]
     assert lines, f"no result; stderr:\n{err[-3000:]}"
     record: dict[str, object] = json.loads(lines[-1][7:])

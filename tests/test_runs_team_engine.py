@@ -20,6 +20,7 @@ from mcp_team.llm import ModelSet
 from mcp_team.llm.offline import OfflineModel
 from mcp_team.runs.team_engine import TeamEngine, team_hash
 from mcp_team.specialists import DEFAULT_TEAM
+from stacks import communicate_or_stacks
 from support import stored_finished, stored_runs
 
 WORKER = Path(__file__).parent / "team_worker.py"
@@ -39,7 +40,7 @@ def _calls(state: Path) -> list[dict[str, str]]:
 
 
 def _result(proc: subprocess.Popen[str]) -> dict[str, object]:
-    out, err = proc.communicate(timeout=120)
+    out, err = communicate_or_stacks(proc, 80)  # within the test's 120 s, to see its stacks
     lines = [line for line in out.splitlines() if line.startswith("RESULT ")]
     assert lines, f"no result; stderr:\n{err[-3000:]}"
     record: dict[str, object] = json.loads(lines[-1][7:])
