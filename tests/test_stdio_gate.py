@@ -28,6 +28,11 @@ BAD_LINES = {
     "invalid JSON": ('{"jsonrpc": "2.0", "id": 3, "method": ', None, PARSE_ERROR),
     "params not an object": ('{"jsonrpc":"2.0","id":5,"method":"tools/call","params":"x"}', 5, INVALID_PARAMS),
     "deep nesting": ("[" * 100_000 + "]" * 100_000, None, PARSE_ERROR),
+    # Too deep, with its id before the nesting: answered on that id, or a client waiting on it would hang.
+    "deep nesting, id first": ('{"jsonrpc":"2.0","id":41,"method":"tools/call","params":{"a":' + "[" * 200 + "]" * 200
+                               + "}}", 41, PARSE_ERROR),
+    "deep nesting, id last": ('{"jsonrpc":"2.0","method":"x","params":{"a":' + "[" * 200 + "]" * 200 + '},"id":"d2"}',
+                              "d2", PARSE_ERROR),
     "batch": ('[{"jsonrpc":"2.0","id":1,"method":"ping"}]', None, INVALID_REQUEST),
     "not JSON-RPC": ('{"id": 7, "method": "ping"}', 7, INVALID_REQUEST),
     # Too large to parse: the id is read from either end, as the Python (first) and TypeScript (last) SDKs write it.
