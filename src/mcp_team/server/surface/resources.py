@@ -13,6 +13,7 @@ from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 
 from mcp_team.server.auth import visible
 from mcp_team.server.state import ServerState
+from mcp_team.telemetry.content import redact
 
 if TYPE_CHECKING:
     from mcp_team.handoffs.checkpoints import Checkpoint
@@ -102,7 +103,7 @@ def _summary(
     return {
         "run_id": run_id,
         "status": status,
-        "request": request[:200],
+        "request": redact(request)[:200],  # redacted whole, then cut: no part of a secret
         "started_at": started_at.isoformat(),
         "uri": f"team://runs/{run_id}",
         "waiting": asks,
