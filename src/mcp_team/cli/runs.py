@@ -116,7 +116,7 @@ def runs_command(args: argparse.Namespace) -> int:
         raise damaged(config.sqlite_path, exc, config) from None
     finally:
         if store is not None:
-            store.engine.dispose()
+            store.dispose()
 
 
 def _act(args: argparse.Namespace, config: DurableConfig, store: RunStore | None) -> int:

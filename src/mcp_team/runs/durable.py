@@ -108,7 +108,7 @@ class Durable:
         workflow.bind(None)
         branches.bind(None)
         self.lease.release()
-        self.db.dispose()
+        self.store.dispose()  # its engine is `db`, and the reader beside it
 
     async def recover(self, executor_id: str | None = None) -> Sequence[Settled]:
         """Settle the runs `executor_id` (default: this process's own, left by its last process) left running."""

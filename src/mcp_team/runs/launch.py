@@ -45,7 +45,7 @@ def check(config: DurableConfig) -> None:
     free), then let go: for a server that must fail at once on bad input, before it serves. Blocking."""
     store, lease = prepare(config)
     lease.release()
-    store.engine.dispose()
+    store.dispose()
 
 
 def prepare(config: DurableConfig) -> tuple[SqlRunStore, ExecutorLease]:
