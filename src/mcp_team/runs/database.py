@@ -100,8 +100,10 @@ def reader_of(engine: sa.Engine) -> sa.Engine:
             _define_functions(dbapi_conn)
 
         return reader
-    return sa.create_engine(url, pool_size=2, max_overflow=2, pool_timeout=READ_WAIT, pool_pre_ping=True,
-                            connect_args={"connect_timeout": 5, "options": f"-c statement_timeout={wait_ms}"})  # fmt: skip
+    timeouts = {"connect_timeout": 5, "options": f"-c statement_timeout={wait_ms}"}
+    return sa.create_engine(
+        url, pool_size=2, max_overflow=2, pool_timeout=READ_WAIT, pool_pre_ping=True, connect_args=timeouts
+    )
 
 
 class DatabaseBusy(McpTeamError, sa.exc.SQLAlchemyError):

@@ -1,0 +1,168 @@
+"""Storage faults under a running `mcp-team serve --http` (SQLite, the offline model), as an operator meets them:
+
+- the runs database locked by another process (`BEGIN EXCLUSIVE`) with a run finished and one pending: `/readyz`
+  fails while the lock is held and `/healthz` stays 200 (the process is whole); a read of the finished run is
+  answered (never queued behind the stuck writer); once the lock is let go, `/readyz` passes, the pending run
+  finishes and a new one runs: nothing finished is lost;
+- the database deleted, replaced by another file, or damaged under the server: noticed within seconds, the
+  server takes no run after, and exits 1 saying why (a supervisor restarts it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+
+from support import HANG_GUARD, MCP_TEAM, clean_env, free_port, plain_http, wait_healthy
+
+pytestmark = [pytest.mark.process]
+
+HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+class Mcp:
+    """A 2025-11-25 session over plain HTTP (JSON answers read from the SSE body): small, and synchronous."""
+
+    def __init__(self, base: str) -> None:
+        self.url = f"{base}/mcp"
+        self.http = plain_http(timeout=HANG_GUARD)
+        opened = self.http.post(self.url, headers=HEADERS, json={
+            "jsonrpc": "2.0", "id": 0, "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+        })  # fmt: skip
+        self.headers = {**HEADERS, "mcp-session-id": opened.headers["mcp-session-id"],
+                        "mcp-protocol-version": "2025-11-25"}  # fmt: skip
+        self.http.post(self.url, headers=self.headers, json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+        self.n = 0
+
+    def call(self, tool: str, **arguments: Any) -> dict[str, Any]:
+        """The tool's result: its structured content, or {"error": text} for an error result."""
+        self.n += 1
+        answer = self.http.post(self.url, headers=self.headers, json={
+            "jsonrpc": "2.0", "id": self.n, "method": "tools/call", "params": {"name": tool, "arguments": arguments},
+        })  # fmt: skip
+        data = [line[5:] for line in answer.text.splitlines() if line.startswith("data:") and line[5:].strip()]
+        message = json.loads(data[-1])
+        result = message["result"]
+        if result.get("isError"):
+            return {"error": result["content"][0]["text"]}
+        return result["structuredContent"]  # type: ignore[no-any-return]
+
+
+def serve(state: Path, log: Path) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    env = clean_env(MCP_TEAM_MODEL="offline", MCP_TEAM_STATE_DIR=str(state))
+    proc = subprocess.Popen([MCP_TEAM, "serve", "--http", "--port", str(port)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=log.open("wb"))  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    assert wait_healthy(base, proc), log.read_text()
+    return proc, base
+
+
+def until(what: str, check: Any, proc: subprocess.Popen[bytes], log: Path) -> Any:
+    """Poll `check` until it returns something truthy (the event awaited); fails after the hang guard."""
+    deadline = time.monotonic() + HANG_GUARD
+    while time.monotonic() < deadline:
+        if (found := check()) is not None and found is not False:
+            return found
+        time.sleep(0.2)
+    raise AssertionError(f"{what}: not seen in {HANG_GUARD:g} s (exit {proc.poll()}): {log.read_text()[-3000:]}")
+
+
+def status(http: httpx2.Client, url: str) -> int | None:
+    try:
+        return http.get(url, timeout=HANG_GUARD).status_code
+    except httpx2.TransportError:
+        return None
+
+
+def test_a_locked_database_fails_readiness_reads_still_answer_and_runs_go_on_after(tmp_path: Path) -> None:
+    state, log = tmp_path / "state", tmp_path / "server.log"
+    proc, base = serve(state, log)
+    try:
+        client = Mcp(base)
+        finished = client.call("start_run", request="Research bees")["run_id"]
+        assert client.call("get_run", run_id=finished, wait_seconds=50)["status"] == "complete"
+        http = plain_http(timeout=HANG_GUARD)
+        until("ready", lambda: status(http, f"{base}/readyz") == 200, proc, log)
+
+        locker = sqlite3.connect(state / "runs.sqlite", isolation_level=None, timeout=30)
+        locker.execute("BEGIN EXCLUSIVE")  # another process holds the write lock
+        try:
+            unready = until("/readyz failing", lambda: (r := http.get(f"{base}/readyz")).status_code == 503 and r,
+                            proc, log)  # fmt: skip
+            assert "cannot be written" in unready.json()["error"] and "locked" in unready.json()["error"]
+            assert http.get(f"{base}/healthz").status_code == 200  # alive: a lock is no reason to restart it
+            read = client.call("get_run", run_id=finished)  # answered: WAL readers wait for no writer
+            assert read.get("status") == "complete", read
+            listing = json.loads(client.http.get(f"{base}/runs.json").text)
+            assert finished in [r["run_id"] for r in listing["runs"]]
+        finally:
+            locker.execute("ROLLBACK")
+            locker.close()
+
+        until("/readyz passing again", lambda: status(http, f"{base}/readyz") == 200, proc, log)
+        after = client.call("start_run", request="Research ants")["run_id"]
+        assert client.call("get_run", run_id=after, wait_seconds=50)["status"] == "complete"
+        assert client.call("get_run", run_id=finished)["status"] == "complete"  # nothing finished lost
+        assert proc.poll() is None and "Traceback" not in log.read_text()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=HANG_GUARD)
+
+
+def _delete(db: Path) -> None:
+    db.unlink()
+
+
+def _replace(db: Path) -> None:
+    copy = db.with_name("copy.sqlite")
+    shutil.copyfile(db, copy)
+    os.replace(copy, db)
+
+
+def _damage(db: Path) -> None:
+    with db.open("r+b") as file:  # pages past the first: the header stays, quick_check finds them
+        file.seek(4096)
+        file.write(os.urandom(4096 * 3))
+
+
+@pytest.mark.parametrize(("fault", "said"), [(_delete, "was deleted"), (_replace, "was replaced"),
+                                             (_damage, "is damaged")], ids=["deleted", "replaced", "damaged"])  # fmt: skip
+def test_a_database_deleted_replaced_or_damaged_is_noticed_and_the_server_exits(
+    tmp_path: Path, fault: Any, said: str
+) -> None:
+    state, log = tmp_path / "state", tmp_path / "server.log"
+    proc, base = serve(state, log)
+    try:
+        client = Mcp(base)
+        done = client.call("start_run", request="Research bees")["run_id"]
+        assert client.call("get_run", run_id=done, wait_seconds=50)["status"] == "complete"
+        fault(state / "runs.sqlite")
+        http = plain_http(timeout=HANG_GUARD)
+        # Told at once from then on: liveness fails while the process stops (or the port is closed already).
+        until("the server noticing", lambda: status(http, f"{base}/healthz") in (503, None), proc, log)
+        refused = None
+        try:
+            refused = client.call("start_run", request="Research ants")
+        except (httpx2.TransportError, KeyError, IndexError, json.JSONDecodeError):
+            pass  # the server is gone already: nothing accepted either
+        assert refused is None or "error" in refused, refused
+        code = proc.wait(timeout=HANG_GUARD)
+        text = log.read_text()
+        assert code == 1, text
+        assert said in text and "stopped:" in text, text
+        assert "Traceback" not in text, text
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=HANG_GUARD)
