@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import httpx2
+import anyio
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -64,6 +64,15 @@ def brain(request: ModelRequest) -> ModelResponse:
     return ModelResponse(content=[TextBlock(text=f"The server says: {results[0].content}")], model="gpt-4o-mini")
 
 
+async def command(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """`mcp-team ARGS`, which must succeed; its output as text."""
+    with anyio.fail_after(HANG_GUARD):
+        done = await anyio.run_process([MCP_TEAM, *args], env=env, check=False)
+    out = subprocess.CompletedProcess(done.args, done.returncode, done.stdout.decode(), done.stderr.decode())
+    assert out.returncode == 0, out.stderr
+    return out
+
+
 def found_in(directory: Path) -> dict[str, list[str]]:
     """Each secret, with the files under `directory` holding it (as bytes: databases, WAL, logs alike)."""
     files = [p for p in directory.rglob("*") if p.is_file()]
@@ -95,15 +104,10 @@ async def test_a_run_that_sees_every_kind_of_secret_leaves_none_in_the_state_dir
                 assert record is not None and record["status"] == "complete", (done.content, log.read_text()[-3000:])
                 assert "DEPLOY_SECRET=[redacted]" in json.dumps(record)  # the tool result was there, redacted
                 listing = json.loads((await client.read_resource("team://runs")).contents[0].text)  # type: ignore[union-attr]
-            pages = httpx2.get(f"{base}/runs.json", headers=auth, timeout=HANG_GUARD).json()
-        shown = subprocess.run([MCP_TEAM, "runs", "show", run_id, "--json"], env=env, capture_output=True, text=True,
-                               timeout=HANG_GUARD, check=True).stdout  # fmt: skip
+                pages = (await http.get(f"{base}/runs.json")).json()
+        shown = (await command("runs", "show", run_id, "--json", env=env)).stdout
         recording = state / "recorded.jsonl"
-        recorded = subprocess.run(
-            [MCP_TEAM, "run", "--team", str(team), "--record", str(recording), REQUEST],
-            env=env, capture_output=True, text=True, timeout=HANG_GUARD,
-        )  # fmt: skip
-        assert recorded.returncode == 0, recorded.stderr
+        recorded = await command("run", "--team", str(team), "--record", str(recording), REQUEST, env=env)
         (state / "run.log").write_text(recorded.stderr)  # its log (stdout is the answer, to its caller)
 
     for what in (listing["runs"][0]["request"], pages["runs"][0]["request"], json.loads(shown)["request"]):
@@ -114,10 +118,8 @@ async def test_a_run_that_sees_every_kind_of_secret_leaves_none_in_the_state_dir
     assert any(p.name.startswith("runs.sqlite") for p in state.iterdir())
 
     # The recording still replays (offline: no model, no key; the recorded answers come back as they were).
-    replayed = subprocess.run([MCP_TEAM, "run", "--team", str(team), "--model", f"replay:{recording}"],
-                              env=clean_env(MCP_TEAM_STATE_DIR=str(state)), capture_output=True, text=True,
-                              timeout=HANG_GUARD)  # fmt: skip
-    assert replayed.returncode == 0, replayed.stderr
+    replayed = await command("run", "--team", str(team), "--model", f"replay:{recording}",
+                             env=clean_env(MCP_TEAM_STATE_DIR=str(state)))  # fmt: skip
     assert "DEPLOY_SECRET=[redacted]" in replayed.stdout, replayed.stdout
 
 

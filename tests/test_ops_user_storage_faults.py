@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -35,10 +36,9 @@ class Mcp:
     def __init__(self, base: str) -> None:
         self.url = f"{base}/mcp"
         self.http = plain_http(timeout=HANG_GUARD)
-        opened = self.http.post(self.url, headers=HEADERS, json={
-            "jsonrpc": "2.0", "id": 0, "method": "initialize",
-            "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
-        })  # fmt: skip
+        hello = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+        initialize = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": hello}
+        opened = self.http.post(self.url, headers=HEADERS, json=initialize)
         self.headers = {**HEADERS, "mcp-session-id": opened.headers["mcp-session-id"],
                         "mcp-protocol-version": "2025-11-25"}  # fmt: skip
         self.http.post(self.url, headers=self.headers, json={"jsonrpc": "2.0", "method": "notifications/initialized"})
@@ -136,8 +136,10 @@ def _damage(db: Path) -> None:
         file.write(os.urandom(4096 * 3))
 
 
-@pytest.mark.parametrize(("fault", "said"), [(_delete, "was deleted"), (_replace, "was replaced"),
-                                             (_damage, "is damaged")], ids=["deleted", "replaced", "damaged"])  # fmt: skip
+FAULTS = [(_delete, "was deleted"), (_replace, "was replaced"), (_damage, "is damaged")]
+
+
+@pytest.mark.parametrize(("fault", "said"), FAULTS, ids=["deleted", "replaced", "damaged"])
 def test_a_database_deleted_replaced_or_damaged_is_noticed_and_the_server_exits(
     tmp_path: Path, fault: Any, said: str
 ) -> None:
@@ -152,10 +154,8 @@ def test_a_database_deleted_replaced_or_damaged_is_noticed_and_the_server_exits(
         # Told at once from then on: liveness fails while the process stops (or the port is closed already).
         until("the server noticing", lambda: status(http, f"{base}/healthz") in (503, None), proc, log)
         refused = None
-        try:
-            refused = client.call("start_run", request="Research ants")
-        except (httpx2.TransportError, KeyError, IndexError, json.JSONDecodeError):
-            pass  # the server is gone already: nothing accepted either
+        with contextlib.suppress(httpx2.TransportError, KeyError, IndexError, json.JSONDecodeError):
+            refused = client.call("start_run", request="Research ants")  # else: gone already, nothing accepted
         assert refused is None or "error" in refused, refused
         code = proc.wait(timeout=HANG_GUARD)
         text = log.read_text()

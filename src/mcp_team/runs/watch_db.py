@@ -4,7 +4,7 @@ next start, or into a damaged one) and exits, saying why.
 
 Every `LOOK_EVERY` seconds the file's identity (device and inode, as opened) and its header are looked at: a
 file deleted or renamed away, another file put in its place, or a header that is no SQLite's, is said at once.
-Every `CHECK_EVERY` seconds SQLite's `quick_check` reads the whole file on a read-only connection of its own
+Every `CHECK_EVERY` seconds SQLite's `quick_check` reads the whole file on a connection of its own
 (a damaged page is found there, not at the next start); a lock or a busy file only postpones it.
 PostgreSQL has no file here: a database dropped or away shows as errors, which the store waits out.
 """
@@ -52,18 +52,23 @@ def look(path: Path, known: tuple[int, int]) -> str | None:
 
 
 def check(path: Path) -> str | None:
-    """SQLite's `quick_check` of the file (blocking): what it found damaged, or None (a busy file: None)."""
+    """SQLite's `quick_check` of the file (blocking): what it found damaged, or None. Only SQLite's own word for
+    a damaged file counts (SQLITE_CORRUPT, SQLITE_NOTADB); anything else (a lock, an I/O error while another
+    process recovers the WAL) is looked at again at the next check."""
     try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1.0)
+        # Read-write, as the server's own connections: a read-only one cannot recover a WAL a killed process left,
+        # and fails with an I/O error that says nothing of the file itself.
+        conn = sqlite3.connect(f"file:{path}?mode=rw", uri=True, timeout=1.0)
     except sqlite3.Error:
         return None  # gone or unreadable: `look` says which
     try:
         rows = conn.execute("PRAGMA quick_check(3)").fetchall()
     except sqlite3.DatabaseError as exc:
         name = getattr(exc, "sqlite_errorname", "")
-        if isinstance(name, str) and name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
-            return None
-        return f"the runs database {path} is damaged ({exc})"
+        if isinstance(name, str) and name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")):
+            return f"the runs database {path} is damaged ({exc})"
+        log.debug("the runs database's integrity check is put off: %s", exc)
+        return None
     finally:
         conn.close()
     found = [str(row[0]) for row in rows]
