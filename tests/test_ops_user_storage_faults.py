@@ -58,10 +58,10 @@ class Mcp:
         return result["structuredContent"]  # type: ignore[no-any-return]
 
 
-def serve(state: Path, log: Path) -> tuple[subprocess.Popen[bytes], str]:
+def serve(state: Path, log: Path, *args: str) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     env = clean_env(MCP_TEAM_MODEL="offline", MCP_TEAM_STATE_DIR=str(state))
-    proc = subprocess.Popen([MCP_TEAM, "serve", "--http", "--port", str(port)], env=env,
+    proc = subprocess.Popen([MCP_TEAM, "serve", "--http", "--port", str(port), *args], env=env,
                             stdout=subprocess.DEVNULL, stderr=log.open("wb"))  # fmt: skip
     base = f"http://127.0.0.1:{port}"
     assert wait_healthy(base, proc), log.read_text()
@@ -87,7 +87,7 @@ def status(http: httpx2.Client, url: str) -> int | None:
 
 def test_a_locked_database_fails_readiness_reads_still_answer_and_runs_go_on_after(tmp_path: Path) -> None:
     state, log = tmp_path / "state", tmp_path / "server.log"
-    proc, base = serve(state, log)
+    proc, base = serve(state, log, "--offline-latency-ms", "200")
     try:
         client = Mcp(base)
         finished = client.call("start_run", request="Research bees")["run_id"]
@@ -95,8 +95,9 @@ def test_a_locked_database_fails_readiness_reads_still_answer_and_runs_go_on_aft
         http = plain_http(timeout=HANG_GUARD)
         until("ready", lambda: status(http, f"{base}/readyz") == 200, proc, log)
 
+        pending = client.call("start_run", request="Research wasps")["run_id"]  # its model calls take 200 ms each
         locker = sqlite3.connect(state / "runs.sqlite", isolation_level=None, timeout=30)
-        locker.execute("BEGIN EXCLUSIVE")  # another process holds the write lock
+        locker.execute("BEGIN EXCLUSIVE")  # another process holds the write lock, the run in the middle
         try:
             unready = until("/readyz failing", lambda: (r := http.get(f"{base}/readyz")).status_code == 503 and r,
                             proc, log)  # fmt: skip
@@ -111,6 +112,7 @@ def test_a_locked_database_fails_readiness_reads_still_answer_and_runs_go_on_aft
             locker.close()
 
         until("/readyz passing again", lambda: status(http, f"{base}/readyz") == 200, proc, log)
+        assert client.call("get_run", run_id=pending, wait_seconds=50)["status"] == "complete"  # paused, went on
         after = client.call("start_run", request="Research ants")["run_id"]
         assert client.call("get_run", run_id=after, wait_seconds=50)["status"] == "complete"
         assert client.call("get_run", run_id=finished)["status"] == "complete"  # nothing finished lost
@@ -166,3 +168,38 @@ def test_a_database_deleted_replaced_or_damaged_is_noticed_and_the_server_exits(
         if proc.poll() is None:
             proc.kill()
             proc.wait(timeout=HANG_GUARD)
+
+
+@pytest.mark.anyio
+async def test_a_write_queued_behind_a_busy_pool_waits_it_out_and_says_so(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The flush of a server whose one pooled connection was held (a write stuck on another process's lock) got
+    the pool's TimeoutError, which was not retried: the flush task died and the lifespan with it. Now it waits,
+    saying so, and writes once the connection is free."""
+    import anyio
+    import sqlalchemy as sa
+
+    from mcp_team.runs.records import Progress
+    from mcp_team.runs.sql_store import SqlRunStore
+    from mcp_team.runs.types import RunRecord
+
+    engine = sa.create_engine(f"sqlite:///{tmp_path / 'runs.sqlite'}", pool_size=1, max_overflow=0, pool_timeout=0.2)
+    store = SqlRunStore(engine)
+    store.create()
+    record = RunRecord.model_validate(
+        {"run_id": "r1", "status": "running", "request": "bees", "executor_id": "e", "resumable": False,
+         "started_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z"}
+    )  # fmt: skip
+    held = engine.connect()  # the pool's one connection, taken
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(store.write, Progress(record).finish("cancelled", reason="test"))
+        with anyio.fail_after(HANG_GUARD):
+            while not any("is locked or busy" in r.getMessage() for r in caplog.records):  # noqa: ASYNC110
+                await anyio.sleep(0.05)
+        held.close()
+    stored = store.stored("r1")
+    assert stored is not None and stored.status == "cancelled"
+    said = next(r.getMessage() for r in caplog.records if "is locked or busy" in r.getMessage())
+    assert said.startswith("the runs database cannot be written (it is locked or busy: ") and "retrying in" in said
+    store.dispose()

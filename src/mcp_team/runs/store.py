@@ -128,6 +128,31 @@ class RunStore:
         if (event := self._changed.pop(run_id, None)) is not None:
             event.set()
 
+    def overlay(
+        self,
+        listed: Sequence[RunRecord],
+        *,
+        limit: int,
+        first_page: bool,
+        thread: str | None = None,
+        keep: Callable[[RunRecord], bool] | None = None,
+    ) -> builtins.list[RunRecord]:
+        """`listed` (a page read from the store, newest first) with what is queued here and not yet written: each
+        run as queued, and, on the first page, the queued runs the page lacks that belong on it (of `thread`,
+        kept by `keep`, newer than the page's last one unless the page is not full)."""
+        if not self._dirty:
+            return list(listed)
+        queued = {run_id: _taken(q) for run_id, q in list(self._dirty.items())}
+        page = [queued.get(r.run_id, r) for r in listed]
+        if first_page:
+            seen = {r.run_id for r in listed}
+            oldest = listed[-1].started_at if len(listed) >= limit else None
+            extra = [r for r in queued.values() if r.run_id not in seen and (thread is None or r.thread == thread)
+                     and (keep is None or keep(r)) and (oldest is None or r.started_at >= oldest)]  # fmt: skip
+            if extra:
+                page = sorted(page + extra, key=lambda r: r.started_at, reverse=True)[:limit]
+        return page
+
     def _queued(self, run_id: str) -> RunRecord | None:
         queued = self._dirty.get(run_id)
         return None if queued is None else _taken(queued)
