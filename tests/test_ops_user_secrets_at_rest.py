@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import secrets
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -26,9 +25,9 @@ from mcp.client.streamable_http import streamable_http_client
 from fake_api import offline_brain
 from fake_openai_api import FakeOpenAIAPI
 from mcp_team.llm import ModelRequest, ModelResponse, TextBlock, ToolResultBlock, ToolUseBlock
-from support import ECHO_MCP_SERVER_FILE, HANG_GUARD, MCP_TEAM, clean_env, plain_http_async, serve_http_process
+from support import ECHO_MCP_SERVER_FILE, HANG_GUARD, clean_env, cli_here, plain_http_async, serve_http_process
 
-pytestmark = [pytest.mark.anyio, pytest.mark.process, pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")]
+pytestmark = [pytest.mark.process, pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")]
 
 API_KEY = "sk-" + secrets.token_hex(16)  # the model's key (env), also a secret-looking shape
 HTTP_TOKEN = "tok-" + secrets.token_hex(12)  # the server's bearer token
@@ -64,62 +63,62 @@ def brain(request: ModelRequest) -> ModelResponse:
     return ModelResponse(content=[TextBlock(text=f"The server says: {results[0].content}")], model="gpt-4o-mini")
 
 
-async def command(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """`mcp-team ARGS`, which must succeed; its output as text."""
-    with anyio.fail_after(HANG_GUARD):
-        done = await anyio.run_process([MCP_TEAM, *args], env=env, check=False)
-    out = subprocess.CompletedProcess(done.args, done.returncode, done.stdout.decode(), done.stderr.decode())
-    assert out.returncode == 0, out.stderr
-    return out
-
-
 def found_in(directory: Path) -> dict[str, list[str]]:
     """Each secret, with the files under `directory` holding it (as bytes: databases, WAL, logs alike)."""
     files = [p for p in directory.rglob("*") if p.is_file()]
     return {name: [str(p) for p in files if value.encode() in p.read_bytes()] for name, value in SECRETS.items()}
 
 
-async def test_a_run_that_sees_every_kind_of_secret_leaves_none_in_the_state_dir(tmp_path: Path) -> None:
+async def served_run(base: str) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """A run through the server, as a client with its token starts and follows it; its id, `team://runs` and
+    `/runs.json` after."""
+    auth = {"Authorization": f"Bearer {HTTP_TOKEN}"}
+    async with (
+        plain_http_async(headers=auth, timeout=HANG_GUARD) as http,
+        Client(streamable_http_client(f"{base}/mcp", http_client=http)) as client,
+    ):
+        started = await client.call_tool("start_run", {"request": REQUEST})
+        run_id = started.structured_content["run_id"]  # type: ignore[index]
+        done = await client.call_tool("get_run", {"run_id": run_id, "wait_seconds": 50})
+        record = done.structured_content
+        assert record is not None and record["status"] == "complete", done.content
+        assert "DEPLOY_SECRET=[redacted]" in json.dumps(record)  # the tool result was there, redacted
+        listing = json.loads((await client.read_resource("team://runs")).contents[0].text)  # type: ignore[union-attr]
+        pages = (await http.get(f"{base}/runs.json")).json()
+    return run_id, listing, pages
+
+
+def test_a_run_that_sees_every_kind_of_secret_leaves_none_in_the_state_dir(tmp_path: Path) -> None:
     state = tmp_path / "state"
     (state / "traces").mkdir(parents=True)
     team = tmp_path / "team.toml"
     team.write_text(TEAM)
     log = state / "server.log"
     with FakeOpenAIAPI(brain=brain) as api:
-        env = clean_env(MCP_TEAM_MODEL="openai:gpt-4o-mini", OPENAI_API_KEY=API_KEY, OPENAI_BASE_URL=api.base_url,
-                        MCP_TEAM_HTTP_TOKEN=HTTP_TOKEN, MCP_TEAM_STATE_DIR=str(state))  # fmt: skip
-        with serve_http_process("--team", str(team), "--trace-dir", str(state / "traces"), env=env, stderr=log) as (
-            base,
-            _,
-        ):
-            auth = {"Authorization": f"Bearer {HTTP_TOKEN}"}
-            async with (
-                plain_http_async(headers=auth, timeout=HANG_GUARD) as http,
-                Client(streamable_http_client(f"{base}/mcp", http_client=http)) as client,
-            ):
-                started = await client.call_tool("start_run", {"request": REQUEST})
-                run_id = started.structured_content["run_id"]  # type: ignore[index]
-                done = await client.call_tool("get_run", {"run_id": run_id, "wait_seconds": 50})
-                record = done.structured_content
-                assert record is not None and record["status"] == "complete", (done.content, log.read_text()[-3000:])
-                assert "DEPLOY_SECRET=[redacted]" in json.dumps(record)  # the tool result was there, redacted
-                listing = json.loads((await client.read_resource("team://runs")).contents[0].text)  # type: ignore[union-attr]
-                pages = (await http.get(f"{base}/runs.json")).json()
-        shown = (await command("runs", "show", run_id, "--json", env=env)).stdout
+        settings = {"MCP_TEAM_MODEL": "openai:gpt-4o-mini", "OPENAI_API_KEY": API_KEY, "OPENAI_BASE_URL": api.base_url,
+                    "MCP_TEAM_HTTP_TOKEN": HTTP_TOKEN, "MCP_TEAM_STATE_DIR": str(state)}  # fmt: skip
+        traces = ("--trace-dir", str(state / "traces"))
+        with serve_http_process("--team", str(team), *traces, env=clean_env(**settings), stderr=log) as (base, _):
+            run_id, listing, pages = anyio.run(served_run, base)
+        # What reads the database from another process (which knows none of the server's secrets), and a recorded
+        # run of the same (in this process: what they say is the point, not their process).
+        shown = cli_here("runs", "show", run_id, "--json", **settings)
+        assert shown.returncode == 0, shown.stderr
         recording = state / "recorded.jsonl"
-        recorded = await command("run", "--team", str(team), "--record", str(recording), REQUEST, env=env)
+        recorded = cli_here("run", "--team", str(team), "--record", str(recording), REQUEST, **settings)
+        assert recorded.returncode == 0, recorded.stderr
         (state / "run.log").write_text(recorded.stderr)  # its log (stdout is the answer, to its caller)
 
-    for what in (listing["runs"][0]["request"], pages["runs"][0]["request"], json.loads(shown)["request"]):
+    for what in (listing["runs"][0]["request"], pages["runs"][0]["request"], json.loads(shown.stdout)["request"]):
         assert IN_REQUEST not in what and "[redacted]" in what, what
-    assert MCP_ENV not in shown and "DEPLOY_SECRET=[redacted]" in shown
+    assert MCP_ENV not in shown.stdout and "DEPLOY_SECRET=[redacted]" in shown.stdout
     assert {name: where for name, where in found_in(state).items() if where} == {}
     assert list((state / "traces").glob("*.json")), "no trace file was written: the check above saw none"
     assert any(p.name.startswith("runs.sqlite") for p in state.iterdir())
 
-    # The recording still replays (offline: no model, no key; the recorded answers come back as they were).
-    replayed = await command("run", "--team", str(team), "--model", f"replay:{recording}",
-                             env=clean_env(MCP_TEAM_STATE_DIR=str(state)))  # fmt: skip
+    # The recording still replays (no model, no key: the recorded answers come back as they were).
+    replayed = cli_here("run", "--team", str(team), "--model", f"replay:{recording}", MCP_TEAM_STATE_DIR=str(state))
+    assert replayed.returncode == 0, replayed.stderr
     assert "DEPLOY_SECRET=[redacted]" in replayed.stdout, replayed.stdout
 
 
