@@ -203,3 +203,31 @@ async def test_a_write_queued_behind_a_busy_pool_waits_it_out_and_says_so(
     said = next(r.getMessage() for r in caplog.records if "is locked or busy" in r.getMessage())
     assert said.startswith("the runs database cannot be written (it is locked or busy: ") and "retrying in" in said
     store.dispose()
+
+
+def test_a_database_error_no_wait_fixes_stops_the_server_with_exit_1(tmp_path: Path) -> None:
+    """A write the database refuses for good (here a trigger refusing every update of the runs table, as a
+    constraint or a schema changed under the server would) ends the run store's background writes: the server
+    says why in one line and exits 1, never left half alive (every /mcp request 500, /healthz 200)."""
+    state, log = tmp_path / "state", tmp_path / "server.log"
+    proc, base = serve(state, log)
+    try:
+        client = Mcp(base)
+        done = client.call("start_run", request="Research bees")["run_id"]
+        assert client.call("get_run", run_id=done, wait_seconds=50)["status"] == "complete"
+        with sqlite3.connect(state / "runs.sqlite") as conn:
+            conn.execute("CREATE TRIGGER refuse BEFORE UPDATE ON mcp_team_runs BEGIN SELECT RAISE(ABORT, 'refused "
+                         "by the test'); END")  # fmt: skip
+        with contextlib.suppress(httpx2.TransportError, KeyError, IndexError, json.JSONDecodeError):
+            client.call("start_run", request="Research ants")  # its progress cannot be written
+        http = plain_http(timeout=HANG_GUARD)
+        until("/healthz failing", lambda: status(http, f"{base}/healthz") in (503, None), proc, log)
+        code = proc.wait(timeout=HANG_GUARD)
+        text = log.read_text()
+        assert code == 1, text
+        assert "the runs database refused a write: IntegrityError: refused by the test" in text, text
+        assert "stopped:" in text, text
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=HANG_GUARD)

@@ -47,6 +47,8 @@ class RunStore:
         self.writes = 0  # transactions written, for tests and the benchmark
         # told the ids of every batch written, each with its run's owner (whose listen streams may hear of it)
         self.on_write: Callable[[dict[str, str | None]], None] | None = None
+        # told when a write failed for good (an error no wait fixes): a server stops then (runs/health.py)
+        self.on_failure: Callable[[Exception], None] | None = None
 
     # --- what a store implements --------------------------------------------------------------
     def _write_batch(self, records: Sequence[RunRecord]) -> frozenset[str]:
@@ -178,10 +180,16 @@ class RunStore:
             batch = {run_id: _taken(queued) for run_id, queued in self._dirty.items()}
             self._dirty = {}
             try:
-                with anyio.CancelScope(shield=True):  # a batch taken is a batch written
-                    kept = await self._commit(list(batch.values()))
-            except self.Retriable as exc:  # the database is away or full: wait, as DBOS's own writes do
-                kept = await self._write_when_back(batch, exc)
+                try:
+                    with anyio.CancelScope(shield=True):  # a batch taken is a batch written
+                        kept = await self._commit(list(batch.values()))
+                except self.Retriable as exc:  # the database is away or full: wait, as DBOS's own writes do
+                    kept = await self._write_when_back(batch, exc)
+            except Exception as exc:  # refused for good (no wait fixes it): kept in memory, and said
+                self._dirty = {**batch, **self._dirty}
+                if self.on_failure is not None:
+                    self.on_failure(exc)
+                raise
         self._written(batch, kept)
 
     async def finish_if_running(self, record: RunRecord) -> bool:

@@ -143,6 +143,7 @@ class ServerRuns:
                 open_runs(self.config, ServerEngine(state), adopt_orphans=True) as runs,
                 anyio.create_task_group() as inner,
             ):
+                runs.store.on_failure = self._write_failed
                 if self.follow is not None:
                     self.follow(runs, inner)
                 if self.config is not None and self.config.sqlite_path is not None:
@@ -175,6 +176,11 @@ class ServerRuns:
         finally:
             self.service = None
             self._ready.set()
+
+    def _write_failed(self, exc: Exception) -> None:
+        """The run store could not write, for a reason no wait fixes: what it has is kept in memory only, and
+        more would be lost; stop (exit 1), saying why."""
+        self.liveness.fail(f"the runs database refused a write: {described(exc)}")
 
     def _broken(self, why: str) -> None:
         """The runs database is gone or damaged under the server: take no more runs, and stop (exit 1)."""
