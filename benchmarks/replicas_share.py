@@ -6,7 +6,7 @@ started on the first replica with `start_run`, as a client behind a sticky balan
 does not take at once goes on the shared queue, where a replica with room takes it. Measured: runs per second
 from the first start to the last finish, with one replica and with two, and how many runs each replica ran.
 
-The default of `MCP_TEAM_RUNS_PER_REPLICA` (twice the CPUs, runs/config.py) is used unless `--per-replica`
+The default of `MCP_TEAM_RUNS_PER_REPLICA` (4 per CPU, runs/config.py) is used unless `--per-replica`
 says otherwise; `--per-replica 0` is the old default, no cap. On a machine with fewer cores than replicas plus
 PostgreSQL plus this script, two replicas cannot reach twice one's throughput whatever they do: the figure
 printed says how many cores the process may use.
@@ -128,7 +128,7 @@ def main() -> int:
     with postgres() as pg, tempfile.TemporaryDirectory() as d:
         one, _ = throughput(pg.url("share_one"), 1, args.runs, Path(d), args.per_replica)
         two, where = throughput(pg.url("share_two"), 2, args.runs, Path(d), args.per_replica)
-    cap = {None: "default (2 x CPUs)", 0: "no cap"}.get(args.per_replica, str(args.per_replica))
+    cap = {None: "default (4 per CPU)", 0: "no cap"}.get(args.per_replica, str(args.per_replica))
     print(f"{args.runs} CPU-bound offline runs, all started on the first replica, runs per replica: {cap}, "
           f"{cpus} CPUs for this process, load average {os.getloadavg()[0]:.1f}:")  # fmt: skip
     print(f"  1 replica {one:.2f} runs/s, 2 replicas {two:.2f} runs/s ({two / one:.2f}x); ran: "

@@ -32,13 +32,13 @@ def test_a_finite_lease_is_taken(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
 
 
-def test_a_replica_takes_twice_its_cpus_at_once_unless_told(tmp_path: Path) -> None:
+def test_a_replica_takes_four_runs_per_cpu_at_once_unless_told(tmp_path: Path) -> None:
     """Capped by default (a replica with no cap started every run it was asked for, and a second replica took
-    only what it queued): twice the CPUs this process may use; the variable still decides when set."""
+    only what it queued): four per CPU this process may use; the variable still decides when set."""
     import os
 
     from mcp_team.runs.config import resolve
 
     cpus = len(os.sched_getaffinity(0))
-    assert resolve(state_dir=tmp_path, environ={}).runs_per_replica == max(2, 2 * cpus)
+    assert resolve(state_dir=tmp_path, environ={}).runs_per_replica == max(4, 4 * cpus)
     assert resolve(state_dir=tmp_path, environ={"MCP_TEAM_RUNS_PER_REPLICA": "5"}).runs_per_replica == 5

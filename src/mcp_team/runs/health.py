@@ -102,8 +102,8 @@ def probe_write(url: str, sqlite_path: Path | None) -> str | None:
                                             "options": f"-c lock_timeout={int(wait * 1000)} "
                                                        f"-c statement_timeout={int(wait * 1000)}"})  # fmt: skip
     try:
-        with engine.begin() as conn:
-            conn.execute(
+        with engine.begin() as pg:
+            pg.execute(
                 sa.text(
                     "INSERT INTO mcp_team_meta (key, value) VALUES ('ready_probe', :v) "
                     "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value"
