@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import quote
 
 log = logging.getLogger("mcp_team.server")
 
@@ -82,7 +83,9 @@ def probe_write(url: str, sqlite_path: Path | None) -> str | None:
         if not sqlite_path.exists():
             return f"the runs database {sqlite_path} is gone"
         try:
-            conn = sqlite3.connect(f"file:{sqlite_path}?mode=rw", uri=True, timeout=wait, isolation_level=None)
+            conn = sqlite3.connect(
+                f"file:{quote(str(sqlite_path))}?mode=rw", uri=True, timeout=wait, isolation_level=None
+            )
         except sqlite3.Error as exc:
             return f"the runs database {sqlite_path} cannot be opened: {exc}"
         try:

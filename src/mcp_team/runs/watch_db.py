@@ -16,6 +16,7 @@ import os
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
+from urllib.parse import quote
 
 import anyio
 
@@ -58,7 +59,7 @@ def check(path: Path) -> str | None:
     try:
         # Read-write, as the server's own connections: a read-only one cannot recover a WAL a killed process left,
         # and fails with an I/O error that says nothing of the file itself.
-        conn = sqlite3.connect(f"file:{path}?mode=rw", uri=True, timeout=1.0)
+        conn = sqlite3.connect(f"file:{quote(str(path))}?mode=rw", uri=True, timeout=1.0)
     except sqlite3.Error:
         return None  # gone or unreadable: `look` says which
     try:
