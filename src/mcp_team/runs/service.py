@@ -257,13 +257,7 @@ class Runs(Execution):
     ) -> list[RunRecord]:
         """The newest runs (of `thread`) after the first `offset`; with `keep` (e.g. one user's runs), only the
         runs it keeps, at most `deep` runs deep (`RunStore.kept`)."""
-        if keep is not None:
-            listed = await self.store.kept(keep, limit=limit, offset=offset, thread=thread, deep=deep)
-        else:
-            listed = await anyio.to_thread.run_sync(lambda: self.store.list(limit=limit, offset=offset, thread=thread))
-        # What this process has queued is listed as it is now, without waiting for its write: a write may wait
-        # minutes on another process's lock, and a listing must answer within seconds.
-        return self.store.overlay(listed, limit=limit, first_page=offset == 0, thread=thread, keep=keep)
+        return await self.store.page(limit=limit, offset=offset, thread=thread, keep=keep, deep=deep)
 
     async def wait(self, run_id: str, timeout: float | None = None) -> RunRecord | None:
         """The record once the run has finished, or as it is when `timeout` seconds have passed. A run of this

@@ -130,6 +130,16 @@ class RunStore:
         if (event := self._changed.pop(run_id, None)) is not None:
             event.set()
 
+    async def page(
+        self, *, limit: int, offset: int, thread: str | None, keep: Callable[[RunRecord], bool] | None, deep: int
+    ) -> builtins.list[RunRecord]:
+        """The newest runs (of `thread`, kept by `keep`: see `kept`) after the first `offset`, with what is queued
+        here as it is now (`overlay`): a listing never waits on a write, which may wait minutes on a lock."""
+        read = functools.partial(self.list, limit=limit, offset=offset, thread=thread)
+        listed = await (self.kept(keep, limit=limit, offset=offset, thread=thread, deep=deep) if keep is not None
+                        else anyio.to_thread.run_sync(read))  # fmt: skip
+        return self.overlay(listed, limit=limit, first_page=offset == 0, thread=thread, keep=keep)
+
     def overlay(
         self,
         listed: Sequence[RunRecord],
