@@ -42,3 +42,6 @@ def test_a_replica_takes_four_runs_per_cpu_at_once_unless_told(tmp_path: Path) -
     cpus = len(os.sched_getaffinity(0))
     assert resolve(state_dir=tmp_path, environ={}).runs_per_replica == max(4, 4 * cpus)
     assert resolve(state_dir=tmp_path, environ={"MCP_TEAM_RUNS_PER_REPLICA": "5"}).runs_per_replica == 5
+    capped = {"MCP_TEAM_GLOBAL_MAX_RUNS": "1", "MCP_TEAM_RUNS_PER_REPLICA": "5"}
+    assert resolve(state_dir=tmp_path, environ={"MCP_TEAM_GLOBAL_MAX_RUNS": "1"}).runs_per_replica == 1
+    assert resolve(state_dir=tmp_path, environ=capped).runs_per_replica == 1  # no more than all replicas may run

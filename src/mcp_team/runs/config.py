@@ -96,6 +96,8 @@ def resolve(
     max_runs = max_runs if max_runs is not None else _number(env, "MCP_TEAM_GLOBAL_MAX_RUNS", int)
     lease = _number(env, "MCP_TEAM_LEASE_SECONDS", float)
     per_replica = _number(env, "MCP_TEAM_RUNS_PER_REPLICA", int) or default_runs_per_replica()
+    if max_runs is not None:  # no replica runs more than all of them may (DBOS refuses such a queue)
+        per_replica = min(per_replica, max_runs)
     return DurableConfig(state_dir=state, database_url=normalize_url(url), executor_id=executor_id,
                          max_runs=max_runs, runs_per_replica=per_replica, lease_seconds=lease or 10.0)  # fmt: skip
 
