@@ -51,7 +51,7 @@ class Liveness:
         if self.dead is not None:
             return
         self.dead = reason
-        log.critical("mcp-team: %s; stopping (exit %d) so that a supervisor starts it again", reason, EXIT_DIED)
+        log.critical("%s; stopping (exit %d) so that a supervisor starts it again", reason, EXIT_DIED)
         for stop in self._stops:
             try:
                 stop()
