@@ -1,6 +1,6 @@
 """Durable execution cost: `.venv/bin/python benchmarks/durable.py` (part of `make bench`).
 
-Runs the fake engine of tests/durable_engine.py (a plan call; K concurrent handoffs of 2 model calls,
+Runs the fake engine of tests/support/durable_engine.py (a plan call; K concurrent handoffs of 2 model calls,
 a gather of 2 tool calls and a recorded decision; a synthesis call: 5 steps per handoff) through the
 run service on SQLite, against the same engine run ephemerally (no DBOS, no store).
 
@@ -26,10 +26,10 @@ import sqlalchemy as sa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from durable_engine import FakeEngine
 from mcp_team.runs import database, open_runs, resolve
 from mcp_team.runs.threads import ThreadHistory
 from mcp_team.runs.workflow import RunInput
+from support.durable_engine import FakeEngine
 
 STEPS = 2
 

@@ -11,7 +11,7 @@ model call a DBOS step, every concurrent handoff a child workflow) and through `
    in turns, medians. And the 100 ms K=32 figure, with no target.
 3. Start latency at idle: `Runs.start` (what `start_run` calls) p50, and from its return to the run's first model
    call, p50. Targets: <= 50 ms and <= 100 ms. With `--postgres`, on a PostgreSQL 15 server of the script's own
-   too (tests/postgres.py starts it; /usr/lib/postgresql/15/bin).
+   too (tests/support/postgres.py starts it; /usr/lib/postgresql/15/bin).
 """
 
 from __future__ import annotations
@@ -147,7 +147,7 @@ async def main(quick: bool, postgres: bool) -> int:
               f"its first model call {f * 1000:.1f} ms after (target <= 100: {verdict(f <= 0.1)})")  # fmt: skip
     if postgres:
         sys.path.insert(0, str(Path(__file__).parent.parent / "tests"))
-        from postgres import postgres  # the tests' own: a server on a temporary directory and a free port
+        from support.postgres import postgres  # the tests' own: a server on a temporary directory and a free port
 
         with postgres() as pg:
             async with services(pg.url("bench")) as (durable, _memory):

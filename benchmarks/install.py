@@ -31,7 +31,17 @@ from mcp.client.stdio import stdio_client
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from install_support import MCPB, MCPB_CONFIG, MCPB_PACKAGE, UV, dir_size, host_env, host_path, load_dist, uv_bin
+from support.install_support import (
+    MCPB,
+    MCPB_CONFIG,
+    MCPB_PACKAGE,
+    UV,
+    dir_size,
+    host_env,
+    host_path,
+    load_dist,
+    uv_bin,
+)
 
 
 async def seconds_to_tools_list(params: StdioServerParameters, errlog: Path) -> tuple[float, int]:

@@ -1,12 +1,12 @@
 """Replicas on PostgreSQL: `.venv/bin/python benchmarks/replicas.py` (part of `make bench`).
 
-Starts a throwaway PostgreSQL 15 (tests/postgres.py) and measures, with the fake engine of
-tests/durable_engine.py (a plan call; K handoffs of 2 model steps, a gather of 2 tool steps and a
+Starts a throwaway PostgreSQL 15 (tests/support/postgres.py) and measures, with the fake engine of
+tests/support/durable_engine.py (a plan call; K handoffs of 2 model steps, a gather of 2 tool steps and a
 decision; a synthesis call):
 
 1. CPU per handoff of this process, durable on PostgreSQL against SQLite and ephemeral (zero latency;
    PostgreSQL's own CPU is not counted: it is another process, on another machine in production).
-2. Runs per second with one and with two replica processes (tests/replica_worker.py), 40 runs of K=4
+2. Runs per second with one and with two replica processes (tests/support/replica_worker.py), 40 runs of K=4
    put on the shared queue: model-bound (200 ms model calls, at most 2 runs per replica at once: the
    second replica's slots add throughput) and CPU-bound (zero latency: the replicas, PostgreSQL and
    this script share the machine's cores, so a second replica on the same machine adds little).
@@ -32,12 +32,13 @@ import sqlalchemy as sa
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 
+from test_replicas import Replica  # noqa: E402
+
 from durable import ephemeral_runs  # noqa: E402 - benchmarks/durable.py
-from durable_engine import FakeEngine  # noqa: E402
 from mcp_team.runs import open_runs, resolve  # noqa: E402
 from mcp_team.runs.config import DurableConfig  # noqa: E402
-from postgres import Postgres, postgres  # noqa: E402
-from test_replicas import Replica  # noqa: E402
+from support.durable_engine import FakeEngine  # noqa: E402
+from support.postgres import Postgres, postgres  # noqa: E402
 
 STEPS = 2
 

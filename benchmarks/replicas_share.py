@@ -1,6 +1,6 @@
 """Do replicas share the load? `.venv/bin/python benchmarks/replicas_share.py [--runs N] [--per-replica N]`
 
-Starts a throwaway PostgreSQL 15 (tests/postgres.py) and real `mcp-team serve --http` replicas on it, with the
+Starts a throwaway PostgreSQL 15 (tests/support/postgres.py) and real `mcp-team serve --http` replicas on it, with the
 offline model at zero latency (a CPU-bound load: every run is Python work, no waiting on a model). Every run is
 started on the first replica with `start_run`, as a client behind a sticky balancer does; what that replica
 does not take at once goes on the shared queue, where a replica with room takes it. Measured: runs per second
@@ -29,8 +29,8 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 
-from postgres import postgres  # noqa: E402
 from support import MCP_TEAM, clean_env, free_port, plain_http, wait_healthy  # noqa: E402
+from support.postgres import postgres  # noqa: E402
 
 HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 REQUEST = "Research the history of bees and calculate 17*23"

@@ -5,7 +5,7 @@ does need it: a request handler wrapped to answer a client's mistakes exactly (s
 handlers of `resources/subscribe` and `unsubscribe` (updates/run_updates.py), `logging/setLevel`
 (surface/log_level.py), the `listChanged` capabilities it declares (transports/middleware.py), and the
 session loop the stdio gate runs (transports/stdio.py). Everything else uses `MCPServer`'s public API.
-tests/test_sdk_lowlevel.py fails on an SDK release that moves or changes what is used here.
+tests/server/test_sdk_lowlevel.py fails on an SDK release that moves or changes what is used here.
 """
 
 from __future__ import annotations
