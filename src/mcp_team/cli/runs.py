@@ -15,7 +15,6 @@ import sys
 from typing import TYPE_CHECKING
 
 from mcp_team.cli.common import EXIT_FAILED, EXIT_OK, error
-from mcp_team.telemetry.content import redact
 
 if TYPE_CHECKING:
     from mcp_team.cli.common import Subparsers
@@ -116,7 +115,7 @@ def runs_command(args: argparse.Namespace) -> int:
         raise damaged(config.sqlite_path, exc, config) from None
     finally:
         if store is not None:
-            store.dispose()
+            store.engine.dispose()
 
 
 def _act(args: argparse.Namespace, config: DurableConfig, store: RunStore | None) -> int:
@@ -206,7 +205,7 @@ def _process(config: DurableConfig, r: RunRecord) -> dict[str, object]:
 
 
 def _line(r: RunRecord) -> dict[str, object]:
-    return {"run_id": r.run_id, "status": r.status, "request": redact(r.request)[:200], "thread": r.thread,
+    return {"run_id": r.run_id, "status": r.status, "request": r.request[:200], "thread": r.thread,
             "started_at": r.started_at.isoformat(), "reason": r.reason}  # fmt: skip
 
 
