@@ -107,6 +107,16 @@ def test_a_refused_name_lists_what_is_allowed() -> None:
         assert name in str(caught.value)
 
 
+@pytest.mark.parametrize("expression", ["15% of 240", "15% * 240", "percent(15)%"])
+def test_a_percentage_written_with_percent_is_refused_with_how_to_write_it(expression: str) -> None:
+    with pytest.raises(ToolFailed, match=r"% is the remainder of a division: write a percentage as a fraction"):
+        evaluate(expression)
+
+
+def test_the_remainder_is_still_the_remainder() -> None:
+    assert evaluate("7 % 3") == 1
+
+
 def test_expression_length_limit() -> None:
     at_limit = "1+" * ((MAX_EXPRESSION - 1) // 2) + "1"
     assert len(at_limit) <= MAX_EXPRESSION

@@ -46,9 +46,11 @@ def evaluate(expression: str) -> float | int:
     try:
         tree = ast.parse(expression.strip().replace("^", "**"), mode="eval")
     except SyntaxError as exc:
-        raise ToolFailed(f"not an arithmetic expression: {exc.msg}") from None
+        raise ToolFailed(f"not an arithmetic expression: {exc.msg}{_percent_hint(expression)}") from None
     try:
         return _eval(tree.body)
+    except ToolFailed as exc:
+        raise ToolFailed(f"{exc}{_percent_hint(expression)}") from None
     except ZeroDivisionError:
         raise ToolFailed("division by zero") from None
     except (OverflowError, ValueError) as exc:
@@ -57,6 +59,14 @@ def evaluate(expression: str) -> float | int:
         raise ToolFailed(f"wrong arguments: {exc}") from None
     except RecursionError:
         raise ToolFailed("the expression is nested too deeply") from None
+
+
+def _percent_hint(expression: str) -> str:
+    """A hint for an expression that uses `%` as a percentage (`15% of 240`): here it is the remainder, and
+    models that write percentages that way take the bare error for a dead end."""
+    if "%" not in expression:
+        return ""
+    return "; % is the remainder of a division: write a percentage as a fraction (20% of 50 is 20/100*50)"
 
 
 def _eval(node: ast.expr) -> Any:
