@@ -88,8 +88,9 @@ def test_the_other_shapes_of_a_call_are_read(text: str) -> None:
             "2 different calls",
         ),
         ('<tool_call>{"name": "finalize", "arguments": {"answer": "cut</tool_call>', "could not be read as JSON"),
+        ('```json\n{\n  "name": "finalize",\n  "arguments": {\n    "answer": "Happy birthday, Ana! May', "as JSON"),
     ],
-    ids=["invalid-arguments", "not-offered", "two-in-prose", "broken-json"],
+    ids=["invalid-arguments", "not-offered", "two-in-prose", "broken-json", "fence-cut-off"],
 )
 def test_an_ambiguous_or_invalid_call_is_not_run_and_says_what_was_wrong(text: str, problem: str) -> None:
     reading = read_calls(text, TOOLS)
@@ -124,6 +125,7 @@ def test_an_answer_is_no_call(text: str) -> None:
         ('```json\n{"tasks": [{"id": "t1", "specialist": "writer", "description": "d"}]}\n```', "tool_json_as_answer"),
         ('<tools>{{"name": "handoff_to_writer", "arguments": {{"task": "y"}}}}</tools>', "tool_call_as_answer"),
         ('{"answer": "Paris"}', "tool_json_as_answer"),
+        ('```json\n{"name": "finalize", "arguments": {"answer": "The transistor was inv', "tool_call_as_answer"),
         ("Research the history of the transistor.", "echoed_request"),
     ],
 )

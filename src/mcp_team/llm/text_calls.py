@@ -50,7 +50,8 @@ _TAGGED = re.compile(
     r"|\[TOOL_CALLS\](.*?)(?=\[TOOL_CALLS\]|$)",
     re.S | re.I,
 )
-_FENCE = re.compile(r"```[ \t]*([\w-]*)[ \t]*\n?(.*?)```", re.S)
+# A fence never closed runs to the end of the reply, as a tag does: a call cut off at the output limit.
+_FENCE = re.compile(r"```[ \t]*([\w-]*)[ \t]*\n?(.*?)(?:```|$)", re.S)
 _FENCE_LANGUAGES = {"", "json", "json5", "tool_call", "tool_code", "tool", "javascript", "js", "python", "py"}
 # A chat template's own markers, which are no answer however they are arranged.
 _MARKERS = re.compile(
