@@ -118,6 +118,7 @@ def test_an_answer_is_no_call(text: str) -> None:
     [
         ("", "empty_answer"),
         ("<tool_response>", "empty_answer"),
+        ("}", "empty_answer"),  # what a 1.5B model's supervisor left of a call, recorded as the run's answer
         (
             "I'll pass this on.\n```json\n" + json.dumps({"name": "handoff_to_x", "arguments": {}}) + "\n```",
             "tool_call_as_answer",

@@ -1,8 +1,8 @@
 """What is no answer, and what goes back to a model whose reply was none or wrote calls as text that did not run.
 
 A reply taken as an answer (the supervisor's, a specialist's, the closing synthesis's) is none when it is empty
-(or only a chat template's markers), a tool call written as text, JSON meant for a tool, or the request said
-back; the engine sends it back once with `NoAnswer.feedback`, then says why the run has no answer.
+(or only a chat template's markers, or punctuation alone), a tool call written as text, JSON meant for a tool, or
+the request said back; the engine sends it back once with `NoAnswer.feedback`, then says why the run has no answer.
 """
 
 from __future__ import annotations
@@ -53,6 +53,8 @@ def not_an_answer(text: str, request: str = "", tools: Sequence[ToolDefinition] 
     if not body.strip() or only_markers(body):
         said = f" (only {quote(body.strip(), 60)})" if body.strip() else ""
         return _no("empty_answer", f"the reply was empty{said}")
+    if not re.search(r"\w", body):  # punctuation alone, e.g. the `}` left of a call: no word, no number
+        return _no("empty_answer", f"the reply holds no word or number (only {quote(body.strip(), 60)})")
     if (only := arguments_only(body, tools)) is not None:
         return _no("tool_json_as_answer", f"the reply is JSON meant for the {only.name} tool: {quote(body)}")
     reading = read_calls(body, tools, any_name=True)
