@@ -62,7 +62,7 @@ def test_a_finished_run_signalled_as_it_exits(tmp_path: Path) -> None:
 def test_a_finished_eval_signalled_as_it_exits(tmp_path: Path) -> None:
     suite, report = tmp_path / "suite.toml", tmp_path / "report.json"
     suite.write_text(SUITE)
-    proc, go_on = _start(["eval", str(suite), "--json", str(report)], tmp_path)
+    proc, go_on = _start(["eval", str(suite), "--report", str(report)], tmp_path)
     code, out, err = _signalled_as_it_exits(proc, go_on)
     assert code == 0, (code, err)  # -15 before the fix
     assert "1/1 cases pass" in out, out

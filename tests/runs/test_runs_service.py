@@ -128,7 +128,7 @@ def test_a_run_the_database_refuses_to_start_is_a_clear_error_and_leaves_nothing
     # and it counted against the server's run limit.
     import subprocess
 
-    proc = subprocess.run([sys.executable, "-c", _START_ON_A_FULL_DISK, str(tmp_path), str(Path(__file__).parent)],
+    proc = subprocess.run([sys.executable, "-c", _START_ON_A_FULL_DISK, str(tmp_path), str(Path(__file__).parents[1])],
                           capture_output=True, text=True, timeout=120)  # fmt: skip
     lines = proc.stdout.splitlines()
     assert proc.returncode == 0 and lines[-1] == "CLOSED", proc.stdout + proc.stderr[-2000:]
@@ -177,7 +177,8 @@ def test_a_run_whose_database_disk_fills_waits_for_space_and_finishes(tmp_path: 
     # its last recorded step once the disk has room.
     import subprocess
 
-    proc = subprocess.run([sys.executable, "-c", _RUN_THROUGH_A_FULL_DISK, str(tmp_path), str(Path(__file__).parent)],
+    tests = str(Path(__file__).parents[1])
+    proc = subprocess.run([sys.executable, "-c", _RUN_THROUGH_A_FULL_DISK, str(tmp_path), tests],
                           capture_output=True, text=True, timeout=120)  # fmt: skip
     out = dict(line.split(" ", 1) for line in proc.stdout.splitlines() if " " in line)
     assert proc.returncode == 0 and out.get("STATUS") == "complete None", proc.stdout + proc.stderr[-3000:]

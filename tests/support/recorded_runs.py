@@ -11,9 +11,11 @@ first difference. When the change is intended, record them again:
 from __future__ import annotations
 
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, when run as a script: `support`
 from support import MCP_TEAM, clean_env
 from support.fake_api import offline_brain
 from support.fake_messages_api import FakeMessagesAPI

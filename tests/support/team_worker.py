@@ -13,6 +13,8 @@ import sys
 
 import anyio
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/: `support`
+
 from mcp_team.handoffs import Budgets, RunSettings, Team
 from mcp_team.llm import ModelRequest, ModelResponse, ModelSet
 from mcp_team.llm.offline import OfflineModel

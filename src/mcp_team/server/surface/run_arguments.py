@@ -34,7 +34,7 @@ def _a_number(value: object) -> object:
 WholeNumber = BeforeValidator(_a_number)  # on the int, after its bound: else `ge` meets None, or the schema says "ge"
 
 
-class RunArguments(BaseModel):
+class RunArguments(BaseModel, defer_build=True):
     """What a client may ask a run for. The fields' order, types and descriptions are the tools' input schema."""
 
     request: Annotated[str, Field(description="What the team should do, in plain language.", min_length=1)]
