@@ -31,9 +31,10 @@ def communicate_or_stacks(proc: subprocess.Popen[str], timeout: float) -> tuple[
     try:
         return proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        proc.send_signal(signal.SIGUSR2)
-        time.sleep(1)
+        # threads first: once its event loop is closed (a worker stuck in its exit), SIGUSR2 ends the process
         proc.send_signal(signal.SIGUSR1)
+        time.sleep(1)
+        proc.send_signal(signal.SIGUSR2)
         time.sleep(1)
         proc.kill()
         out, err = proc.communicate()

@@ -46,6 +46,7 @@ from dbos import DBOS, SetWorkflowID
 from opentelemetry import context as otel_context
 
 from mcp_team.handoffs.runtime import Branch
+from mcp_team.runs import workflow
 from mcp_team.runs.errors import BranchesDiverged, CheckpointFailed
 
 log = logging.getLogger(__name__)
@@ -223,6 +224,7 @@ def bind(branches: Branches | None) -> None:
 async def branch_workflow(run_id: str) -> None:
     if _branches is None:
         raise RuntimeError("a branch workflow ran before mcp-team's run service was bound")
+    workflow.track()  # the process's close waits for its end to be recorded (`workflow.settle`)
     workflow_id = DBOS.workflow_id
     assert workflow_id is not None
     await _branches.serve(run_id, workflow_id)

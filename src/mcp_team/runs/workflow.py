@@ -31,24 +31,31 @@ def bind(service: RunHost | None) -> None:
     _service = service
 
 
-# The tasks of run workflows in this process, until DBOS has finished with them (see `settle`).
+# The tasks of the run and branch workflows of this process, until DBOS has finished with them (see `settle`).
 _tasks: set[asyncio.Task[object]] = set()
+
+
+def track() -> None:
+    """Keep the current task (the one DBOS runs a workflow in) for `settle`."""
+    if (task := asyncio.current_task()) is not None:
+        _tasks.add(task)
+        task.add_done_callback(_tasks.discard)
 
 
 @DBOS.workflow(name=WORKFLOW_NAME)
 async def run_workflow(run: RunInput) -> RunResult:
     if _service is None:
         raise RuntimeError("the run workflow ran before mcp-team's run service was bound")
-    if (task := asyncio.current_task()) is not None:  # the task DBOS runs the workflow in
-        _tasks.add(task)
-        task.add_done_callback(_tasks.discard)
+    track()
     return await _service.execute(run, durable=True)
 
 
 async def settle(timeout: float) -> None:
-    """Wait up to `timeout` seconds for the run workflows of this process to end. A run's record is final
-    before DBOS has recorded its workflow's output: shutting down in between (`mcp-team run` exits once it
-    has the record) would cancel that bookkeeping, leave the workflow pending, replay it at the next start,
-    and log a cancelled task."""
+    """Wait up to `timeout` seconds for the run and branch workflows of this process to end. A run's record is
+    final before DBOS has recorded its workflow's output, and its branches' (runs/branches.py: they end once the
+    record is final): shutting down in between (`mcp-team run` exits once it has the record) would cancel that
+    bookkeeping, leave the workflows pending (a branch of a finished run, pending for good), and log a cancelled
+    task. Branches still waiting for a run that goes on later were cancelled first (`Branches.stop`): they end at
+    once, pending, as they should."""
     if pending := {task for task in _tasks if not task.done()}:
         await asyncio.wait(pending, timeout=timeout)
