@@ -4,17 +4,26 @@ runs/service.py), as a protocol: the service owns them, and they call back into 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from mcp_team.handoffs import RunResult
-    from mcp_team.runs.approvals import Board
     from mcp_team.runs.live import Live
     from mcp_team.runs.types import RunInput
 
 
+class Answers(Protocol):
+    """Of the checkpoint board (runs/approvals.py `Board`), what the durable side sets: where answers posted by
+    other replicas come in (a `runs.approvals.Inbox`; named loosely, as approvals imports the runtime)."""
+
+    inbox: Any
+
+
 class RunHost(Protocol):
-    checkpoints: Board  # the checkpoints this process's runs wait at
+    @property
+    def checkpoints(self) -> Answers:
+        """The checkpoints this process's runs wait at."""
+        ...
 
     @property
     def live(self) -> Mapping[str, Live]:
