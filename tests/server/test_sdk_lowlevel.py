@@ -6,6 +6,7 @@ from __future__ import annotations
 import inspect
 
 import mcp_types as types
+import pytest
 from mcp.server.lowlevel.server import Server
 from mcp.server.mcpserver import MCPServer
 
@@ -34,9 +35,5 @@ def test_a_server_without_it_is_a_clear_error() -> None:
     class Changed:  # what a later SDK's MCPServer might look like
         pass
 
-    try:
+    with pytest.raises(RuntimeError, match=r"mcp>=2\.3,<3"):
         lowlevel_of(Changed())  # type: ignore[arg-type]
-    except RuntimeError as exc:
-        assert "mcp>=2.3,<3" in str(exc)
-    else:
-        raise AssertionError("no error for a server without a low-level server")
