@@ -32,6 +32,10 @@ BAD_BODIES = {
     "not JSON-RPC": ('{"hello": 1}', None, -32600, "not a JSON-RPC 2.0 message (jsonrpc: Field required"),
     "not an object": ('"ping"', None, -32600, "a JSON-RPC message is a JSON object"),
     "not JSON": ("ping, please", None, -32700, "parse error: not JSON"),
+    "too deep, id first": (
+        '{"jsonrpc":"2.0","id":12,"method":"ping","params":{"a":' + "[" * 100 + "]" * 100 + "}}", 12, -32700,
+        "nested deeper than",
+    ),
     "params not an object": (
         '{"jsonrpc":"2.0","id":1,"method":"initialize","params":5}', 1, -32602, "`params` must be an object, got a"
     ),

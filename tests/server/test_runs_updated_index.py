@@ -56,11 +56,13 @@ def plans(db: sa.Engine, explain: str, reads: Callable[[RunStore], object], *, s
     def seen(_conn: Any, _cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
         statements.append((statement, parameters))
 
-    sa.event.listen(db, "before_cursor_execute", seen)
+    store = RunStore(db)  # its reads go through an engine of their own (`reader`), beside `db`
+    sa.event.listen(store.reader, "before_cursor_execute", seen)
     try:
-        reads(RunStore(db))
+        reads(store)
     finally:
-        sa.event.remove(db, "before_cursor_execute", seen)
+        sa.event.remove(store.reader, "before_cursor_execute", seen)
+        store.reader.dispose()
     assert statements
     with db.connect() as conn:
         if setting:

@@ -30,6 +30,11 @@ BAD_LINES = {
     "invalid JSON": ('{"jsonrpc": "2.0", "id": 3, "method": ', None, PARSE_ERROR),
     "params not an object": ('{"jsonrpc":"2.0","id":5,"method":"tools/call","params":"x"}', 5, INVALID_PARAMS),
     "deep nesting": ("[" * 100_000 + "]" * 100_000, None, PARSE_ERROR),
+    # Too deep, with its id before the nesting: answered on that id, or a client waiting on it would hang.
+    "deep nesting, id first": ('{"jsonrpc":"2.0","id":41,"method":"tools/call","params":{"a":' + "[" * 200 + "]" * 200
+                               + "}}", 41, PARSE_ERROR),
+    "deep nesting, id last": ('{"jsonrpc":"2.0","method":"x","params":{"a":' + "[" * 200 + "]" * 200 + '},"id":"d2"}',
+                              "d2", PARSE_ERROR),
     "batch": ('[{"jsonrpc":"2.0","id":1,"method":"ping"}]', None, INVALID_REQUEST),
     "not JSON-RPC": ('{"id": 7, "method": "ping"}', 7, INVALID_REQUEST),
     # Too large to parse: the id is read from either end, as the Python (first) and TypeScript (last) SDKs write it.
@@ -104,3 +109,36 @@ async def test_a_real_client_runs_the_team_through_the_gate(mode: str) -> None:
     async with Client(params, mode=mode) as client:
         result = await client.call_tool("run_team", {"request": "Research bees and calculate 2+2"})
     assert result.structured_content is not None and result.structured_content["status"] == "complete"
+
+
+def test_a_cancelled_request_gets_no_answer() -> None:
+    """After `notifications/cancelled` the request is not answered (the spec: a receiver does not respond to a
+    cancelled request); the server goes on answering the next one."""
+    env = clean_env(MCP_TEAM_MODEL="offline", MCP_TEAM_OFFLINE_LATENCY_MS="2000")
+    proc = subprocess.Popen([sys.executable, "-c", LAUNCHER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True, env=env)  # fmt: skip
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        proc.stdin.write(stdio_lines(initialize(), INITIALIZED))
+        proc.stdin.flush()
+        assert json.loads(proc.stdout.readline())["id"] == 1
+        call = {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "run_team", "arguments": {"request": "Research bees"}, "_meta": {"progressToken": 7}},
+        }
+        proc.stdin.write(stdio_lines(call))
+        proc.stdin.flush()
+        first = json.loads(proc.stdout.readline())  # the run has begun: its first progress
+        assert first.get("method") == "notifications/progress", first
+        cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 2, "reason": "no"}}
+        proc.stdin.write(stdio_lines(cancel, PING))
+        proc.stdin.flush()
+        seen = []
+        while (message := json.loads(proc.stdout.readline())).get("id") != 99:
+            seen.append(message)
+        assert not [m for m in seen if m.get("id") == 2], seen
+    finally:
+        proc.kill()
+        proc.wait(timeout=HANG_GUARD)

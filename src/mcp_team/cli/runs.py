@@ -15,6 +15,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from mcp_team.cli.common import EXIT_FAILED, EXIT_OK, error
+from mcp_team.telemetry.content import redact
 
 if TYPE_CHECKING:
     from mcp_team.cli.common import Subparsers
@@ -115,7 +116,7 @@ def runs_command(args: argparse.Namespace) -> int:
         raise damaged(config.sqlite_path, exc, config) from None
     finally:
         if store is not None:
-            store.engine.dispose()
+            store.dispose()
 
 
 def _act(args: argparse.Namespace, config: DurableConfig, store: RunStore | None) -> int:
@@ -205,7 +206,7 @@ def _process(config: DurableConfig, r: RunRecord) -> dict[str, object]:
 
 
 def _line(r: RunRecord) -> dict[str, object]:
-    return {"run_id": r.run_id, "status": r.status, "request": r.request[:200], "thread": r.thread,
+    return {"run_id": r.run_id, "status": r.status, "request": redact(r.request)[:200], "thread": r.thread,
             "started_at": r.started_at.isoformat(), "reason": r.reason}  # fmt: skip
 
 

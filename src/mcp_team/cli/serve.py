@@ -12,6 +12,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from mcp_team.cli.common import (
+    EXIT_FAILED,
     EXIT_OK,
     EXIT_USAGE,
     auth_flags,
@@ -171,10 +172,13 @@ def serve_command(args: argparse.Namespace) -> int:
                 oauth=resource,
                 views=views,
             )
+            opened.liveness.on_death(lambda: setattr(served, "should_exit", True))  # a part died: stop, exit 1
             with contextlib.suppress(KeyboardInterrupt):  # as uvicorn.run: Ctrl-C stops the server, cleanly
                 served.run(sockets=sockets)
             if not served.started:  # the app's start-up failed (uvicorn said why)
                 return EXIT_STARTUP_FAILED
+        if opened.liveness.dead is not None:  # said as it happened; said again as the last line, with the exit
+            return error(f"stopped: {opened.liveness.dead}", EXIT_FAILED)
         if opened.error is not None:
             # Durable runs could not open (calls got the error meanwhile): the client's user fixes the flags.
             return error(opened.error, EXIT_USAGE)
@@ -276,6 +280,7 @@ async def _serve_stdio(
     async with anyio.create_task_group() as tg:
         with anyio.CancelScope() as serving:
             tg.start_soon(stop_on_signal, serving)
+            opened.liveness.on_death(serving.cancel)  # a part died: stop serving, exit 1
             try:
                 await serve_stdio(server, limit=limit)
             finally:

@@ -3,11 +3,14 @@ shared database for the replica running the run, which takes it from its inbox."
 
 from __future__ import annotations
 
+import json
+
 import anyio
 import sqlalchemy as sa
 
 from mcp_team.handoffs.checkpoints import Checkpoint, Decision
 from mcp_team.runs.approvals import Inbox, NotWaiting
+from mcp_team.runs.at_rest import at_rest
 from mcp_team.runs.tables import answers_table
 from mcp_team.runs.types import RunRecord
 
@@ -62,7 +65,7 @@ async def post_answer(db: sa.Engine, run_id: str, checkpoint: Checkpoint, decisi
     """Post `decision` for the replica running `run_id` and wait until it is taken: True; False when nobody
     took it within `TAKE_WITHIN` seconds (it is withdrawn, so it cannot land later by surprise)."""
     row = {"run_id": run_id, "checkpoint": checkpoint.name, "round": checkpoint.round,
-           "decision": decision.model_dump_json()}  # fmt: skip
+           "decision": json.dumps(at_rest(decision.model_dump(mode="json")))}  # redacted: runs/at_rest.py  # fmt: skip
 
     def post() -> int:
         with db.begin() as conn:

@@ -6,8 +6,8 @@ Resolution, flags first: `--state-dir` / `MCP_TEAM_STATE_DIR`, else `$XDG_STATE_
 same code; the database is created on first start). `--executor-id` / `MCP_TEAM_EXECUTOR_ID` names this
 process for recovery (see `executor.py`). On PostgreSQL, replicas share a run queue:
 `MCP_TEAM_GLOBAL_MAX_RUNS` caps the runs executing at once across all replicas, `MCP_TEAM_RUNS_PER_REPLICA`
-those of one replica; `MCP_TEAM_LEASE_SECONDS` is how long a replica's heartbeat lease lasts before
-another replica takes its runs over (see `replicas.py`).
+those of one replica (default: four per CPU, `default_runs_per_replica`); `MCP_TEAM_LEASE_SECONDS` is how
+long a replica's heartbeat lease lasts before another replica takes its runs over (see `replicas.py`).
 The variables are read from the `environ` mapping given to `resolve` (the CLI passes the process environment);
 this module never reads `os.environ` itself, so a library caller that passes none gets flags and defaults only.
 Light on purpose: nothing here imports DBOS or SQLAlchemy.
@@ -48,7 +48,7 @@ class DurableConfig:
     executor_id: str | None = None  # None: the first free `<hostname>-<n>` (see executor.py)
     app_version: str = APP_VERSION
     max_runs: int | None = None  # runs executing at once across every replica (PostgreSQL); None: no cap
-    runs_per_replica: int | None = None  # runs one replica takes from the queue at once; None: no cap
+    runs_per_replica: int | None = None  # runs one replica takes at once (`resolve`: 4 per CPU); None: no cap
     lease_seconds: float = 10.0  # a replica silent this long is dead: another one takes its runs over
     # Seconds between polls of the run queue and DBOS's internal one (PostgreSQL): a run started with `start_run`
     # or taken over starts within a poll. Each poll is a few queries: at 0.05 s an idle replica used a fifth of
@@ -95,9 +95,25 @@ def resolve(
         )
     max_runs = max_runs if max_runs is not None else _number(env, "MCP_TEAM_GLOBAL_MAX_RUNS", int)
     lease = _number(env, "MCP_TEAM_LEASE_SECONDS", float)
-    per_replica = _number(env, "MCP_TEAM_RUNS_PER_REPLICA", int)
+    per_replica = _number(env, "MCP_TEAM_RUNS_PER_REPLICA", int) or default_runs_per_replica()
+    if max_runs is not None:  # no replica runs more than all of them may (DBOS refuses such a queue)
+        per_replica = min(per_replica, max_runs)
     return DurableConfig(state_dir=state, database_url=normalize_url(url), executor_id=executor_id,
                          max_runs=max_runs, runs_per_replica=per_replica, lease_seconds=lease or 10.0)  # fmt: skip
+
+
+def default_runs_per_replica() -> int:
+    """Runs one replica runs at once by default: four per CPU this process may use (at least 4). A replica with no
+    cap started every run it was asked for, and the other replicas took only what it put on the shared queue (4 of
+    60 runs: +9% for the second replica); capped, what is beyond goes to the queue, where a replica with room
+    takes it. Four per CPU: a run's own work is Python, one core's at most, and most of a run is waiting on a
+    model's answer (at 200 ms a call, about 10 runs keep one core busy), so fewer would leave a replica idle on
+    a model-bound load, and many more would keep the runs a second replica could take."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        cpus = os.cpu_count() or 1
+    return max(4, 4 * cpus)
 
 
 def _number(env: Mapping[str, str], name: str, kind: type[int] | type[float]) -> Any:

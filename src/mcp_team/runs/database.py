@@ -22,10 +22,11 @@ from urllib.parse import quote
 import sqlalchemy as sa
 from sqlalchemy import event
 
-from mcp_team.errors import ConfigError
+from mcp_team.errors import ConfigError, McpTeamError
 from mcp_team.runs.config import DurableConfig
 
 BUSY_TIMEOUT_MS = 30_000
+READ_WAIT = 5.0  # seconds a read of the runs (get_run, listings) waits on a lock or a busy pool, then "busy, retry"
 
 # DBOS on Python 3.12+ stamps its rows with `unixepoch('subsec')`, taking the Python version for SQLite's; the
 # 'subsec' modifier is SQLite 3.42's, and an interpreter linked to an older SQLite (Debian 12 has 3.40: pyenv
@@ -80,6 +81,47 @@ def sqlite_reader(path: Path, *, immutable: bool = False) -> sa.Engine:
         _define_functions(dbapi_conn)
 
     return engine
+
+
+def reader_of(engine: sa.Engine) -> sa.Engine:
+    """An engine for the run store's reads, beside `engine` (whose pool, one SQLite connection, DBOS's writes and
+    ours share: a read queued behind a write held on another process's lock waited minutes). Its waits are
+    bounded by `READ_WAIT` (the pool, SQLite's busy handler, a PostgreSQL statement): a read that cannot be
+    served in that time fails, and the caller says "busy, retry". On SQLite in WAL mode a reader does not wait
+    for writers at all, only for a lock taken in the middle of a checkpoint or a recovery."""
+    url = engine.url
+    wait_ms = int(READ_WAIT * 1000)
+    if url.get_backend_name() == "sqlite":
+        reader = sa.create_engine(url, pool_size=2, max_overflow=2, pool_timeout=READ_WAIT)
+
+        @event.listens_for(reader, "connect")
+        def _tune(dbapi_conn: Any, _record: Any) -> None:
+            dbapi_conn.execute(f"PRAGMA busy_timeout={wait_ms}")
+            _define_functions(dbapi_conn)
+
+        return reader
+    timeouts = {"connect_timeout": 5, "options": f"-c statement_timeout={wait_ms}"}
+    return sa.create_engine(
+        url, pool_size=2, max_overflow=2, pool_timeout=READ_WAIT, pool_pre_ping=True, connect_args=timeouts
+    )
+
+
+class DatabaseBusy(McpTeamError, sa.exc.SQLAlchemyError):
+    """A read of the runs database waited `READ_WAIT` seconds on a lock or a busy connection pool: said at once,
+    for the caller to retry, rather than holding the call for minutes. A database error too, so what reads the
+    database in the background and retries its errors retries this one."""
+
+
+def is_busy(exc: BaseException) -> bool:
+    """Whether a read failed for waiting: a lock held (SQLite's SQLITE_BUSY, PostgreSQL's statement timeout or
+    lock timeout) or no pooled connection free in time."""
+    if isinstance(exc, sa.exc.TimeoutError):
+        return True
+    orig = getattr(exc, "orig", None) or exc
+    name = getattr(orig, "sqlite_errorname", "")
+    return (isinstance(name, str) and name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED"))) or getattr(
+        orig, "sqlstate", ""
+    ) in ("57014", "55P03")
 
 
 def postgres_engine(url: str, pool_size: int = 2) -> sa.Engine:

@@ -29,6 +29,7 @@ from mcp_team.runs.database import open_engine, reason_of
 from mcp_team.runs.executor import ExecutorLease, acquire
 from mcp_team.runs.serializer import JSONSerializer
 from mcp_team.runs.sql_store import SqlRunStore
+from mcp_team.telemetry.content import RedactingFilter
 
 EXECUTOR_THREADS = 16  # DBOS's executor: at most this many threads
 RUN_QUEUE = "mcp_team_runs"  # PostgreSQL: runs any replica may start (runs/replicas.py)
@@ -44,7 +45,7 @@ def check(config: DurableConfig) -> None:
     free), then let go: for a server that must fail at once on bad input, before it serves. Blocking."""
     store, lease = prepare(config)
     lease.release()
-    store.engine.dispose()
+    store.dispose()
 
 
 def prepare(config: DurableConfig) -> tuple[SqlRunStore, ExecutorLease]:
@@ -138,6 +139,7 @@ def _log_to_current_stderr(logger: logging.Logger) -> None:
     if not logger.handlers:  # a user's own handlers stay
         handler = CurrentStderr()
         handler.setFormatter(logging.Formatter(DBOS_LINE, "%H:%M:%S"))
+        handler.addFilter(RedactingFilter())  # DBOS's lines may quote a workflow's input or error: no secret in logs
         logger.addHandler(handler)
         logger.propagate = False
 

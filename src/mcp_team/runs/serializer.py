@@ -19,6 +19,7 @@ from dbos import Serializer
 from pydantic import BaseModel
 
 from mcp_team.errors import McpTeamError
+from mcp_team.runs.at_rest import at_rest
 
 _TAG = "$t"  # tagged values: {"$t": "model" | "exc" | "tuple" | "datetime" | "dict", ...}
 _IMPORTABLE = ("mcp_team.", "dbos.")
@@ -41,7 +42,8 @@ class JSONSerializer(Serializer):
         return "mcp_team_json_v1"
 
     def serialize(self, data: Any) -> str:
-        return json.dumps(encode(data), separators=(",", ":"), ensure_ascii=False)
+        # Redacted as it is encoded: DBOS's tables keep no known secret in clear (runs/at_rest.py).
+        return json.dumps(at_rest(encode(data)), separators=(",", ":"), ensure_ascii=False)
 
     def deserialize(self, serialized_data: str) -> Any:
         return decode(json.loads(serialized_data))

@@ -257,10 +257,7 @@ class Runs(Execution):
     ) -> list[RunRecord]:
         """The newest runs (of `thread`) after the first `offset`; with `keep` (e.g. one user's runs), only the
         runs it keeps, at most `deep` runs deep (`RunStore.kept`)."""
-        await self.store.flush()  # what this process has queued is listed too
-        if keep is not None:
-            return await self.store.kept(keep, limit=limit, offset=offset, thread=thread, deep=deep)
-        return await anyio.to_thread.run_sync(lambda: self.store.list(limit=limit, offset=offset, thread=thread))
+        return await self.store.page(limit=limit, offset=offset, thread=thread, keep=keep, deep=deep)
 
     async def wait(self, run_id: str, timeout: float | None = None) -> RunRecord | None:
         """The record once the run has finished, or as it is when `timeout` seconds have passed. A run of this

@@ -8,9 +8,10 @@ the client's model through sampling). What it shares with the in-memory store is
 from __future__ import annotations
 
 import builtins
+import contextlib
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from importlib.metadata import version
 
 import sqlalchemy as sa
@@ -18,7 +19,7 @@ from pydantic import ValidationError
 
 from mcp_team import __version__
 from mcp_team.errors import ConfigError
-from mcp_team.runs.database import is_full, reason_of
+from mcp_team.runs.database import READ_WAIT, DatabaseBusy, is_busy, is_full, reader_of, reason_of
 from mcp_team.runs.store import RunStore
 from mcp_team.runs.tables import STORE_SCHEMA, meta_table, metadata, row_of, runs_table
 from mcp_team.runs.types import FINISHED, RunRecord
@@ -31,14 +32,39 @@ _INSUFFICIENT_PRIVILEGE = "42501"  # PostgreSQL's SQLSTATE, e.g. "must be owner 
 class SqlRunStore(RunStore):
     """The runs database's store (see the module docstring)."""
 
-    Retriable = (sa.exc.OperationalError,)
+    # A lock held, the database away, its disk full, or no pooled connection free in time (a write queued behind
+    # another held on a lock): each is waited out, with backoff, saying so.
+    Retriable = (sa.exc.OperationalError, sa.exc.TimeoutError)
 
     def __init__(self, engine: sa.Engine, *, interval: float = 0.25) -> None:
         super().__init__(interval=interval)
         self.engine = engine
+        self.reader = reader_of(engine)  # reads wait at most READ_WAIT seconds, on a pool of their own
+
+    def dispose(self) -> None:
+        self.reader.dispose()
+        self.engine.dispose()
+
+    @contextlib.contextmanager
+    def _reading(self) -> Iterator[sa.Connection]:
+        """A connection for a read; `DatabaseBusy` when the read waited `READ_WAIT` seconds on a lock or the pool."""
+        try:
+            with self.reader.connect() as conn:
+                yield conn
+        except sa.exc.SQLAlchemyError as exc:
+            if is_busy(exc):
+                raise DatabaseBusy(
+                    f"the runs database is busy (another process holds its lock: {reason_of(exc)}); nothing was "
+                    f"read after {READ_WAIT:g} s: retry in a few seconds"
+                ) from None
+            raise
 
     def _retry_note(self, exc: BaseException) -> str:
-        return f"{'its disk is full' if is_full(exc) else 'it is not reachable'}: {reason_of(exc)}"
+        if is_full(exc):
+            return f"its disk is full: {reason_of(exc)}"
+        if is_busy(exc):
+            return f"it is locked or busy: {reason_of(exc)}"
+        return f"it is not reachable: {reason_of(exc)}"
 
     # --- schema -------------------------------------------------------------------------------
     def check_version(self) -> None:
@@ -143,13 +169,13 @@ class SqlRunStore(RunStore):
         """Of `run_ids`, the runs recorded cancelled, with the reason given (for the cancellation watch, every
         second: one primary-key query, reading the record only of the runs cancelled)."""
         cancelled = runs_table.c.run_id.in_(list(run_ids)) & (runs_table.c.status == "cancelled")
-        with self.engine.connect() as conn:
+        with self._reading() as conn:
             rows = conn.execute(sa.select(runs_table.c.run_id, runs_table.c.record).where(cancelled)).all()
         return {run_id: _reason(record) for run_id, record in rows}
 
     def changed_since(self, since: float) -> builtins.list[tuple[str, float]]:
         """`(run_id, updated_at)` of the runs written (by any process) after `since`."""
-        with self.engine.connect() as conn:
+        with self._reading() as conn:
             rows = conn.execute(
                 sa.select(runs_table.c.run_id, runs_table.c.updated_at).where(runs_table.c.updated_at > since)
             ).all()
@@ -163,12 +189,12 @@ class SqlRunStore(RunStore):
         where = c.updated_at > since
         if running:
             where = sa.or_(where, c.status.not_in(FINISHED))
-        with self.engine.connect() as conn:
+        with self._reading() as conn:
             rows = conn.execute(sa.select(c.run_id, c.status, c.updated_at).where(where)).all()
         return [(r[0], r[1], r[2]) for r in rows]
 
     def _read(self, run_id: str) -> RunRecord | None:
-        with self.engine.connect() as conn:
+        with self._reading() as conn:
             row = conn.execute(sa.select(runs_table.c.record).where(runs_table.c.run_id == run_id)).first()
         return RunRecord.model_validate_json(row[0]) if row else None
 
@@ -190,12 +216,12 @@ class SqlRunStore(RunStore):
         if executor_id is not None:
             q = q.where(runs_table.c.executor_id == executor_id)
         order = runs_table.c.started_at.asc() if oldest_first else runs_table.c.started_at.desc()
-        with self.engine.connect() as conn:
+        with self._reading() as conn:
             rows = conn.execute(q.order_by(order).limit(limit).offset(offset)).all()
         return [RunRecord.model_validate_json(r[0]) for r in rows]
 
     def updated_at(self, run_id: str) -> float | None:
-        with self.engine.connect() as conn:
+        with self._reading() as conn:
             row = conn.execute(sa.select(runs_table.c.updated_at).where(runs_table.c.run_id == run_id)).first()
         return row[0] if row else None
 

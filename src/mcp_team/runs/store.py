@@ -47,6 +47,8 @@ class RunStore:
         self.writes = 0  # transactions written, for tests and the benchmark
         # told the ids of every batch written, each with its run's owner (whose listen streams may hear of it)
         self.on_write: Callable[[dict[str, str | None]], None] | None = None
+        # told when a write failed for good (an error no wait fixes): a server stops then (runs/health.py)
+        self.on_failure: Callable[[Exception], None] | None = None
 
     # --- what a store implements --------------------------------------------------------------
     def _write_batch(self, records: Sequence[RunRecord]) -> frozenset[str]:
@@ -128,6 +130,41 @@ class RunStore:
         if (event := self._changed.pop(run_id, None)) is not None:
             event.set()
 
+    async def page(
+        self, *, limit: int, offset: int, thread: str | None, keep: Callable[[RunRecord], bool] | None, deep: int
+    ) -> builtins.list[RunRecord]:
+        """The newest runs (of `thread`, kept by `keep`: see `kept`) after the first `offset`, with what is queued
+        here as it is now (`overlay`): a listing never waits on a write, which may wait minutes on a lock."""
+        read = functools.partial(self.list, limit=limit, offset=offset, thread=thread)
+        listed = await (self.kept(keep, limit=limit, offset=offset, thread=thread, deep=deep) if keep is not None
+                        else anyio.to_thread.run_sync(read))  # fmt: skip
+        return self.overlay(listed, limit=limit, first_page=offset == 0, thread=thread, keep=keep)
+
+    def overlay(
+        self,
+        listed: Sequence[RunRecord],
+        *,
+        limit: int,
+        first_page: bool,
+        thread: str | None = None,
+        keep: Callable[[RunRecord], bool] | None = None,
+    ) -> builtins.list[RunRecord]:
+        """`listed` (a page read from the store, newest first) with what is queued here and not yet written: each
+        run as queued, and, on the first page, the queued runs the page lacks that belong on it (of `thread`,
+        kept by `keep`, newer than the page's last one unless the page is not full)."""
+        if not self._dirty:
+            return list(listed)
+        queued = {run_id: _taken(q) for run_id, q in list(self._dirty.items())}
+        page = [queued.get(r.run_id, r) for r in listed]
+        if first_page:
+            seen = {r.run_id for r in listed}
+            oldest = listed[-1].started_at if len(listed) >= limit else None
+            extra = [r for r in queued.values() if r.run_id not in seen and (thread is None or r.thread == thread)
+                     and (keep is None or keep(r)) and (oldest is None or r.started_at >= oldest)]  # fmt: skip
+            if extra:
+                page = sorted(page + extra, key=lambda r: r.started_at, reverse=True)[:limit]
+        return page
+
     def _queued(self, run_id: str) -> RunRecord | None:
         queued = self._dirty.get(run_id)
         return None if queued is None else _taken(queued)
@@ -153,10 +190,16 @@ class RunStore:
             batch = {run_id: _taken(queued) for run_id, queued in self._dirty.items()}
             self._dirty = {}
             try:
-                with anyio.CancelScope(shield=True):  # a batch taken is a batch written
-                    kept = await self._commit(list(batch.values()))
-            except self.Retriable as exc:  # the database is away or full: wait, as DBOS's own writes do
-                kept = await self._write_when_back(batch, exc)
+                try:
+                    with anyio.CancelScope(shield=True):  # a batch taken is a batch written
+                        kept = await self._commit(list(batch.values()))
+                except self.Retriable as exc:  # the database is away or full: wait, as DBOS's own writes do
+                    kept = await self._write_when_back(batch, exc)
+            except Exception as exc:  # refused for good (no wait fixes it): kept in memory, and said
+                self._dirty = {**batch, **self._dirty}
+                if self.on_failure is not None:
+                    self.on_failure(exc)
+                raise
         self._written(batch, kept)
 
     async def finish_if_running(self, record: RunRecord) -> bool:

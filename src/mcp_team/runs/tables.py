@@ -6,6 +6,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from mcp_team.runs.at_rest import record_json
 from mcp_team.runs.types import RunRecord
 
 STORE_SCHEMA = 1
@@ -63,5 +64,5 @@ def row_of(r: RunRecord) -> dict[str, Any]:
         "app_version": r.app_version,
         "started_at": r.started_at.timestamp(),
         "updated_at": r.updated_at.timestamp(),
-        "record": r.model_dump_json(),
+        "record": record_json(r),  # secrets redacted (runs/at_rest.py)
     }

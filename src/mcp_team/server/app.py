@@ -20,6 +20,7 @@ from mcp.server.mcpserver import MCPServer
 
 from mcp_team import __version__
 from mcp_team.llm.settings import ModelSettings
+from mcp_team.server.health import add_health_routes, dies_loudly
 from mcp_team.server.lowlevel import lowlevel_of
 from mcp_team.server.registry import apply_team
 from mcp_team.server.runs import ServerRuns
@@ -101,7 +102,8 @@ def build_server(
     @asynccontextmanager
     async def lifespan(server: MCPServer[ServerState]) -> AsyncIterator[ServerState]:
         # Runs parked between 2026-07-28 sampling rounds, and the team-file watcher, live in this task group.
-        async with anyio.create_task_group() as tg:
+        # A task of it that dies takes the server down (exit 1, saying why), never leaves it half alive.
+        async with dies_loudly(state.runs.liveness), anyio.create_task_group() as tg:
             state.rounds.task_group = tg
             await apply_team(server, state, state.team, tg)
             state.runs.follow = follow_runs(state, tg)
@@ -141,6 +143,7 @@ def build_server(
     server.middleware.append(legacy_tasks(server, tasks))
     server.middleware.append(name_invalid_params())  # innermost: it sees the SDK's own validation of params
     advertise_list_changed(server)
+    add_health_routes(server, state)  # /healthz and /readyz, on HTTP
     install_set_level(lowlevel_of(server))  # also declares the `logging` capability (2025-11-25)
     install_strict_requests(server)  # exact errors for unknown tools, prompts, resources and arguments
     add_team_tools(server)

@@ -24,6 +24,7 @@ from mcp_team.errors import ConfigError
 from mcp_team.handoffs import RunResult, Team
 from mcp_team.handoffs.checkpoints import Approver
 from mcp_team.runs.config import DurableConfig
+from mcp_team.runs.health import Liveness, described
 from mcp_team.runs.types import EventSink, RunInput
 
 if TYPE_CHECKING:
@@ -74,6 +75,8 @@ class ServerRuns:
     _stop: anyio.Event | None = None
     _stopping: bool = False
     _unkept: list[tuple[RunResult, str | None]] = field(default_factory=list)  # kept before it opened, owners
+    liveness: Liveness = field(default_factory=Liveness)  # told when the service dies (runs/health.py)
+    refusing: str | None = None  # why no run is taken any more (the runs database deleted, replaced, damaged)
 
     @property
     def durable(self) -> bool:
@@ -112,9 +115,15 @@ class ServerRuns:
             self._stop.set()
             self.want()  # wakes a service that never opened (a stdio client gone before its first request)
 
+    @property
+    def stopped(self) -> bool:
+        return self._stop is not None and self._stop.is_set()
+
     async def get(self) -> Runs:
         """The open service; `ToolError` saying why it is unavailable."""
         assert self._ready is not None, "the server's lifespan has not started"
+        if self.refusing is not None:
+            raise ToolError(f"this server takes no more runs: {self.refusing}; it is stopping")
         self.want()
         await self._ready.wait()
         if self.service is None:
@@ -134,8 +143,13 @@ class ServerRuns:
                 open_runs(self.config, ServerEngine(state), adopt_orphans=True) as runs,
                 anyio.create_task_group() as inner,
             ):
+                runs.store.on_failure = self._write_failed
                 if self.follow is not None:
                     self.follow(runs, inner)
+                if self.config is not None and self.config.sqlite_path is not None:
+                    from mcp_team.runs.watch_db import watch_database
+
+                    inner.start_soon(watch_database, self.config.sqlite_path, self._broken)
                 self.service = runs
                 runs.stopping = self._stopping
                 if runs.durable is not None and runs.durable.replicas is not None:
@@ -156,9 +170,22 @@ class ServerRuns:
             # stdio client's pending call unanswered: the stdin reader holds the process until the next line.
             self.error = str(exc)
             log.error("durable runs are unavailable: %s", exc)
+        except Exception as exc:  # the service died while serving (a database error no wait fixes): say it, stop
+            self.error = f"the run service failed: {described(exc)}"
+            self.liveness.fail(self.error)
         finally:
             self.service = None
             self._ready.set()
+
+    def _write_failed(self, exc: Exception) -> None:
+        """The run store could not write, for a reason no wait fixes: what it has is kept in memory only, and
+        more would be lost; stop (exit 1), saying why."""
+        self.liveness.fail(f"the runs database refused a write: {described(exc)}")
+
+    def _broken(self, why: str) -> None:
+        """The runs database is gone or damaged under the server: take no more runs, and stop (exit 1)."""
+        self.refusing = why
+        self.liveness.fail(f"{why}; runs started now would be lost")
 
 
 class ServerEngine:

@@ -11,8 +11,10 @@ from typing import TYPE_CHECKING, Any
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
 
+from mcp_team.errors import McpTeamError
 from mcp_team.server.auth import visible
 from mcp_team.server.state import ServerState
+from mcp_team.telemetry.content import redact
 
 if TYPE_CHECKING:
     from mcp_team.handoffs.checkpoints import Checkpoint
@@ -60,7 +62,10 @@ def add_resources(server: MCPServer[ServerState], state: ServerState) -> None:
     async def runs_resource() -> dict[str, Any]:
         runs = await _service(state)
         # The caller's own (with auth on); one page read when the newest are theirs: the run pages poll this.
-        mine = await runs.list(limit=LISTED, keep=lambda r: visible(r.owner), deep=MAX_SCANNED)
+        try:
+            mine = await runs.list(limit=LISTED, keep=lambda r: visible(r.owner), deep=MAX_SCANNED)
+        except McpTeamError as exc:  # the runs database busy for seconds: said at once, to retry
+            raise ResourceError(str(exc)) from None
         return {"runs": [_summary(r.run_id, r.status, r.request, r.started_at, r.waiting) for r in mine]}
 
     @server.resource(
@@ -72,7 +77,10 @@ def add_resources(server: MCPServer[ServerState], state: ServerState) -> None:
     )
     async def run_resource(run_id: str) -> str:
         runs = await _service(state)
-        record = await runs.get(run_id)
+        try:
+            record = await runs.get(run_id)
+        except McpTeamError as exc:  # the runs database busy for seconds: said at once, to retry
+            raise ResourceError(str(exc)) from None
         if record is None or not visible(record.owner):  # another user's run does not exist for this one
             where = "the run store" if state.runs.durable else "this server's memory (--ephemeral: newest runs only)"
             raise ResourceNotFoundError(f"no run '{run_id}' in {where} (see team://runs)")
@@ -102,7 +110,7 @@ def _summary(
     return {
         "run_id": run_id,
         "status": status,
-        "request": request[:200],
+        "request": redact(request)[:200],  # redacted whole, then cut: no part of a secret
         "started_at": started_at.isoformat(),
         "uri": f"team://runs/{run_id}",
         "waiting": asks,

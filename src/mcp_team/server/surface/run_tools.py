@@ -71,8 +71,11 @@ async def get_run(
     """A run's status, its handoffs so far, and its answer once it has finished (status complete, partial,
     failed, cancelled or interrupted)."""
     runs = await _service(ctx)
-    await _own(runs, run_id)
-    record = await (runs.wait(run_id, wait_seconds) if wait_seconds > 0 else runs.get(run_id))
+    try:
+        await _own(runs, run_id)
+        record = await (runs.wait(run_id, wait_seconds) if wait_seconds > 0 else runs.get(run_id))
+    except McpTeamError as exc:  # the runs database busy for seconds: said at once, to retry
+        raise ToolError(str(exc)) from None
     assert record is not None  # it was there a moment ago: runs are never deleted
     return tool_result(record.view())  # the answer (or how to follow the run) first: server/surface/results.py
 

@@ -30,8 +30,6 @@ from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from sse_starlette.sse import AppStatus
 from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse
 from uvicorn.lifespan.on import LifespanOn
 
 from mcp_team.errors import ConfigError
@@ -167,7 +165,8 @@ def http_app(
     oauth: ResourceServer | None = None,
     views: ViewSettings | None = None,
 ) -> Starlette:
-    """The ASGI app for `server` with DNS-rebinding protection, a `/healthz` route (no auth) and the run pages
+    """The ASGI app for `server` with DNS-rebinding protection (`/healthz` and `/readyz`, no auth: server/health.py,
+    added by `build_server`) and the run pages
     (`/runs`, `/runs/{id}`: same checks as `/mcp`). `auth`: the token verifier `server` was built with, when it
     is not the static token of `settings` (`ConfigError` if the server checks tokens and the pages would not);
     `oauth`: the OAuth resource server `server` was built with (`build_server(auth=oauth.auth)`), whose
@@ -178,10 +177,6 @@ def http_app(
             "this server checks tokens (build_server(auth=...)) but its run pages (/runs) would not: pass the same "
             "`auth` to http_app"
         )
-
-    @server.custom_route("/healthz", methods=["GET"])
-    async def healthz(_request: Request) -> JSONResponse:
-        return JSONResponse({"ok": True, "server": "mcp-team"})
 
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=True,

@@ -180,7 +180,8 @@ def check_message(text: str | bytes, limit: int) -> tuple[Any, int, str] | None:
         )
     line = text.decode("utf-8", errors="replace") if isinstance(text, bytes) else text
     if line.count("[") + line.count("{") > MAX_DEPTH and _depth(line) > MAX_DEPTH:
-        return None, PARSE_ERROR, f"parse error: JSON nested deeper than {MAX_DEPTH} levels"
+        # The id when it came before the nesting (as `_outer_id` finds it): a client waiting on it is answered.
+        return _outer_id(line), PARSE_ERROR, f"parse error: JSON nested deeper than {MAX_DEPTH} levels"
     try:
         message = json.loads(line)
     except (ValueError, RecursionError) as exc:
