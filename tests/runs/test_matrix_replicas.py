@@ -51,8 +51,9 @@ TEAM = "\n".join(
     for i in range(1, K + 1)
 )
 # Every run's calls at once (the default 8 in flight would make the last runs start as the first end).
+# Room on A for every run (the default, 4 per CPU, would queue some for B to take before the kill).
 ENV = {"MCP_TEAM_MODEL": "offline", "MCP_TEAM_LEASE_SECONDS": "2", "MCP_TEAM_OFFLINE_LATENCY_MS": "3000",
-       "MCP_TEAM_MAX_CONCURRENCY": "64"}  # fmt: skip
+       "MCP_TEAM_MAX_CONCURRENCY": "64", "MCP_TEAM_RUNS_PER_REPLICA": "16"}  # fmt: skip
 POLL = 0.25  # seconds between a client's looks at the runs it follows
 
 

@@ -118,9 +118,9 @@ class Durable:
     # --- runs ---------------------------------------------------------------------------------
     async def start(self, record: RunRecord, run: RunInput, *, anywhere: bool) -> bool:
         """Start `run`'s workflow, its record written first (a crash in between leaves a record that recovery
-        settles, never a workflow nobody knows of). With `anywhere` (it needs nothing of this process) and replicas
-        (PostgreSQL), it goes on the shared queue instead: True then, whichever replica has room runs it."""
-        if anywhere and self.replicas is not None:
+        settles, never a workflow nobody knows of). With `anywhere` (it needs nothing of this process) and this
+        replica full, it goes on the shared queue instead: True then, another replica may run it."""
+        if anywhere and self.replicas is not None and self.replicas.busy(self.service.running):
             await self.store.write_new(record.model_copy(update={"executions": 0}))  # not begun: its taker begins it
             await replicas.enqueue(run)
             return True

@@ -17,13 +17,9 @@ A replica restarted with its own id before its lease expired resumes its runs it
 launch). Clocks: leases are wall-clock times written by each replica, so replicas' clocks must agree to
 well within a lease (NTP does).
 
-A run that needs nothing of the replica asked (`start_run`'s) goes on one DBOS queue shared by every replica
-(`launch.RUN_QUEUE`), polled every `queue_poll` seconds: a replica with room takes it, each at most
-`runs_per_replica` at once (DBOS's worker concurrency; by default 4 per CPU) and `max_runs` at once across all.
-The replica asked used to start it itself until it ran `runs_per_replica`, then queue the rest, and take from the
-queue besides: it ran 93 of 100 CPU-bound runs, the second replica 7. Through the queue, a busy replica takes no
-more than its share, and one with room takes what another cannot. What it costs: up to one poll before a run
-starts (`start_run` answers at once all the same).
+A run starts on the replica that was asked, unless that replica already runs `runs_per_replica`: then it goes
+on one DBOS queue shared by every replica (`launch.RUN_QUEUE`: any replica with room takes it, `max_runs` at
+once across all), polled every `queue_poll` seconds.
 """
 
 from __future__ import annotations
@@ -85,6 +81,13 @@ class Replicas:
     @property
     def executor_id(self) -> str:
         return self.lease.executor_id
+
+    def busy(self, running: int) -> bool:
+        """Whether a run started here goes on the shared queue instead of starting here at once: always when runs are
+        capped across replicas (`max_runs`: the queue counts them exactly, at the cost of a poll before each run
+        starts), else when this replica, running `running` runs, has no room for another (`runs_per_replica`)."""
+        per_replica = self.config.runs_per_replica
+        return self.config.max_runs is not None or (per_replica is not None and running >= per_replica)
 
     # --- blocking parts (run in a worker thread) --------------------------------------------------
     def register(self) -> None:
