@@ -2,10 +2,16 @@
 within seconds, so the server stops taking runs (which would be written into an unlinked file and lost at the
 next start, or into a damaged one) and exits, saying why.
 
-Every `LOOK_EVERY` seconds the file's identity (device and inode, as opened) and its header are looked at: a
-file deleted or renamed away, another file put in its place, or a header that is no SQLite's, is said at once.
-Every `CHECK_EVERY` seconds SQLite's `quick_check` reads the whole file on a connection of its own
-(a damaged page is found there, not at the next start); a lock or a busy file only postpones it.
+Every `LOOK_EVERY` seconds the file's identity (device and inode, as opened) is looked at with `stat`: a file
+deleted or renamed away, or another file put in its place, is said at once. Every `CHECK_EVERY` seconds SQLite's
+`quick_check` reads the whole file on a connection of its own (a damaged header or page is found there, not at
+the next start); a lock or a busy file only postpones it.
+
+The file is never opened here but through SQLite: closing any descriptor of a database file drops every POSIX
+lock the process holds on it (SQLite's "How To Corrupt" §2.2), so another process could take itself for the last
+one, checkpoint and delete the WAL, and this server would go on writing into an unlinked WAL: runs that seem to
+go on and are never seen (a resumed run's record stayed `running`). SQLite keeps its locks across its own
+connections in one process, so `quick_check`'s connection is safe.
 PostgreSQL has no file here: a database dropped or away shows as errors, which the store waits out.
 """
 
@@ -22,9 +28,8 @@ import anyio
 
 log = logging.getLogger(__name__)
 
-LOOK_EVERY = 1.0  # seconds between looks at the file's identity and header
-CHECK_EVERY = 5.0  # seconds between integrity checks (SQLite's quick_check)
-HEADER = b"SQLite format 3\x00"
+LOOK_EVERY = 1.0  # seconds between looks at the file's identity
+CHECK_EVERY = 5.0  # seconds between integrity checks (SQLite's quick_check): a damaged file within 10 s
 
 
 def identity(path: Path) -> tuple[int, int]:
@@ -33,7 +38,7 @@ def identity(path: Path) -> tuple[int, int]:
 
 
 def look(path: Path, known: tuple[int, int]) -> str | None:
-    """What is wrong with the file at `path` now, seen from outside (identity, header), or None."""
+    """What is wrong with the file at `path` now, seen from outside (its identity, by `stat`), or None."""
     try:
         now = identity(path)
     except FileNotFoundError:
@@ -42,13 +47,6 @@ def look(path: Path, known: tuple[int, int]) -> str | None:
         return f"the runs database {path} cannot be looked at: {exc.strerror or exc}"
     if now != known:
         return f"the runs database {path} was replaced by another file while the server ran"
-    try:
-        with path.open("rb") as file:
-            header = file.read(len(HEADER))
-    except OSError as exc:
-        return f"the runs database {path} cannot be read: {exc.strerror or exc}"
-    if header and header != HEADER:
-        return f"the runs database {path} is damaged (its header is no SQLite database's)"
     return None
 
 
