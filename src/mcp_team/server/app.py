@@ -6,6 +6,7 @@
 - `registry`: putting a team's specialists on the server; `watch`: reloading the team file
 - `middleware`: what runs around every request; `strict`: exact errors for a client's mistakes
 - `log_level`: log messages at the level a client asked for
+- `shared_lifespan`: one set-up for all the connections served at once
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from mcp_team.server.health import add_health_routes, dies_loudly
 from mcp_team.server.lowlevel import lowlevel_of
 from mcp_team.server.registry import apply_team
 from mcp_team.server.runs import ServerRuns
+from mcp_team.server.shared_lifespan import SharedLifespan
 from mcp_team.server.state import ListenedBus, ServerState
 from mcp_team.server.surface.checkpoint_tools import add_checkpoint_tools
 from mcp_team.server.surface.limits import ServerLimits
@@ -99,6 +101,8 @@ def build_server(
     state.base_settings, state.environ = base_settings, environ
     tasks = TasksExtension(ServerTaskRuns(state))
 
+    # One set-up of `state` for all the connections served at once (in-memory clients each enter the lifespan)
+    @SharedLifespan
     @asynccontextmanager
     async def lifespan(server: MCPServer[ServerState]) -> AsyncIterator[ServerState]:
         # Runs parked between 2026-07-28 sampling rounds, and the team-file watcher, live in this task group.
