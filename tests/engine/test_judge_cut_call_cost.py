@@ -75,6 +75,7 @@ async def test_a_run_cancelled_while_the_judge_rules_reports_its_cost_unknown(
     assert "cancelled" in result.conflicts[0].verdict
 
 
+@pytest.mark.slow
 async def test_a_judge_whose_call_timed_out_has_an_unknown_cost(stalling: tuple[FakeOpenAIAPI, Stalling]) -> None:
     api, _brain = stalling
     # 5 s: the judge's held call always times out; the others (the offline model, on 127.0.0.1) answer long

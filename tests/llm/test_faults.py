@@ -89,6 +89,7 @@ async def test_revise_turns_a_pass_verdict_into_revise_only_for_verdicts() -> No
     assert "VERDICT" not in writers[0].output  # a draft has no verdict to turn
 
 
+@pytest.mark.process
 def test_every_backend_can_be_faulted_through_the_cli() -> None:
     """`--fault` with the anthropic backend: the 429 never reaches the API, the retry does."""
     with FakeMessagesAPI(brain=offline_brain) as api:

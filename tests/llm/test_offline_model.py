@@ -36,6 +36,7 @@ async def test_faults_are_aimed_at_members() -> None:
     await model.complete(request("reviewer"))  # once only
 
 
+@pytest.mark.slow
 async def test_a_planner_fault_hits_planning_only_and_supervisor_faults_still_hit_it() -> None:
     from mcp_team import Team
 

@@ -105,12 +105,14 @@ def test_the_library_page_has_the_four_examples() -> None:
     assert "use_tracing(" in found[3]
 
 
+@pytest.mark.process
 def test_own_specialists(tmp_path: Path) -> None:
     out = run_python(library_examples()[0], tmp_path)
     first = out.splitlines()[0]
     assert first.startswith("complete ") and "'scout'" in first and "'pitch'" in first
 
 
+@pytest.mark.process
 def test_budgets_and_settings_say_what_they_cut(tmp_path: Path) -> None:
     out = run_python(library_examples()[1], tmp_path)
     assert re.match(r"(complete|partial) 1[02] handoffs", out), out
@@ -119,11 +121,13 @@ def test_budgets_and_settings_say_what_they_cut(tmp_path: Path) -> None:
     assert any("10 handoffs" in n and "at most 4 model calls" in n and "max_concurrency" in n for n in notes), out
 
 
+@pytest.mark.process
 def test_writing_a_model(tmp_path: Path) -> None:
     out = run_python(library_examples()[2], tmp_path)
     assert out.strip() == "complete Hello from echo.", out
 
 
+@pytest.mark.process
 def test_tracing_in_memory(tmp_path: Path) -> None:
     out = run_python(library_examples()[3], tmp_path)
     names = [line.split(" ")[0:2] for line in out.splitlines()]
@@ -132,6 +136,7 @@ def test_tracing_in_memory(tmp_path: Path) -> None:
     assert ["execute_tool", "calculate"] in names
 
 
+@pytest.mark.process
 def test_the_examples_type_check_as_a_users_code(tmp_path: Path) -> None:
     # Outside the repository (none of its mypy settings), as a user's project: the package's py.typed marker
     # is what lets mypy read mcp_team's annotations at all.
@@ -150,6 +155,7 @@ def test_the_examples_type_check_as_a_users_code(tmp_path: Path) -> None:
 OTHER_PYTHON = [e for e in examples("python") if e.page.name != "library.md"]
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("example", OTHER_PYTHON, ids=ids(OTHER_PYTHON))
 def test_every_other_python_example_runs_or_compiles(example: Example, tmp_path: Path) -> None:
     if "def test_" in example.code:  # a test of one's own: run under pytest, on what the page recorded before

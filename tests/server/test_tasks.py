@@ -99,6 +99,7 @@ async def test_a_server_without_a_model_of_its_own_declares_no_tasks(mode: str) 
 LONG_CALL = 3.0  # seconds
 
 
+@pytest.mark.slow
 async def test_cancelling_a_task_stops_its_in_flight_model_calls(mode: str, runs: DurableConfig | None) -> None:
     # Model calls long enough that both are still in flight when the cancel comes on a loaded machine (with
     # 300 ms, one finished first now and then while the test read the record and sent the cancel).

@@ -299,6 +299,7 @@ values = st.recursive(
 
 @FAST
 @given(value=values, max_string=st.integers(min_value=0, max_value=50), max_items=st.integers(min_value=0, max_value=6))
+@pytest.mark.slow
 def test_to_json_is_always_valid_json(value: Any, max_string: int, max_items: int) -> None:
     text = to_json(value, max_string=max_string, max_items=max_items)
     doc = json.loads(text)

@@ -52,6 +52,7 @@ def mode(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
+@pytest.mark.slow
 async def test_every_tool_error_reads_the_sdks_way(mode: str, tmp_path: Path) -> None:
     server = build_server(
         ModelSettings(model="offline", faults="server_error:supervisor"), durable=resolve(state_dir=tmp_path)
