@@ -103,7 +103,7 @@ async def test_wrapped_tools_call_the_server() -> None:
 
 async def test_names_the_server_lacks_are_a_team_file_error() -> None:
     async with McpToolPool([echo_server(tool_prefix="e_")]) as pool:
-        assert [t.name for t in pool.tools("echo")] == ["e_echo", "e_add", "e_fail", "e_die", "e_header"]
+        assert [t.name for t in pool.tools("echo")] == ["e_echo", "e_add", "e_env", "e_fail", "e_die", "e_header"]
         with pytest.raises(ValueError, match="MCP server 'echo' has no tool search; it offers: echo, add"):
             pool.tools("echo", ["search"])
 

@@ -363,7 +363,11 @@ class Runs(Execution):
     ) -> Checkpoint:
         """Answer `back_to` once the resumed run waits there again (its replay takes milliseconds; a busy process
         may take longer to begin it), within `ANSWER_WITHIN` seconds; refused at once when the answer names another
-        checkpoint or round, and as soon as the run ends or waits elsewhere."""
+        checkpoint or round, and as soon as the run ends.
+
+        A run that waits at another checkpoint first (a branch of a fan-out asking again what its answer, given
+        just before the kill, had not recorded) is no reason to refuse: its branch that waited at `back_to` may
+        still come back there, and the client answers what it was shown."""
         if name not in (None, back_to.name) or round_ not in (None, back_to.round):
             raise approvals.NotWaiting(run_id)
         with anyio.move_on_after(ANSWER_WITHIN):
@@ -372,9 +376,8 @@ class Runs(Execution):
                 try:
                     return self.checkpoints.answer(run_id, decision, back_to.name, back_to.round)
                 except approvals.NotWaiting:
-                    live = self._live.get(run_id)
-                    if (live is not None and live.back_to is None) or await self.is_over(run_id):
-                        raise  # it waits at another checkpoint now, or it ended
+                    if await self.is_over(run_id):
+                        raise
                 await changed.wait()
         raise approvals.NotWaiting(run_id, f"it is resuming after a restart and did not come back to checkpoint "
                                    f"'{back_to.name}' within {ANSWER_WITHIN:g} s; try again")  # fmt: skip
