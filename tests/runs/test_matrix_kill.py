@@ -441,7 +441,24 @@ async def _sequence(seq: Sequence, aims: list[str]) -> None:
     (seq.root / "team.toml").write_text(TEAM, encoding="utf-8")
     for aim in aims:
         await _round(seq, aim)
+        for _ in range(AIM_AGAIN):  # a moment missed under load (the run went past it) is aimed at again
+            if _reached(seq.kills[-1]):
+                break
+            await _round(seq, aim)
     await _finish(seq)
+
+
+AIM_AGAIN = 2  # more rounds for a kill aimed at a moment of a few hundred ms that it missed
+
+
+def _reached(kill: Kill) -> bool:
+    """Whether the kill came at the moment it was aimed at (the two the test asserts were reached)."""
+    doing = kill.at.partition("): ")[2]
+    if kill.aim == "retry":
+        return "one failed" in doing
+    if kill.aim == "checkpoint":
+        return doing == "waiting at its checkpoint"
+    return True
 
 
 async def test_kill_9_at_random_moments_of_durable_runs_loses_and_rewrites_nothing(tmp_path: Path) -> None:
@@ -459,7 +476,7 @@ async def test_kill_9_at_random_moments_of_durable_runs_loses_and_rewrites_nothi
             tg.start_soon(_sequence, seq, aims[s * per : (s + 1) * per])
     problems = [f"[seed {seed}] sequence {s}: {p}" for s, seq in enumerate(sequences) for p in _check(seq)]
     kills = [k for seq in sequences for k in seq.kills]
-    assert len(kills) == KILLS
+    assert len(kills) >= KILLS  # and a round more for each moment missed (AIM_AGAIN)
     assert not problems, "\n\n".join(problems)
     # The moments the kills were aimed at were reached: each shape's run was mid-way at some kill.
     moments = "\n".join(k.at for k in kills)
