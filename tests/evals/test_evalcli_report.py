@@ -83,3 +83,25 @@ def test_a_call_timeout_that_is_not_a_number_is_one_line(tmp_path: Path) -> None
 
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.strip() == "mcp-team: error: MCP_TEAM_CALL_TIMEOUT must be a number of seconds, got 'soon'"
+
+
+def test_the_deadline_flag_replaces_the_team_files_for_every_run(tmp_path: Path) -> None:
+    """A slow local model's runs (the 1.5B re-recording) need more than the default ten minutes; a tiny deadline
+    shows the flag reaches each run: it winds down with the deadline named."""
+    suite, report = tmp_path / "suite.toml", tmp_path / "report.json"
+    suite.write_text(CASE)
+
+    proc = cli_here("eval", str(suite), "--model", "offline", "--deadline", "0.001", "--report", str(report),
+                    MCP_TEAM_OFFLINE_LATENCY_MS="50")  # fmt: skip
+
+    assert proc.returncode == 1, proc.stderr  # the case fails: its run stopped at the deadline
+    (case,) = json.loads(report.read_text())["cases"]
+    assert case["passed"] is False
+    assert "deadline (0.001 s) passed" in json.dumps(case), case
+
+    for wrong in ("0", "-5", "nan", "1e12"):
+        refused = cli_here("eval", str(suite), "--model", "offline", "--deadline", wrong)
+        assert refused.returncode == 2, refused.stderr
+        assert refused.stderr.strip() == (
+            f"mcp-team: error: --deadline must be a positive number of seconds, at most a year; got {float(wrong):g}"
+        )

@@ -26,7 +26,7 @@ FLOOR = {"cli": 7, "server": 6, "runs": 5, "evals": 5, "teamfile": 5, "handoffs"
 RECURSION = {("mcp_team.handoffs.subteam", "mcp_team.handoffs.orchestration"),
              ("mcp_team.teamfile.subteams", "mcp_team.teamfile.loading")}  # fmt: skip
 LINES = 400
-OVER = {"mcp_team.llm.text_calls": 480}  # to be split; never to grow
+OVER: dict[str, int] = {}  # modules allowed over 400 lines, with a ceiling each: none now
 
 
 def modules() -> dict[str, Path]:

@@ -70,6 +70,13 @@ def add_parsers(sub: Subparsers) -> None:
         help="record each case's run to DIR/<case>.jsonl; replay them all with --model replay:DIR",
     )
     call_timeout_flag(ev)
+    ev.add_argument(
+        "--deadline",
+        type=float,
+        metavar="SECONDS",
+        help="wind each run down after SECONDS of wall-clock time (replaces the team file's): a slow local "
+        "model's runs may need more than the default",
+    )
     ev.add_argument("--quiet", action="store_true", help="no progress on stderr")
     ev.set_defaults(handler=eval_command)
 
@@ -83,6 +90,16 @@ def eval_command(args: argparse.Namespace) -> int:
     log_to_stderr()
     suite, source = load_suite(args.suite)  # a ConfigError reaches main(), which says it as a usage error
     spec = with_call_timeout(load_team(team_file(args.team)), args.call_timeout)
+    if args.deadline is not None:  # over the team file's, as `run --deadline`
+        from pydantic import ValidationError
+
+        from mcp_team.handoffs.budget import merge_budgets
+
+        try:
+            budgets = merge_budgets(spec.run_settings.budgets, {"deadline_seconds": args.deadline})
+        except ValidationError:
+            return error(f"--deadline must be a positive number of seconds, at most a year; got {args.deadline:g}")
+        spec = dataclasses.replace(spec, overrides={**spec.overrides, "budgets": budgets})
     settings = model_settings(args).model_copy(update=spec.model_overrides)
     register_secrets(settings, spec)
     check_faults(settings, spec)

@@ -22,7 +22,7 @@ from mcp_team.handoffs.conflicts import Conflict, Ruling
 from mcp_team.handoffs.context import RunContext
 from mcp_team.llm import ModelResponse, ToolDefinition, Usage
 from mcp_team.llm.call import Meter, MeterWrapper
-from mcp_team.llm.text_calls import json_objects
+from mcp_team.llm.text_blocks import json_objects
 from mcp_team.llm.types import NO_USAGE
 from mcp_team.specialists import run_specialist
 from mcp_team.telemetry import spans

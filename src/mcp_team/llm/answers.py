@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from mcp_team.llm.text_calls import Reading, arguments_only, only_markers, quote, read_calls, strip_thinking
+from mcp_team.llm.text_blocks import strip_thinking
+from mcp_team.llm.text_calls import Reading, arguments_only, only_markers, quote, read_calls
 from mcp_team.llm.types import ToolDefinition
 
 TEXT_TOOL_CALL_FEEDBACK = (

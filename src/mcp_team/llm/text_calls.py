@@ -23,7 +23,6 @@ silently, or come with a serving engine).
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import json
 import re
@@ -31,28 +30,12 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from mcp_team.llm.text_blocks import Where, blocks, decode, strip_thinking, unfenced
 from mcp_team.llm.types import Model, ModelResponse, TextBlock, ToolDefinition, ToolUseBlock, built, defaults_of
 
 ToolCallMode = Literal["auto", "native", "text"]
 TOOL_CALL_MODES: tuple[ToolCallMode, ...] = ("auto", "native", "text")
 
-Where = Literal["tag", "fence", "whole", "inline"]
-"""Where a call was written: in tool-call tags or markers, in a code fence, as the whole reply, or in prose."""
-
-_THINK = re.compile(r"<think>.*?(?:</think>|$)", re.S | re.I)
-# Tags and markers a chat template puts around calls (Qwen and Hermes, Llama 3.x, Mistral, and what small
-# models make of them: `<tools>`, `<function_call>`). A missing closing tag runs to the end of the reply.
-_TAGGED = re.compile(
-    r"<(tool_call|tools|function_call|functioncall|tool_calls)>(.*?)(?:</\1>|(?=<\1>)|$)"
-    r"|<\|python_tag\|>(.*?)(?:<\|eom_id\|>|<\|eot_id\|>|(?=<\|python_tag\|>)|$)"
-    r"|<function=([\w.-]+)>(.*?)(?:</function>|$)"
-    r"|\[TOOL_CALLS\]\s*([\w.-]+)\s*\[ARGS\]\s*(.*?)(?=\[TOOL_CALLS\]|$)"
-    r"|\[TOOL_CALLS\](.*?)(?=\[TOOL_CALLS\]|$)",
-    re.S | re.I,
-)
-# A fence never closed runs to the end of the reply, as a tag does: a call cut off at the output limit.
-_FENCE = re.compile(r"```[ \t]*([\w-]*)[ \t]*\n?(.*?)(?:```|$)", re.S)
-_FENCE_LANGUAGES = {"", "json", "json5", "tool_call", "tool_code", "tool", "javascript", "js", "python", "py"}
 # A chat template's own markers, which are no answer however they are arranged.
 _MARKERS = re.compile(
     r"</?(?:tool_call|tool_response|tools|function_call|tool_calls|think|response|answer)>|<\|[\w]+\|>|\[/?[A-Z_]+\]"
@@ -107,11 +90,6 @@ def only_markers(text: str) -> bool:
     return bool(text.strip()) and not _MARKERS.sub("", text).strip()
 
 
-def strip_thinking(text: str) -> str:
-    """`text` without `<think>` blocks (an unclosed one runs to the end)."""
-    return _THINK.sub("", text) if "<think>" in text.lower() else text
-
-
 def read_calls(
     text: str, tools: Sequence[ToolDefinition], *, any_name: bool = False, aliases: Mapping[str, str] | None = None
 ) -> Reading:
@@ -127,7 +105,7 @@ def read_calls(
     offered = {**{alias: offered[name] for alias, name in (aliases or {}).items() if name in offered}, **offered}
     spans: list[tuple[int, int]] = []
     found: list[TextCall] = []
-    for start, end, where, value, raw, name in _candidates(body):
+    for start, end, where, value, raw, name in blocks(body):
         if any(s <= start < e for s, e in spans):
             continue  # inside a block already read (a fence inside tags, JSON inside a fence)
         block = list(_calls_of(value, raw, where, name, offered, any_name))
@@ -158,148 +136,6 @@ def read_calls(
     if inline and len(tail) > _TAIL_LIMIT:  # a call quoted amid an answer, not made: no call at all
         return Reading(prose=body.strip())
     return Reading(calls, prose, ambiguous, ends_with_call=len(tail) <= _TAIL_LIMIT, tail=tail)
-
-
-def json_objects(text: str) -> list[dict[str, Any]]:
-    """Every JSON object `text` holds (in tags, fences, or anywhere), in order: a verdict or a ruling written as
-    JSON is read from these."""
-    found: list[dict[str, Any]] = []
-    spans: list[tuple[int, int]] = []
-    for start, end, _where, value, _raw, _name in _candidates(strip_thinking(text)):
-        if any(s <= start < e for s, e in spans):
-            continue
-        items = value if isinstance(value, list) else [value]
-        if dicts := [item for item in items if isinstance(item, dict)]:
-            spans.append((start, end))
-            found.extend(dicts)
-    return found
-
-
-def _candidates(body: str) -> Iterator[tuple[int, int, Where, Any, str, str | None]]:
-    """Each block of `body` that may hold calls: (start, end, where, decoded value or None, its text, the name
-    a marker gave it), tags first, then fences, then JSON anywhere in the rest."""
-    for m in _TAGGED.finditer(body):
-        if m.group(2) is not None:
-            inner, name = m.group(2), None
-        elif m.group(3) is not None:
-            inner, name = m.group(3), None
-        elif m.group(4) is not None:
-            inner, name = m.group(5), m.group(4)
-        elif m.group(6) is not None:
-            inner, name = m.group(7), m.group(6)
-        else:
-            inner, name = m.group(8), None
-        inner = _unfenced(inner.strip())
-        yield m.start(), m.end(), "tag", _decode(inner), inner, name
-    for m in _FENCE.finditer(body):
-        if m.group(1).lower() in _FENCE_LANGUAGES:
-            inner = m.group(2).strip()
-            yield m.start(), m.end(), "fence", _decode(inner), inner, None
-    stripped = body.strip()
-    whole_at = body.find(stripped) if stripped else 0
-    i = 0
-    while (i := _next_open(body, i)) != -1:
-        decoded = _decode_at(body, i)
-        if decoded is None:
-            i += 1
-            continue
-        value, end = decoded
-        where: Where = "whole" if i == whole_at and not body[end:].strip() else "inline"
-        yield i, end, where, value, body[i:end], None
-        i = end
-    if stripped.startswith("[") and stripped.endswith("]") and "(" in stripped:  # Llama 3.2's `[name(a=1)]`
-        yield whole_at, whole_at + len(stripped), "whole", _python_calls(stripped), stripped, None
-
-
-def _next_open(text: str, start: int) -> int:
-    brace, bracket = text.find("{", start), text.find("[", start)
-    found = [p for p in (brace, bracket) if p != -1]
-    return min(found) if found else -1
-
-
-def _unfenced(text: str) -> str:
-    m = _FENCE.fullmatch(text)
-    return m.group(2).strip() if m else text
-
-
-def _decode(text: str) -> Any:
-    """`text` as JSON: strict, then with doubled braces made single, then as a Python literal; None if none."""
-    if not text:
-        return None
-    try:
-        return json.loads(text)
-    except ValueError:
-        pass
-    if "{{" in text:
-        try:
-            return json.loads(text.replace("{{", "{").replace("}}", "}"))
-        except ValueError:
-            pass
-    if text[0] in "{[":
-        try:
-            return ast.literal_eval(text)  # Hermes 2's `{'name': ..., 'arguments': {...}}`: literals only
-        except (ValueError, SyntaxError, MemoryError, RecursionError):
-            return None
-    return None
-
-
-_DECODER = json.JSONDecoder()
-
-
-def _decode_at(text: str, i: int) -> tuple[Any, int] | None:
-    """The JSON value starting at `text[i]` and where it ends; doubled braces read as single ones."""
-    try:
-        return _DECODER.raw_decode(text, i)
-    except ValueError:
-        pass
-    if text.startswith("{{", i):
-        end = _balanced_end(text, i)
-        if end is not None:
-            value = _decode(text[i:end])
-            if value is not None:
-                return value, end
-    return None
-
-
-def _balanced_end(text: str, i: int) -> int | None:
-    """Where the brace opened at `text[i]` closes, strings skipped; None when it never does."""
-    depth, in_string, escaped = 0, False, False
-    for j in range(i, len(text)):
-        ch = text[j]
-        if in_string:
-            escaped = ch == "\\" and not escaped
-            if ch == '"' and not escaped:
-                in_string = False
-            continue
-        if ch == '"':
-            in_string = True
-        elif ch == "{":
-            depth += 1
-        elif ch == "}":
-            depth -= 1
-            if depth == 0:
-                return j + 1
-    return None
-
-
-def _python_calls(text: str) -> list[dict[str, Any]] | None:
-    """Llama 3.2's pythonic calls, `[name(a=1, b="x"), ...]`, as call objects; None when it is not that."""
-    try:
-        node = ast.parse(text, mode="eval").body
-    except (SyntaxError, ValueError, MemoryError, RecursionError):
-        return None
-    if not isinstance(node, ast.List) or not node.elts:
-        return None
-    calls = []
-    for elt in node.elts:
-        if not isinstance(elt, ast.Call) or not isinstance(elt.func, ast.Name) or elt.args:
-            return None
-        try:
-            arguments = {kw.arg: ast.literal_eval(kw.value) for kw in elt.keywords if kw.arg is not None}
-        except ValueError:
-            return None
-        calls.append({"name": elt.func.id, "arguments": arguments})
-    return calls
 
 
 def _calls_of(
@@ -351,7 +187,7 @@ def _arguments(item: dict[str, Any]) -> Any:
         if key in item:
             value = item[key]
             if isinstance(value, str):  # OpenAI's arguments are a JSON string
-                decoded = _decode(value.strip())
+                decoded = decode(value.strip())
                 return decoded if decoded is not None else value
             return value
     return {}
@@ -393,9 +229,9 @@ def schema_problems(schema: dict[str, Any], arguments: dict[str, Any]) -> list[s
 def arguments_only(body: str, tools: Sequence[ToolDefinition]) -> TextCall | None:
     """A reply that is only a JSON object (fenced or tagged or bare) of the arguments of exactly one offered tool,
     as `{"answer": "..."}` for finalize or `{"tasks": [...]}` for submit_plan: that tool's call."""
-    inner = _MARKERS.sub("", _unfenced(body.strip())).strip()
-    inner = _unfenced(inner)
-    value = _decode(inner) if inner.startswith("{") else None
+    inner = _MARKERS.sub("", unfenced(body.strip())).strip()
+    inner = unfenced(inner)
+    value = decode(inner) if inner.startswith("{") else None
     if not isinstance(value, dict) or not value:
         return None
     fits = [t for t in tools if _fits(t.input_schema, value)]

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from mcp_team.llm.text_calls import json_objects
+from mcp_team.llm.text_blocks import json_objects
 
 # `VERDICT: PASS`, as asked; also as small models dress it: `**Verdict:** REVISE`, `### VERDICT - PASS`.
 _VERDICT = re.compile(r"^[\s*_#>-]*VERDICT[\s*_]*[:\-\u2013][\s*_]*(PASS|REVISE)\b", re.I | re.M)

@@ -1,0 +1,179 @@
+"""The blocks of a model's reply that may hold a tool call written as text: inside tool-call tags or a chat
+template's markers, in a code fence, or JSON (or a Python literal) anywhere in the prose, each decoded.
+
+`llm.text_calls` reads calls from these blocks; `json_objects` gives every JSON object a reply holds (a
+judge's verdict written as JSON). Written on the standard library's JSON decoder and `ast` (see text_calls).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from collections.abc import Iterator
+from typing import Any, Literal
+
+Where = Literal["tag", "fence", "whole", "inline"]
+"""Where a call was written: in tool-call tags or markers, in a code fence, as the whole reply, or in prose."""
+
+_THINK = re.compile(r"<think>.*?(?:</think>|$)", re.S | re.I)
+# Tags and markers a chat template puts around calls (Qwen and Hermes, Llama 3.x, Mistral, and what small
+# models make of them: `<tools>`, `<function_call>`). A missing closing tag runs to the end of the reply.
+_TAGGED = re.compile(
+    r"<(tool_call|tools|function_call|functioncall|tool_calls)>(.*?)(?:</\1>|(?=<\1>)|$)"
+    r"|<\|python_tag\|>(.*?)(?:<\|eom_id\|>|<\|eot_id\|>|(?=<\|python_tag\|>)|$)"
+    r"|<function=([\w.-]+)>(.*?)(?:</function>|$)"
+    r"|\[TOOL_CALLS\]\s*([\w.-]+)\s*\[ARGS\]\s*(.*?)(?=\[TOOL_CALLS\]|$)"
+    r"|\[TOOL_CALLS\](.*?)(?=\[TOOL_CALLS\]|$)",
+    re.S | re.I,
+)
+# A fence never closed runs to the end of the reply, as a tag does: a call cut off at the output limit.
+_FENCE = re.compile(r"```[ \t]*([\w-]*)[ \t]*\n?(.*?)(?:```|$)", re.S)
+_FENCE_LANGUAGES = {"", "json", "json5", "tool_call", "tool_code", "tool", "javascript", "js", "python", "py"}
+
+
+def strip_thinking(text: str) -> str:
+    """`text` without `<think>` blocks (an unclosed one runs to the end)."""
+    return _THINK.sub("", text) if "<think>" in text.lower() else text
+
+
+def json_objects(text: str) -> list[dict[str, Any]]:
+    """Every JSON object `text` holds (in tags, fences, or anywhere), in order: a verdict or a ruling written as
+    JSON is read from these."""
+    found: list[dict[str, Any]] = []
+    spans: list[tuple[int, int]] = []
+    for start, end, _where, value, _raw, _name in blocks(strip_thinking(text)):
+        if any(s <= start < e for s, e in spans):
+            continue
+        items = value if isinstance(value, list) else [value]
+        if dicts := [item for item in items if isinstance(item, dict)]:
+            spans.append((start, end))
+            found.extend(dicts)
+    return found
+
+
+def blocks(body: str) -> Iterator[tuple[int, int, Where, Any, str, str | None]]:
+    """Each block of `body` that may hold calls: (start, end, where, decoded value or None, its text, the name
+    a marker gave it), tags first, then fences, then JSON anywhere in the rest."""
+    for m in _TAGGED.finditer(body):
+        if m.group(2) is not None:
+            inner, name = m.group(2), None
+        elif m.group(3) is not None:
+            inner, name = m.group(3), None
+        elif m.group(4) is not None:
+            inner, name = m.group(5), m.group(4)
+        elif m.group(6) is not None:
+            inner, name = m.group(7), m.group(6)
+        else:
+            inner, name = m.group(8), None
+        inner = unfenced(inner.strip())
+        yield m.start(), m.end(), "tag", decode(inner), inner, name
+    for m in _FENCE.finditer(body):
+        if m.group(1).lower() in _FENCE_LANGUAGES:
+            inner = m.group(2).strip()
+            yield m.start(), m.end(), "fence", decode(inner), inner, None
+    stripped = body.strip()
+    whole_at = body.find(stripped) if stripped else 0
+    i = 0
+    while (i := _next_open(body, i)) != -1:
+        decoded = _decode_at(body, i)
+        if decoded is None:
+            i += 1
+            continue
+        value, end = decoded
+        where: Where = "whole" if i == whole_at and not body[end:].strip() else "inline"
+        yield i, end, where, value, body[i:end], None
+        i = end
+    if stripped.startswith("[") and stripped.endswith("]") and "(" in stripped:  # Llama 3.2's `[name(a=1)]`
+        yield whole_at, whole_at + len(stripped), "whole", _python_calls(stripped), stripped, None
+
+
+def _next_open(text: str, start: int) -> int:
+    brace, bracket = text.find("{", start), text.find("[", start)
+    found = [p for p in (brace, bracket) if p != -1]
+    return min(found) if found else -1
+
+
+def unfenced(text: str) -> str:
+    m = _FENCE.fullmatch(text)
+    return m.group(2).strip() if m else text
+
+
+def decode(text: str) -> Any:
+    """`text` as JSON: strict, then with doubled braces made single, then as a Python literal; None if none."""
+    if not text:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        pass
+    if "{{" in text:
+        try:
+            return json.loads(text.replace("{{", "{").replace("}}", "}"))
+        except ValueError:
+            pass
+    if text[0] in "{[":
+        try:
+            return ast.literal_eval(text)  # Hermes 2's `{'name': ..., 'arguments': {...}}`: literals only
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            return None
+    return None
+
+
+_DECODER = json.JSONDecoder()
+
+
+def _decode_at(text: str, i: int) -> tuple[Any, int] | None:
+    """The JSON value starting at `text[i]` and where it ends; doubled braces read as single ones."""
+    try:
+        return _DECODER.raw_decode(text, i)
+    except ValueError:
+        pass
+    if text.startswith("{{", i):
+        end = _balanced_end(text, i)
+        if end is not None:
+            value = decode(text[i:end])
+            if value is not None:
+                return value, end
+    return None
+
+
+def _balanced_end(text: str, i: int) -> int | None:
+    """Where the brace opened at `text[i]` closes, strings skipped; None when it never does."""
+    depth, in_string, escaped = 0, False, False
+    for j in range(i, len(text)):
+        ch = text[j]
+        if in_string:
+            escaped = ch == "\\" and not escaped
+            if ch == '"' and not escaped:
+                in_string = False
+            continue
+        if ch == '"':
+            in_string = True
+        elif ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth == 0:
+                return j + 1
+    return None
+
+
+def _python_calls(text: str) -> list[dict[str, Any]] | None:
+    """Llama 3.2's pythonic calls, `[name(a=1, b="x"), ...]`, as call objects; None when it is not that."""
+    try:
+        node = ast.parse(text, mode="eval").body
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return None
+    if not isinstance(node, ast.List) or not node.elts:
+        return None
+    calls = []
+    for elt in node.elts:
+        if not isinstance(elt, ast.Call) or not isinstance(elt.func, ast.Name) or elt.args:
+            return None
+        try:
+            arguments = {kw.arg: ast.literal_eval(kw.value) for kw in elt.keywords if kw.arg is not None}
+        except ValueError:
+            return None
+        calls.append({"name": elt.func.id, "arguments": arguments})
+    return calls
