@@ -136,9 +136,16 @@ def test_repeat_gives_a_pass_rate_per_case(suite: Path, tmp_path: Path) -> None:
 
 
 def test_a_report_that_could_not_be_written_is_refused_before_any_run(suite: Path, tmp_path: Path) -> None:
+    (tmp_path / "no").write_text("a file where the report's directory would be")
     proc = eval_here(str(suite), "--model", "offline", "--report", str(tmp_path / "no" / "r.json"))
-    assert proc.returncode == 2 and "its directory does not exist" in proc.stderr, proc.stderr
+    assert proc.returncode == 2 and f"{tmp_path / 'no'} is a file, not a directory" in proc.stderr, proc.stderr
     assert "case(s) from" not in proc.stderr  # no case ran
+
+
+def test_a_reports_missing_directory_is_made_as_run_makes_a_traces(suite: Path, tmp_path: Path) -> None:
+    proc = eval_here(str(suite), "--model", "offline", "--report", str(tmp_path / "new" / "r.json"), "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    assert report_of(tmp_path / "new" / "r.json")["cases"]
 
 
 def test_the_builtin_routing_suite_passes_offline_and_says_it_is_not_a_model() -> None:

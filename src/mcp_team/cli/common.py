@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mcp_team.errors import message_of
@@ -271,3 +272,23 @@ def log_to_stderr() -> None:
     logging.getLogger("mcp_team.server.watch").setLevel(logging.INFO)  # a team reloaded is news, not a warning
     for handler in logging.getLogger().handlers:
         handler.addFilter(RedactingFilter())
+
+
+def unwritable(target: str | Path, example: str) -> str | None:
+    """Why a file the command writes at its end (a report, a trace) cannot be written to `target`, or None:
+    checked before the work, which it would otherwise outlive only to fail. Its directory is made, as
+    `--record`'s is; `example` is the kind of file name to suggest for a directory."""
+    import os
+
+    path = Path(target)
+    if path.is_dir():
+        return f"is a directory; give a file name, e.g. {example}"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        return f"{path.parent} is a file, not a directory; write it elsewhere"
+    except OSError as exc:
+        return f"cannot make its directory {path.parent} ({exc.strerror})"
+    if not os.access(path if path.exists() else path.parent, os.W_OK):
+        return "cannot be written (no permission); write it elsewhere"
+    return None

@@ -25,6 +25,7 @@ from mcp_team.cli.common import (
     register_secrets,
     team_file,
     team_flag,
+    unwritable,
     with_call_timeout,
 )
 
@@ -104,26 +105,9 @@ def eval_command(args: argparse.Namespace) -> int:
     register_secrets(settings, spec)
     check_faults(settings, spec)
     suite.check_team(spec.names, source)
-    if args.report and (problem := _unwritable(Path(args.report))):  # before the runs, not after them
+    if args.report and (problem := unwritable(args.report, "report.json")):  # before the runs, not after them
         return error(f"--report {args.report}: {problem}")
     return _evaluate(args, suite, source, spec, settings)
-
-
-def _unwritable(path: Path) -> str | None:
-    """Why the report cannot be written to `path`, or None: said before the runs, which it would otherwise
-    outlive only to fail (and be lost) at the end."""
-    import os
-
-    if path.is_dir():
-        return "is a directory; give a file name, e.g. report.json"
-    parent = path.resolve().parent
-    if parent.exists() and not parent.is_dir():
-        return f"{parent} is a file, not a directory; write the report elsewhere"
-    if not parent.is_dir():
-        return "its directory does not exist; create it or write the report elsewhere"
-    if not os.access(path if path.exists() else parent, os.W_OK):
-        return "cannot be written (no permission); write the report elsewhere"
-    return None
 
 
 def _evaluate(args: argparse.Namespace, suite: Suite, source: str, spec: TeamSpec, settings: ModelSettings) -> int:

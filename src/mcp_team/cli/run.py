@@ -28,6 +28,7 @@ from mcp_team.cli.common import (
     team_file,
     team_flag,
     trace_flags,
+    unwritable,
     with_call_timeout,
 )
 from mcp_team.cli.run_console import compare, progress, summary, warn_about_servers
@@ -121,7 +122,7 @@ def run_command(args: argparse.Namespace) -> int:
             return error('the request is empty; say what you want the team to do, e.g. mcp-team run "..."')
         if not _is_utf8(args.request):
             return error("the request is not valid UTF-8 text; set the terminal's encoding to UTF-8", EXIT_USAGE)
-        if args.jaeger_json and (problem := _unwritable(args.jaeger_json)):
+        if args.jaeger_json and (problem := unwritable(args.jaeger_json, "trace.json")):
             return error(f"--jaeger-json {args.jaeger_json}: {problem}", EXIT_USAGE)
         if wrong := checkpoint_problems(args.checkpoint, spec.names):
             return error("invalid --checkpoint: " + "; ".join(wrong), EXIT_USAGE)
@@ -316,21 +317,6 @@ def _is_utf8(text: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
-
-
-def _unwritable(target: str) -> str | None:
-    """Why the trace cannot be written to `target` (checked before the run, not after it), or None. Its
-    directory is made, as `--record`'s is."""
-    path = Path(target)
-    if path.is_dir():
-        return "is a directory; give a file name, e.g. trace.json"
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except FileExistsError:
-        return f"{path.parent} is a file, not a directory"
-    except OSError as exc:
-        return f"cannot make its directory {path.parent} ({exc.strerror})"
-    return None
 
 
 def _save_jaeger(tracing: Tracing | None, run_id: str, target: str) -> str | None:
