@@ -61,7 +61,7 @@ test: $(BIN)/mcp-team conformance-suite oidc-provider mcpb-cli
 
 # While working: the suite without what is slow or needs a real part (CONTRIBUTING.md says which marker is which).
 test-fast: $(BIN)/mcp-team
-	$(BIN)/pytest -m "not process and not postgres and not browser and not conformance and not slow"
+	$(BIN)/pytest -n 2 -m "not process and not postgres and not browser and not conformance and not slow"
 
 # The documentation site into site/ (gitignored). --strict: a broken link or anchor, or a page left out of the
 # navigation, fails the build. Material's notice of its end of life is not about these pages: silenced.
