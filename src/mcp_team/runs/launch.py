@@ -103,6 +103,7 @@ def launch(config: DurableConfig, db: sa.Engine, executor_id: str) -> str:
     _log_to_current_stderr(logging.getLogger("dbos"))
     DBOS(config=dbos_config)  # type: ignore[arg-type]
     logging.getLogger("dbos").addFilter(_without_traceback)
+    logging.getLogger("dbos").addFilter(_without_statement)
     logging.getLogger("dbos").addFilter(_REPEATS)  # once, however many times runs open in a process
     DBOS.listen_queues([here_queue(executor_id)] if config.is_sqlite else [here_queue(executor_id), RUN_QUEUE])
     try:
@@ -183,6 +184,24 @@ _POLLED_LINES = (
 )
 _TRACEBACK = "Traceback (most recent call last):"
 _SQLALCHEMY_LINK = re.compile(r"\s*\(Background on this error at: [^)]*\)")
+# SQLAlchemy's error text quotes the statement and its parameters after the driver's words, each block ending
+# where the next one, the link, the message's own sentence or the text ends (a statement may hold brackets).
+_END = r"(?=\s*(?:\[parameters: |\(Background on this error|\. |\.$|$))"
+_STATEMENT = re.compile(r"\s*\[SQL: .*?\]" + _END + r"|\s*\[parameters: .*?\]" + _END, re.S)
+
+
+def _without_statement(record: logging.LogRecord) -> bool:
+    """DBOS's lines about a database error (a lock, a pool wait) quote SQLAlchemy's whole error: the statement over
+    several lines, its parameters, a link. An operator needs the driver's words ("database is locked"): the line
+    keeps those, in one line (`MCP_TEAM_LOG=debug` keeps everything)."""
+    if logging.getLogger("mcp_team").isEnabledFor(logging.DEBUG):
+        return True
+    message = record.getMessage()
+    if "[SQL: " in message or "(Background on this error at: " in message:
+        record.msg, record.args = " ".join(_SQLALCHEMY_LINK.sub("", _STATEMENT.sub("", message)).split()), ()
+    return True
+
+
 REPEAT_EVERY = 30.0  # seconds between two of those lines of one queue
 
 
