@@ -37,8 +37,8 @@ def main() -> int:
         print(f"{time.monotonic() - began:7.1f} s", *what, flush=True)
 
     client = Mcp(base)
-    finished = client.call("start_run", request="Research bees")["run_id"]
-    say("a finished run:", client.call("get_run", run_id=finished, wait_seconds=50)["status"])
+    finished = client.finished("Research bees")
+    say("a finished run")
     pending = client.call("start_run", request="Research wasps")["run_id"]
     locker = sqlite3.connect(state / "runs.sqlite", isolation_level=None, timeout=30)
     locker.execute("BEGIN EXCLUSIVE")
@@ -60,8 +60,8 @@ def main() -> int:
         time.sleep(1)
     say("/readyz", status(http, f"{base}/readyz"))
     say("the pending run:", client.call("get_run", run_id=pending, wait_seconds=50).get("status"))
-    after = client.call("start_run", request="Research ants")["run_id"]
-    say("a new run:", client.call("get_run", run_id=after, wait_seconds=50).get("status"))
+    client.finished("Research ants")
+    say("a new run: complete")
     say("the finished run:", client.call("get_run", run_id=finished).get("status"))
     proc.terminate()
     proc.wait(30)

@@ -57,6 +57,12 @@ class Mcp:
             return {"error": result["content"][0]["text"]}
         return result["structuredContent"]  # type: ignore[no-any-return]
 
+    def finished(self, request: str) -> str:
+        """The id of a run of `request`, started with start_run and followed with get_run to its completion."""
+        run_id = str(self.call("start_run", request=request)["run_id"])
+        assert self.call("get_run", run_id=run_id, wait_seconds=50)["status"] == "complete"
+        return run_id
+
 
 def serve(state: Path, log: Path, *args: str) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
@@ -90,8 +96,7 @@ def test_a_locked_database_fails_readiness_reads_still_answer_and_runs_go_on_aft
     proc, base = serve(state, log, "--offline-latency-ms", "200")
     try:
         client = Mcp(base)
-        finished = client.call("start_run", request="Research bees")["run_id"]
-        assert client.call("get_run", run_id=finished, wait_seconds=50)["status"] == "complete"
+        finished = client.finished("Research bees")
         http = plain_http(timeout=HANG_GUARD)
         until("ready", lambda: status(http, f"{base}/readyz") == 200, proc, log)
 
@@ -113,8 +118,7 @@ def test_a_locked_database_fails_readiness_reads_still_answer_and_runs_go_on_aft
 
         until("/readyz passing again", lambda: status(http, f"{base}/readyz") == 200, proc, log)
         assert client.call("get_run", run_id=pending, wait_seconds=50)["status"] == "complete"  # paused, went on
-        after = client.call("start_run", request="Research ants")["run_id"]
-        assert client.call("get_run", run_id=after, wait_seconds=50)["status"] == "complete"
+        client.finished("Research ants")
         assert client.call("get_run", run_id=finished)["status"] == "complete"  # nothing finished lost
         assert proc.poll() is None and "Traceback" not in log.read_text()
     finally:
@@ -149,8 +153,7 @@ def test_a_database_deleted_replaced_or_damaged_is_noticed_and_the_server_exits(
     proc, base = serve(state, log)
     try:
         client = Mcp(base)
-        done = client.call("start_run", request="Research bees")["run_id"]
-        assert client.call("get_run", run_id=done, wait_seconds=50)["status"] == "complete"
+        client.finished("Research bees")  # a run kept before the fault
         fault(state / "runs.sqlite")
         http = plain_http(timeout=HANG_GUARD)
         # Told at once from then on: liveness fails while the process stops (or the port is closed already).
@@ -213,8 +216,7 @@ def test_a_database_error_no_wait_fixes_stops_the_server_with_exit_1(tmp_path: P
     proc, base = serve(state, log)
     try:
         client = Mcp(base)
-        done = client.call("start_run", request="Research bees")["run_id"]
-        assert client.call("get_run", run_id=done, wait_seconds=50)["status"] == "complete"
+        client.finished("Research bees")  # a run kept before the fault
         with sqlite3.connect(state / "runs.sqlite") as conn:
             conn.execute("CREATE TRIGGER refuse BEFORE UPDATE ON mcp_team_runs BEGIN SELECT RAISE(ABORT, 'refused "
                          "by the test'); END")  # fmt: skip

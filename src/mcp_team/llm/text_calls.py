@@ -16,9 +16,10 @@ OpenAI-compatible servers other than OpenAI's own API, `text` always, `native` n
 
 What is no answer, and what goes back to the model, is `llm.answers`'.
 
-Written on the standard library's JSON decoder, `ast` for Python-literal calls, and `jsonschema` for the
-schemas (see the report of issue 33: the parsers on PyPI rename arguments, drop calls of tools not offered
-silently, or come with a serving engine).
+The blocks a call may be written in are found and decoded by `llm.text_blocks` (the standard library's JSON
+decoder, `ast` for Python-literal calls); the arguments are checked with `jsonschema` (see the report of issue
+33: the parsers on PyPI rename arguments, drop calls of tools not offered silently, or come with a serving
+engine).
 """
 
 from __future__ import annotations

@@ -198,8 +198,13 @@ def _without_statement(record: logging.LogRecord) -> bool:
         return True
     message = record.getMessage()
     if "[SQL: " in message or "(Background on this error at: " in message:
-        record.msg, record.args = " ".join(_SQLALCHEMY_LINK.sub("", _STATEMENT.sub("", message)).split()), ()
+        record.msg, record.args = _one_line(message), ()
     return True
+
+
+def _one_line(message: str) -> str:
+    """`message` in one line, without SQLAlchemy's statement, parameters and link: the driver's words."""
+    return " ".join(_SQLALCHEMY_LINK.sub("", _STATEMENT.sub("", message)).split())
 
 
 REPEAT_EVERY = 30.0  # seconds between two of those lines of one queue
@@ -230,7 +235,7 @@ class RepeatsFilter(logging.Filter):
             lines = trace.strip("\n").splitlines()
             frames = [i for i, line in enumerate(lines) if line.startswith("  ")]  # the exception follows the last
             message = said + " ".join(lines[frames[-1] + 1 :] if frames else lines[-1:])
-        message = " ".join(_SQLALCHEMY_LINK.sub("", message).split())  # one line: the driver's words, no link
+        message = _one_line(message)
         if left_out:
             message += f" ({left_out} more like it in the last {at - last:.0f} s)"
         record.msg, record.args = message, ()
