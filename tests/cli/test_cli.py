@@ -13,7 +13,7 @@ import pytest
 
 from mcp_team.cli.common import EXIT_PARTIAL
 from mcp_team.handoffs import RunResult
-from support import ADDER_TEAM, MCP_TEAM, clean_env, cli_here
+from support import ADDER_TEAM, MCP_TEAM, clean_env, cli_here, run_cli
 from support.fake_api import offline_brain
 from support.fake_messages_api import FakeMessagesAPI
 from support.fake_openai_api import FakeOpenAIAPI
@@ -22,10 +22,6 @@ pytestmark = [pytest.mark.process]
 
 REQUEST = "Research the history of the transistor, compute 12*(3+4)/2, write a short report, then review it."
 SECRET = "sk-ant-test-SECRET-0123456789"
-
-
-def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([MCP_TEAM, *args], capture_output=True, text=True, timeout=60, env=clean_env(**(env or {})))
 
 
 def test_offline_run_prints_the_answer_and_progress() -> None:
@@ -98,7 +94,10 @@ def test_what_would_fail_after_the_run_is_refused_before_it(tmp_path: Path) -> N
         (["--jaeger-json", str(Path(__file__) / "t.json"), "x"], f"{Path(__file__)} is a file, not a directory"),
         (["--deadline", "1e12", "x"], "--deadline: Input should be less than or equal to 31536000"),
         (["--deadline", "-1", "x"], "--deadline: Input should be greater than 0"),
-        (["--call-timeout", "1e9", "x"], "must be a positive number of seconds, at most 86400 (a day)"),
+        (
+            ["--call-timeout", "1e9", "x"],
+            "--call-timeout / MCP_TEAM_CALL_TIMEOUT: must be a positive number of seconds, at most 86400 (a day)",
+        ),
     ]
     for i, (args, message) in enumerate(cases):
         # the request that is not UTF-8 as a terminal gives it, to a process of its own; the rest here
@@ -134,7 +133,8 @@ def test_a_bad_environment_variable_is_named_as_it_was_set() -> None:
     # Set by a variable, not a flag: named as the variable (it was `argument --call-timeout: invalid float value`,
     # with the whole usage); a setting a flag sets too names both; a validator's words come without pydantic's.
     timeout = cli_here("run", "--model", "offline", "x", MCP_TEAM_CALL_TIMEOUT="abc")
-    assert timeout.returncode == 2 and "MCP_TEAM_CALL_TIMEOUT must be a number of seconds, got 'abc'" in timeout.stderr
+    problem = "invalid settings: --call-timeout / MCP_TEAM_CALL_TIMEOUT: Input should be a valid number"
+    assert timeout.returncode == 2 and problem in timeout.stderr, timeout.stderr
     assert "usage:" not in timeout.stderr
     model = cli_here("run", "--model", "nonsense", "x")
     assert "invalid settings: --model / MCP_TEAM_MODEL: 'nonsense' names no provider" in model.stderr, model.stderr

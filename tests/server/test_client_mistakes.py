@@ -37,6 +37,7 @@ from support import (
     cli_here,
     free_port,
     initialize,
+    run_cli,
     serve_http,
     stdio_lines,
 )
@@ -60,16 +61,6 @@ async def serve(mode: str, *args: str, model: str | None = "offline", **kw: Any)
         params = StdioServerParameters(command=MCP_TEAM, args=["serve", *args], env=env)
         async with Client(stdio_client(params, errlog=cast(TextIO, errlog)), mode=mode, **kw) as client:
             yield client, Path(errlog.name)
-
-
-def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [MCP_TEAM, *args],
-        capture_output=True,
-        text=True,
-        timeout=HANG_GUARD,
-        env=clean_env(MCP_TEAM_MODEL="offline", **(env or {})),
-    )
 
 
 def run_json(*args: str) -> dict[str, Any]:
@@ -408,7 +399,8 @@ async def test_secrets_long_and_short_are_redacted_and_the_operator_warned(
 def test_an_empty_http_token_is_refused_at_start_up() -> None:
     """Fixed here: server/transports/http.py HttpSettings accepted MCP_TEAM_HTTP_TOKEN="" (auth_for then required an
     empty bearer token, or none at all)."""
-    proc = run_cli("serve", "--http", "--port", str(free_port()), env={"MCP_TEAM_HTTP_TOKEN": "  "})
+    env = {"MCP_TEAM_MODEL": "offline", "MCP_TEAM_HTTP_TOKEN": "  "}
+    proc = run_cli("serve", "--http", "--port", str(free_port()), env=env)
     assert proc.returncode == 2
     assert "MCP_TEAM_HTTP_TOKEN" in proc.stderr and "empty" in proc.stderr and "Traceback" not in proc.stderr
 
@@ -430,7 +422,7 @@ def test_supervisor_fault_kinds_drive_planned_mode(fault: str) -> None:
 
 def test_call_timeout_is_a_cli_option() -> None:
     timeout = ("--call-timeout", "1", "--fault", "timeout:researcher:1")
-    proc = run_cli("run", "--json", "--ephemeral", *timeout, "Research bees")
+    proc = run_cli("run", "--model", "offline", "--json", "--ephemeral", *timeout, "Research bees")
     assert proc.returncode in (0, 3), proc.stderr
     assert any(f["kind"] == "timeout" for f in json.loads(proc.stdout)["failures"])
 

@@ -74,6 +74,15 @@ def clean_env(**extra: str) -> dict[str, str]:
     return {**env, **extra}
 
 
+def run_cli(
+    *args: str, env: dict[str, str] | None = None, cwd: str | Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`mcp-team ARGS` in a process of its own, in `clean_env(**env)`: for what only a process shows (signals, a
+    terminal's encoding, content capture, which is the process's); `cli_here` for the rest."""
+    return subprocess.run([MCP_TEAM, *args], capture_output=True, text=True, timeout=HANG_GUARD, cwd=cwd,
+                          env=clean_env(**(env or {})))  # fmt: skip
+
+
 def cli_here(*args: str, cwd: str | Path | None = None, **env: str) -> subprocess.CompletedProcess[str]:
     """`mcp-team ARGS` through `main` in this process, with its exit code and output as `subprocess.run` gives
     them: for what a command says, where its process is not the point (a process costs a second or more of CPU,

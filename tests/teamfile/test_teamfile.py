@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import subprocess
 import sys
 from pathlib import Path
 
@@ -23,7 +22,7 @@ from mcp_team.server.app import build_server
 from mcp_team.specialists import DEFAULT_TEAM
 from mcp_team.teamfile.loading import load_team_file
 from mcp_team.teamfile.schema import TeamFileError
-from support import ADDER_TEAM, HANG_GUARD, MCP_TEAM, RUN_TOOLS, clean_env, cli_here
+from support import ADDER_TEAM, HANG_GUARD, MCP_TEAM, RUN_TOOLS, clean_env, cli_here, run_cli
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning"), pytest.mark.process]
 
@@ -183,10 +182,6 @@ def test_prompt_file_is_read_relative_to_the_team_file(tmp_path: Path) -> None:
 
 
 # --- init and check -------------------------------------------------------------------------------
-
-
-def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([MCP_TEAM, *args], capture_output=True, text=True, timeout=60, cwd=cwd, env=clean_env())
 
 
 def test_init_writes_the_default_team_and_check_accepts_it(tmp_path: Path) -> None:

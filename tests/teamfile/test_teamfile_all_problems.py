@@ -4,12 +4,11 @@ the schema's errors only; fixed, the file failed again with the others."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from support import HANG_GUARD, MCP_TEAM, clean_env
+from support import run_cli
 
 pytestmark = [pytest.mark.process]
 
@@ -42,11 +41,6 @@ EXPECTED = [
     "specialists[1].name: 'poet' is used by another specialist",
     "specialists[1].fallback: 'nobody' must be another specialist",
 ]
-
-
-def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([MCP_TEAM, *args], capture_output=True, text=True, timeout=HANG_GUARD, cwd=cwd,
-                          env=clean_env())  # fmt: skip
 
 
 @pytest.mark.parametrize(

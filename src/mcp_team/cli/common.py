@@ -1,18 +1,14 @@
-"""What several commands share: exit codes, the one-line error, and the model, team and tracing flags
-with what they turn into (settings, tracing, registered secrets, logging to stderr)."""
+"""What several commands share: exit codes, the one-line error, the model, team and tracing flags, and what
+they turn into besides settings (tracing, registered secrets, logging to stderr; settings: cli/settings.py)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-from mcp_team.errors import message_of
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from pydantic import ValidationError
-    from pydantic_settings import BaseSettings
     from rich.console import Console
     from rich.table import Table
 
@@ -106,47 +102,15 @@ def team_flag(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def team_file(flag: str | None) -> str | None:
-    """The team file `--team` names, else `MCP_TEAM_FILE`'s; None: `load_team` looks for ./team.toml."""
-    import os
-
-    return flag or os.environ.get("MCP_TEAM_FILE") or None
-
-
 def call_timeout_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--call-timeout",
         type=float,
         metavar="SECONDS",
-        default=None,  # then $MCP_TEAM_CALL_TIMEOUT, read by `with_call_timeout` (which names it when it is wrong)
+        default=None,  # then $MCP_TEAM_CALL_TIMEOUT: both read by cli/settings.py
         help="seconds one model call may take before it fails as a timeout (and is retried) "
         "(default: $MCP_TEAM_CALL_TIMEOUT, else the team file's call_timeout, else 180)",
     )
-
-
-def with_call_timeout(spec: TeamSpec, seconds: float | None) -> TeamSpec:
-    """`spec` with its run settings' call timeout replaced, when `seconds` (else MCP_TEAM_CALL_TIMEOUT) is given.
-    Raises `ConfigError`."""
-    import dataclasses
-    import math
-    import os
-
-    from mcp_team.errors import ConfigError
-    from mcp_team.handoffs.schema import LONGEST_CALL
-
-    if seconds is None:
-        if not (variable := os.environ.get("MCP_TEAM_CALL_TIMEOUT")):
-            return spec
-        try:
-            seconds = float(variable)
-        except ValueError:
-            raise ConfigError(f"MCP_TEAM_CALL_TIMEOUT must be a number of seconds, got {variable!r}") from None
-    if not (seconds > 0 and math.isfinite(seconds)) or seconds > LONGEST_CALL:
-        raise ConfigError(
-            "--call-timeout / MCP_TEAM_CALL_TIMEOUT must be a positive number of seconds, at most "
-            f"{LONGEST_CALL:g} (a day), got {seconds:g}"
-        )
-    return dataclasses.replace(spec, overrides={**spec.overrides, "call_timeout": float(seconds)})
 
 
 def trace_flags(parser: argparse.ArgumentParser) -> None:
@@ -156,76 +120,23 @@ def trace_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--trace-dir", metavar="DIR", help="write every run's trace to DIR/<run id>.json (OTLP JSON)")
 
 
-def model_settings(args: argparse.Namespace) -> ModelSettings:
-    """The model settings: the environment, overridden by `model_flags`. Raises `ConfigError` on bad values."""
-    import re
-
-    from pydantic import ValidationError
-    from pydantic_settings import SettingsError
-
-    from mcp_team.errors import ConfigError
-    from mcp_team.llm.settings import ModelSettings
-
-    overrides: dict[str, Any] = {}
-    if args.model:
-        overrides["model"] = args.model
-    if args.offline_latency_ms is not None:
-        overrides["offline_latency_ms"] = args.offline_latency_ms
-    if args.fault:
-        overrides["faults"] = ",".join(args.fault)
-    try:
-        return ModelSettings(**overrides)
-    except ValidationError as exc:
-        raise ConfigError(f"invalid settings: {'; '.join(settings_problems(exc, ModelSettings))}") from None
-    except SettingsError as exc:  # a variable holding JSON that does not parse
-        field = re.search(r'field "(\w+)"', str(exc))
-        name = f"MCP_TEAM_{field.group(1).upper()}" if field else "an MCP_TEAM_ variable"
-        raise ConfigError(f"invalid settings: {name} is not valid JSON ({exc.__cause__ or exc})") from None
-
-
-# The settings a flag sets as well as a variable: a problem names both, as the user may have used either.
-_FLAGS = {"model": "--model", "offline_latency_ms": "--offline-latency-ms", "faults": "--fault", "host": "--host",
-          "port": "--port", "issuer": "--auth-issuer", "public_url": "--public-url"}  # fmt: skip
-
-
-def settings_problems(exc: ValidationError, *candidates: type[BaseSettings]) -> list[str]:
-    """Each error of settings read from the environment, named by the variable that sets it
-    (`MCP_TEAM_REQUESTS_PER_MINUTE: Input should be a valid integer`), not by the field behind it. `exc` is
-    matched to the one of `candidates` that raised it (by name); of any other model, fields are named."""
-    import os
-
-    from mcp_team.llm.settings import env_variable, env_variables
-
-    settings = next((c for c in candidates if c.__name__ == exc.title), None)
-    problems = []
-    for e in exc.errors():
-        name, *rest = [str(part) for part in e["loc"]] or ["settings"]
-        # pydantic names a field with alias choices by its first (MCP_TEAM_OPENAI_BASE_URL)
-        key = None if settings is None else next(
-            (k for k in settings.model_fields if name == k or name in env_variables(settings, k)), None
-        )  # fmt: skip
-        if settings is not None and key is not None:
-            # the variable the user set (OPENAI_BASE_URL), else the first
-            variable = env_variable(settings, key, os.environ)
-            name = f"{_FLAGS[name]} / {variable}" if name in _FLAGS else variable  # either may have set it
-        problems.append(f"{'.'.join([name, *rest])}: {message_of(e)}")
-    return problems
-
-
 def start_tracing(args: argparse.Namespace, trace_dir: str | None = None) -> Tracing | None:
     """Tracing as the OTEL_* variables and flags say (None when off), and content on its spans as
     OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT says. Raises `ConfigError` on bad values."""
     import os
 
+    from mcp_team.cli.settings import process_settings
     from mcp_team.errors import ConfigError
-    from mcp_team.telemetry.content import CAPTURE_ENV, parse_capture_mode, set_capture_enabled
+    from mcp_team.telemetry.content import parse_capture_mode, set_capture_enabled
     from mcp_team.telemetry.setup import TracingConfig, setup_tracing
 
-    set_capture_enabled(parse_capture_mode(os.environ.get(CAPTURE_ENV)))
-    try:
+    settings = process_settings(args)
+    set_capture_enabled(parse_capture_mode(settings.capture_content))
+    try:  # the OTEL_* variables are a standard set of their own: TracingConfig reads them from the mapping given
         config = TracingConfig.from_env(
-            os.environ, exporter=args.trace_exporter, endpoint=args.otlp_endpoint, trace_dir=trace_dir or args.trace_dir
-        )
+            os.environ, exporter=args.trace_exporter, endpoint=args.otlp_endpoint,
+            trace_dir=trace_dir or settings.trace_dir,
+        )  # fmt: skip
         return setup_tracing(config)
     except ValueError as exc:
         raise ConfigError(f"tracing: {exc}") from None

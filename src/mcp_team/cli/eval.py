@@ -20,13 +20,10 @@ from mcp_team.cli.common import (
     error,
     log_to_stderr,
     model_flags,
-    model_settings,
     print_table,
     register_secrets,
-    team_file,
     team_flag,
     unwritable,
-    with_call_timeout,
 )
 
 if TYPE_CHECKING:
@@ -83,6 +80,7 @@ def add_parsers(sub: Subparsers) -> None:
 
 
 def eval_command(args: argparse.Namespace) -> int:
+    from mcp_team.cli.settings import model_settings, process_settings, with_call_timeout
     from mcp_team.evals.suite import load_suite
     from mcp_team.teamfile.loading import load_team
 
@@ -90,7 +88,7 @@ def eval_command(args: argparse.Namespace) -> int:
         return error(f"--repeat must be at least 1, got {args.repeat}")
     log_to_stderr()
     suite, source = load_suite(args.suite)  # a ConfigError reaches main(), which says it as a usage error
-    spec = with_call_timeout(load_team(team_file(args.team)), args.call_timeout)
+    spec = with_call_timeout(load_team(process_settings(args).team_file), args)
     if args.deadline is not None:  # over the team file's, as `run --deadline`
         from pydantic import ValidationError
 

@@ -22,14 +22,11 @@ from mcp_team.cli.common import (
     error,
     log_to_stderr,
     model_flags,
-    model_settings,
     register_secrets,
     start_tracing,
-    team_file,
     team_flag,
     trace_flags,
     unwritable,
-    with_call_timeout,
 )
 from mcp_team.cli.run_console import compare, progress, summary, warn_about_servers
 from mcp_team.cli.runs import durable_config, durable_flags
@@ -100,6 +97,7 @@ def add_parsers(sub: Subparsers) -> None:
 def run_command(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
+    from mcp_team.cli.settings import model_settings, process_settings, with_call_timeout
     from mcp_team.handoffs import validation_problems
     from mcp_team.handoffs.budget import merge_budgets
     from mcp_team.handoffs.checkpoints import checkpoint_problems
@@ -109,7 +107,7 @@ def run_command(args: argparse.Namespace) -> int:
 
     log_to_stderr()
     try:
-        spec = load_team(team_file(args.team))
+        spec = load_team(process_settings(args).team_file)
         settings = model_settings(args).model_copy(update=spec.model_overrides)
         register_secrets(settings, spec)
         check_faults(settings, spec)
@@ -134,7 +132,7 @@ def run_command(args: argparse.Namespace) -> int:
             "max_cost": args.max_cost,
         }
         budgets = merge_budgets(spec.run_settings.budgets, flags)  # over the team file's, as run_team merges
-        spec = with_call_timeout(spec, args.call_timeout)
+        spec = with_call_timeout(spec, args)
         # A recorded or replayed run is its own record: it runs in this process only.
         args.durable = None if args.record or settings.record_dir or replay is not None else durable_config(args)
     except ValidationError as exc:  # a ConfigError reaches main(), which says it the same way

@@ -21,14 +21,10 @@ from mcp_team.cli.common import (
     error,
     log_to_stderr,
     model_flags,
-    model_settings,
     register_secrets,
-    settings_problems,
     start_tracing,
-    team_file,
     team_flag,
     trace_flags,
-    with_call_timeout,
 )
 from mcp_team.cli.runs import durable_config, durable_flags
 
@@ -74,6 +70,7 @@ def serve_command(args: argparse.Namespace) -> int:
     import anyio
     from pydantic import ValidationError
 
+    from mcp_team.cli.settings import model_settings, process_settings, settings_problems, with_call_timeout
     from mcp_team.telemetry.content import register_secret
 
     http_only = ("host", "port", "shutdown_timeout", "auth_issuer", "public_url")
@@ -97,17 +94,13 @@ def serve_command(args: argparse.Namespace) -> int:
         from mcp_team.server.views.run_view import view_settings
         from mcp_team.teamfile.loading import load_team
 
-        spec = with_call_timeout(load_team(team_file(args.team)), args.call_timeout)
+        spec = with_call_timeout(load_team(process_settings(args).team_file), args)
         limits, views = ServerLimits(), view_settings()  # read once, here: the app and the run pages share them
         durable = durable_config(args)  # opened in the background once the server answers (see server/runs.py)
         register_secrets(settings, spec)
         check_faults(settings, spec)
-        http, oauth, stdio_limit = None, None, None
-        if not args.http:
-            from mcp_team.server.transports.stdio import max_message_bytes
-
-            stdio_limit = max_message_bytes()
-        else:
+        http, oauth = None, None
+        if args.http:
             from mcp_team.server.oauth.settings import OAuthSettings
             from mcp_team.server.transports.http import HttpSettings, check_bind
 
@@ -133,8 +126,6 @@ def serve_command(args: argparse.Namespace) -> int:
 
         problems = settings_problems(exc, HttpSettings, ServerLimits, OAuthSettings)
         return error(f"invalid settings: {'; '.join(problems)}", EXIT_USAGE)
-    except ValueError as exc:  # MCP_TEAM_MAX_MESSAGE_BYTES
-        return error(f"invalid settings: {exc}", EXIT_USAGE)
 
     from mcp_team.server.app import build_server
     from mcp_team.server.runs import OPEN_DELAY, ServerRuns
@@ -145,7 +136,7 @@ def serve_command(args: argparse.Namespace) -> int:
             server = build_server(
                 settings, spec, watch=args.watch, tracing=tracing, limits=limits, durable=opened, views=views
             )
-            anyio.run(_serve_stdio, server, tracing, stdio_limit, opened)
+            anyio.run(_serve_stdio, server, tracing, process_settings(args).max_message_bytes, opened)
         else:
             from mcp_team.server.transports.http import HttpServer, auth_for, resource_server
 
@@ -245,9 +236,7 @@ def listen(host: str, port: int) -> list[socket.socket]:
     return sockets
 
 
-async def _serve_stdio(
-    server: MCPServer[ServerState], tracing: Tracing | None, limit: int | None, opened: ServerRuns
-) -> None:
+async def _serve_stdio(server: MCPServer[ServerState], tracing: Tracing | None, limit: int, opened: ServerRuns) -> None:
     """Serve until stdin closes or SIGTERM/SIGINT arrives; either way running work is cancelled and its spans
     exported. MCP clients stop stdio servers with close-stdin, then SIGTERM, then SIGKILL. Every line is checked
     by the stdio gate (server/transports/stdio.py): a bad or oversized one is answered with a JSON-RPC error."""

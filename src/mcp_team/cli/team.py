@@ -15,7 +15,6 @@ from mcp_team.cli.common import (
     console,
     error,
     print_table,
-    team_file,
     team_flag,
 )
 
@@ -84,6 +83,7 @@ def init_command(args: argparse.Namespace) -> int:
 def check_command(args: argparse.Namespace) -> int:
     from rich.table import Table
 
+    from mcp_team.cli.settings import process_settings
     from mcp_team.errors import ConfigError
     from mcp_team.llm.building import describe_model
     from mcp_team.teamfile.loading import load_team
@@ -91,7 +91,7 @@ def check_command(args: argparse.Namespace) -> int:
     if args.path and args.team and args.path != args.team:
         return error(f"two team files given ({args.path} and --team {args.team}); check one at a time", EXIT_USAGE)
     try:
-        spec = load_team(team_file(args.team or args.path))
+        spec = load_team(args.team or args.path or process_settings(args).team_file)
         team = spec.build(None, lenient=True)
     except ConfigError as exc:  # a team file that does not load is bad configuration, for `check` as for `run`
         print(f"mcp-team: {exc}", file=sys.stderr)
@@ -137,7 +137,7 @@ def _check_http(args: argparse.Namespace) -> int:
     import anyio
     from pydantic import ValidationError
 
-    from mcp_team.cli.common import settings_problems
+    from mcp_team.cli.settings import settings_problems
     from mcp_team.errors import ConfigError
     from mcp_team.server.oauth.issuer import probe
     from mcp_team.server.oauth.metadata import DiscoveryError

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from typing import TYPE_CHECKING
 
@@ -28,6 +27,7 @@ def trace_command(args: argparse.Namespace) -> int:
     import shutil
     from pathlib import Path
 
+    from mcp_team.cli.settings import process_settings
     from mcp_team.telemetry.tracefile import load_trace_file
     from mcp_team.telemetry.waterfall import render_waterfall
 
@@ -39,7 +39,7 @@ def trace_command(args: argparse.Namespace) -> int:
     if not path.is_file() and (path.suffix == ".json" or len(path.parts) > 1):  # a path, not a run id
         return error(f"{path}: no such trace file")
     if not path.is_file():
-        directory = args.dir or os.environ.get("MCP_TEAM_TRACE_DIR")
+        directory = args.dir or process_settings(args).trace_dir
         if not directory:
             return error(
                 "no trace directory: pass --dir DIR or set MCP_TEAM_TRACE_DIR (where `run`/`serve` "

@@ -131,6 +131,8 @@ def env_variables(settings: type[BaseSettings], field: str) -> list[str]:
     alias = settings.model_fields[field].validation_alias
     if isinstance(alias, AliasChoices):
         return [str(choice) for choice in alias.choices]
+    if isinstance(alias, str):  # one variable of its own name (MCP_TEAM_FILE for team_file)
+        return [alias]
     return [f"{settings.model_config.get('env_prefix') or ''}{field}".upper()]
 
 

@@ -30,23 +30,8 @@ from mcp_team.server.transports.messages import check_message
 DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024  # the SDK's limit for an HTTP body, so both transports agree
 
 
-def max_message_bytes() -> int:
-    """The limit from `MCP_TEAM_MAX_MESSAGE_BYTES`, else the default (a bad value is a `ValueError`)."""
-    raw = os.environ.get("MCP_TEAM_MAX_MESSAGE_BYTES", "").strip()
-    if not raw:
-        return DEFAULT_MAX_MESSAGE_BYTES
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ValueError(f"MCP_TEAM_MAX_MESSAGE_BYTES must be a whole number of bytes, got {raw!r}") from None
-    if value < 1024:
-        raise ValueError(f"MCP_TEAM_MAX_MESSAGE_BYTES must be at least 1024, got {value}")
-    return value
-
-
-async def serve_stdio(server: MCPServer[Any], *, limit: int | None = None) -> None:
+async def serve_stdio(server: MCPServer[Any], *, limit: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
     """Serve `server` on this process's stdin and stdout until stdin closes."""
-    limit = max_message_bytes() if limit is None else limit
     lowlevel = lowlevel_of(server)  # what MCPServer.run_stdio_async runs, too
     with _claimed_stdio() as (stdin_bytes, stdout_bytes):
         stdout = _LineWriter(anyio.wrap_file(TextIOWrapper(stdout_bytes, encoding="utf-8")))
