@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 from pathlib import Path
 
 import pytest
@@ -240,3 +241,13 @@ def test_tool_definition() -> None:
     assert definition.name == "calculate"
     assert definition.input_schema["required"] == ["expression"]
     assert definition.input_schema["properties"]["expression"]["type"] == "string"
+
+
+def test_an_escape_python_warns_about_is_refused_without_a_warning() -> None:
+    # As the 1.5B model wrote in a recorded run: the warning reached the server's stderr (and failed a replay
+    # run with -W error); the string is refused like any other.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(ToolFailed, match="is not allowed"):
+            evaluate('"factorial\\(5\\)"')
+    assert caught == []

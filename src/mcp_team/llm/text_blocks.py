@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+import warnings
 from collections.abc import Iterator
 from typing import Any, Literal
 
@@ -114,7 +115,7 @@ def decode(text: str) -> Any:
             pass
     if text[0] in "{[":
         try:
-            return ast.literal_eval(text)  # Hermes 2's `{'name': ..., 'arguments': {...}}`: literals only
+            return ast.literal_eval(_parsed(text))  # Hermes 2's `{'name': ..., 'arguments': {...}}`: literals only
         except (ValueError, SyntaxError, MemoryError, RecursionError):
             return None
     return None
@@ -159,10 +160,18 @@ def _balanced_end(text: str, i: int) -> int | None:
     return None
 
 
+def _parsed(text: str) -> ast.expr:
+    """`text` parsed as one Python expression, without the warnings Python gives for a model's odd escapes
+    (`"\\("`): they went to the server's stderr."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", (SyntaxWarning, DeprecationWarning))
+        return ast.parse(text, mode="eval").body
+
+
 def _python_calls(text: str) -> list[dict[str, Any]] | None:
     """Llama 3.2's pythonic calls, `[name(a=1, b="x"), ...]`, as call objects; None when it is not that."""
     try:
-        node = ast.parse(text, mode="eval").body
+        node = _parsed(text)
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return None
     if not isinstance(node, ast.List) or not node.elts:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import math
 import operator
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -44,7 +45,11 @@ def evaluate(expression: str) -> float | int:
     if len(expression) > MAX_EXPRESSION:
         raise ToolFailed(f"expression is {len(expression)} characters; the limit is {MAX_EXPRESSION}")
     try:
-        tree = ast.parse(expression.strip().replace("^", "**"), mode="eval")
+        # A string literal in the expression may hold an escape Python warns about (`"\\("`, written by a model): the
+        # warning went to the server's stderr; the literal is refused below either way.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", (SyntaxWarning, DeprecationWarning))
+            tree = ast.parse(expression.strip().replace("^", "**"), mode="eval")
     except SyntaxError as exc:
         raise ToolFailed(f"not an arithmetic expression: {exc.msg}{_percent_hint(expression)}") from None
     try:
