@@ -23,12 +23,6 @@ from support import cli_here
 
 pytestmark = [pytest.mark.process]
 
-# The recordings predate the researcher's fetch_url tool (issue 35): the prompts the engine sends now differ from
-# the recorded ones at the first call, so the replay diverges. Recording again takes 1.5-2 hours on the 1.5B model
-# on these machines (issue 33's note says how); until then these two fail, and
-# say so: strict, so a replay that works again shows up as XPASS (a failure) and this mark must go.
-STALE = pytest.mark.xfail(strict=True, reason="qwen-1.5b recordings older than the researcher's fetch_url tool")
-
 HERE = Path(__file__).parents[1] / "recordings" / "qwen-1.5b"
 SHAPES = [*(handoff_tool(s) for s in DEFAULT_TEAM), FINALIZE_TOOL, PLAN_TOOL]
 
@@ -51,7 +45,6 @@ def runs(report: dict[str, Any], which: str) -> list[tuple[str, dict[str, Any]]]
     return [(c["request"], r) for c in cases for r in c["runs"]]
 
 
-@STALE
 def test_every_recorded_case_replays(report: dict[str, Any]) -> None:
     assert len(report["cases"]) >= 20
     for which in ("team", "single"):
@@ -70,7 +63,6 @@ def test_no_run_ends_complete_with_a_tool_call_tool_json_an_empty_or_echoed_answ
         assert no is None, (request, no.why if no else "", run["answer"][:300])
 
 
-@STALE
 def test_the_replay_gives_the_figures_the_recorded_eval_printed(report: dict[str, Any]) -> None:
     """The figures of the eval as it ran on the model (report.json, written by `--json` then): the same runs,
     routing and answers; the tokens and calls of every run. Only wall time differs."""
