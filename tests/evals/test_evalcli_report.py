@@ -82,7 +82,10 @@ def test_a_call_timeout_that_is_not_a_number_is_one_line(tmp_path: Path) -> None
     proc = cli_here("eval", str(suite), "--model", "offline", "--quiet", MCP_TEAM_CALL_TIMEOUT="soon")
 
     assert proc.returncode == 2 and proc.stdout == ""
-    assert proc.stderr.strip() == "mcp-team: error: MCP_TEAM_CALL_TIMEOUT must be a number of seconds, got 'soon'"
+    assert proc.stderr.strip() == (  # as run and serve say it (cli/settings.py)
+        "mcp-team: error: invalid settings: --call-timeout / MCP_TEAM_CALL_TIMEOUT: Input should be a valid number, "
+        "unable to parse string as a number"
+    )
 
 
 def test_the_deadline_flag_replaces_the_team_files_for_every_run(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from mcp import Client, StdioServerParameters
 
 from mcp_team.server.transports.messages import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, check_message
 from mcp_team.server.transports.stdio import DEFAULT_MAX_MESSAGE_BYTES
-from support import HANG_GUARD, INITIALIZED, clean_env, initialize, stdio_lines
+from support import HANG_GUARD, INITIALIZED, MCP_TEAM, clean_env, initialize, stdio_lines
 
 pytestmark = [pytest.mark.process]
 
@@ -69,11 +69,14 @@ def test_check_message_lets_good_messages_through() -> None:
     assert check_message(nested_text, DEFAULT_MAX_MESSAGE_BYTES) is None  # brackets inside strings are text
 
 
-def _exchange(*lines: str, env: dict[str, str] | None = None) -> tuple[list[dict[str, Any]], str]:
-    """Send the handshake, `lines` and a final ping over stdio; every answer, in order."""
+def _exchange(
+    *lines: str, env: dict[str, str] | None = None, command: tuple[str, ...] = (sys.executable, "-c", LAUNCHER)
+) -> tuple[list[dict[str, Any]], str]:
+    """Send the handshake, `lines` and a final ping over stdio to `command` (the transport alone, by default);
+    every answer, in order."""
     text = stdio_lines(initialize(), INITIALIZED) + "".join(line + "\n" for line in lines) + stdio_lines(PING)
     proc = subprocess.run(
-        [sys.executable, "-c", LAUNCHER],
+        command,
         input=text,
         capture_output=True,
         text=True,
@@ -94,7 +97,8 @@ def test_every_bad_line_is_answered_in_order_and_the_server_keeps_serving() -> N
 
 def test_the_limit_is_configurable() -> None:
     line = json.dumps({"jsonrpc": "2.0", "id": 4, "method": "ping", "params": {"pad": "x" * 5000}})
-    answers, _ = _exchange(line, env={"MCP_TEAM_MAX_MESSAGE_BYTES": "2048"})
+    # read by the command (cli/settings.py), which gives it to the transport
+    answers, _ = _exchange(line, env={"MCP_TEAM_MAX_MESSAGE_BYTES": "2048"}, command=(MCP_TEAM, "serve"))
     assert answers[1]["error"]["code"] == INVALID_REQUEST and "2048" in answers[1]["error"]["message"]
     assert answers[-1]["id"] == 99
 

@@ -62,6 +62,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     # importing the commands (typing, argparse...) comes after.
     found = _signal.getsignal(_signal.SIGTERM) if words[:1] in (["run"], ["eval"]) else None
     early = found == _signal.SIG_DFL
+    if argv is None and _signal.getsignal(_signal.SIGINT) == _signal.default_int_handler:
+        _signal.signal(_signal.SIGINT, _interrupt_once)
     try:
         if early:
             _set_sigterm(_signal.default_int_handler)  # SIGTERM raises KeyboardInterrupt, as Ctrl-C
@@ -77,7 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return report(exc)
         if early and _signal.getsignal(_signal.SIGTERM) == _signal.default_int_handler:
             _signal.signal(_signal.SIGTERM, _signal.SIG_IGN)  # a second SIGTERM now would be a traceback
-        if argv is None and _signal.getsignal(_signal.SIGINT) == _signal.default_int_handler:
+        if argv is None and _signal.getsignal(_signal.SIGINT) in (_signal.default_int_handler, _interrupt_once):
             # A second Ctrl-C while this says so (the import below is a first one early in the start-up) ends
             # the process at once, as a second Ctrl-C does elsewhere, instead of raising here: a traceback.
             _signal.signal(_signal.SIGINT, _signal.SIG_DFL)
@@ -93,6 +95,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             # it found it: set here, or ignored as a run was cancelled (cli/run.py). The command's own
             # process keeps it to its end (a SIGTERM ignored while a run is cancelled is still ignored at exit).
             _set_sigterm(found)
+
+
+def _interrupt_once(_signum: int, _frame: object) -> None:
+    """Ctrl-C outside the command's own handling (cli/interrupt.py), e.g. in start-up: a KeyboardInterrupt, said
+    below; a second one ends the process at once. With Python's handler, a second Ctrl-C that came while the
+    first unwound an import landed in the import's clean-up: "Exception ignored ... Traceback" on stderr."""
+    _signal.signal(_signal.SIGINT, _signal.SIG_DFL)
+    raise KeyboardInterrupt
 
 
 def _interrupted(exc: BaseException) -> bool:

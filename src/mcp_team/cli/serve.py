@@ -236,7 +236,9 @@ def listen(host: str, port: int) -> list[socket.socket]:
     return sockets
 
 
-async def _serve_stdio(server: MCPServer[ServerState], tracing: Tracing | None, limit: int, opened: ServerRuns) -> None:
+async def _serve_stdio(
+    server: MCPServer[ServerState], tracing: Tracing | None, limit: int | None, opened: ServerRuns
+) -> None:
     """Serve until stdin closes or SIGTERM/SIGINT arrives; either way running work is cancelled and its spans
     exported. MCP clients stop stdio servers with close-stdin, then SIGTERM, then SIGKILL. Every line is checked
     by the stdio gate (server/transports/stdio.py): a bad or oversized one is answered with a JSON-RPC error."""

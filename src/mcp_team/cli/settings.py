@@ -25,7 +25,6 @@ from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 from mcp_team.errors import ConfigError, message_of
 from mcp_team.handoffs.schema import LONGEST_CALL
 from mcp_team.llm.settings import ModelSettings, env_variable, env_variables
-from mcp_team.server.transports.stdio import DEFAULT_MAX_MESSAGE_BYTES
 from mcp_team.telemetry.content import CAPTURE_ENV
 
 if TYPE_CHECKING:
@@ -46,8 +45,8 @@ class ProcessSettings(BaseSettings):
         description="Seconds one model call may take; else the team file's call_timeout, else 180.",
     )  # fmt: skip
     trace_dir: str | None = Field(default=None, description="Where every run's trace is written (OTLP JSON).")
-    max_message_bytes: int = Field(
-        default=DEFAULT_MAX_MESSAGE_BYTES, ge=1024, description="The largest JSON-RPC message stdio takes."
+    max_message_bytes: int | None = Field(  # None: the transport's own (server/transports/stdio.py), 4 MiB
+        default=None, ge=1024, description="The largest JSON-RPC message stdio takes."
     )
     capture_content: str | None = Field(
         default=None, validation_alias=CAPTURE_ENV, description="Whether spans may carry prompts and answers."

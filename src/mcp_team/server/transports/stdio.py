@@ -30,8 +30,10 @@ from mcp_team.server.transports.messages import check_message
 DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024  # the SDK's limit for an HTTP body, so both transports agree
 
 
-async def serve_stdio(server: MCPServer[Any], *, limit: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
-    """Serve `server` on this process's stdin and stdout until stdin closes."""
+async def serve_stdio(server: MCPServer[Any], *, limit: int | None = None) -> None:
+    """Serve `server` on this process's stdin and stdout until stdin closes; a message over `limit` bytes
+    (default `DEFAULT_MAX_MESSAGE_BYTES`) is refused."""
+    limit = limit or DEFAULT_MAX_MESSAGE_BYTES
     lowlevel = lowlevel_of(server)  # what MCPServer.run_stdio_async runs, too
     with _claimed_stdio() as (stdin_bytes, stdout_bytes):
         stdout = _LineWriter(anyio.wrap_file(TextIOWrapper(stdout_bytes, encoding="utf-8")))
