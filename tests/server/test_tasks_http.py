@@ -17,10 +17,10 @@ import mcp_types as types
 import pytest
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
-from test_conformance import NODE, ROOT, SUITE, _install_suite
 
 from mcp_team.server.surface import resources
 from support import HANG_GUARD, clean_env, plain_http_async, serve_http
+from support.conformance import NODE, ROOT, SUITE, install_suite
 from support.task_client import TaskClient, Tasks
 from support.two_users import two_user_server
 
@@ -139,7 +139,7 @@ async def test_a_task_outlives_the_server_process_or_fails_with_the_reason(tmp_p
 
 
 def _ts_client(url: str) -> dict[str, Any]:
-    _install_suite()  # the suite's node_modules hold the TypeScript SDK, pinned by tests/conformance's lock
+    install_suite()  # the suite's node_modules hold the TypeScript SDK, pinned by tests/conformance's lock
     proc = subprocess.run(
         [str(NODE), str(TS_CLIENT), str(SUITE), url], capture_output=True, text=True, timeout=HANG_GUARD, cwd=ROOT
     )
