@@ -28,10 +28,9 @@ from mcp import Client
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
 
-from test_replicas_serve import Replica, call, calls, connect, replica
-
 from support import HANG_GUARD
 from support.postgres import Postgres, postgres
+from support.replicas import Replica, call, calls, connect, replica
 
 pytestmark = [
     pytest.mark.anyio,
