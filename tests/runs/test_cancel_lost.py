@@ -7,13 +7,10 @@ not overwrite the cancelled record. `cancel_run` whose workflow cancel the datab
 from __future__ import annotations
 
 import sqlite3
-import sys
 from pathlib import Path
 
 import anyio
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parents[1]))
 
 from mcp_team.runs import open_runs, resolve
 from mcp_team.runs.database import sqlite_engine

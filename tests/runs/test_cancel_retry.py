@@ -6,13 +6,10 @@ does, a restart does not run such a workflow again, and cancelling again with `m
 from __future__ import annotations
 
 import sqlite3
-import sys
 from pathlib import Path
 
 import anyio
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parents[1]))
 
 from mcp_team.runs import open_runs, resolve
 from mcp_team.runs.types import RunRequest

@@ -15,7 +15,6 @@ stay cancelled: their records as they were, their workflows cancelled, no model 
 from __future__ import annotations
 
 import json
-import sys
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,8 +24,6 @@ import anyio
 import pytest
 import sqlalchemy as sa
 from mcp import Client
-
-sys.path.insert(0, str(Path(__file__).parents[1]))
 
 from support import HANG_GUARD
 from support.postgres import Postgres, postgres

@@ -18,8 +18,6 @@ from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parents[1]))
-
 from support.postgres import Postgres, postgres
 
 pytestmark = [pytest.mark.process, pytest.mark.postgres]

@@ -6,14 +6,11 @@ It refused to start ("the runs database ... is not usable: must be owner of tabl
 from __future__ import annotations
 
 import logging
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-
-sys.path.insert(0, str(Path(__file__).parents[1]))
 
 from mcp_team.runs import open_runs, resolve
 from mcp_team.runs.database import open_engine

@@ -3,14 +3,11 @@ a run recorded and read back, executor ids held by advisory locks, kill -9 and r
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parents[1]))
 
 from mcp_team.errors import ConfigError
 from mcp_team.runs import open_runs, resolve

@@ -4,15 +4,12 @@ that index existed (SQLite state directory or PostgreSQL) gets it when runs are 
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
-
-sys.path.insert(0, str(Path(__file__).parents[1]))
 
 from mcp_team.runs import resolve
 from mcp_team.runs.database import open_engine
