@@ -15,34 +15,16 @@ import json
 import os
 import shutil
 import sqlite3
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import httpx2
 import pytest
 
-from support import HANG_GUARD, MCP_TEAM, clean_env, free_port, plain_http, wait_healthy
-from support.sync_client import Mcp, until
+from support import HANG_GUARD, plain_http
+from support.sync_client import Mcp, serve, status, until
 
 pytestmark = [pytest.mark.process]
-
-
-def serve(state: Path, log: Path, *args: str) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    env = clean_env(MCP_TEAM_MODEL="offline", MCP_TEAM_STATE_DIR=str(state))
-    proc = subprocess.Popen([MCP_TEAM, "serve", "--http", "--port", str(port), *args], env=env,
-                            stdout=subprocess.DEVNULL, stderr=log.open("wb"))  # fmt: skip
-    base = f"http://127.0.0.1:{port}"
-    assert wait_healthy(base, proc), log.read_text()
-    return proc, base
-
-
-def status(http: httpx2.Client, url: str) -> int | None:
-    try:
-        return http.get(url, timeout=HANG_GUARD).status_code
-    except httpx2.TransportError:
-        return None
 
 
 def test_a_locked_database_fails_readiness_reads_still_answer_and_runs_go_on_after(tmp_path: Path) -> None:

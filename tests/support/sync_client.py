@@ -1,4 +1,4 @@
-"""A synchronous client of a served `mcp-team`: a small MCP session over plain HTTP, and waiting on what it shows."""
+"""`mcp-team serve --http` on a state directory, and a synchronous client of it: MCP calls, status codes, waits."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from support import HANG_GUARD, plain_http
+import httpx2
+
+from support import HANG_GUARD, MCP_TEAM, clean_env, free_port, plain_http, wait_healthy
 
 HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
@@ -55,3 +57,20 @@ def until(what: str, check: Any, proc: subprocess.Popen[bytes], log: Path) -> An
             return found
         time.sleep(0.2)
     raise AssertionError(f"{what}: not seen in {HANG_GUARD:g} s (exit {proc.poll()}): {log.read_text()[-3000:]}")
+
+
+def serve(state: Path, log: Path, *args: str) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    env = clean_env(MCP_TEAM_MODEL="offline", MCP_TEAM_STATE_DIR=str(state))
+    proc = subprocess.Popen([MCP_TEAM, "serve", "--http", "--port", str(port), *args], env=env,
+                            stdout=subprocess.DEVNULL, stderr=log.open("wb"))  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    assert wait_healthy(base, proc), log.read_text()
+    return proc, base
+
+
+def status(http: httpx2.Client, url: str) -> int | None:
+    try:
+        return http.get(url, timeout=HANG_GUARD).status_code
+    except httpx2.TransportError:
+        return None
