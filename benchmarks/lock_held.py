@@ -18,11 +18,10 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE.parent / "tests"), str(HERE.parent / "tests" / "runs")]
-
-from test_storage_faults import Mcp, serve, status  # noqa: E402
+sys.path.insert(0, str(HERE.parent / "tests"))
 
 from support import plain_http  # noqa: E402
+from support.sync_client import Mcp, serve, status  # noqa: E402
 
 
 def main() -> int:

@@ -32,13 +32,12 @@ import sqlalchemy as sa
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 
-from test_replicas import Replica  # noqa: E402
-
 from durable import ephemeral_runs  # noqa: E402 - benchmarks/durable.py
 from mcp_team.runs import open_runs, resolve  # noqa: E402
 from mcp_team.runs.config import DurableConfig  # noqa: E402
 from support.durable_engine import FakeEngine  # noqa: E402
 from support.postgres import Postgres, postgres  # noqa: E402
+from support.replica_workers import Replica  # noqa: E402
 
 STEPS = 2
 

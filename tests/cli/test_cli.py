@@ -15,13 +15,12 @@ from mcp_team.cli.common import EXIT_PARTIAL
 from mcp_team.handoffs import RunResult
 from support import ADDER_TEAM, MCP_TEAM, clean_env, cli_here, run_cli
 from support.fake_api import offline_brain
-from support.fake_messages_api import FakeMessagesAPI
+from support.fake_messages_api import SECRET, FakeMessagesAPI
 from support.fake_openai_api import FakeOpenAIAPI
 
 pytestmark = [pytest.mark.process]
 
 REQUEST = "Research the history of the transistor, compute 12*(3+4)/2, write a short report, then review it."
-SECRET = "sk-ant-test-SECRET-0123456789"
 
 
 def test_offline_run_prints_the_answer_and_progress() -> None:

@@ -16,9 +16,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_http_shutdown_lifespan import KILLED_WITHIN, external_pid, gone, noted, team_file, wait_for_eof
 
 from support import HANG_GUARD, MCP_TEAM, clean_env
+from support.slow_mcp_server import KILLED_WITHIN, external_pid, gone, noted, team_file, wait_for_eof
 
 pytestmark = [
     pytest.mark.skipif(sys.platform != "linux", reason="POSIX signals, /proc (CI is Linux)"),

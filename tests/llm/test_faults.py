@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_cli import SECRET, run_cli
 
 from mcp_team import Team
 from mcp_team.handoffs import RunSettings
@@ -14,8 +13,9 @@ from mcp_team.llm import Message, ModelError, ModelRequest, ModelSet, ToolDefini
 from mcp_team.llm.faults import FaultyModel, parse_faults, with_faults
 from mcp_team.llm.offline import OfflineModel
 from mcp_team.llm.scripted import ScriptedModel, text, tool_calls
+from support import run_cli
 from support.fake_api import offline_brain
-from support.fake_messages_api import FakeMessagesAPI
+from support.fake_messages_api import SECRET, FakeMessagesAPI
 
 pytestmark = pytest.mark.anyio
 

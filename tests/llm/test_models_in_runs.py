@@ -15,7 +15,6 @@ from pathlib import Path
 import anyio
 import pytest
 
-from conftest import Spans
 from mcp_team.handoffs import Budgets, Team
 from mcp_team.llm import SPECIALIST, SUPERVISOR, Message, ModelRequest, ModelSet, ToolDefinition, chat
 from mcp_team.llm.cost import usage_cost
@@ -31,6 +30,7 @@ from mcp_team.telemetry.attributes import FALLBACK_MODEL, OP_CHAT, USAGE_COST_US
 from support import HANG_GUARD, MCP_TEAM, clean_env, cli_here
 from support.fake_api import offline_brain
 from support.fake_openai_api import FakeOpenAIAPI, completion
+from support.spans import Spans
 
 pytestmark = [pytest.mark.process]
 

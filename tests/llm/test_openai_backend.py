@@ -13,7 +13,6 @@ from typing import Any
 import anyio
 import pytest
 
-from conftest import Spans
 from mcp_team.handoffs import RunResult, Team
 from mcp_team.handoffs.schema import Mode
 from mcp_team.llm import SPECIALIST, SUPERVISOR, ModelSet
@@ -51,6 +50,7 @@ from support.fake_openai_api import (
     stream,
     tool_call,
 )
+from support.spans import Spans
 
 pytestmark = pytest.mark.anyio
 

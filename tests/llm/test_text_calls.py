@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 
-from conftest import Spans
 from mcp_team.handoffs import Team
 from mcp_team.handoffs.planner import PLAN_TOOL
 from mcp_team.handoffs.supervisor import handoff_tool
@@ -31,6 +30,7 @@ from mcp_team.specialists.verdict import parse_verdict
 from mcp_team.telemetry.attributes import OP_CHAT, TEXT_TOOL_CALLS
 from support.fake_api import offline_brain
 from support.fake_openai_api import TEXT_FORMATS, FakeOpenAIAPI, TextFormat, calls_as_text, completion, tool_call
+from support.spans import Spans
 
 MODEL = "qwen2.5-coder-1.5b"
 REQUEST = "Research the history of the transistor, compute 12*(3+4)/2, write a short report, then review it."

@@ -7,24 +7,10 @@ not overwrite the cancelled record. `cancel_run` whose workflow cancel the datab
 from __future__ import annotations
 
 import sqlite3
-import sys
 from pathlib import Path
 
 import anyio
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parents[1]))
-
-from test_cancel_retry import (
-    FIRST_REASON,
-    _cancel_record_only,
-    _cancel_with_the_cli,
-    _rewritten,
-    _serve,
-    _until,
-    _waiting_at,
-    _workflow_status,
-)
 
 from mcp_team.runs import open_runs, resolve
 from mcp_team.runs.database import sqlite_engine
@@ -33,6 +19,16 @@ from mcp_team.runs.sql_store import SqlRunStore as RunStore
 from mcp_team.runs.types import RunRecord, RunRequest, now
 from support import HANG_GUARD, stored_runs
 from support.durable_engine import FakeEngine
+from support.half_cancels import (
+    FIRST_REASON,
+    cancel_record_only,
+    cancel_with_the_cli,
+    rewritten,
+    serve_run,
+    until,
+    waiting_at,
+    workflow_status,
+)
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning"), pytest.mark.slow]
 
@@ -42,22 +38,22 @@ REFUSE_CANCEL = ("CREATE TRIGGER refuse_cancel BEFORE UPDATE OF status ON workfl
 
 async def test_a_run_whose_cancel_reached_only_its_record_stops_and_its_workflow_is_cancelled(tmp_path: Path) -> None:
     db = tmp_path / "runs.sqlite"
-    serving = _serve(tmp_path)  # the run waits for a person: it cannot end on its own, however slow the machine
+    serving = serve_run(tmp_path)  # the run waits for a person: it cannot end on its own, however slow the machine
     try:
-        run_id = await _until(serving, "the run at its first checkpoint", lambda: _waiting_at(db, "before:writer"))
-        half = await _cancel_record_only(db, run_id)
-        assert _workflow_status(db, run_id) == "PENDING"
+        run_id = await until(serving, "the run at its first checkpoint", lambda: waiting_at(db, "before:writer"))
+        half = await cancel_record_only(db, run_id)
+        assert workflow_status(db, run_id) == "PENDING"
 
         # Nobody cancels again: the process running it stops it, writing what had finished, with the reason.
-        final = await _until(serving, "the run's end", lambda: _rewritten(db, half))
+        final = await until(serving, "the run's end", lambda: rewritten(db, half))
         assert (final["status"], final["reason"]) == ("cancelled", FIRST_REASON), final
         assert final["result"]["status"] == "cancelled" and final["waiting"] is None, final
         assert "running" not in {h["status"] for h in final["result"]["handoffs"]}, final["result"]["handoffs"]
         # and finishes DBOS's half: a restart does not resume it
-        await _until(serving, "its workflow cancelled", lambda: _workflow_status(db, run_id) == "CANCELLED")
+        await until(serving, "its workflow cancelled", lambda: workflow_status(db, run_id) == "CANCELLED")
         assert serving.poll() is None  # the server serves on
 
-        again = _cancel_with_the_cli(tmp_path, run_id)
+        again = cancel_with_the_cli(tmp_path, run_id)
         ended = f"mcp-team: run {run_id} had already ended (cancelled); nothing to cancel\n"
         assert (again.returncode, again.stderr) == (0, ended), again
     finally:
@@ -76,7 +72,7 @@ async def test_the_run_service_stops_a_run_recorded_cancelled_by_another_process
     engine = FakeEngine(k=2, steps=2, latency=3600.0)  # its model calls never return: only a cancel ends it
     async with open_runs(config, engine) as runs:
         await runs.start(RunRequest(request="a request"), run_id="run-x", resumable=resumable)
-        half = await _cancel_record_only(config.sqlite_path, "run-x")
+        half = await cancel_record_only(config.sqlite_path, "run-x")
         with anyio.fail_after(HANG_GUARD):
             while runs.running:  # noqa: ASYNC110 (polled: the watch's period is the thing tested)
                 await anyio.sleep(0.05)
@@ -86,7 +82,7 @@ async def test_the_run_service_stops_a_run_recorded_cancelled_by_another_process
         assert engine.calls == 0
     [stored] = stored_runs(config.sqlite_path)
     assert (stored["status"], stored["reason"]) == ("cancelled", FIRST_REASON)
-    assert _workflow_status(config.sqlite_path, "run-x") == ("CANCELLED" if resumable else None)
+    assert workflow_status(config.sqlite_path, "run-x") == ("CANCELLED" if resumable else None)
 
 
 async def test_a_run_that_ends_after_another_process_cancelled_it_stays_cancelled(tmp_path: Path) -> None:
@@ -135,9 +131,9 @@ async def test_cancel_run_says_in_one_line_that_a_cancel_the_database_refused_di
     from mcp_team.server.app import build_server
 
     db = tmp_path / "runs.sqlite"
-    serving = _serve(tmp_path)
+    serving = serve_run(tmp_path)
     try:
-        run_id = await _until(serving, "the run at its first checkpoint", lambda: _waiting_at(db, "before:writer"))
+        run_id = await until(serving, "the run at its first checkpoint", lambda: waiting_at(db, "before:writer"))
         with sqlite3.connect(db) as conn:  # DBOS's half of a cancel fails, the run store's does not
             conn.execute(REFUSE_CANCEL)
         server = build_server(ModelSettings(model="offline"), durable=resolve(state_dir=tmp_path, environ={}))
@@ -150,7 +146,7 @@ async def test_cancel_run_says_in_one_line_that_a_cancel_the_database_refused_di
                 "cancel_run again once the database is writable"
             ]
             # The process running it stops it all the same: its workflow ends, returning the cancelled record.
-            await _until(serving, "the run's end", lambda: _workflow_status(db, run_id) == "SUCCESS")
+            await until(serving, "the run's end", lambda: workflow_status(db, run_id) == "SUCCESS")
             [final] = stored_runs(db)
             assert (final["status"], final["reason"]) == ("cancelled", "cancelled with cancel_run"), final
             assert "running" not in {h["status"] for h in final["result"]["handoffs"]}, final["result"]["handoffs"]
@@ -176,9 +172,9 @@ async def test_tasks_cancel_says_in_one_line_that_a_cancel_the_database_refused_
     from support.task_client import TaskClient, Tasks  # a run's id is its task's id
 
     db = tmp_path / "runs.sqlite"
-    serving = _serve(tmp_path)
+    serving = serve_run(tmp_path)
     try:
-        run_id = await _until(serving, "the run at its first checkpoint", lambda: _waiting_at(db, "before:writer"))
+        run_id = await until(serving, "the run at its first checkpoint", lambda: waiting_at(db, "before:writer"))
         with sqlite3.connect(db) as conn:
             conn.execute(REFUSE_CANCEL)
         server = build_server(ModelSettings(model="offline"), durable=resolve(state_dir=tmp_path, environ={}))
@@ -189,9 +185,7 @@ async def test_tasks_cancel_says_in_one_line_that_a_cancel_the_database_refused_
             f"run {run_id} is recorded cancelled, but the runs database refused to cancel its workflow (refused by "
             "the test), so the cancel did not finish. Send tasks/cancel again once the database is writable"
         )
-        await _until(
-            serving, "the run's end", lambda: _workflow_status(db, run_id) == "SUCCESS"
-        )  # stopped all the same
+        await until(serving, "the run's end", lambda: workflow_status(db, run_id) == "SUCCESS")  # stopped all the same
     finally:
         serving.kill()
         serving.communicate()

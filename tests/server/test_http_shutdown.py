@@ -6,7 +6,6 @@ is cut and said in one line."""
 
 from __future__ import annotations
 
-import json
 import signal
 import subprocess
 from collections.abc import AsyncIterator
@@ -15,7 +14,6 @@ from pathlib import Path
 
 import anyio
 import httpx2
-import mcp_types as types
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -30,10 +28,9 @@ from support import (
     serve_http_process,
     stored_runs,
 )
+from support.http_shutdown import HEADERS, REQUEST, exited, until_running
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning"), pytest.mark.process]
-HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-REQUEST = "Research bees, calculate 2+2, write a short report and review it"
 
 
 @pytest.fixture
@@ -50,27 +47,6 @@ async def legacy_get_stream(http: httpx2.AsyncClient, base: str) -> AsyncIterato
     async with http.stream("GET", f"{base}/mcp", headers={**session, "Accept": "text/event-stream"}) as response:
         assert response.status_code == 200, await response.aread()
         yield response
-
-
-async def exited(proc: subprocess.Popen[bytes]) -> int:
-    """The process's exit code; fails the test (and kills it) if it is still running after the hang guard."""
-    try:
-        return await anyio.to_thread.run_sync(lambda: proc.wait(timeout=HANG_GUARD))
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        pytest.fail(f"mcp-team serve --http still running {HANG_GUARD:.0f} s after SIGTERM")
-
-
-async def until_running(client: Client, runs: int = 1) -> None:
-    """Until the server lists `runs` runs in progress: the calls sent are being served (no progress comes before
-    the first model call ends, and a signal sent before a call arrives would find no call to hold)."""
-    with anyio.fail_after(HANG_GUARD):
-        while True:
-            contents = (await client.read_resource("team://runs")).contents[0]
-            assert isinstance(contents, types.TextResourceContents)
-            if sum(run["status"] == "running" for run in json.loads(contents.text)["runs"]) >= runs:
-                return
-            await anyio.sleep(0.1)
 
 
 async def test_sigterm_ends_open_streams_keeps_the_run_and_exits_0(tmp_path: Path) -> None:

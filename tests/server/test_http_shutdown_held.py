@@ -19,9 +19,9 @@ from anyio.abc import TaskGroup
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult, TextContent
-from test_http_shutdown import REQUEST, exited, until_running
 
 from support import HANG_GUARD, clean_env, plain_http_async, serve_http_process, stored_runs
+from support.http_shutdown import REQUEST, exited, until_running
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning"), pytest.mark.process]
 REVISIONS = ["legacy", "2026-07-28"]  # legacy: the 2025-11-25 handshake, its answers as SSE on the POST

@@ -13,9 +13,9 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
-from test_http_shutdown import HEADERS, exited
 
 from support import HANG_GUARD, clean_env, initialize, plain_http_async, serve_http_process
+from support.http_shutdown import HEADERS, exited
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning"), pytest.mark.process]
 QUICK = "Say hello"  # the offline supervisor answers it at once

@@ -11,11 +11,10 @@ import mcp_types as types
 import pytest
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
-from test_listen_refused import honored
-from test_runs_listing_updates import LISTING
 
 from mcp_team.server.updates.run_updates import MAX_LISTEN_URIS
 from support import HANG_GUARD, clean_env, plain_http_async, serve_http_process
+from support.run_updates import LISTING, honored
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning"), pytest.mark.process]
 

@@ -13,10 +13,9 @@ import anyio
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from test_run_updates_owners import listening, status_of
-from test_runs_listing_updates import Updates, listed
 
 from support import HANG_GUARD, MCP_TEAM, clean_env, plain_http_async, serve_http_process
+from support.run_updates import Updates, listed, listening, status_of
 
 # Slow model calls: the run goes on for seconds after it is first written, so it is followed while it runs (and
 # ends while followed).

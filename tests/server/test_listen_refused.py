@@ -12,11 +12,11 @@ from pathlib import Path
 import mcp_types as types
 import pytest
 from mcp import Client, MCPError
-from test_runs_listing_updates import LISTING, Updates, connected
-from test_tasks_http import two_user_server
 
 from mcp_team.llm.settings import ModelSettings
 from mcp_team.server.app import build_server
+from support.run_updates import LISTING, Updates, connected, honored
+from support.two_users import two_user_server
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")]
 
@@ -28,12 +28,6 @@ async def refused(client: Client, *uris: str) -> str:
             pass
     assert caught.value.error.code == types.INVALID_PARAMS, caught.value.error
     return caught.value.error.message
-
-
-async def honored(client: Client, *uris: str) -> list[str]:
-    """The URIs a listen naming `uris` is acknowledged for."""
-    async with client.listen(resource_subscriptions=list(uris)) as stream:
-        return list(stream.honored.resource_subscriptions or [])
 
 
 async def test_a_listen_naming_another_users_run_is_refused_as_one_naming_no_run(tmp_path: Path) -> None:

@@ -20,9 +20,9 @@ from mcp.client.auth import OAuthClientProvider
 from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
-from test_conformance import NODE, ROOT, SUITE, _install_suite
 
 from support import HANG_GUARD, clean_env, plain_http, plain_http_async, serve_http
+from support.conformance import NODE, ROOT, SUITE, install_suite
 from support.oidc_provider import CC, REDIRECT_URI, Provider, oidc_provider
 
 pytestmark = [
@@ -140,7 +140,7 @@ async def test_a_person_logs_in_through_the_python_sdk(url: str, provider: Provi
 
 
 def test_the_typescript_sdk_finds_the_issuer_from_a_401_and_calls_a_tool(url: str, provider: Provider) -> None:
-    _install_suite()  # the conformance suite's node_modules hold the TypeScript SDK (pinned by its lock)
+    install_suite()  # the conformance suite's node_modules hold the TypeScript SDK (pinned by its lock)
     proc = subprocess.run(
         [str(NODE), str(TS_CLIENT), str(SUITE), url, provider.issuer, *CC, "team:run runs:read"],
         capture_output=True, text=True, timeout=HANG_GUARD, cwd=ROOT,

@@ -15,11 +15,11 @@ import mcp_types as types
 import pytest
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
-from test_runs_listing_updates import LISTING, Updates, connected, listening
 
 from mcp_team.teamfile.starter import render_team_file
 from support import HANG_GUARD, clean_env, plain_http_async, serve_http
 from support.oidc_provider import Provider, oidc_provider
+from support.run_updates import LISTING, Updates, connected, listening
 from support.task_client import TaskClient, Tasks
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning"), pytest.mark.process]

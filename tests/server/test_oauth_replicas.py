@@ -17,11 +17,11 @@ import mcp_types as types
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from test_replicas_serve import REQUEST, TEAM, Replica, call, replica, runs_of, until
 
 from support import HANG_GUARD, plain_http_async
 from support.oidc_provider import Provider, oidc_provider
 from support.postgres import Postgres, postgres
+from support.replicas import REQUEST, TEAM, Replica, call, replica, runs_of, until
 from support.task_client import TaskClient
 
 pytestmark = [

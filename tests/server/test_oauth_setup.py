@@ -12,10 +12,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_oauth_tokens import LIST_TOOLS, challenge, post
 
 from support import HANG_GUARD, clean_env, cli_here, free_port, serve_http_process
 from support.oidc_provider import INTROSPECTOR, Provider, install, oidc_provider
+from support.token_requests import LIST_TOOLS, challenge, post
 
 pytestmark = [pytest.mark.process]
 

@@ -7,22 +7,18 @@ challenge; a token without the scope a request needs gets 403 naming it; the pro
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator
 from typing import Any
 
-import httpx2
 import jwt
 import pytest
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from support import clean_env, plain_http, serve_http
 from support.oidc_provider import INTROSPECTOR, OTHER_RESOURCE, Provider, hs256, new_key, oidc_provider, unsigned
+from support.token_requests import LIST_TOOLS, challenge, mcp_request, post
 
 pytestmark = [pytest.mark.process]
-
-HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
-MODERN = {**HEADERS, "mcp-protocol-version": "2026-07-28"}
 
 
 @pytest.fixture(scope="module")
@@ -37,36 +33,6 @@ def base(provider: Provider) -> Iterator[str]:
     env = clean_env(MCP_TEAM_MODEL="offline")
     with serve_http("--ephemeral", "--auth-issuer", provider.issuer, env=env) as url:
         yield url
-
-
-def _request(method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
-    """A 2026-07-28 request (stateless: no session to open first)."""
-    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "0"},
-            "io.modelcontextprotocol/clientCapabilities": {}}  # fmt: skip
-    return {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**(params or {}), "_meta": meta}}
-
-
-def post(url: str, token: str | None, message: dict[str, Any]) -> httpx2.Response:
-    headers = {**MODERN, "mcp-method": message["method"]}
-    if message["method"] == "tools/call":
-        headers["mcp-name"] = message["params"]["name"]
-    elif message["method"] == "resources/read":
-        headers["mcp-name"] = message["params"]["uri"]
-    if token is not None:
-        headers["authorization"] = f"Bearer {token}"
-    with plain_http(timeout=60) as http:
-        return http.post(url, json=message, headers=headers)
-
-
-def challenge(response: httpx2.Response) -> dict[str, str]:
-    """The parameters of a `Bearer` WWW-Authenticate."""
-    header = response.headers.get("www-authenticate", "")
-    assert header.startswith("Bearer "), header
-    return dict(re.findall(r'(\w+)="([^"]*)"', header))
-
-
-LIST_TOOLS = _request("tools/list")
 
 
 def test_the_protected_resource_metadata(base: str, provider: Provider) -> None:
@@ -157,13 +123,13 @@ def test_a_bad_token_is_refused_with_401_invalid_token(base: str, bad_tokens: di
 @pytest.mark.parametrize(
     ("granted", "message", "needed"),
     [
-        ("runs:read", _request("tools/call", {"name": "run_team", "arguments": {"request": "hi"}}), "team:run"),
-        ("runs:read", _request("tools/call", {"name": "researcher", "arguments": {"task": "hi"}}), "team:run"),
-        ("team:run", _request("resources/read", {"uri": "team://runs"}), "runs:read"),
-        ("team:run", _request("tools/call", {"name": "get_run", "arguments": {"run_id": "x"}}), "runs:read"),
-        ("team:run runs:read", _request("tools/call", {"name": "answer_checkpoint", "arguments": {}}),
+        ("runs:read", mcp_request("tools/call", {"name": "run_team", "arguments": {"request": "hi"}}), "team:run"),
+        ("runs:read", mcp_request("tools/call", {"name": "researcher", "arguments": {"task": "hi"}}), "team:run"),
+        ("team:run", mcp_request("resources/read", {"uri": "team://runs"}), "runs:read"),
+        ("team:run", mcp_request("tools/call", {"name": "get_run", "arguments": {"run_id": "x"}}), "runs:read"),
+        ("team:run runs:read", mcp_request("tools/call", {"name": "answer_checkpoint", "arguments": {}}),
          "checkpoints:answer"),
-        ("runs:read", _request("tools/call", {"name": "cancel_run", "arguments": {"run_id": "x"}}), "team:run"),
+        ("runs:read", mcp_request("tools/call", {"name": "cancel_run", "arguments": {"run_id": "x"}}), "team:run"),
     ],
     ids=["run_team", "a specialist", "team://runs", "get_run", "answer_checkpoint", "cancel_run"],
 )  # fmt: skip
@@ -180,14 +146,14 @@ def test_a_token_without_the_scope_gets_403_naming_it(
 
 def test_what_needs_no_scope_passes_with_any_valid_token(base: str, provider: Provider) -> None:
     token = provider.client_credentials("checkpoints:answer", f"{base}/mcp")  # no run or read scope
-    for message in (LIST_TOOLS, _request("resources/read", {"uri": "team://specialists"})):
+    for message in (LIST_TOOLS, mcp_request("resources/read", {"uri": "team://specialists"})):
         response = post(f"{base}/mcp", token, message)
         assert response.status_code == 200, response.text
 
 
 def test_the_operator_scope_reads_runs_without_runs_read(base: str, provider: Provider) -> None:
     token = provider.client_credentials("runs:admin", f"{base}/mcp")
-    response = post(f"{base}/mcp", token, _request("resources/read", {"uri": "team://runs"}))
+    response = post(f"{base}/mcp", token, mcp_request("resources/read", {"uri": "team://runs"}))
     assert response.status_code == 200, response.text
 
 
@@ -224,7 +190,7 @@ def test_introspection_checks_opaque_tokens(provider: Provider) -> None:
         assert opaque.count(".") == 0  # not a JWT: only the issuer can say what it is
         assert post(f"{url}/mcp", opaque, LIST_TOOLS).status_code == 200
         runner = provider.client_credentials("team:run", resource)
-        refused = post(f"{url}/mcp", runner, _request("resources/read", {"uri": "team://runs"}))
+        refused = post(f"{url}/mcp", runner, mcp_request("resources/read", {"uri": "team://runs"}))
         assert refused.status_code == 403 and challenge(refused)["scope"] == "runs:read"
         for bad in (provider.client_credentials("team:run", OTHER_RESOURCE), "made-up-token"):
             response = post(f"{url}/mcp", bad, LIST_TOOLS)

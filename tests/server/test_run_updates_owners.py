@@ -7,28 +7,15 @@ see tests/server/test_tasks_http.py.) Runs written here and runs another replica
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import anyio
-import mcp_types as types
 import pytest
 import sqlalchemy as sa
-from mcp import Client
 from mcp.server.auth.settings import AuthSettings
-from test_runs_listing_updates import (
-    LISTING,
-    HeldApproval,
-    Updates,
-    connected,
-    held_two_user_server,
-    listed,
-    listening,
-    until_listed,
-)
 
 from mcp_team.llm.settings import ModelSettings
 from mcp_team.runs import resolve
@@ -38,6 +25,8 @@ from mcp_team.server.app import build_server
 from mcp_team.server.transports.http import HttpSettings, http_app
 from support import HANG_GUARD, free_port, serving_here
 from support.postgres import postgres_server
+from support.run_updates import LISTING, HeldApproval, Updates, connected, listed, listening, status_of, until_listed
+from support.two_users import TwoUsers, held_two_user_server
 
 pytestmark = [
     pytest.mark.anyio,
@@ -45,12 +34,6 @@ pytestmark = [
     pytest.mark.process,
     pytest.mark.postgres,
 ]
-
-
-async def status_of(client: Client, run_id: str) -> str:
-    contents = (await client.read_resource(f"team://runs/{run_id}")).contents[0]
-    assert isinstance(contents, types.TextResourceContents)
-    return str(json.loads(contents.text)["status"])
 
 
 async def test_a_listen_stream_naming_another_users_run_hears_nothing_of_it(tmp_path: Path) -> None:
@@ -126,8 +109,6 @@ def record(run_id: str, status: str, owner: str, ago: timedelta = timedelta(0)) 
 @asynccontextmanager
 async def owners_server(state_dir: Path, database: str) -> AsyncIterator[str]:
     """`two_user_server` on the PostgreSQL `database` (so it follows other replicas' runs)."""
-    from test_tasks_http import TwoUsers
-
     port = free_port()
     url = f"http://127.0.0.1:{port}/mcp"
     auth = AuthSettings.model_validate(

@@ -5,9 +5,8 @@ subscriber may see, nothing after `resources/unsubscribe`, and a session that en
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -16,19 +15,17 @@ import anyio
 import mcp_types as types
 import pytest
 from mcp import Client, MCPError
-from mcp.client.streamable_http import streamable_http_client
-from mcp.server.auth.settings import AuthSettings
-from test_tasks_http import TwoUsers, two_user_server
 
 from mcp_team.handoffs import RunSettings
 from mcp_team.llm.settings import ModelSettings
 from mcp_team.runs import resolve
 from mcp_team.server.app import build_server
-from mcp_team.server.transports.http import HttpSettings, http_app
 from mcp_team.specialists import DEFAULT_TEAM
 from mcp_team.teamfile.loading import TeamSpec
-from support import HANG_GUARD, MCP_TEAM, clean_env, free_port, plain_http_async, serving_here
+from support import HANG_GUARD, MCP_TEAM, clean_env
 from support.postgres import postgres_server
+from support.run_updates import LISTING, HeldApproval, Updates, connected, listed, listening, until_listed
+from support.two_users import held_two_user_server, two_user_server
 
 pytestmark = [
     pytest.mark.anyio,
@@ -36,7 +33,6 @@ pytestmark = [
     pytest.mark.process,
     pytest.mark.postgres,
 ]
-LISTING = "team://runs"
 FINISHED = {"complete", "partial", "failed", "cancelled", "interrupted"}
 
 
@@ -62,32 +58,6 @@ def database_url(request: pytest.FixtureRequest) -> str | None:
     return None if request.param == "sqlite" else str(request.getfixturevalue("pg_url"))
 
 
-class Updates:
-    """The `notifications/resources/updated` a client got, by URI, and waiting for more."""
-
-    def __init__(self) -> None:
-        self.uris: list[str] = []
-        self.phase = ""  # what the test was doing: each update is kept with the phase it arrived in
-        self.phases: list[str] = []
-        self._more = anyio.Event()
-
-    def add(self, uri: str) -> None:
-        self.uris.append(uri)
-        self.phases.append(self.phase)
-        self._more.set()
-
-    async def handle(self, message: object) -> None:
-        """A client's `message_handler` (2025-11-25: the notifications come on the session)."""
-        if isinstance(message, types.ResourceUpdatedNotification):
-            self.add(str(message.params.uri))
-
-    async def at_least(self, count: int) -> None:
-        with anyio.fail_after(HANG_GUARD):
-            while len(self.uris) < count:
-                self._more = anyio.Event()
-                await self._more.wait()
-
-
 @asynccontextmanager
 async def following_the_listing(client: Client, mode: str, updates: Updates) -> AsyncIterator[None]:
     """`client` follows team://runs as its protocol revision does, its updates in `updates`."""
@@ -97,67 +67,6 @@ async def following_the_listing(client: Client, mode: str, updates: Updates) -> 
         return
     async with listening(client, [LISTING], updates):
         yield
-
-
-@asynccontextmanager
-async def listening(client: Client, uris: Sequence[str], updates: Updates) -> AsyncIterator[None]:
-    """A 2026-07-28 listen stream of `client` whose filter names `uris`, its events in `updates`."""
-    async with client.listen(resource_subscriptions=list(uris)) as stream, anyio.create_task_group() as tg:
-
-        async def pump() -> None:
-            async for event in stream:
-                updates.add(getattr(event, "uri", ""))
-
-        tg.start_soon(pump)
-        yield
-        tg.cancel_scope.cancel()
-
-
-@asynccontextmanager
-async def connected(
-    url: str, token: str, mode: str, updates: Updates, person: HeldApproval | None = None
-) -> AsyncIterator[Client]:
-    """A client session over streamable HTTP with `token`; 2025-11-25 updates go to `updates`; `person` answers
-    the run's checkpoints."""
-    handler = updates.handle if mode == "legacy" else None  # 2026-07-28: `following_the_listing` takes them
-    async with (
-        plain_http_async(headers={"Authorization": f"Bearer {token}"}, timeout=HANG_GUARD) as http,
-        Client(
-            streamable_http_client(url, http_client=http),
-            mode=mode,
-            message_handler=handler,
-            elicitation_callback=person,
-        ) as client,
-    ):
-        yield client
-
-
-async def listed(client: Client) -> dict[str, str]:
-    """run id: status, as team://runs shows them now."""
-    contents = (await client.read_resource(LISTING)).contents[0]
-    assert isinstance(contents, types.TextResourceContents)
-    return {r["run_id"]: r["status"] for r in json.loads(contents.text)["runs"]}
-
-
-async def until_listed(client: Client, updates: Updates, run_id: str, statuses: set[str], told: int = 0) -> None:
-    """Wait for updates (after the first `told`) until, read after one of them, the listing shows `run_id` in one
-    of `statuses`."""
-    while True:
-        told += 1
-        await updates.at_least(told)
-        if (await listed(client)).get(run_id) in statuses:
-            return
-
-
-class HeldApproval:
-    """An elicitation callback that approves the plan checkpoint once the test lets it: until then the run waits."""
-
-    def __init__(self) -> None:
-        self.release = anyio.Event()
-
-    async def __call__(self, context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
-        await self.release.wait()
-        return types.ElicitResult(action="accept", content={"decision": "approve"})
 
 
 def held_server(state_dir: Path | None) -> Any:
@@ -288,22 +197,6 @@ async def test_a_subscriber_is_told_only_of_the_runs_it_may_see(tmp_path: Path, 
             await until_listed(bob, his, ran.structured_content["run_id"], {"complete"})
             assert her_run not in await listed(bob)
     assert set(his.phases) == {"his run"} and set(his.uris) == {LISTING}, (his.phases, his.uris)
-
-
-@asynccontextmanager
-async def held_two_user_server(state_dir: Path) -> AsyncIterator[str]:
-    """`two_user_server`, its runs stopping at the plan checkpoint as `held_server`'s do."""
-    port = free_port()
-    url = f"http://127.0.0.1:{port}/mcp"
-    auth = AuthSettings.model_validate(
-        {"issuer_url": url, "resource_server_url": url, "required_scopes": ["mcp-team"]}
-        | {"validate_token_resource": False}
-    )
-    team = TeamSpec.of(DEFAULT_TEAM, RunSettings(mode="planned", checkpoints=["plan"]))
-    durable = resolve(state_dir=state_dir, environ={})
-    server = build_server(ModelSettings(model="offline"), team, auth=(TwoUsers(), auth), durable=durable)
-    async with serving_here(http_app(server, HttpSettings(port=port), auth=(TwoUsers(), auth)), port):
-        yield url
 
 
 async def held_run(client: Client, person: HeldApproval, updates: Updates, tg: anyio.abc.TaskGroup) -> str:

@@ -4,7 +4,6 @@ that index existed (SQLite state directory or PostgreSQL) gets it when runs are 
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -12,40 +11,13 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-sys.path.insert(0, str(Path(__file__).parents[1]))
-
-from mcp_team.runs import open_runs, resolve
-from mcp_team.runs.config import DurableConfig
+from mcp_team.runs import resolve
 from mcp_team.runs.database import open_engine
 from mcp_team.runs.sql_store import SqlRunStore as RunStore
-from mcp_team.runs.types import RunRequest
-from support.durable_engine import FakeEngine
 from support.postgres import postgres_server
+from support.runs_index import INDEX, indexes, opened_on_an_older_database
 
-INDEX = "mcp_team_runs_updated"
 pytestmark = [pytest.mark.anyio, pytest.mark.process, pytest.mark.postgres]
-
-
-async def opened_on_an_older_database(config: DurableConfig) -> None:
-    """Open runs on a database as a version without the index left it (its tables made, the index not), then
-    once more, as this version's next start does."""
-    async with open_runs(config, FakeEngine()) as runs:
-        record = await runs.wait((await runs.start(RunRequest(request="before the index"))).run_id, timeout=60)
-        assert record is not None and record.status == "complete", record
-    db = open_engine(config)
-    try:
-        with db.begin() as conn:
-            conn.execute(sa.text(f"DROP INDEX {INDEX}"))
-        assert INDEX not in indexes(db)
-    finally:
-        db.dispose()
-    async with open_runs(config, FakeEngine()) as runs:
-        assert [r.request for r in await runs.list()] == ["before the index"]  # nothing lost
-
-
-def indexes(db: sa.Engine) -> dict[str | None, list[str | None]]:
-    with db.connect() as conn:
-        return {i["name"]: i["column_names"] for i in sa.inspect(conn).get_indexes("mcp_team_runs")}
 
 
 def plans(db: sa.Engine, explain: str, reads: Callable[[RunStore], object], *, setting: str = "") -> list[str]:

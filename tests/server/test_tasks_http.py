@@ -17,18 +17,12 @@ import mcp_types as types
 import pytest
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
-from mcp.server.auth.provider import AccessToken, TokenVerifier
-from mcp.server.auth.settings import AuthSettings
-from test_conformance import NODE, ROOT, SUITE, _install_suite
 
-from mcp_team.errors import ConfigError
-from mcp_team.llm.settings import ModelSettings
-from mcp_team.runs import resolve
-from mcp_team.server.app import build_server
 from mcp_team.server.surface import resources
-from mcp_team.server.transports.http import HttpSettings, http_app
-from support import HANG_GUARD, clean_env, free_port, plain_http_async, serve_http, serving_here
+from support import HANG_GUARD, clean_env, plain_http_async, serve_http
+from support.conformance import NODE, ROOT, SUITE, install_suite
 from support.task_client import TaskClient, Tasks
+from support.two_users import two_user_server
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning"),
@@ -145,7 +139,7 @@ async def test_a_task_outlives_the_server_process_or_fails_with_the_reason(tmp_p
 
 
 def _ts_client(url: str) -> dict[str, Any]:
-    _install_suite()  # the suite's node_modules hold the TypeScript SDK, pinned by tests/conformance's lock
+    install_suite()  # the suite's node_modules hold the TypeScript SDK, pinned by tests/conformance's lock
     proc = subprocess.run(
         [str(NODE), str(TS_CLIENT), str(SUITE), url], capture_output=True, text=True, timeout=HANG_GUARD, cwd=ROOT
     )
@@ -173,34 +167,6 @@ def test_the_typescript_sdk_task_client(server: str) -> None:
     listed = dict(steps["list"])
     assert listed[task_id] == "completed" and listed[steps["created"]["taskId"]] == "cancelled"
     assert steps["unknown"]["code"] == -32602 and "no-such-task" in steps["unknown"]["message"]
-
-
-class TwoUsers(TokenVerifier):
-    """Alice's and Bob's tokens: two principals of one client application."""
-
-    async def verify_token(self, token: str) -> AccessToken | None:
-        if token in ("alice", "bob"):
-            return AccessToken(token=token, client_id="ide", subject=token, scopes=["mcp-team"])
-        return None
-
-
-@asynccontextmanager
-async def two_user_server(state_dir: Path | None) -> AsyncIterator[str]:
-    """An mcp-team server checking Alice's and Bob's tokens (durable, with a state directory), on a free port of
-    this process."""
-    port = free_port()
-    url = f"http://127.0.0.1:{port}/mcp"
-    auth = AuthSettings.model_validate(
-        {"issuer_url": url, "resource_server_url": url, "required_scopes": ["mcp-team"]}
-        | {"validate_token_resource": False}
-    )
-    durable = resolve(state_dir=state_dir) if state_dir is not None else None
-    server = build_server(ModelSettings(model="offline"), auth=(TwoUsers(), auth), durable=durable)
-    with pytest.raises(ConfigError, match="pass the same `auth` to http_app"):  # pages unguarded: refused
-        http_app(server, HttpSettings(port=port))
-    app = http_app(server, HttpSettings(port=port), auth=(TwoUsers(), auth))
-    async with serving_here(app, port):
-        yield url
 
 
 @asynccontextmanager

@@ -1,6 +1,6 @@
 """What the browser tests need, installed on first use: Debian's headless `chromium` (driven by Playwright,
 never a browser of Playwright's own) and the test MCP Apps host page (`run_view_host/`, bundled with
-esbuild from npm packages).
+esbuild from npm packages, opened in a browser page by `open_in_host`); screenshots go to `ARTIFACTS`.
 
 On a clean Debian machine (CI runs as root) the missing parts are installed with apt-get and npm; a
 machine where that is not possible gets an error saying what to install, never a skipped test.
@@ -12,6 +12,11 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import urlencode
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Page, Route
 
 CHROMIUM = Path("/usr/bin/chromium")
 LAUNCH_ARGS = [
@@ -23,6 +28,7 @@ LAUNCH_ARGS = [
     "--no-first-run",
 ]
 HOST_DIR = Path(__file__).parents[1] / "run_view_host"
+ARTIFACTS = Path(os.environ.get("MCP_TEAM_TEST_ARTIFACTS", Path(__file__).parents[2] / "test-artifacts"))
 
 
 def _apt_install(*packages: str) -> None:
@@ -59,6 +65,21 @@ def host_bundle() -> str:
         _run(npm, "ci", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error")
     esbuild = str(HOST_DIR / "node_modules" / ".bin" / "esbuild")
     return _run(esbuild, "host.js", "--bundle", "--format=esm", "--platform=browser", "--log-level=warning")
+
+
+def open_in_host(page: Page, server: str, bundle: str, request: str, token: str = "") -> None:
+    """Load the test MCP Apps host page, which shows the view and calls run_team with `request`. The host
+    page is fulfilled in the browser, on the server's origin: the server has no test route."""
+
+    def host_page(route: Route) -> None:
+        if route.request.url.split("?")[0].endswith("/host.js"):
+            route.fulfill(body=bundle, content_type="text/javascript")
+        else:
+            body = '<!doctype html><meta charset="utf-8"><div id="slot"></div>'
+            route.fulfill(body=body + '<script type="module" src="host.js"></script>', content_type="text/html")
+
+    page.route(f"{server}/__host/**", host_page)
+    page.goto(f"{server}/__host/index.html?" + urlencode({"request": request, "token": token}))
 
 
 def _run(*command: str) -> str:

@@ -34,6 +34,9 @@ from support.fake_api import FakeJSONAPI, Reply
 
 Brain = Callable[[ModelRequest], ModelResponse]
 
+# An Anthropic API key for runs against the fake API: what a run shows must never include it.
+SECRET = "sk-ant-test-SECRET-0123456789"
+
 _ids = itertools.count(1)
 
 # The HTTP status and API error type the real API uses for each `ModelError` kind.

@@ -20,11 +20,11 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, Status, StatusCode, format_span_id, format_trace_id
 
-from conftest import Spans
 from mcp_team.telemetry import attributes as A
 from mcp_team.telemetry import spans as helpers
 from mcp_team.telemetry.tracefile import TraceFileProcessor, file_spans, load_trace_file, to_otlp_json
 from mcp_team.telemetry.waterfall import render_waterfall, span_label
+from support.spans import Spans
 
 T0 = 1_760_000_000_000_000_000  # ns since the epoch
 TASK = "mcp_team.handoff.task"

@@ -9,11 +9,11 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from conftest import Spans
 from mcp_team import ModelSet, RunResult, Team, use_tracing
 from mcp_team.llm.offline import OfflineModel
 from mcp_team.telemetry import attributes as A
 from support import HANG_GUARD, clean_env
+from support.spans import Spans
 
 pytestmark = [pytest.mark.process]
 

@@ -12,23 +12,21 @@ the same record as team://runs/{id}. Screenshots go to test-artifacts/ (or $MCP_
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
 
 import anyio
 import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from playwright.sync_api import Browser, Page, Route, expect, sync_playwright
+from playwright.sync_api import Browser, expect, sync_playwright
 
 from support import clean_env, plain_http_async, serve_http
-from support.chromium import LAUNCH_ARGS, ensure_chromium, host_bundle
+from support.chromium import ARTIFACTS, LAUNCH_ARGS, ensure_chromium, host_bundle, open_in_host
 
 # The first test may install chromium and the npm packages of the test host.
 pytestmark = [
@@ -41,7 +39,6 @@ pytestmark = [
 TOKEN = "view-token-5b2d8c"
 TRACE_UI = "http://jaeger.test:16686"
 REQUEST = "Research bees, calculate 12*(3+4)/2, write a python function for it, then write a report and review it"
-ARTIFACTS = Path(os.environ.get("MCP_TEAM_TEST_ARTIFACTS", Path(__file__).parents[2] / "test-artifacts"))
 
 # Runs in every frame before its scripts: records each distinct state the view draws.
 RECORDER = """
@@ -87,21 +84,6 @@ def browser() -> Iterator[Browser]:
 @pytest.fixture(scope="module")
 def bundle() -> str:
     return host_bundle()
-
-
-def open_in_host(page: Page, server: str, bundle: str, request: str, token: str = "") -> None:
-    """Load the test MCP Apps host page, which shows the view and calls run_team with `request`. The host
-    page is fulfilled in the browser, on the server's origin: the server has no test route."""
-
-    def host_page(route: Route) -> None:
-        if route.request.url.split("?")[0].endswith("/host.js"):
-            route.fulfill(body=bundle, content_type="text/javascript")
-        else:
-            body = '<!doctype html><meta charset="utf-8"><div id="slot"></div>'
-            route.fulfill(body=body + '<script type="module" src="host.js"></script>', content_type="text/html")
-
-    page.route(f"{server}/__host/**", host_page)
-    page.goto(f"{server}/__host/index.html?" + urlencode({"request": request, "token": token}))
 
 
 def test_the_app_in_an_mcp_apps_host_follows_the_run(server: str, browser: Browser, bundle: str) -> None:

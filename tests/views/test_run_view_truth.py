@@ -24,10 +24,9 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from playwright.sync_api import Browser, Frame, Locator, Page, sync_playwright
-from test_run_view_browser import ARTIFACTS, open_in_host
 
 from support import clean_env, plain_http, plain_http_async, serve_http
-from support.chromium import LAUNCH_ARGS, ensure_chromium, host_bundle
+from support.chromium import ARTIFACTS, LAUNCH_ARGS, ensure_chromium, host_bundle, open_in_host
 
 pytestmark = [
     pytest.mark.timeout(900),
