@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE.parent / "tests"), str(HERE.parent / "tests" / "runs")]
+sys.path.insert(0, str(HERE.parent / "tests"))
 
-from test_storage_faults import Mcp, serve  # noqa: E402
+from support.sync_client import Mcp, serve  # noqa: E402
 
 REQUESTS = ["Research bees and write a report", "Research wasps, calculate 12*7 and write a summary",
             "Research ants and write a short note", "Research moths, calculate 3*3 and write a report"]  # fmt: skip
