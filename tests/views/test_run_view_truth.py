@@ -124,15 +124,17 @@ def assert_truthful(frame: Page | Frame, run: dict[str, Any], root: Locator) -> 
     bars = frame.evaluate(BARS)
     by_id = {b["id"]: b for b in bars if b["id"]}
     total = seconds(run["started_at"], run["ended_at"])
-    quick = [
-        h for h in run["handoffs"] if h["status"] == "failed" and seconds(h["started_at"], h["ended_at"]) < total / 200
-    ]
-    assert quick, [(h["id"], h["started_at"], h["ended_at"]) for h in run["handoffs"]]  # failures of a few ms
-    for h in quick:
+    failed = [h for h in run["handoffs"] if h["status"] == "failed"]
+    assert failed, [(h["id"], h["status"]) for h in run["handoffs"]]  # the coder's injected 500s
+    for h in failed:
+        # At its true length, whatever it took: a few ms on an idle machine (a hairline), more under load (a test
+        # that required a failure under 0.5% of the run failed when a loaded machine made it 30 ms of 3 s).
         b = by_id[h["id"]]
         width = b["track"][1] - b["track"][0]
-        assert b["bar"][1] - b["bar"][0] < width / 100, (h["id"], b, width)  # under 1% of the timeline
-        assert "outside" in b["classes"] and "server_error" in b["text"]
+        share, drawn = seconds(h["started_at"], h["ended_at"]) / total, (b["bar"][1] - b["bar"][0]) / width
+        assert abs(drawn - share) <= 0.01 + 2 / width, (h["id"], share, drawn, b)  # within 1% and a pixel or two
+        if share < 0.05:  # too short for its label: the label beside the bar, saying why it failed
+            assert "outside" in b["classes"] and "server_error" in b["text"], (h["id"], share, b)
     assert_labels_readable(bars)
     text = root.inner_text()
     assert "$0.0000" not in text
