@@ -80,15 +80,14 @@ def add_parsers(sub: Subparsers) -> None:
 
 
 def eval_command(args: argparse.Namespace) -> int:
-    from mcp_team.cli.settings import model_settings, process_settings, with_call_timeout
+    from mcp_team.cli.settings import model_settings, team_spec
     from mcp_team.evals.suite import load_suite
-    from mcp_team.teamfile.loading import load_team
 
     if args.repeat < 1:
         return error(f"--repeat must be at least 1, got {args.repeat}")
     log_to_stderr()
     suite, source = load_suite(args.suite)  # a ConfigError reaches main(), which says it as a usage error
-    spec = with_call_timeout(load_team(process_settings(args).team_file), args)
+    spec = team_spec(args)
     if args.deadline is not None:  # over the team file's, as `run --deadline`
         from pydantic import ValidationError
 

@@ -97,17 +97,16 @@ def add_parsers(sub: Subparsers) -> None:
 def run_command(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
-    from mcp_team.cli.settings import model_settings, process_settings, with_call_timeout
+    from mcp_team.cli.settings import model_settings, team_spec
     from mcp_team.handoffs import validation_problems
     from mcp_team.handoffs.budget import merge_budgets
     from mcp_team.handoffs.checkpoints import checkpoint_problems
     from mcp_team.llm.building import build_models
     from mcp_team.llm.replay import replay_of
-    from mcp_team.teamfile.loading import load_team
 
     log_to_stderr()
     try:
-        spec = load_team(process_settings(args).team_file)
+        spec = team_spec(args)
         settings = model_settings(args).model_copy(update=spec.model_overrides)
         register_secrets(settings, spec)
         check_faults(settings, spec)
@@ -132,7 +131,6 @@ def run_command(args: argparse.Namespace) -> int:
             "max_cost": args.max_cost,
         }
         budgets = merge_budgets(spec.run_settings.budgets, flags)  # over the team file's, as run_team merges
-        spec = with_call_timeout(spec, args)
         # A recorded or replayed run is its own record: it runs in this process only.
         args.durable = None if args.record or settings.record_dir or replay is not None else durable_config(args)
     except ValidationError as exc:  # a ConfigError reaches main(), which says it the same way

@@ -70,7 +70,7 @@ def serve_command(args: argparse.Namespace) -> int:
     import anyio
     from pydantic import ValidationError
 
-    from mcp_team.cli.settings import model_settings, process_settings, settings_problems, with_call_timeout
+    from mcp_team.cli.settings import model_settings, process_settings, settings_problems, team_spec
     from mcp_team.telemetry.content import register_secret
 
     http_only = ("host", "port", "shutdown_timeout", "auth_issuer", "public_url")
@@ -92,9 +92,8 @@ def serve_command(args: argparse.Namespace) -> int:
             print("mcp-team: offline backend: deterministic answers, no LLM is called", file=sys.stderr)
         from mcp_team.server.surface.limits import ServerLimits
         from mcp_team.server.views.run_view import view_settings
-        from mcp_team.teamfile.loading import load_team
 
-        spec = with_call_timeout(load_team(process_settings(args).team_file), args)
+        spec = team_spec(args)
         limits, views = ServerLimits(), view_settings()  # read once, here: the app and the run pages share them
         durable = durable_config(args)  # opened in the background once the server answers (see server/runs.py)
         register_secrets(settings, spec)

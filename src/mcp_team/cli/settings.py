@@ -102,15 +102,18 @@ def model_settings(args: argparse.Namespace) -> ModelSettings:
         raise ConfigError(f"invalid settings: {name} is not valid JSON ({exc.__cause__ or exc})") from None
 
 
-def with_call_timeout(spec: TeamSpec, args: argparse.Namespace) -> TeamSpec:
-    """`spec` with its run settings' call timeout replaced, when `--call-timeout` or `MCP_TEAM_CALL_TIMEOUT` gives
-    one. Raises `ConfigError`."""
+def team_spec(args: argparse.Namespace) -> TeamSpec:
+    """The team file this command names (`--team`, else `MCP_TEAM_FILE`, else ./team.toml, else the built-in team),
+    with `--call-timeout` / `MCP_TEAM_CALL_TIMEOUT` over its call timeout. Raises `ConfigError`."""
     import dataclasses
 
-    seconds = process_settings(args).call_timeout
-    if seconds is None:
+    from mcp_team.teamfile.loading import load_team
+
+    settings = process_settings(args)
+    spec = load_team(settings.team_file)
+    if settings.call_timeout is None:
         return spec
-    return dataclasses.replace(spec, overrides={**spec.overrides, "call_timeout": seconds})
+    return dataclasses.replace(spec, overrides={**spec.overrides, "call_timeout": settings.call_timeout})
 
 
 def settings_problems(exc: ValidationError, *candidates: type[BaseSettings]) -> list[str]:
