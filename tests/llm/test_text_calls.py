@@ -67,6 +67,13 @@ def test_every_format_is_read_as_the_calls_it_writes(style: TextFormat) -> None:
     [
         'Mistral v11: [TOOL_CALLS]finalize[ARGS]{"answer": "ok"}',
         '<function=finalize>{"answer": "ok"}</function>',
+        '<function name="finalize">{"answer": "ok"}</function>',
+        '```json\n{{"name": "finalize", "arguments": {"answer": "ok"}}\n```',  # only its opening brace doubled
+        # Qwen3-Coder's template
+        "<tool_call>\n<function=finalize>\n<parameter=answer>\nok\n</parameter>\n</function>\n</tool_call>",
+        # Qwen2.5-Coder 1.5B on llama.cpp (recorded), its one parameter's value quoted
+        '<tools>\n<function name="finalize">\n  <arguments>\n    <answer>\n   "ok"</answer>\n'
+        "  </arguments>\n</function>\n</tools>",
         '{"type": "function", "function": {"name": "finalize", "arguments": "{\\"answer\\": \\"ok\\"}"}}',
         '{"name": "functions.finalize", "arguments": {"answer": "ok"}}',
         '{"name": "finalize", "answer": "ok"}',  # flattened: the arguments beside the name

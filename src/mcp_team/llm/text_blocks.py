@@ -1,5 +1,6 @@
 """The blocks of a model's reply that may hold a tool call written as text: inside tool-call tags or a chat
-template's markers, in a code fence, or JSON (or a Python literal) anywhere in the prose, each decoded.
+template's markers (their arguments JSON or XML elements), in a code fence, or JSON (or a Python literal) anywhere
+in the prose, each decoded.
 
 `llm.text_calls` reads calls from these blocks; `json_objects` gives every JSON object a reply holds (a
 judge's verdict written as JSON). Written on the standard library's JSON decoder and `ast` (see text_calls).
@@ -23,10 +24,19 @@ _THINK = re.compile(r"<think>.*?(?:</think>|$)", re.S | re.I)
 _TAGGED = re.compile(
     r"<(tool_call|tools|function_call|functioncall|tool_calls)>(.*?)(?:</\1>|(?=<\1>)|$)"
     r"|<\|python_tag\|>(.*?)(?:<\|eom_id\|>|<\|eot_id\|>|(?=<\|python_tag\|>)|$)"
-    r"|<function=([\w.-]+)>(.*?)(?:</function>|$)"
+    r"|<function(?:=|\s+name=)[\"']?([\w.-]+)[\"']?\s*>(.*?)(?:</function>|$)"
     r"|\[TOOL_CALLS\]\s*([\w.-]+)\s*\[ARGS\]\s*(.*?)(?=\[TOOL_CALLS\]|$)"
     r"|\[TOOL_CALLS\](.*?)(?=\[TOOL_CALLS\]|$)",
     re.S | re.I,
+)
+# A call written as XML inside other tags: Qwen3-Coder's template (`<function=NAME><parameter=KEY>VALUE</parameter>`)
+# and what small models make of it (`<tools><function name="NAME"><arguments><KEY>VALUE</KEY></arguments>`).
+_XML_FUNCTION = re.compile(r"<function(?:=|\s+name=)[\"']?([\w.-]+)[\"']?\s*>(.*?)(?:</function>|$)", re.S | re.I)
+_XML_WRAPPER = re.compile(r"\s*<(arguments|parameters|args)>(.*?)(?:</\1>|$)\s*", re.S | re.I)
+_XML_PARAMETER = re.compile(
+    r"<parameter(?:=|\s+name=)[\"']?([\w.-]+)[\"']?\s*>(.*?)(?:</parameter>|(?=<parameter)|$)"
+    r"|<([\w.-]+)>(.*?)</\3>",
+    re.S,
 )
 # A fence never closed runs to the end of the reply, as a tag does: a call cut off at the output limit.
 _FENCE = re.compile(r"```[ \t]*([\w-]*)[ \t]*\n?(.*?)(?:```|$)", re.S)
@@ -59,10 +69,18 @@ def blocks(body: str) -> Iterator[tuple[int, int, Where, Any, str, str | None]]:
     for m in _TAGGED.finditer(body):
         if m.group(2) is not None:
             inner, name = m.group(2), None
+            if decode(unfenced(inner.strip())) is None and _XML_FUNCTION.search(inner):  # XML calls in the tags
+                for f in _XML_FUNCTION.finditer(inner):
+                    at = m.start(2) + f.start()
+                    yield at, m.start(2) + f.end(), "tag", _from_xml(f.group(2)), f.group(0), f.group(1)
+                continue
         elif m.group(3) is not None:
             inner, name = m.group(3), None
         elif m.group(4) is not None:
             inner, name = m.group(5), m.group(4)
+            if decode(unfenced(inner.strip())) is None and (xml := _xml_arguments(inner)) is not None:
+                yield m.start(), m.end(), "tag", xml, inner.strip(), name
+                continue
         elif m.group(6) is not None:
             inner, name = m.group(7), m.group(6)
         else:
@@ -89,6 +107,30 @@ def blocks(body: str) -> Iterator[tuple[int, int, Where, Any, str, str | None]]:
         yield whole_at, whole_at + len(stripped), "whole", _python_calls(stripped), stripped, None
 
 
+def _from_xml(inner: str) -> Any:
+    """The arguments of an XML-written call: JSON when they are JSON, else its parameters (see `_xml_arguments`)."""
+    text = unfenced(inner.strip())
+    value = decode(text)
+    return value if value is not None or not text else _xml_arguments(text)
+
+
+def _xml_arguments(inner: str) -> dict[str, Any] | None:
+    """A call's arguments written as XML elements, each parameter one (`<parameter=task>...</parameter>`, or
+    `<task>...</task>`, either inside `<arguments>`): values as written, a JSON object, list or string decoded;
+    None when it holds no such element."""
+    if (wrapped := _XML_WRAPPER.fullmatch(inner)) is not None:
+        inner = wrapped.group(2)
+    arguments: dict[str, Any] = {}
+    for p in _XML_PARAMETER.finditer(inner):
+        key, value = (p.group(1), p.group(2)) if p.group(1) is not None else (p.group(3), p.group(4))
+        value = value.strip()
+        if value[:1] in '{["':
+            decoded = decode(value)
+            value = decoded if decoded is not None else value
+        arguments[key] = value
+    return arguments or None
+
+
 def _next_open(text: str, start: int) -> int:
     brace, bracket = text.find("{", start), text.find("[", start)
     found = [p for p in (brace, bracket) if p != -1]
@@ -113,6 +155,11 @@ def decode(text: str) -> Any:
             return json.loads(text.replace("{{", "{").replace("}}", "}"))
         except ValueError:
             pass
+        if text.startswith("{{"):  # only the opening brace doubled: `{{"name": ..., "arguments": {...}}`
+            try:
+                return json.loads(text[1:])
+            except ValueError:
+                pass
     if text[0] in "{[":
         try:
             return ast.literal_eval(_parsed(text))  # Hermes 2's `{'name': ..., 'arguments': {...}}`: literals only

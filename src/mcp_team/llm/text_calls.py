@@ -4,8 +4,9 @@ Small local models (Qwen2.5 1.5B on llama.cpp's server, among many) answer a tur
 make written out, not as a native `tool_calls` entry: fenced (```json {"name": ..., "arguments": ...}```),
 bare, in Qwen's and Hermes' `<tool_call>` tags, after a line of prose, behind a `<think>` block, with doubled
 braces (`{{"name": ...}}`, a template's escaping), as Llama 3.x writes them (`{"name": ..., "parameters": ...}`,
-`<|python_tag|>`, `<function=NAME>{...}</function>`, `[NAME(a=1)]`) or as Mistral's do (`[TOOL_CALLS] [...]`,
-`[TOOL_CALLS]NAME[ARGS]{...}`).
+`<|python_tag|>`, `<function=NAME>{...}</function>`, `[NAME(a=1)]`), as Mistral's do (`[TOOL_CALLS] [...]`,
+`[TOOL_CALLS]NAME[ARGS]{...}`), or as XML (Qwen3-Coder's `<function=NAME><parameter=KEY>...</parameter>`, and a
+small model's `<function name="NAME"><arguments><KEY>...</KEY></arguments>`).
 
 `read_calls` reads such a reply. A call runs (`as_tool_calls`, from `llm.call.chat`) only when it is
 unambiguous: it names a tool the request offered, its arguments validate against that tool's JSON schema, and
