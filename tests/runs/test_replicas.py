@@ -174,10 +174,11 @@ def test_the_model_call_rate_is_shared_by_every_replica(pg: Postgres, tmp_path: 
     assert len(arrivals) == 2 * n
     arrivals.sort()
     per_second = rate / 60
-    # any 2 s at the server: at most burst + rate * 2 s, plus 2 for the time between a grant and its request
-    # reaching the server (on a loaded machine, a granted request may arrive with the next ones)
+    # any 2 s at the server: at most burst + rate * 2 s, plus the rate of half a second more for the time between
+    # a grant and its request reaching the server (on a loaded machine, granted requests arrive bunched: 33 in 2 s
+    # at load 9). A limiter each process kept for itself would put all 40 within about a second: still caught.
     for i, t in enumerate(arrivals):
         in_window = [u for u in arrivals[i:] if u - t <= 2.0]
-        assert len(in_window) <= burst + per_second * 2.0 + 2, (i, [round(u - arrivals[0], 3) for u in arrivals])
+        assert len(in_window) <= burst + per_second * 2.5, (i, [round(u - arrivals[0], 3) for u in arrivals])
     # 40 calls at 10/s after a burst of 10 take at least 3 s at the server: the two did not each get 10/s
     assert arrivals[-1] - arrivals[0] >= (2 * n - burst) / per_second - 1.0  # alone, each would take ~0.1 s
