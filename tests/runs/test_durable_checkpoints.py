@@ -231,6 +231,36 @@ async def test_concurrent_checkpoints_of_a_started_run_are_each_answered_with_th
     assert "use metric units" in analyst["task"]
 
 
+async def test_an_answer_given_as_the_run_comes_to_its_checkpoint_is_taken(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The checkpoints this process's runs wait at are looked at first; a run that comes to its checkpoint while its
+    record is read next (a resumed run's replay on a busy machine: the kill matrix, at load 9) is answered there,
+    not refused as waiting on another replica. The first look is made to miss here, as it did then."""
+    from mcp_team.runs import approvals
+
+    answer = approvals.Board.answer
+    missed: list[str] = []
+
+    def first_look_misses(board: Any, run_id: str, *args: Any) -> Any:
+        if not missed:
+            missed.append(run_id)
+            raise approvals.NotWaiting(run_id)
+        return answer(board, run_id, *args)
+
+    async with Client(_durable_server(tmp_path, mode="planned", checkpoints=["plan"]), mode="legacy") as client:
+        started = await client.call_tool("start_run", {"request": REQUEST})
+        run_id = started.structured_content["run_id"]  # type: ignore[index]
+        await _until_waiting(client, run_id)
+        monkeypatch.setattr(approvals.Board, "answer", first_look_misses)
+        answered = await client.call_tool("answer_checkpoint", {"run_id": run_id, "decision": "approve"})
+        assert not answered.is_error, answered.content
+        done = await _get_run(client, run_id, wait=50)
+    assert missed == [run_id]
+    assert done["status"] == "complete", done
+    assert [(c["name"], c["action"]) for c in done["checkpoints"]] == [("plan", "approve")]
+
+
 async def test_a_reject_through_the_tool_cancels_the_run_and_a_finished_run_cannot_be_answered(tmp_path: Path) -> None:
     async with Client(_durable_server(tmp_path, mode="planned", checkpoints=["plan"]), mode="legacy") as client:
         started = await client.call_tool("start_run", {"request": REQUEST})

@@ -338,7 +338,8 @@ class Runs(Execution):
     ) -> Checkpoint:
         """Answer the checkpoint run `run_id` waits at (the one named `name`, in round `round_`, when given), here
         or on the replica running it. Returns the checkpoint answered; `NotWaiting` (saying why) when it waits at
-        none."""
+        none. A run of this process may come to its checkpoint while its record is read (a resumed run's replay,
+        on a busy machine): it is looked for here once more, never sent to the other replicas."""
         try:
             return self.checkpoints.answer(run_id, decision, name, round_)
         except approvals.NotWaiting:
@@ -347,6 +348,8 @@ class Runs(Execution):
                 raise
             if (back_to := self._resuming_at(run_id, record)) is not None:
                 return await self._answer_once_back(run_id, back_to, decision, name, round_)
+            if run_id in self._live:
+                return self.checkpoints.answer(run_id, decision, name, round_)
             return await self.durable.answer_elsewhere(record, decision, name, round_)
 
     def _resuming_at(self, run_id: str, record: RunRecord) -> Checkpoint | None:
@@ -361,13 +364,10 @@ class Runs(Execution):
     async def _answer_once_back(
         self, run_id: str, back_to: Checkpoint, decision: Decision, name: str | None, round_: int | None
     ) -> Checkpoint:
-        """Answer `back_to` once the resumed run waits there again (its replay takes milliseconds; a busy process
-        may take longer to begin it), within `ANSWER_WITHIN` seconds; refused at once when the answer names another
-        checkpoint or round, and as soon as the run ends.
-
-        A run that waits at another checkpoint first (a branch of a fan-out asking again what its answer, given
-        just before the kill, had not recorded) is no reason to refuse: its branch that waited at `back_to` may
-        still come back there, and the client answers what it was shown."""
+        """Answer `back_to` once the resumed run waits there again (its replay takes milliseconds, a busy process
+        longer), within `ANSWER_WITHIN` seconds; refused at once when the answer names another checkpoint or round,
+        and as soon as the run ends. Another checkpoint first (a fan-out's branch asking again what its answer, given
+        just before the kill, had not recorded) is no reason to refuse: the client answers what it was shown."""
         if name not in (None, back_to.name) or round_ not in (None, back_to.round):
             raise approvals.NotWaiting(run_id)
         with anyio.move_on_after(ANSWER_WITHIN):
