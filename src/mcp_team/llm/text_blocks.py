@@ -78,15 +78,13 @@ def blocks(body: str) -> Iterator[tuple[int, int, Where, Any, str, str | None]]:
             inner, name = m.group(3), None
         elif m.group(4) is not None:
             inner, name = m.group(5), m.group(4)
-            if decode(unfenced(inner.strip())) is None and (xml := _xml_arguments(inner)) is not None:
-                yield m.start(), m.end(), "tag", xml, inner.strip(), name
-                continue
         elif m.group(6) is not None:
             inner, name = m.group(7), m.group(6)
         else:
             inner, name = m.group(8), None
         inner = unfenced(inner.strip())
-        yield m.start(), m.end(), "tag", decode(inner), inner, name
+        value = _from_xml(inner) if m.group(4) is not None else decode(inner)  # `<function=NAME>`: JSON or XML
+        yield m.start(), m.end(), "tag", value, inner, name
     for m in _FENCE.finditer(body):
         if m.group(1).lower() in _FENCE_LANGUAGES:
             inner = m.group(2).strip()
