@@ -7,14 +7,16 @@ import sqlite3
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 
 from mcp_team.errors import ConfigError
 from mcp_team.handoffs import RunResult
-from mcp_team.runs import DurableConfig, open_runs, resolve
+from mcp_team.runs import DurableConfig, durable, open_runs, resolve
 from mcp_team.runs.types import RunRequest
+from support import HANG_GUARD
 from support.durable_engine import FakeEngine
 
 pytestmark = [pytest.mark.anyio, pytest.mark.process]
@@ -97,6 +99,7 @@ async def test_a_run_whose_end_was_recorded_is_never_run_again(tmp_path: Path) -
 _START_ON_A_FULL_DISK = """
 import os, resource, signal, sys, anyio
 sys.path.insert(0, sys.argv[2])
+from support import HANG_GUARD
 from support.durable_engine import FakeEngine
 from mcp_team.errors import McpTeamError
 from mcp_team.runs import open_runs, resolve
@@ -137,6 +140,7 @@ def test_a_run_the_database_refuses_to_start_is_a_clear_error_and_leaves_nothing
 _RUN_THROUGH_A_FULL_DISK = """
 import logging, sqlite3, sys, anyio, sqlalchemy as sa
 sys.path.insert(0, sys.argv[2])
+from support import HANG_GUARD
 from support.durable_engine import FakeEngine
 from mcp_team.runs import open_runs, resolve
 from mcp_team.runs.types import RunRequest
@@ -260,6 +264,45 @@ async def test_cancel_stops_in_flight_calls_at_once_and_keeps_what_finished(
     # a cancel is no error: DBOS's lines about it (an ERROR with the cancellation, its cancelled tasks) are dropped
     err = capfd.readouterr().err
     assert "ERROR" not in err and "Cancelled" not in err and "cancelled for workflow" not in err, err
+
+
+async def test_cancel_stops_the_run_while_the_database_records_the_cancel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run stops at once, not after DBOS's write of the cancel: on a loaded machine that write once took longer
+    than the rest of a run, which then went on through its last model calls and ended complete. Its workflow ends
+    only after that write, so DBOS says cancelled all the same."""
+    written, release = anyio.Event(), anyio.Event()
+    real = durable.cancel_workflow
+
+    async def slow_database(record: Any, *args: Any) -> None:  # the real write, after the run has had its chance
+        written.set()
+        await release.wait()
+        await real(record, *args)
+
+    monkeypatch.setattr(durable, "cancel_workflow", slow_database)
+    engine = FakeEngine(k=2, steps=2, latency=3600.0)  # its model calls never return: only a cancel ends them
+    async with open_runs(_config(tmp_path), engine) as runs:
+        await runs.start(RunRequest(request="long"), run_id="run-s")
+        ended: list[Any] = []
+
+        async def cancel() -> None:
+            ended.append(await runs.cancel("run-s"))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(cancel)
+            await written.wait()
+            with anyio.fail_after(HANG_GUARD):  # before the fix: it waited for the write, which waits for this
+                async for update in runs.subscribe("run-s"):
+                    if update.finished:
+                        break
+            assert (update.status, ended) == ("cancelled", [])  # stopped while DBOS's write still waits
+            release.set()
+        assert ended[0] is not None and ended[0].status == "cancelled", ended
+        from dbos import DBOS
+
+        status = await DBOS.get_workflow_status_async("run-s")
+        assert status is not None and status.status == "CANCELLED"
 
 
 async def test_a_run_that_cannot_resume_is_marked_interrupted_at_the_next_start(tmp_path: Path) -> None:

@@ -75,6 +75,7 @@ async def stop_cancelled(lives: Mapping[str, Live], store: RunStore) -> None:
             except CancelRefused as exc:
                 log.warning("run %s was cancelled by another process, but its workflow could not be cancelled (%s); "
                             "stopping it here", run_id, reason_of(exc.cause))  # fmt: skip
+        live.workflow_cancelled.set()  # DBOS's half is done (or was refused): its workflow may end
         live.scope.cancel()
 
 

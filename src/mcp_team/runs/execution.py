@@ -179,6 +179,8 @@ class Execution:
                 raise anyio.get_cancelled_exc_class()()  # leave the workflow pending: it resumes at the next start
             cancelled = finished[-1] if finished else None
             await self.store.write(progress.finish("cancelled", cancelled, live.cancel_reason))
+            if durable:
+                await live.workflow_cancelled.wait()  # see `Live.workflow_cancelled`
             return cancelled or progress.record.result  # type: ignore[return-value]
         await self.store.write(progress.finish(final_state(result), result))
         return result

@@ -313,18 +313,21 @@ class Runs(Execution):
 
     # --- cancelling and answering -------------------------------------------------------------
     async def cancel(self, run_id: str, reason: str = "cancelled by request") -> RunRecord | None:
-        """Cancel: DBOS first (a durable run: nothing resumes it after a restart), then the run's own task here, so
-        in-flight model and tool calls stop at once; returns once its cancelled record is stored. A run of another
-        process stops within a second. A run that has finished is left as it is. `CancelRefused` when the database
-        refused to cancel the workflow of a run recorded cancelled: cancelling again finishes it."""
+        """Cancel: a run here stops its model and tool calls at once while DBOS records the cancel (nothing resumes
+        it after a restart); returns once its cancelled record is stored. A run of another process stops within a
+        second; one that has finished is left as it is. `CancelRefused` when the database refused to cancel the
+        workflow of a run recorded cancelled: cancelling again finishes it."""
         record = await self.get(run_id)
         if record is None or record.finished:
             return await self.durable.finished_cancel(record) if self.durable is not None else record
         if (live := self._live.get(run_id)) is not None:
-            if self.durable is not None:
-                await self.durable.cancel_here(record)
             live.cancel_reason = reason
-            live.scope.cancel()
+            live.scope.cancel()  # not after DBOS's write: on a busy machine that took longer than the rest of a run
+            try:
+                if self.durable is not None:
+                    await self.durable.cancel_here(record)
+            finally:
+                live.workflow_cancelled.set()
             await live.done.wait()
             return await self.get(run_id)
         if self.durable is None:  # recorded running, but no task of this process runs it: it never will
