@@ -1,9 +1,8 @@
 """The one run service: every way a run is started, followed, cancelled or answered goes through `Runs`.
 
 `run_team`, `start_run`/`get_run`/`cancel_run`/`answer_checkpoint`, MCP tasks, `mcp-team run`, `mcp-team runs`
-and `eval` all call it; none of them starts, waits for or cancels a run in its own code. Where a run starts:
-`start` (and `run`, which starts and waits). Where it runs and how its record ends: `Execution.execute`
-(runs/execution.py). Where it is cancelled: `cancel`.
+and `eval` all call it; none of them starts, waits for or cancels a run in its own code. A run starts in `start`
+(and `run`, which waits), runs and ends in `Execution.execute` (runs/execution.py), and is cancelled in `cancel`.
 
 A service opened on a `DurableConfig` keeps its runs in the runs database and runs them as DBOS workflows
 (runs/durable.py): they survive a crash, resume at the next start and, on PostgreSQL, are taken over by another
@@ -278,8 +277,7 @@ class Runs(Execution):
         return self.store.subscribe(run_id, poll=CANCEL_POLL)
 
     async def _cancelled_elsewhere(self, run_id: str) -> bool:
-        cancelled = await anyio.to_thread.run_sync(self.store.cancelled_among, [run_id])
-        return bool(cancelled)
+        return bool(await anyio.to_thread.run_sync(self.store.cancelled_among, [run_id]))
 
     async def history(self, thread: str, owner: str | None = None) -> ThreadHistory:
         """The thread's earlier turns: of `owner`'s runs only (a thread id is a name anyone may choose; another
@@ -313,10 +311,9 @@ class Runs(Execution):
 
     # --- cancelling and answering -------------------------------------------------------------
     async def cancel(self, run_id: str, reason: str = "cancelled by request") -> RunRecord | None:
-        """Cancel: a run here stops its model and tool calls at once while DBOS records the cancel (nothing resumes
-        it after a restart); returns once its cancelled record is stored. A run of another process stops within a
-        second; one that has finished is left as it is. `CancelRefused` when the database refused to cancel the
-        workflow of a run recorded cancelled: cancelling again finishes it."""
+        """Cancel: a run here stops its calls at once while DBOS records the cancel (nothing resumes it after a
+        restart); returns once its cancelled record is stored. One of another process stops within a second; one
+        that has finished is left as it is. `CancelRefused`: DBOS refused, and cancelling again finishes it."""
         record = await self.get(run_id)
         if record is None or record.finished:
             return await self.durable.finished_cancel(record) if self.durable is not None else record
