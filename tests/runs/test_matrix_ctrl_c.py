@@ -208,10 +208,13 @@ class _Chain:
 def _before_any_of_ours(command: _Command) -> bool:
     """A Ctrl-C in the interpreter's own start-up, before the command's first line of code (the console script's
     `import re`, written by the installer): Python's KeyboardInterrupt traceback, no frame of mcp-team's, no
-    run. Nothing of the command has run to take the signal; every later one is the command's to take."""
+    run. Nothing of the command has run to take the signal; every later one is the command's to take. Earlier
+    still, while Python imports its `site` module, it is Python's "Fatal Python error: init_import_site", exit 1
+    (seen once, at load 4)."""
     stderr = command.said("stderr")
-    return (stderr.startswith("Traceback") and stderr.rstrip().endswith("KeyboardInterrupt")
-            and "mcp_team" not in stderr and command.run_id is None)  # fmt: skip
+    return (stderr.startswith(("Traceback", "Fatal Python error: init_import_site"))
+            and stderr.rstrip().endswith("KeyboardInterrupt") and "mcp_team" not in stderr
+            and command.run_id is None)  # fmt: skip
 
 
 def _check_chain(chain: _Chain, seed: int) -> list[str]:
@@ -233,7 +236,8 @@ def _check_chain(chain: _Chain, seed: int) -> list[str]:
         run_id = command.run_id
         record = final.get(run_id) if run_id else None
         status = record["status"] if record else None
-        if command.code not in (130, -signal.SIGINT) and command.code != CANCELLED_OR_OWN.get(status or "", -1):
+        if (command.code not in (130, -signal.SIGINT) and command.code != CANCELLED_OR_OWN.get(status or "", -1)
+                and not _before_any_of_ours(command)):  # fmt: skip
             problems.append(f"exit {command.code} with its run {status}: {command.describe()}")
         if run_id is not None and record is None:
             problems.append(f"its run {run_id} is not in the store: {command.describe()}")
