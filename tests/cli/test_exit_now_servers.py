@@ -48,7 +48,7 @@ def test_run_ended_by_a_second_ctrl_c_leaves_no_external_server_behind(tmp_path:
     args = ("run", "--ephemeral", "--team", str(team_file(tmp_path, marks)), "add 1 and 2")
     with command(marks, *args, stderr=said, launcher=launcher) as proc:
         proc.send_signal(signal.SIGINT)  # the run is cancelled, and its servers closed: slowly
-        wait_for_eof(marks)
+        wait_for_eof(marks, proc, said)
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=HANG_GUARD) == 130
         assert_killed(marks)

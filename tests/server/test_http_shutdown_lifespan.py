@@ -41,7 +41,7 @@ async def test_a_second_sigterm_while_the_team_closes_ends_the_process_at_once(t
             proc,
         ):
             proc.send_signal(signal.SIGTERM)  # no call held: the app's shutdown begins, and closes the server
-            wait_for_eof(marks)
+            wait_for_eof(marks, proc, err)
             proc.send_signal(signal.SIGTERM)
             assert await exited(proc) == 0
         # The exit skipped the SDK's teardown, which would have killed the server: it is killed, not left behind.

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -50,11 +52,28 @@ def noted(marks: Path) -> list[str]:
     return marks.read_text().splitlines() if marks.exists() else []
 
 
-def wait_for_eof(marks: Path) -> None:
+def wait_for_eof(marks: Path, command: subprocess.Popen[bytes] | None = None, stderr: Path | None = None) -> None:
+    """Until the server notes that its stdin closed. Failing, it says what `command` (the mcp-team that runs the
+    server) was doing then: its stderr so far, and its threads' stacks (py-spy)."""
     deadline = time.monotonic() + HANG_GUARD
     while "eof" not in noted(marks):
-        assert time.monotonic() < deadline, f"hang guard: the server's stdin never closed: {noted(marks)}"
+        if time.monotonic() >= deadline:
+            doing = _doing(command, stderr)
+            raise AssertionError(f"hang guard: the server's stdin never closed: {noted(marks)}{doing}")
         time.sleep(0.02)
+
+
+def _doing(command: subprocess.Popen[bytes] | None, stderr: Path | None) -> str:
+    if command is None:
+        return ""
+    said = stderr.read_text(errors="replace")[-3000:] if stderr is not None and stderr.exists() else "(not kept)"
+    where = "(it has exited)"
+    if command.poll() is None:
+        spy = shutil.which("py-spy", path=str(Path(sys.executable).parent))
+        dump = subprocess.run([spy, "dump", "--pid", str(command.pid)], capture_output=True, text=True, timeout=60,
+                              check=False) if spy else None  # fmt: skip
+        where = (dump.stdout + dump.stderr)[-6000:] if dump is not None else "(py-spy is not installed)"
+    return f"\nmcp-team (exit {command.poll()}) said:\n{said}\nits threads:\n{where}"
 
 
 def external_pid(marks: Path) -> int:
