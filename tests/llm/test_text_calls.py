@@ -69,6 +69,7 @@ def test_every_format_is_read_as_the_calls_it_writes(style: TextFormat) -> None:
         '<function=finalize>{"answer": "ok"}</function>',
         '<function name="finalize">{"answer": "ok"}</function>',
         '```json\n{{"name": "finalize", "arguments": {"answer": "ok"}}\n```',  # only its opening brace doubled
+        '{{"name": "finalize", "arguments": {"answer": "ok"}}}}',  # only its outer braces doubled (recorded)
         # Qwen3-Coder's template
         "<tool_call>\n<function=finalize>\n<parameter=answer>\nok\n</parameter>\n</function>\n</tool_call>",
         # Qwen2.5-Coder 1.5B on llama.cpp (recorded), its one parameter's value quoted
@@ -112,8 +113,11 @@ def test_a_models_odd_escapes_are_read_without_a_python_warning(text: str) -> No
         ),
         ('<tool_call>{"name": "finalize", "arguments": {"answer": "cut</tool_call>', "could not be read as JSON"),
         ('```json\n{\n  "name": "finalize",\n  "arguments": {\n    "answer": "Happy birthday, Ana! May', "as JSON"),
+        # Qwen2.5-Coder 1.5B (recorded): an object for the answer, and only the outer braces doubled. Python read
+        # it as a set holding a dict, and the run stopped on "unhashable type: 'dict'".
+        ('{{"name": "finalize", "arguments": {"answer": {"average": 40}}}}', "{'average': 40} is not of type"),
     ],
-    ids=["invalid-arguments", "not-offered", "two-in-prose", "broken-json", "fence-cut-off"],
+    ids=["invalid-arguments", "not-offered", "two-in-prose", "broken-json", "fence-cut-off", "object-answer"],
 )
 def test_an_ambiguous_or_invalid_call_is_not_run_and_says_what_was_wrong(text: str, problem: str) -> None:
     reading = read_calls(text, TOOLS)

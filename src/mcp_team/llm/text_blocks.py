@@ -153,15 +153,17 @@ def decode(text: str) -> Any:
             return json.loads(text.replace("{{", "{").replace("}}", "}"))
         except ValueError:
             pass
-        if text.startswith("{{"):  # only the opening brace doubled: `{{"name": ..., "arguments": {...}}`
+        # Only the outer braces doubled, or only the opening one: `{{"name": ..., "arguments": {...}}}}`,
+        # `{{"name": ..., "arguments": {...}}`.
+        for single in (text[1:-1], text[1:]) if text.startswith("{{") else ():
             try:
-                return json.loads(text[1:])
+                return json.loads(single)
             except ValueError:
                 pass
     if text[0] in "{[":
         try:
             return ast.literal_eval(_parsed(text))  # Hermes 2's `{'name': ..., 'arguments': {...}}`: literals only
-        except (ValueError, SyntaxError, MemoryError, RecursionError):
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):  # TypeError: `{{...}}`, a set
             return None
     return None
 
