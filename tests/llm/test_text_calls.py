@@ -116,8 +116,21 @@ def test_a_models_odd_escapes_are_read_without_a_python_warning(text: str) -> No
         # Qwen2.5-Coder 1.5B (recorded): an object for the answer, and only the outer braces doubled. Python read
         # it as a set holding a dict, and the run stopped on "unhashable type: 'dict'".
         ('{{"name": "finalize", "arguments": {"answer": {"average": 40}}}}', "{'average': 40} is not of type"),
+        # the same model (recorded): a call whose answer ran on until the reply hit its token limit, unfenced
+        (
+            '{{"name": "finalize", "arguments": {"answer": "Happy birthday, Ana!' + " Happy birthday, Ana!" * 50,
+            "could not be read as JSON",
+        ),
     ],
-    ids=["invalid-arguments", "not-offered", "two-in-prose", "broken-json", "fence-cut-off", "object-answer"],
+    ids=[
+        "invalid-arguments",
+        "not-offered",
+        "two-in-prose",
+        "broken-json",
+        "fence-cut-off",
+        "object-answer",
+        "cut-off",
+    ],
 )
 def test_an_ambiguous_or_invalid_call_is_not_run_and_says_what_was_wrong(text: str, problem: str) -> None:
     reading = read_calls(text, TOOLS)
@@ -160,6 +173,38 @@ def test_an_answer_is_no_call(text: str) -> None:
 def test_what_is_no_answer(text: str, kind: str) -> None:
     no = not_an_answer(text, "Research the history of the transistor", [*TOOLS, PLAN_TOOL])
     assert no is not None and no.kind == kind and "not an answer" in no.feedback
+
+
+CONTROL = [t.name for t in [*TOOLS, PLAN_TOOL]]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [  # Qwen2.5-Coder 1.5B's final answers in the recorded suite, each once taken as the run's answer
+        "To finalize the run with the complete answer to the user's request, you can use the following code:\n\n"
+        '```json\n{\n  "answer": "<tool_response>"\n}\n```\n\nReplace `<tool_response>` with the JSON object '
+        "returned from the `finalize` function.",
+        "To continue the run with the complete answer to the user's request, we can use the handoff_to_reviewer "
+        "tool to check if the review is complete.\n\n1. Hand off the task to the reviewer.\n2. Wait for the "
+        "response from the reviewer.\n3. Finalize the run with the complete answer to the user's request.",
+        "Call finalize(answer) once the writer is done.",
+    ],
+    ids=["placeholder", "handoff-tool", "finalize-call"],
+)
+def test_a_reply_about_the_runs_own_tools_is_no_answer(text: str) -> None:
+    no = not_an_answer(text, "Write a birthday message for Ana.", [*TOOLS, PLAN_TOOL], CONTROL)
+    assert no is not None and no.kind == "tool_call_as_answer" and "about the run's own tools" in no.why, no
+
+
+def test_an_answer_that_uses_the_words_of_the_tools_is_an_answer() -> None:
+    for text in (
+        "Finalize the contract by Friday, then hand off the keys.",  # the words, not the tools
+        "A handoff to the writer would help.",
+        "x" * 1300 + " The team calls handoff_to_writer for prose.",  # long: an answer that mentions it
+    ):
+        assert not_an_answer(text, "Plan my week", TOOLS, CONTROL) is None, text[-80:]
+    # a specialist's answer naming its own tool is an answer: only the supervisor's tools are control
+    assert not_an_answer("I read it with the fetch_url tool: bees pollinate.", "Research bees", TOOLS) is None
 
 
 def test_an_answer_is_an_answer() -> None:

@@ -176,7 +176,7 @@ async def supervisor_turn(ctx: RunContext, request: ModelRequest, mistakes: Mist
             ctx.fail("model_refused", "supervisor", f"the supervisor's model declined the request{said}")
             return Stop()
         replied = Message(role="assistant", content=response.text or "(an empty reply)")
-        if (no := not_an_answer(response.text, ctx.config.request, [*request.tools, *ANSWER_SHAPES])) is not None:
+        if (no := _none(ctx, request, response.text)) is not None:
             return _no_answer(ctx, mistakes, no, replied)
         if read_text and (again := _delegate_first(ctx, mistakes, replied, response.text)) is not None:
             return again
@@ -185,7 +185,7 @@ async def supervisor_turn(ctx: RunContext, request: ModelRequest, mistakes: Mist
     plan = classify(uses, ctx.config.team, ctx.config.run_id, ctx.last_seq + 1)
     reply = Message(role="assistant", content=list(response.content))
     if plan.answer is not None:
-        if (no := not_an_answer(plan.answer, ctx.config.request, [*request.tools, *ANSWER_SHAPES])) is not None:
+        if (no := _none(ctx, request, plan.answer)) is not None:
             return _no_answer(ctx, mistakes, no, reply, [u.id for u in uses])
         if read_text and (again := _delegate_first(ctx, mistakes, reply, plan.answer, [u.id for u in uses])):
             return again
@@ -264,6 +264,13 @@ def _answer(ctx: RunContext, answer: str, stop_reason: str) -> Final:
 
 # What an answer must not be besides the calls of the supervisor's own tools: the arguments of a plan.
 ANSWER_SHAPES = (PLAN_TOOL,)
+
+
+def _none(ctx: RunContext, request: ModelRequest, answer: str) -> NoAnswer | None:
+    """Why the supervisor's `answer` is none (`llm.answers.not_an_answer`): its own tools are what it must not
+    answer with, nor name as code (a reply about the run)."""
+    shapes = [*request.tools, *ANSWER_SHAPES]
+    return not_an_answer(answer, ctx.config.request, shapes, [t.name for t in shapes])
 
 
 DELEGATE_FIRST = (

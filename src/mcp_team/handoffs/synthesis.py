@@ -14,6 +14,7 @@ from mcp_team.handoffs.judge import CONFLICTS_INSTRUCTIONS, RULINGS_HEADING, has
 from mcp_team.handoffs.planner import PLAN_TOOL
 from mcp_team.handoffs.prompts import FINALIZE_DESCRIPTION, SYNTHESIS_INSTRUCTIONS
 from mcp_team.handoffs.schema import HandoffRecord
+from mcp_team.handoffs.turn import HANDOFF_PREFIX
 from mcp_team.llm import (
     SUPERVISOR,
     ContentBlock,
@@ -92,7 +93,8 @@ async def synthesize(ctx: RunContext, how: str = "", rulings: str = "") -> str:
             ctx.fail("budget_exhausted", "supervisor", f"the closing synthesis failed: {exc.budget}")
             return fallback_answer(ctx)
         answer = _answer_of(response)
-        if (no := not_an_answer(answer, ctx.config.request, shapes)) is None:
+        control = [*(t.name for t in shapes), *(f"{HANDOFF_PREFIX}{s.name}" for s in ctx.config.workers)]
+        if (no := not_an_answer(answer, ctx.config.request, shapes, control)) is None:
             if not rulings:
                 note_conflicts(ctx, response)
             note_cut_off(ctx, response.stop_reason, "the closing synthesis: ")

@@ -46,10 +46,14 @@ class NoAnswer:
     feedback: str = field(default="")
 
 
-def not_an_answer(text: str, request: str = "", tools: Sequence[ToolDefinition] = ()) -> NoAnswer | None:
+def not_an_answer(
+    text: str, request: str = "", tools: Sequence[ToolDefinition] = (), control: Sequence[str] = ()
+) -> NoAnswer | None:
     """Why `text`, a reply taken as an answer, is none, or None when it is one: empty (or only template
     markers), a tool call written as text (of any tool, offered or not, with nothing after it), JSON meant for
-    one of `tools` (the arguments of a call, without the call), or `request` repeated back."""
+    one of `tools` (the arguments of a call, without the call), a short reply about the run's own machinery (a
+    template's `<tool_response>` left in, or one of the `control` tools, a supervisor's, named as code), or
+    `request` repeated back."""
     body = strip_thinking(text)
     if not body.strip() or only_markers(body):
         said = f" (only {quote(body.strip(), 60)})" if body.strip() else ""
@@ -62,6 +66,9 @@ def not_an_answer(text: str, request: str = "", tools: Sequence[ToolDefinition] 
     if reading.calls and not reading.tail and len(reading.prose) < 400:  # it ends in the call: the point of it
         names = ", ".join(reading.names)
         return _no("tool_call_as_answer", f"the reply is a call of {names} written as text: {quote(body)}")
+    if len(body) <= ABOUT_THE_RUN_CHARS and (named := _about_the_run(body, control)) is not None:
+        return _no("tool_call_as_answer", f"the reply is about the run's own tools ({named}), not an answer: "
+                   f"{quote(body)}")  # fmt: skip
     if request and _echoes(body, request):
         return _no("echoed_request", f"the reply repeats the request: {quote(body)}")
     return None
@@ -74,6 +81,27 @@ def _no(kind: Any, why: str) -> NoAnswer:
         f"Your last reply is not an answer: {why}. Reply with the answer itself, written out in full for the user "
         "(and if you need a tool, call it through tool calling, not as text).",
     )
+
+
+# Longer than this, a reply that names a control tool is taken as an answer that mentions it (a user may ask how
+# the team works); the replies seen about the run instead of answering it were 100-900 characters.
+ABOUT_THE_RUN_CHARS = 1200
+_PLACEHOLDER = re.compile(r"""["'`]<tool_(?:response|call)>["'`]""")  # a value, not a template's wrapping tag
+
+
+def _about_the_run(body: str, control: Sequence[str]) -> str | None:
+    """What in `body` shows it is about the run, not an answer (seen on a 1.5B model: "To finalize the run ...
+    use `{"answer": "<tool_response>"}`", "we can use the handoff_to_reviewer tool to ..."): a template marker
+    left in as a value (quoted: around text it is a template's wrapping, stripped elsewhere), or a control tool
+    named as code (`finalize`, finalize(...), "the finalize tool"; a name with an underscore, such as
+    handoff_to_reviewer, anywhere as a word). None when nothing does."""
+    if (marker := _PLACEHOLDER.search(body)) is not None:
+        return marker.group(0)
+    for name in control:
+        code = rf"`{re.escape(name)}`|\b{re.escape(name)}\s*\(|\b{re.escape(name)}\s+(?:tool|function)\b"
+        if re.search(code + (rf"|\b{re.escape(name)}\b" if "_" in name else ""), body, re.IGNORECASE):
+            return name
+    return None
 
 
 def _words(text: str) -> str:

@@ -91,6 +91,7 @@ def blocks(body: str) -> Iterator[tuple[int, int, Where, Any, str, str | None]]:
             yield m.start(), m.end(), "fence", decode(inner), inner, None
     stripped = body.strip()
     whole_at = body.find(stripped) if stripped else 0
+    read_any = False
     i = 0
     while (i := _next_open(body, i)) != -1:
         decoded = _decode_at(body, i)
@@ -98,9 +99,12 @@ def blocks(body: str) -> Iterator[tuple[int, int, Where, Any, str, str | None]]:
             i += 1
             continue
         value, end = decoded
+        read_any = True
         where: Where = "whole" if i == whole_at and not body[end:].strip() else "inline"
         yield i, end, where, value, body[i:end], None
         i = end
+    if stripped.startswith("{") and not read_any:  # a reply of broken JSON: cut off at its token limit, say
+        yield whole_at, whole_at + len(stripped), "whole", None, stripped, None
     if stripped.startswith("[") and stripped.endswith("]") and "(" in stripped:  # Llama 3.2's `[name(a=1)]`
         yield whole_at, whole_at + len(stripped), "whole", _python_calls(stripped), stripped, None
 

@@ -148,7 +148,7 @@ def _calls_of(
         yield _call(name.removeprefix("functions."), value, raw, where, offered, explicit=True)
         return
     if value is None:
-        if where == "tag" or (where == "fence" and _NAMED.search(raw)):  # broken JSON, clearly meant as a call
+        if where == "tag" or (where in ("fence", "whole") and _NAMED.search(raw)):  # broken JSON meant as a call
             named = _NAMED.findall(raw)
             if named and (any_name or named[0].removeprefix("functions.") in offered):
                 yield TextCall(named[0], {}, where, raw, f"the call of {named[0]} could not be read as JSON: "
