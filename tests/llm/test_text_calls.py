@@ -203,8 +203,11 @@ def test_an_answer_that_uses_the_words_of_the_tools_is_an_answer() -> None:
         "x" * 1300 + " The team calls handoff_to_writer for prose.",  # long: an answer that mentions it
     ):
         assert not_an_answer(text, "Plan my week", TOOLS, CONTROL) is None, text[-80:]
-    # a specialist's answer naming its own tool is an answer: only the supervisor's tools are control
-    assert not_an_answer("I read it with the fetch_url tool: bees pollinate.", "Research bees", TOOLS) is None
+    # A specialist's answer naming its own tool is an answer: only the supervisor's tools are control (a
+    # specialist's loop names none), though the same words about a control tool are not.
+    said = "I read it with the fetch_url tool: bees pollinate."
+    assert not_an_answer(said, "Research bees", TOOLS, CONTROL) is None
+    assert not_an_answer(said, "Research bees", TOOLS, [*CONTROL, "fetch_url"]) is not None
 
 
 def test_an_answer_is_an_answer() -> None:

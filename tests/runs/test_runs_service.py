@@ -99,7 +99,6 @@ async def test_a_run_whose_end_was_recorded_is_never_run_again(tmp_path: Path) -
 _START_ON_A_FULL_DISK = """
 import os, resource, signal, sys, anyio
 sys.path.insert(0, sys.argv[2])
-from support import HANG_GUARD
 from support.durable_engine import FakeEngine
 from mcp_team.errors import McpTeamError
 from mcp_team.runs import open_runs, resolve
@@ -140,7 +139,6 @@ def test_a_run_the_database_refuses_to_start_is_a_clear_error_and_leaves_nothing
 _RUN_THROUGH_A_FULL_DISK = """
 import logging, sqlite3, sys, anyio, sqlalchemy as sa
 sys.path.insert(0, sys.argv[2])
-from support import HANG_GUARD
 from support.durable_engine import FakeEngine
 from mcp_team.runs import open_runs, resolve
 from mcp_team.runs.types import RunRequest

@@ -22,7 +22,7 @@ from mcp_team.handoffs.judge import CONFLICTS_INSTRUCTIONS, has_judge, note_conf
 from mcp_team.handoffs.planner import PLAN_TOOL
 from mcp_team.handoffs.prompts import SUPERVISOR_INSTRUCTIONS, describe_team
 from mcp_team.handoffs.schema import Failure, HandoffArgs, HandoffRecord
-from mcp_team.handoffs.synthesis import FINALIZE_TOOL, note_cut_off, short
+from mcp_team.handoffs.synthesis import FINALIZE_TOOL, note_cut_off, short, supervisor_tools
 from mcp_team.handoffs.turn import HANDOFF_PREFIX, Continue, Final, Stop, TurnOutcome, TurnPlan, classify
 from mcp_team.llm import (
     SUPERVISOR,
@@ -176,7 +176,7 @@ async def supervisor_turn(ctx: RunContext, request: ModelRequest, mistakes: Mist
             ctx.fail("model_refused", "supervisor", f"the supervisor's model declined the request{said}")
             return Stop()
         replied = Message(role="assistant", content=response.text or "(an empty reply)")
-        if (no := _none(ctx, request, response.text)) is not None:
+        if (no := _not_an_answer(ctx, request, response.text)) is not None:
             return _no_answer(ctx, mistakes, no, replied)
         if read_text and (again := _delegate_first(ctx, mistakes, replied, response.text)) is not None:
             return again
@@ -185,7 +185,7 @@ async def supervisor_turn(ctx: RunContext, request: ModelRequest, mistakes: Mist
     plan = classify(uses, ctx.config.team, ctx.config.run_id, ctx.last_seq + 1)
     reply = Message(role="assistant", content=list(response.content))
     if plan.answer is not None:
-        if (no := _none(ctx, request, plan.answer)) is not None:
+        if (no := _not_an_answer(ctx, request, plan.answer)) is not None:
             return _no_answer(ctx, mistakes, no, reply, [u.id for u in uses])
         if read_text and (again := _delegate_first(ctx, mistakes, reply, plan.answer, [u.id for u in uses])):
             return again
@@ -266,11 +266,10 @@ def _answer(ctx: RunContext, answer: str, stop_reason: str) -> Final:
 ANSWER_SHAPES = (PLAN_TOOL,)
 
 
-def _none(ctx: RunContext, request: ModelRequest, answer: str) -> NoAnswer | None:
-    """Why the supervisor's `answer` is none (`llm.answers.not_an_answer`): its own tools are what it must not
-    answer with, nor name as code (a reply about the run)."""
-    shapes = [*request.tools, *ANSWER_SHAPES]
-    return not_an_answer(answer, ctx.config.request, shapes, [t.name for t in shapes])
+def _not_an_answer(ctx: RunContext, request: ModelRequest, answer: str) -> NoAnswer | None:
+    """Why the supervisor's `answer` is none (`llm.answers.not_an_answer`): a call or the arguments of one of its
+    tools, or a reply that names them as code."""
+    return not_an_answer(answer, ctx.config.request, [*request.tools, *ANSWER_SHAPES], supervisor_tools(ctx))
 
 
 DELEGATE_FIRST = (

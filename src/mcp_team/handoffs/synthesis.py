@@ -34,6 +34,12 @@ FINALIZE_TOOL = ToolDefinition(
 )
 
 
+def supervisor_tools(ctx: RunContext) -> list[str]:
+    """The names of the supervisor's own tools: its handoffs, finalize and submit_plan. An answer that names them
+    as code is about the run, not an answer (`llm.answers.not_an_answer`)."""
+    return [*(f"{HANDOFF_PREFIX}{s.name}" for s in ctx.config.workers), FINALIZE_TOOL.name, PLAN_TOOL.name]
+
+
 def _superseded(records: Sequence[HandoffRecord]) -> set[str]:
     """Ids of attempts that a retry replaced: only the last attempt of a task speaks for it."""
     return {r.retry_of for r in records if r.retry_of}
@@ -93,8 +99,7 @@ async def synthesize(ctx: RunContext, how: str = "", rulings: str = "") -> str:
             ctx.fail("budget_exhausted", "supervisor", f"the closing synthesis failed: {exc.budget}")
             return fallback_answer(ctx)
         answer = _answer_of(response)
-        control = [*(t.name for t in shapes), *(f"{HANDOFF_PREFIX}{s.name}" for s in ctx.config.workers)]
-        if (no := not_an_answer(answer, ctx.config.request, shapes, control)) is None:
+        if (no := not_an_answer(answer, ctx.config.request, shapes, supervisor_tools(ctx))) is None:
             if not rulings:
                 note_conflicts(ctx, response)
             note_cut_off(ctx, response.stop_reason, "the closing synthesis: ")
