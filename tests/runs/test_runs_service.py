@@ -303,6 +303,44 @@ async def test_cancel_stops_the_run_while_the_database_records_the_cancel(
         assert status is not None and status.status == "CANCELLED"
 
 
+async def test_cancel_stops_the_run_before_it_reads_the_database(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run stops before the cancel reads anything: CI saw `mcp-team run` told SIGTERM go on through its last
+    model calls and end complete (exit 0) while the cancel waited on a read of the runs database (whether another
+    process had cancelled the run) on a loaded machine."""
+    import threading
+
+    release = threading.Event()
+    engine = FakeEngine(k=2, steps=2, latency=3600.0)  # its model calls never return: only a cancel ends them
+    async with open_runs(_config(tmp_path), engine) as runs:
+        await runs.start(RunRequest(request="long"), run_id="run-s")
+        real = runs.store.cancelled_among
+
+        def slow_read(run_ids: Any) -> Any:  # the real read, after the run has had its chance
+            release.wait(HANG_GUARD)
+            return real(run_ids)
+
+        monkeypatch.setattr(runs.store, "cancelled_among", slow_read)
+        ended: list[Any] = []
+
+        async def cancel() -> None:
+            ended.append(await runs.cancel("run-s"))
+
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(cancel)
+                with anyio.fail_after(HANG_GUARD):  # before the fix: the cancel waited on the read, held here
+                    async for update in runs.subscribe("run-s"):
+                        if update.finished:
+                            break
+                assert update.status == "cancelled"
+                release.set()
+        finally:
+            release.set()
+        assert ended[0] is not None and ended[0].status == "cancelled", ended
+
+
 async def test_a_run_that_cannot_resume_is_marked_interrupted_at_the_next_start(tmp_path: Path) -> None:
     engine = FakeEngine(k=2, steps=1, latency=3600.0)
     async with open_runs(_config(tmp_path), engine) as runs:

@@ -314,19 +314,19 @@ class Runs(Execution):
         """Cancel: a run here stops its calls at once while DBOS records the cancel (nothing resumes it after a
         restart); returns once its cancelled record is stored. One of another process stops within a second; one
         that has finished is left as it is. `CancelRefused`: DBOS refused, and cancelling again finishes it."""
-        record = await self.get(run_id)
-        if record is None or record.finished:
-            return await self.durable.finished_cancel(record) if self.durable is not None else record
-        if (live := self._live.get(run_id)) is not None:
+        if (live := self._live.get(run_id)) is not None and not live.progress.record.finished:
             live.cancel_reason = reason
-            live.scope.cancel()  # not after DBOS's write: on a busy machine that took longer than the rest of a run
+            live.scope.cancel()  # before any await: a read or DBOS's write once outlasted the rest of a busy run
             try:
                 if self.durable is not None:
-                    await self.durable.cancel_here(record)
+                    await self.durable.cancel_here(live.progress.record)
             finally:
                 live.workflow_cancelled.set()
             await live.done.wait()
             return await self.get(run_id)
+        record = await self.get(run_id)
+        if record is None or record.finished:
+            return await self.durable.finished_cancel(record) if self.durable is not None else record
         if self.durable is None:  # recorded running, but no task of this process runs it: it never will
             final = Progress(record).finish("cancelled", reason=reason)
             await self.store.write(final)
