@@ -965,3 +965,24 @@ async def test_supervisor_on_anthropic_and_specialists_on_openai_in_one_run(span
     seen = {(spans.attr(s, PROVIDER_NAME), spans.attr(s, REQUEST_MODEL), spans.attr(s, RESPONSE_MODEL)) for s in chats}
     assert seen == {("anthropic", "claude-sonnet-5-5", "offline"), ("openai", MODEL, MODEL)}
     assert len(chats) == calls
+
+
+@pytest.mark.parametrize("backend", ["openai", "anthropic"])
+def test_a_model_answers_in_one_event_loop_and_then_in_another(backend: str) -> None:
+    """A script's two `asyncio.run` with one model, or `mcp-team run` after it asked the server which models it
+    serves: the connection kept open from the first loop belonged to it, and the second loop's first call failed
+    with "Event loop is closed" (the fake servers keep connections open, as real ones do)."""
+    import asyncio
+    import warnings
+
+    server = FakeOpenAIAPI(brain=offline_brain) if backend == "openai" else FakeMessagesAPI(brain=offline_brain)
+    with server, warnings.catch_warnings():
+        warnings.simplefilter("error")  # nor "coroutine 'AsyncClient.aclose' was never awaited"
+        model: OpenAIModel | AnthropicModel = (
+            OpenAIModel(MODEL, api_key=KEY, base_url=server.base_url, max_retries=0)
+            if backend == "openai"
+            else AnthropicModel(MODEL, api_key=KEY, base_url=server.base_url, max_retries=0)
+        )
+        answers = [asyncio.run(model.complete(ask("hello"))) for _loop in range(3)]
+        asyncio.run(model.aclose())
+    assert all(a.text for a in answers) and len(server.requests) == 3

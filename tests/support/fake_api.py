@@ -7,6 +7,7 @@ A subclass sets `route`, `name` and `request_id_header`, formats its API's error
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import threading
@@ -120,6 +121,13 @@ class FakeJSONAPI:
 
 class _Handler(BaseHTTPRequestHandler):
     api: FakeJSONAPI
+    # Connections kept open between requests, as every real API and llama.cpp's server keep them: an SDK client
+    # reuses them, and a client whose connections outlived their event loop failed its next call there.
+    protocol_version = "HTTP/1.1"
+
+    def handle(self) -> None:
+        with contextlib.suppress(ConnectionResetError, BrokenPipeError):  # a client dropped a kept connection
+            super().handle()
 
     def do_POST(self) -> None:
         raw = self.rfile.read(int(self.headers.get("content-length") or 0))

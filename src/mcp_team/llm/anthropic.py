@@ -103,14 +103,16 @@ class AnthropicModel(SdkModel[anthropic.AsyncAnthropic]):
     @property
     def client(self) -> anthropic.AsyncAnthropic:
         """The SDK client, created on first use."""
-        if self._client is None:
-            self._client = anthropic.AsyncAnthropic(
-                api_key=self._api_key,
-                base_url=self._base_url,
-                max_retries=self.max_retries,
-                timeout=self.timeout,
-                open_telemetry=False,  # the `chat` span is ours (see llm.call)
-            )
+        if (client := self._client_of_this_loop()) is not None:
+            return client
+        self._client = anthropic.AsyncAnthropic(
+            api_key=self._api_key,
+            base_url=self._base_url,
+            max_retries=self.max_retries,
+            timeout=self.timeout,
+            open_telemetry=False,  # the `chat` span is ours (see llm.call)
+            http_client=anthropic.DefaultAsyncHttpxClient(),  # see `_client_of_this_loop`
+        )
         return self._client
 
     @property

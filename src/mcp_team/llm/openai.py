@@ -155,22 +155,24 @@ class OpenAIModel(SdkModel[openai.AsyncOpenAI]):
     @property
     def client(self) -> openai.AsyncOpenAI:
         """The SDK client, created on first use."""
-        if self._client is None:
-            options: dict[str, Any] = {
-                "base_url": self.base_url or OPENAI_API_URL,
-                "max_retries": self.max_retries,
-                "timeout": self.timeout,
-            }
-            try:
-                self._client = openai.AsyncOpenAI(api_key=self._api_key, **options)  # None: the SDK's lookup
-            except openai.OpenAIError:  # no key anywhere
-                if self.base_url is None:
-                    raise ModelError(
-                        "auth",
-                        "no OpenAI API key is configured: set OPENAI_API_KEY (a local server, set with "
-                        "OPENAI_BASE_URL, needs none)",
-                    ) from None
-                self._client = openai.AsyncOpenAI(api_key=NO_KEY, **options)
+        if (client := self._client_of_this_loop()) is not None:
+            return client
+        options: dict[str, Any] = {
+            "base_url": self.base_url or OPENAI_API_URL,
+            "max_retries": self.max_retries,
+            "timeout": self.timeout,
+            "http_client": openai.DefaultAsyncHttpxClient(),  # see `_client_of_this_loop`
+        }
+        try:
+            self._client = openai.AsyncOpenAI(api_key=self._api_key, **options)  # None: the SDK's lookup
+        except openai.OpenAIError:  # no key anywhere
+            if self.base_url is None:
+                raise ModelError(
+                    "auth",
+                    "no OpenAI API key is configured: set OPENAI_API_KEY (a local server, set with "
+                    "OPENAI_BASE_URL, needs none)",
+                ) from None
+            self._client = openai.AsyncOpenAI(api_key=NO_KEY, **options)
         return self._client
 
     async def complete(self, request: ModelRequest) -> ModelResponse:

@@ -11,6 +11,7 @@ Imports no SDK: each backend passes its own module as `sdk`.
 
 from __future__ import annotations
 
+import asyncio
 from types import ModuleType
 from typing import ClassVar, Generic, Protocol, TypeVar
 
@@ -66,6 +67,7 @@ class SdkModel(Generic[ClientT]):
         #: The genai-prices provider its calls are priced with (see `llm.cost`); None: by the endpoint, if known.
         self.price_provider = price_provider
         self._client: ClientT | None = None
+        self._client_loop: asyncio.AbstractEventLoop | None = None  # the event loop `_client` was made in
 
     @property
     def where(self) -> str:
@@ -74,9 +76,24 @@ class SdkModel(Generic[ClientT]):
 
     async def aclose(self) -> None:
         """Close the SDK client's connections, if it was ever created."""
-        if self._client is not None:
-            await self._client.close()
+        if (client := self._client_of_this_loop()) is not None:
+            await client.close()
+        self._client = None
+
+    def _client_of_this_loop(self) -> ClientT | None:
+        """The client, unless it was made in another event loop: then it is dropped, and the next call makes its
+        own. Its connections belong to that loop (most often closed: a script's second `asyncio.run`, or `run`
+        after `anyio.run` asked the server its models), and using or closing them there failed, "Event loop is
+        closed". Dropped, not closed: the garbage collector closes their sockets (the backends give the SDK a
+        plain httpx client, whose finalizer schedules nothing on the loop running then)."""
+        try:
+            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        if self._client is not None and self._client_loop is not loop:
             self._client = None
+        self._client_loop = loop
+        return self._client
 
     # -- errors ------------------------------------------------------------------------------------
 
