@@ -967,6 +967,9 @@ async def test_supervisor_on_anthropic_and_specialists_on_openai_in_one_run(span
     assert len(chats) == calls
 
 
+# The client of a loop that ended is dropped, its sockets closed by the garbage collector, which Python reports
+# as a ResourceWarning (shown in development mode only): said here, not hidden everywhere.
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 @pytest.mark.parametrize("backend", ["openai", "anthropic"])
 def test_a_model_answers_in_one_event_loop_and_then_in_another(backend: str) -> None:
     """A script's two `asyncio.run` with one model, or `mcp-team run` after it asked the server which models it
