@@ -19,7 +19,7 @@ from mcp_team.handoffs import Team
 from mcp_team.handoffs.planner import PLAN_TOOL
 from mcp_team.handoffs.supervisor import handoff_tool
 from mcp_team.handoffs.synthesis import FINALIZE_TOOL
-from mcp_team.llm import ModelSet, ToolDefinition
+from mcp_team.llm import ModelRequest, ModelResponse, ModelSet, TextBlock, ToolDefinition
 from mcp_team.llm.answers import not_an_answer
 from mcp_team.llm.offline import OfflineModel
 from mcp_team.llm.openai import OpenAIModel
@@ -342,6 +342,27 @@ async def test_a_synthesis_that_returns_raw_json_is_read_or_asked_again() -> Non
 
 
 @pytest.mark.anyio
+async def test_a_synthesis_that_talks_about_the_runs_own_tools_is_no_answer() -> None:
+    """A closing synthesis saying what it would do with the supervisor's tools, as the recorded 1.5B model's
+    supervisor did ("we can use the handoff_to_reviewer tool ..."): asked once more, told why; then the finished
+    results stand in, and the run says why it has no answer of its own."""
+    said = "To check the report, we can use the `handoff_to_reviewer` tool on it."
+
+    def about_the_run(request: ModelRequest) -> ModelResponse:
+        if request.system.startswith("Write the final answer"):  # the synthesis (no phase on the wire)
+            return ModelResponse(content=[TextBlock(text=said)], model="x")
+        return offline_brain(request)
+
+    with FakeOpenAIAPI(brain=about_the_run) as api:
+        result = await Team(ModelSet.single(ToolCallsModel(local(api), "native"))).run(REQUEST, mode="planned")
+        asked = [r for r in api.requests if r["messages"][0]["content"].startswith("Write the final answer")]
+    assert result.status == "partial" and [f.kind for f in result.failures] == ["tool_call_as_answer"]
+    assert len(asked) == 2 and "handoff_to_reviewer" in str(asked[1]["messages"][-1]["content"])  # told why
+    assert said not in result.answer.split("---")[0]  # the finished results stand in; only the note quotes it
+    assert any("closing synthesis gave no answer" in n for n in result.notes)
+
+
+@pytest.mark.anyio
 async def test_a_specialist_that_writes_a_call_of_a_tool_it_lacks_is_told_and_its_answer_kept() -> None:
     """The writer (no tools) writing a handoff as its answer; told so, it writes the answer."""
     calls = iter(["handoff", "answer"])
@@ -452,3 +473,42 @@ async def test_a_supervisor_that_answers_itself_is_sent_once_to_delegate_and_its
         api.reply(200, completion("def reverse(s):\n    return s[::-1]", model=MODEL))
         delegated = await Team(ModelSet.single(local(api))).run("Write a Python function that reverses a string.")
     assert delegated.status == "complete" and delegated.handoffs[0].target == "coder"
+
+
+HAIKU = "Write a haiku about the sea."
+
+
+def delegates_when_pressed(request: ModelRequest) -> ModelResponse:
+    """The offline model, but for the ask that sends the supervisor back to delegate: the handoff as JSON, the
+    form the schema of that ask holds a reply to."""
+    last = request.messages[-1].content
+    if isinstance(last, str) and last.startswith("Do not answer yourself"):
+        call = {"name": "handoff_to_writer", "arguments": {"task": HAIKU}}
+        return ModelResponse(content=[TextBlock(text=json.dumps(call))], model=MODEL)
+    return offline_brain(request)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("rejected", [False, True])
+async def test_a_supervisor_sent_to_delegate_is_held_to_a_handoff_where_the_server_can_hold_it(rejected: bool) -> None:
+    """The ask that sends it back carries the JSON schema of one handoff (`response_format`, for that ask only): a
+    server that holds replies to a schema (llama.cpp, vLLM, Ollama: a grammar) leaves the model only the choice of
+    the member who gets the request, and that reply runs as the handoff. A server that rejects the schema is asked
+    without it."""
+    rejects = ("response_format",) if rejected else ()
+    with FakeOpenAIAPI(brain=delegates_when_pressed, reject_params=rejects) as api:
+        api.reply(200, completion("Waves fold into foam / ...", model=MODEL))  # the supervisor answers itself
+        result = await Team(ModelSet.single(local(api))).run(HAIKU)
+        supervisor = api.requests[0]["messages"][0]["content"]
+        asks = [r for r in api.requests if r["messages"][0]["content"] == supervisor]
+    assert result.status == "complete" and result.handoffs[0].target == "writer" and result.handoffs[0].text_call
+    schemas = [a.get("response_format") for a in asks]
+    assert schemas[0] is None and schemas[1] is not None, schemas
+    members = ["researcher", "analyst", "writer", "coder", "reviewer"]
+    held = schemas[1]["json_schema"]["schema"]
+    assert held["properties"]["name"]["enum"] == [f"handoff_to_{m}" for m in members]
+    assert held["properties"]["arguments"]["properties"]["task"] == {"type": "string", "const": HAIKU}  # the request
+    if rejected:  # the same ask again, without it; and never again
+        assert asks[2]["messages"] == asks[1]["messages"] and all(s is None for s in schemas[2:]), schemas
+    else:
+        assert all(s is None for s in schemas[2:]), schemas  # that ask only

@@ -13,6 +13,7 @@ import functools
 import hashlib
 import json
 from dataclasses import dataclass, field
+from typing import Any
 
 from mcp_team.errors import BudgetExhausted
 from mcp_team.handoffs.approval import REVISE_PREFIX, approve_turn
@@ -75,14 +76,17 @@ async def run_adaptive(ctx: RunContext) -> Final | Stop:
     tools = [*(handoff_tool(s) for s in ctx.config.workers), finalize]
     messages = [Message(role="user", content=ctx.config.request)]
     mistakes = Mistakes()
+    schema: dict[str, Any] | None = None  # the last turn's `Continue.reply_schema`
     for _turn in range(ctx.config.settings.max_supervisor_turns):
         system = instructions + _run_notes(ctx)
-        outcome = await supervisor_turn(
-            ctx, ModelRequest(system=system, messages=messages, tools=tools, phase="act", member=SUPERVISOR), mistakes
+        request = ModelRequest(
+            system=system, messages=messages, tools=tools, reply_schema=schema, phase="act", member=SUPERVISOR
         )
+        outcome = await supervisor_turn(ctx, request, mistakes)
         if not isinstance(outcome, Continue):
             return outcome
         messages += (outcome.reply, outcome.results)
+        schema = outcome.reply_schema
     used = f"the supervisor used all {ctx.config.settings.max_supervisor_turns} of its turns without finalizing"
     if mistakes.times:  # the turns ended on mistakes: the cause, not only the count
         used += f"; it {mistakes.what} on its last {mistakes.times} turn(s){mistakes.last_error}"
@@ -283,7 +287,8 @@ def _delegate_first(
     ctx: RunContext, mistakes: Mistakes, reply: Message, answer: str, call_ids: list[str] | None = None
 ) -> Continue | None:
     """A supervisor that answers before any member did any work is sent back, once, to delegate: small models whose
-    calls are read from their text often do the work themselves, which is not what a team is for. None: an answer
+    calls are read from their text often do the work themselves, which is not what a team is for. Its next reply
+    must be a handoff (`handoff_call_schema`), where the server can hold a reply to a schema. None: an answer
     stands (work was done, or it was sent back once already and answered again: then its first answer stands,
     given before it was pressed, in `mistakes.first_answer`)."""
     if ctx.records or mistakes.first_answer:
@@ -291,10 +296,31 @@ def _delegate_first(
     mistakes.first_answer = answer
     team = "\n".join(f"- {HANDOFF_PREFIX}{s.name}: {s.description}" for s in ctx.config.workers)
     told = DELEGATE_FIRST.format(team=team)
+    schema = handoff_call_schema([s.name for s in ctx.config.workers], ctx.config.request)
     if call_ids:
         results: list[ContentBlock] = [ToolResultBlock(tool_use_id=i, content=told, is_error=True) for i in call_ids]
-        return Continue(reply, Message(role="user", content=results))
-    return Continue(reply, Message(role="user", content=told))
+        return Continue(reply, Message(role="user", content=results), schema)
+    return Continue(reply, Message(role="user", content=told), schema)
+
+
+def handoff_call_schema(members: list[str], request: str) -> dict[str, Any]:
+    """The JSON schema of one handoff of the whole `request`, written as text: `{"name": "handoff_to_<member>",
+    "arguments": {"task": request}}`, the form `llm.text_calls` reads. A server that holds the reply to it
+    (llama.cpp, vLLM, Ollama: a grammar) leaves the model only the choice of the member. The task is the request
+    as the user wrote it: held to a schema with a task of its own, Qwen2.5-Coder-1.5B handed "Write a haiku about
+    the sea." to the researcher as "Summarize the latest research on climate change"."""
+    return {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "enum": [f"{HANDOFF_PREFIX}{m}" for m in members]},
+            "arguments": {
+                "type": "object",
+                "properties": {"task": {"type": "string", "const": request}},
+                "required": ["task"],
+            },
+        },
+        "required": ["name", "arguments"],
+    }
 
 
 def _settled(ctx: RunContext, mistakes: Mistakes, answer: str) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import ValidationError
 
@@ -35,6 +35,8 @@ class Continue:
 
     reply: Message
     results: Message
+    # A JSON schema the next turn's reply must follow (`ModelRequest.reply_schema`), for that turn only.
+    reply_schema: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -139,6 +139,7 @@ class OpenAIModel(SdkModel[openai.AsyncOpenAI]):
         self._token_param_switched = False
         self._send_parallel = True  # cleared when the server rejects `parallel_tool_calls`
         self._send_temperature = True  # cleared when the server rejects the temperature asked for
+        self._send_reply_schema = True  # cleared when the server rejects a `response_format` JSON schema
         self._stream = False  # set when the server answers only with streams
         self._send_stream_options = True  # cleared when a streaming server rejects `stream_options`
         self._warned_no_usage = False
@@ -185,12 +186,15 @@ class OpenAIModel(SdkModel[openai.AsyncOpenAI]):
             await raise_if_not_listening(self.base_url, self.url_setting)
         messages = to_messages(request)
         tools = to_tool_params(request.tools)
-        # At most five re-asks: one per request detail a server may reject (output limit, parallel calls,
-        # temperature, whole replies, the usage of a stream).
-        for _ in range(6):
+        # At most six re-asks: one per request detail a server may reject (output limit, parallel calls,
+        # temperature, a reply schema, whole replies, the usage of a stream).
+        for _ in range(7):
             options: dict[str, Any] = {self._token_param: request.max_tokens}
             if request.temperature is not None and self._send_temperature:
                 options["temperature"] = request.temperature
+            if request.reply_schema is not None and self._send_reply_schema:
+                schema = {"name": "reply", "schema": request.reply_schema}
+                options["response_format"] = {"type": "json_schema", "json_schema": schema}
             if tools:
                 options["tools"] = tools
                 if self._send_parallel:
@@ -280,6 +284,11 @@ class OpenAIModel(SdkModel[openai.AsyncOpenAI]):
                     "%s does not take temperature %g for %s (%s); the model's own applies",
                     self.where, sent["temperature"], self.name, clip(_api_message(err), 200),
                 )  # fmt: skip
+            return True
+        if "response_format" in sent and "response_format" in _api_message(err).lower():
+            # The schema only helps a model keep to a form the prompt asks for too: the call goes on without it.
+            self._send_reply_schema = False
+            log.info("%s rejects a response_format JSON schema for %s; asking without one", self.where, self.name)
             return True
         if not streaming and _STREAM_ONLY.search(_api_message(err)):
             self._stream_from_now("answers only streams")

@@ -109,8 +109,9 @@ def describe(member: str, phase: str) -> str:
 def request_json(request: ModelRequest) -> dict[str, Any]:
     """The request as it is written to a recording: JSON, every string redacted."""
     data: dict[str, Any] = redact_value(request.model_dump(mode="json"))
-    if data.get("temperature") is None:  # unset: left out, so recordings made before it existed still match
-        data.pop("temperature", None)
+    for unset in ("temperature", "reply_schema"):  # left out, so recordings made before they existed still match
+        if data.get(unset) is None:
+            data.pop(unset, None)
     return data
 
 

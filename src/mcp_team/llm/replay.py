@@ -182,6 +182,11 @@ def request_diff(recorded: dict[str, Any], now: dict[str, Any], *, context: int 
     for key in ("member", "phase", "max_tokens", "temperature"):
         if recorded.get(key) != now.get(key):
             parts.append(f"- {key}: {recorded.get(key)!r} was recorded, now {now.get(key)!r}")
+    if recorded.get("reply_schema") != now.get("reply_schema"):
+        shown = {
+            k: "none" if d.get("reply_schema") is None else "a schema" for k, d in (("was", recorded), ("now", now))
+        }
+        parts.append(f"- reply_schema: {shown['was']} was recorded, now {shown['now']}")
     if recorded.get("system") != now.get("system"):
         parts.append("- the system prompt:\n" + _unified(recorded.get("system", ""), now.get("system", ""), context))
     old_tools = {t["name"]: t for t in recorded.get("tools", [])}

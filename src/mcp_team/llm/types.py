@@ -190,6 +190,11 @@ class ModelRequest(_Frozen):
     tools: list[ToolDefinition] = Field(default_factory=list)
     max_tokens: int = 4096
     temperature: float | None = Field(default=None, ge=0, le=2, description="None: the model's default.")
+    reply_schema: dict[str, Any] | None = Field(
+        default=None,
+        description="A JSON schema the reply's text must follow, sent where the server constrains replies to one "
+        "(an OpenAI-compatible `response_format`); a backend without such a feature leaves it out.",
+    )
     phase: Phase = "specialist"
     member: str = Field(
         default="",
