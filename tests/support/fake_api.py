@@ -124,6 +124,9 @@ class _Handler(BaseHTTPRequestHandler):
     # Connections kept open between requests, as every real API and llama.cpp's server keep them: an SDK client
     # reuses them, and a client whose connections outlived their event loop failed its next call there.
     protocol_version = "HTTP/1.1"
+    # A reply goes out in several writes; on a kept connection Nagle's algorithm held each next one for the
+    # client's delayed ACK (~40 ms a call), as real servers' TCP_NODELAY does not.
+    disable_nagle_algorithm = True
 
     def handle(self) -> None:
         with contextlib.suppress(ConnectionResetError, BrokenPipeError):  # a client dropped a kept connection
