@@ -22,7 +22,7 @@ from mcp_team.llm import Model, ModelRequest, ModelResponse, ModelSet
 from mcp_team.llm.building import build_models
 from mcp_team.llm.faults import parse_faults, with_faults
 from mcp_team.llm.offline import OfflineModel
-from mcp_team.llm.replay import Recording, replay_models
+from mcp_team.llm.replay import Recording, replay_models, request_diff
 from mcp_team.llm.settings import ModelSettings
 from mcp_team.llm.wrappers import WrapperModel, map_models
 from mcp_team.server.app import build_server
@@ -179,6 +179,16 @@ async def test_a_changed_prompt_stops_the_replay_naming_the_difference(fresh: di
     assert "-Gather the facts" in message and "bullet points over prose" in message
     assert "+Gather the facts" in message and "long essays" in message
     assert "Nothing was answered in its place" in message
+
+
+def test_a_divergence_names_a_reply_schema_asked_now_and_not_when_recorded() -> None:
+    """A recording made before an ask held its reply to a schema (handoffs/supervisor.py's `_delegate_first`)."""
+    recorded = {"member": "supervisor", "phase": "act", "system": "s", "messages": [], "tools": []}
+    held = {**recorded, "reply_schema": {"type": "object", "required": ["name"]}}
+    assert request_diff(recorded, held) == "- reply_schema: none was recorded, now a schema"
+    assert request_diff(held, recorded) == "- reply_schema: a schema was recorded, now none"
+    other = {**recorded, "reply_schema": {"type": "object", "required": ["task"]}}
+    assert request_diff(held, other) == "- reply_schema: another schema"
 
 
 def test_the_cli_stops_a_diverging_replay_with_the_difference(fresh: dict[str, Path]) -> None:

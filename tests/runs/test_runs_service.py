@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -264,6 +265,33 @@ async def test_cancel_stops_in_flight_calls_at_once_and_keeps_what_finished(
     assert "ERROR" not in err and "Cancelled" not in err and "cancelled for workflow" not in err, err
 
 
+async def _cancel_stops_it_while_held(runs: Any, release: Callable[[], None], held: anyio.Event | None = None) -> Any:
+    """Cancel run `run-s` and follow it: it must end cancelled while the database work the test holds waits, before
+    `release()` lets that work go on. `held`: set once that work began, when it is the cancel's own (then the
+    cancel has not returned meanwhile). Returns what the cancel returned."""
+    ended: list[Any] = []
+
+    async def cancel() -> None:
+        ended.append(await runs.cancel("run-s"))
+
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(cancel)
+            if held is not None:
+                await held.wait()
+            with anyio.fail_after(HANG_GUARD):  # before the fixes: the cancel waited for the held work, held here
+                async for update in runs.subscribe("run-s"):
+                    if update.finished:
+                        break
+            assert update.status == "cancelled"  # stopped while the held work still waits
+            assert held is None or ended == []  # the cancel itself waits for its held write
+            release()
+    finally:
+        release()
+    assert ended[0] is not None and ended[0].status == "cancelled", ended
+    return ended[0]
+
+
 async def test_cancel_stops_the_run_while_the_database_records_the_cancel(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -282,21 +310,7 @@ async def test_cancel_stops_the_run_while_the_database_records_the_cancel(
     engine = FakeEngine(k=2, steps=2, latency=3600.0)  # its model calls never return: only a cancel ends them
     async with open_runs(_config(tmp_path), engine) as runs:
         await runs.start(RunRequest(request="long"), run_id="run-s")
-        ended: list[Any] = []
-
-        async def cancel() -> None:
-            ended.append(await runs.cancel("run-s"))
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(cancel)
-            await written.wait()
-            with anyio.fail_after(HANG_GUARD):  # before the fix: it waited for the write, which waits for this
-                async for update in runs.subscribe("run-s"):
-                    if update.finished:
-                        break
-            assert (update.status, ended) == ("cancelled", [])  # stopped while DBOS's write still waits
-            release.set()
-        assert ended[0] is not None and ended[0].status == "cancelled", ended
+        await _cancel_stops_it_while_held(runs, release.set, held=written)
         from dbos import DBOS
 
         status = await DBOS.get_workflow_status_async("run-s")
@@ -322,23 +336,7 @@ async def test_cancel_stops_the_run_before_it_reads_the_database(
             return real(run_ids)
 
         monkeypatch.setattr(runs.store, "cancelled_among", slow_read)
-        ended: list[Any] = []
-
-        async def cancel() -> None:
-            ended.append(await runs.cancel("run-s"))
-
-        try:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(cancel)
-                with anyio.fail_after(HANG_GUARD):  # before the fix: the cancel waited on the read, held here
-                    async for update in runs.subscribe("run-s"):
-                        if update.finished:
-                            break
-                assert update.status == "cancelled"
-                release.set()
-        finally:
-            release.set()
-        assert ended[0] is not None and ended[0].status == "cancelled", ended
+        await _cancel_stops_it_while_held(runs, release.set)
 
 
 async def test_a_run_that_cannot_resume_is_marked_interrupted_at_the_next_start(tmp_path: Path) -> None:

@@ -288,7 +288,7 @@ def _delegate_first(
 ) -> Continue | None:
     """A supervisor that answers before any member did any work is sent back, once, to delegate: small models whose
     calls are read from their text often do the work themselves, which is not what a team is for. Its next reply
-    must be a handoff (`handoff_call_schema`), where the server can hold a reply to a schema. None: an answer
+    must be a handoff (`_handoff_call_schema`), where the server can hold a reply to a schema. None: an answer
     stands (work was done, or it was sent back once already and answered again: then its first answer stands,
     given before it was pressed, in `mistakes.first_answer`)."""
     if ctx.records or mistakes.first_answer:
@@ -296,14 +296,14 @@ def _delegate_first(
     mistakes.first_answer = answer
     team = "\n".join(f"- {HANDOFF_PREFIX}{s.name}: {s.description}" for s in ctx.config.workers)
     told = DELEGATE_FIRST.format(team=team)
-    schema = handoff_call_schema([s.name for s in ctx.config.workers], ctx.config.request)
+    schema = _handoff_call_schema([s.name for s in ctx.config.workers], ctx.config.request)
     if call_ids:
         results: list[ContentBlock] = [ToolResultBlock(tool_use_id=i, content=told, is_error=True) for i in call_ids]
         return Continue(reply, Message(role="user", content=results), schema)
     return Continue(reply, Message(role="user", content=told), schema)
 
 
-def handoff_call_schema(members: list[str], request: str) -> dict[str, Any]:
+def _handoff_call_schema(members: list[str], request: str) -> dict[str, Any]:
     """The JSON schema of one handoff of the whole `request`, written as text: `{"name": "handoff_to_<member>",
     "arguments": {"task": request}}`, the form `llm.text_calls` reads. A server that holds the reply to it
     (llama.cpp, vLLM, Ollama: a grammar) leaves the model only the choice of the member. The task is the request

@@ -182,11 +182,9 @@ def request_diff(recorded: dict[str, Any], now: dict[str, Any], *, context: int 
     for key in ("member", "phase", "max_tokens", "temperature"):
         if recorded.get(key) != now.get(key):
             parts.append(f"- {key}: {recorded.get(key)!r} was recorded, now {now.get(key)!r}")
-    if recorded.get("reply_schema") != now.get("reply_schema"):
-        shown = {
-            k: "none" if d.get("reply_schema") is None else "a schema" for k, d in (("was", recorded), ("now", now))
-        }
-        parts.append(f"- reply_schema: {shown['was']} was recorded, now {shown['now']}")
+    if (was := recorded.get("reply_schema")) != (asked := now.get("reply_schema")):
+        said = "another schema" if was and asked else f"{_a_schema(was)} was recorded, now {_a_schema(asked)}"
+        parts.append(f"- reply_schema: {said}")
     if recorded.get("system") != now.get("system"):
         parts.append("- the system prompt:\n" + _unified(recorded.get("system", ""), now.get("system", ""), context))
     old_tools = {t["name"]: t for t in recorded.get("tools", [])}
@@ -214,6 +212,10 @@ def request_diff(recorded: dict[str, Any], now: dict[str, Any], *, context: int 
     if len(lines) > max_lines:
         lines = [*lines[:max_lines], f"  ... ({len(lines) - max_lines} more lines)"]
     return "\n".join(lines)
+
+
+def _a_schema(schema: object) -> str:
+    return "none" if schema is None else "a schema"
 
 
 def _unified(recorded: str, now: str, context: int) -> str:

@@ -108,15 +108,11 @@ async def inquire(found: list[Endpoint], *, probe: bool = False) -> list[Endpoin
         if probe:
             endpoint.probe = await _probe(endpoint.model)
 
-    try:
-        async with anyio.create_task_group() as tg:
-            for endpoint in found:
-                tg.start_soon(one, endpoint)
-    finally:
-        # The connections the asking opened belong to this event loop (`check` and `run` ask in an `anyio.run` of
-        # its own): closed in it, not left to the garbage collector (see `SdkModel._client_of_this_loop`).
-        for model in {id(e.model): e.model for e in found}.values():
-            await model.aclose()  # type: ignore[attr-defined]  # an OpenAIModel's
+    # `check` and `run` ask in an `anyio.run` of its own: the run's calls, in another loop, make their own
+    # connections (`SdkModel._client_of_this_loop`).
+    async with anyio.create_task_group() as tg:
+        for endpoint in found:
+            tg.start_soon(one, endpoint)
     return found
 
 
