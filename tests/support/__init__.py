@@ -60,6 +60,10 @@ prompt = "Write a short poem."
 """
 )
 
+# Where `clean_env` puts each child's state directory: one folder per test process, removed when it exits, so a
+# suite run leaves none of its thousands behind in /tmp.
+_STATE_ROOT = tempfile.TemporaryDirectory(prefix="mcp-team-tests-", ignore_cleanup_errors=True)
+
 # A guard against a hang, never a speed claim: waits that must end get this long, far more than a loaded
 # machine needs, and less than pytest-timeout, so a hang fails with a message saying what was awaited.
 HANG_GUARD = 60.0
@@ -70,7 +74,7 @@ def clean_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.upper().startswith(SCRUBBED_PREFIXES)}
     env["PYTHONUNBUFFERED"] = "1"  # a child's output arrives as it is written, even if the child is killed
     # Durable runs are on by default: each child keeps them in a state directory of its own, never the user's.
-    env["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="mcp-team-state-")
+    env["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="state-", dir=_STATE_ROOT.name)
     return {**env, **extra}
 
 
