@@ -307,6 +307,33 @@ async def test_a_supervisor_that_keeps_writing_bad_calls_ends_the_run_with_them_
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize("worked", [False, True])
+async def test_a_call_that_cannot_run_before_any_work_is_followed_by_an_ask_held_to_a_handoff(worked: bool) -> None:
+    """Qwen2.5-Coder-1.5B wrote `calculate_factorial` as text three times and the run failed: a text call that
+    cannot run, made before any member did any work, goes back with the schema of one handoff for the next reply
+    (as `_delegate_first`'s ask). Once work is done, the supervisor may finalize: its ask is not held."""
+    wrong = {"name": "calculate_factorial", "arguments": {"n": 5}}
+    with FakeOpenAIAPI(brain=offline_brain) as api:
+        if worked:
+            handoff = {"name": "handoff_to_writer", "arguments": {"task": HAIKU}}
+            api.reply(200, completion(json.dumps(handoff), model=MODEL))
+            api.reply(200, completion("Waves fold into foam.", model=MODEL))  # the writer
+        api.reply(200, completion(f"```json\n{json.dumps(wrong)}\n```", model=MODEL))
+        result = await Team(ModelSet.single(local(api))).run(HAIKU)
+        supervisor = api.requests[0]["messages"][0]["content"]
+        asks = [r for r in api.requests if r["messages"][0]["content"] == supervisor]
+    assert result.status == "complete" and [f.kind for f in result.failures] == ["malformed_tool_call"]
+    after = asks[2] if worked else asks[1]  # the ask that follows the call that could not run
+    assert "calculate_factorial is not a tool" in after["messages"][-1]["content"]
+    if worked:
+        assert all(a.get("response_format") is None for a in asks), [a.get("response_format") for a in asks]
+    else:
+        held = after["response_format"]["json_schema"]["schema"]
+        assert held["properties"]["arguments"]["properties"]["task"] == {"type": "string", "const": HAIKU}
+        assert asks[0].get("response_format") is None and all(a.get("response_format") is None for a in asks[2:])
+
+
+@pytest.mark.anyio
 async def test_a_supervisor_answer_that_ends_in_a_call_of_a_tool_it_lacks_is_asked_again() -> None:
     """Prose, then a fenced call of a tool the role was not offered: no answer."""
     with FakeOpenAIAPI(brain=offline_brain) as api:

@@ -171,9 +171,13 @@ async def supervisor_turn(ctx: RunContext, request: ModelRequest, mistakes: Mist
             what = f"wrote a call of {called} as text " + ("that could not run" if wrong else "instead of calling it")
             if (stop := mistakes.made(ctx, what, wrong)) is not None:
                 return stop
+            # Read but not runnable, before any work: the next reply is held to a handoff, as when it answers itself
+            # (`_delegate_first`). Qwen2.5-Coder-1.5B wrote `calculate_factorial` three times, then the run failed.
+            held = _handoff_call_schema([s.name for s in ctx.config.workers], ctx.config.request)
             return Continue(
                 Message(role="assistant", content=response.text),
                 Message(role="user", content=feedback(reading, read_text)),
+                held if read_text and not ctx.records else None,
             )
         if response.stop_reason == "refusal":  # e.g. OpenAI's `refusal`: its words are no answer to the request
             said = f": {short(response.text, 300)}" if response.text.strip() else ""
