@@ -173,11 +173,10 @@ async def supervisor_turn(ctx: RunContext, request: ModelRequest, mistakes: Mist
                 return stop
             # Read but not runnable, before any work: the next reply is held to a handoff, as when it answers itself
             # (`_delegate_first`). Qwen2.5-Coder-1.5B wrote `calculate_factorial` three times, then the run failed.
-            held = _handoff_call_schema([s.name for s in ctx.config.workers], ctx.config.request)
             return Continue(
                 Message(role="assistant", content=response.text),
                 Message(role="user", content=feedback(reading, read_text)),
-                held if read_text and not ctx.records else None,
+                _handoff_call_schema(ctx) if read_text and not ctx.records else None,
             )
         if response.stop_reason == "refusal":  # e.g. OpenAI's `refusal`: its words are no answer to the request
             said = f": {short(response.text, 300)}" if response.text.strip() else ""
@@ -300,26 +299,26 @@ def _delegate_first(
     mistakes.first_answer = answer
     team = "\n".join(f"- {HANDOFF_PREFIX}{s.name}: {s.description}" for s in ctx.config.workers)
     told = DELEGATE_FIRST.format(team=team)
-    schema = _handoff_call_schema([s.name for s in ctx.config.workers], ctx.config.request)
+    schema = _handoff_call_schema(ctx)
     if call_ids:
         results: list[ContentBlock] = [ToolResultBlock(tool_use_id=i, content=told, is_error=True) for i in call_ids]
         return Continue(reply, Message(role="user", content=results), schema)
     return Continue(reply, Message(role="user", content=told), schema)
 
 
-def _handoff_call_schema(members: list[str], request: str) -> dict[str, Any]:
-    """The JSON schema of one handoff of the whole `request`, written as text: `{"name": "handoff_to_<member>",
-    "arguments": {"task": request}}`, the form `llm.text_calls` reads. A server that holds the reply to it
-    (llama.cpp, vLLM, Ollama: a grammar) leaves the model only the choice of the member. The task is the request
-    as the user wrote it: held to a schema with a task of its own, Qwen2.5-Coder-1.5B handed "Write a haiku about
-    the sea." to the researcher as "Summarize the latest research on climate change"."""
+def _handoff_call_schema(ctx: RunContext) -> dict[str, Any]:
+    """The JSON schema of one handoff of the run's whole request to one of its members, written as text:
+    `{"name": "handoff_to_<member>", "arguments": {"task": request}}`, the form `llm.text_calls` reads. A server
+    that holds the reply to it (llama.cpp, vLLM, Ollama: a grammar) leaves the model only the choice of the member.
+    The task is the request as the user wrote it: held to a schema with a task of its own, Qwen2.5-Coder-1.5B
+    handed "Write a haiku about the sea." to the researcher as "Summarize the latest research on climate change"."""
     return {
         "type": "object",
         "properties": {
-            "name": {"type": "string", "enum": [f"{HANDOFF_PREFIX}{m}" for m in members]},
+            "name": {"type": "string", "enum": [f"{HANDOFF_PREFIX}{s.name}" for s in ctx.config.workers]},
             "arguments": {
                 "type": "object",
-                "properties": {"task": {"type": "string", "const": request}},
+                "properties": {"task": {"type": "string", "const": ctx.config.request}},
                 "required": ["task"],
             },
         },
