@@ -23,34 +23,32 @@ from dbos import DBOS, DBOSConfig
 
 from mcp_team.runs.database import sqlite_engine
 
-STEPS = {"steps": 0}  # the steps each child runs in the current measurement
-
 
 async def _returns(x: int) -> int:
     return x + 1
 
 
 @DBOS.workflow(name="floor.child")
-async def child(i: int) -> int:
-    for _ in range(STEPS["steps"]):
+async def child(i: int, steps: int) -> int:
+    for _ in range(steps):
         i = await DBOS.run_step_async({"name": "model"}, _returns, i)
     return i
 
 
 @DBOS.workflow(name="floor.parent")
-async def parent(k: int) -> int:
-    handles = [await DBOS.start_workflow_async(child, i) for i in range(k)]  # in order, as branches are
+async def parent(k: int, steps: int) -> int:
+    handles = [await DBOS.start_workflow_async(child, i, steps) for i in range(k)]  # in order, as branches are
     return sum([await h.get_result() for h in handles])
 
 
-async def cpu_per_run(k: int, rounds: int = 5, runs: int = 5) -> float:
+async def cpu_per_run(k: int, steps: int, rounds: int = 7, runs: int = 20) -> float:
     for _ in range(3):  # warm
-        await parent(k)
+        await parent(k, steps)
     medians = []
     for _ in range(rounds):
         c = time.process_time()
         for _ in range(runs):
-            await parent(k)
+            await parent(k, steps)
         medians.append((time.process_time() - c) / runs)
     return statistics.median(medians)
 
@@ -68,8 +66,7 @@ async def main(as_json: bool) -> int:
         try:
             per: dict[int, float] = {}
             for steps in (0, 1):
-                STEPS["steps"] = steps
-                one, eight = await cpu_per_run(1), await cpu_per_run(8)
+                one, eight = await cpu_per_run(1, steps), await cpu_per_run(8, steps)
                 per[steps] = (eight - one) / 7
         finally:
             DBOS.destroy()
