@@ -145,3 +145,37 @@ def test_a_second_ctrl_c_while_the_command_says_it_was_cancelled(tmp_path: Path)
     _, err = (b.decode() for b in proc.communicate(timeout=HANG_GUARD))
     assert proc.returncode == -signal.SIGINT, (proc.returncode, err)  # the shell says 130
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+
+
+def test_a_second_ctrl_c_while_the_runs_database_closes(tmp_path: Path) -> None:
+    """Ctrl-C once the run is under way (its cancel is recorded), then again as the command closes its runs
+    database: SQLAlchemy's pool, closing a connection, caught that second KeyboardInterrupt and logged it as
+    "mcp-team: ERROR Exception closing connection" with a traceback. The pause in SQLAlchemy's close is
+    tests/support/paused_start.py's, armed by a file once the first Ctrl-C is sent: not a race."""
+    armed = tmp_path / "armed"
+    env = clean_env(MCP_TEAM_STATE_DIR=str(tmp_path / "state"), MCP_TEAM_OFFLINE_LATENCY_MS="1000",
+                    MCP_TEAM_TEST_PAUSE_IN="sqlalchemy.engine.default:DefaultDialect.do_close",
+                    MCP_TEAM_TEST_PAUSE_ARMED=str(armed))  # fmt: skip
+    proc = subprocess.Popen([sys.executable, PAUSED_START, "run", "--model", "offline", REQUEST], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    assert proc.stderr is not None
+    said = []
+    for line in iter(proc.stderr.readline, b""):  # the run is under way once its first handoff starts
+        said.append(line.decode())
+        if "→ h1" in said[-1]:
+            break
+    armed.touch()
+    proc.send_signal(signal.SIGINT)
+    for line in iter(proc.stderr.readline, b""):
+        said.append(line.decode())
+        if said[-1] == "paused\n":
+            break
+    assert said[-1] == "paused\n", "".join(said)
+    proc.send_signal(signal.SIGINT)
+    _, rest = (b.decode() for b in proc.communicate(timeout=HANG_GUARD))
+    err = "".join(said) + rest
+    assert proc.returncode in (130, -signal.SIGINT), (proc.returncode, err)
+    assert "Traceback" not in err and "ERROR" not in err and "KeyboardInterrupt" not in err, err
+    assert err.splitlines()[-1] == "mcp-team: cancelled", err
+    listed = subprocess.run([MCP_TEAM, "runs", "--json"], env=env, capture_output=True, text=True, timeout=HANG_GUARD)
+    assert [r["status"] for r in json.loads(listed.stdout)] == ["cancelled"], listed.stdout  # recorded, for good

@@ -5,7 +5,9 @@ that it can send a signal at a given point rather than at a moment it can only g
   after saying `paused` on stderr;
 - `$MCP_TEAM_TEST_PAUSE_AT_EXIT` (a path): as the interpreter unloads its modules, past every line the command
   wrote (and past the point where Python gives the signals it handled their default action back), say `exiting`
-  on stderr and wait until a file at that path exists.
+  on stderr and wait until a file at that path exists;
+- `$MCP_TEAM_TEST_PAUSE_IN` (`module:Class.method`) and `$MCP_TEAM_TEST_PAUSE_ARMED` (a path): the first call of
+  that method once a file at that path exists says `paused` on stderr and stops for up to a minute, as above.
 
 Nothing else is imported before the console script's own imports. Usage: paused_start.py ARGS... (as mcp-team)."""
 
@@ -46,11 +48,35 @@ class _PauseAtExit:
                 waited += 1
 
 
+def _pause_in(where: str, armed: str) -> None:
+    import functools
+    import importlib
+
+    module, _, qualname = where.partition(":")
+    owner_name, _, method_name = qualname.rpartition(".")
+    owner = getattr(importlib.import_module(module), owner_name)
+    method = getattr(owner, method_name)
+    paused: list[bool] = []
+
+    @functools.wraps(method)
+    def pausing(*args: object, **kwargs: object) -> object:
+        if not paused and os.path.exists(armed):
+            paused.append(True)
+            os.write(2, b"paused\n")
+            time.sleep(60)
+        return method(*args, **kwargs)
+
+    setattr(owner, method_name, pausing)
+
+
 sys.meta_path.insert(0, _PauseAt)
 if os.environ.get("MCP_TEAM_TEST_PAUSE_AT_EXIT"):
     _pause_at_exit = _PauseAtExit(os.environ["MCP_TEAM_TEST_PAUSE_AT_EXIT"])
 
 from mcp_team.cli.main import main  # noqa: E402  (what the console script does, after the pause is set)
+
+if os.environ.get("MCP_TEAM_TEST_PAUSE_IN"):  # after the console script's imports: this one imports its module early
+    _pause_in(os.environ["MCP_TEAM_TEST_PAUSE_IN"], os.environ["MCP_TEAM_TEST_PAUSE_ARMED"])
 
 if __name__ == "__main__":
     sys.exit(main())
