@@ -179,3 +179,25 @@ def test_a_second_ctrl_c_while_the_runs_database_closes(tmp_path: Path) -> None:
     assert err.splitlines()[-1] == "mcp-team: cancelled", err
     listed = subprocess.run([MCP_TEAM, "runs", "--json"], env=env, capture_output=True, text=True, timeout=HANG_GUARD)
     assert [r["status"] for r in json.loads(listed.stdout)] == ["cancelled"], listed.stdout  # recorded, for good
+
+
+def test_a_ctrl_c_in_a_finalizer_is_not_said_as_an_exception(tmp_path: Path) -> None:
+    """A Ctrl-C may land in a finalizer (a `__del__`, a generator closed as the command unwinds): Python printed
+    it as "Exception ignored in ..." and a traceback, though the command says its own end. `main`, as the console
+    script calls it, leaves a hook for the rest of the process; a finalizer's real fault is still said."""
+    script = (
+        "import sys\n"
+        "from mcp_team.cli.main import main\n"
+        "sys.argv = ['mcp-team', 'runs', '--json']\n"
+        "main()\n"
+        "class Finalized:\n"
+        "    def __init__(self, exc): self.exc = exc\n"
+        "    def __del__(self): raise self.exc\n"
+        "Finalized(KeyboardInterrupt())\n"
+        "Finalized(ValueError('a real fault'))\n"
+    )
+    env = clean_env(MCP_TEAM_STATE_DIR=str(tmp_path))
+    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=HANG_GUARD)
+    assert proc.returncode == 0, proc.stderr
+    assert "KeyboardInterrupt" not in proc.stderr, proc.stderr
+    assert proc.stderr.count("Exception ignored") == 1 and "ValueError: a real fault" in proc.stderr, proc.stderr

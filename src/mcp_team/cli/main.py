@@ -64,6 +64,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     early = found == _signal.SIG_DFL
     if argv is None and _signal.getsignal(_signal.SIGINT) == _signal.default_int_handler:
         _signal.signal(_signal.SIGINT, _interrupt_once)
+    if argv is None:
+        sys.unraisablehook = _unraisable
     try:
         if early:
             _set_sigterm(_signal.default_int_handler)  # SIGTERM raises KeyboardInterrupt, as Ctrl-C
@@ -103,6 +105,14 @@ def _interrupt_once(_signum: int, _frame: object) -> None:
     first unwound an import landed in the import's clean-up: "Exception ignored ... Traceback" on stderr."""
     _signal.signal(_signal.SIGINT, _signal.SIG_DFL)
     raise KeyboardInterrupt
+
+
+def _unraisable(unraisable: sys.UnraisableHookArgs) -> None:
+    """A Ctrl-C that landed in a finalizer (a `__del__`, a generator closed as the command unwinds) is the command's
+    own end, said by it ("mcp-team: cancelled"); Python printed it as "Exception ignored in ..." and a traceback.
+    Anything else is said as Python says it."""
+    if not isinstance(unraisable.exc_value, KeyboardInterrupt):
+        sys.__unraisablehook__(unraisable)
 
 
 def _interrupted(exc: BaseException) -> bool:
