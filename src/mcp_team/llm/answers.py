@@ -97,7 +97,10 @@ def _about_the_run(body: str, control: Sequence[str]) -> str | None:
     handoff_to_reviewer, anywhere as a word). None when nothing does."""
     if (marker := _PLACEHOLDER.search(body)) is not None:
         return marker.group(0)
+    lowered = body.lower()
     for name in control:
+        if name.lower() not in lowered:  # every pattern below holds the name: the usual case, without a regex
+            continue
         code = rf"`{re.escape(name)}`|\b{re.escape(name)}\s*\(|\b{re.escape(name)}\s+(?:tool|function)\b"
         if re.search(code + (rf"|\b{re.escape(name)}\b" if "_" in name else ""), body, re.IGNORECASE):
             return name

@@ -40,6 +40,10 @@ _XML_PARAMETER = re.compile(
 )
 # A fence never closed runs to the end of the reply, as a tag does: a call cut off at the output limit.
 _FENCE = re.compile(r"```[ \t]*([\w-]*)[ \t]*\n?(.*?)(?:```|$)", re.S)
+# Where JSON that may hold a call starts: an object, or a list of objects. Not every `[`: a reply's own brackets
+# (`[1]`, `[offline w0]`, Markdown links) hold no call, and trying each as JSON cost a failed decode apiece (a
+# synthesis of 32 results: 0.75 ms). An object inside another kind of list is still found at its own `{`.
+_OPEN = re.compile(r"\{|\[(?=\s*\{)")
 _FENCE_LANGUAGES = {"", "json", "json5", "tool_call", "tool_code", "tool", "javascript", "js", "python", "py"}
 
 
@@ -93,7 +97,8 @@ def blocks(body: str) -> Iterator[tuple[int, int, Where, Any, str, str | None]]:
     whole_at = body.find(stripped) if stripped else 0
     read_any = False
     i = 0
-    while (i := _next_open(body, i)) != -1:
+    while (opened := _OPEN.search(body, i)) is not None:
+        i = opened.start()
         decoded = _decode_at(body, i)
         if decoded is None:
             i += 1
@@ -131,12 +136,6 @@ def _xml_arguments(inner: str) -> dict[str, Any] | None:
             value = decoded if decoded is not None else value
         arguments[key] = value
     return arguments or None
-
-
-def _next_open(text: str, start: int) -> int:
-    brace, bracket = text.find("{", start), text.find("[", start)
-    found = [p for p in (brace, bracket) if p != -1]
-    return min(found) if found else -1
 
 
 def unfenced(text: str) -> str:
