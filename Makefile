@@ -68,7 +68,12 @@ test-fast: $(BIN)/mcp-team
 docs: $(BIN)/mcp-team
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
-bench: $(BIN)/mcp-team
+# The peers benchmarks/run.py measures side by side (the `bench` extra): without them it prints no ratios.
+$(VENV)/.bench-peers: pyproject.toml $(BIN)/mcp-team
+	$(BIN)/python -m pip install --quiet -e '.[bench]'
+	@touch $@
+
+bench: $(BIN)/mcp-team $(VENV)/.bench-peers
 	$(BIN)/python benchmarks/run.py
 	$(BIN)/python benchmarks/instructions.py
 	$(BIN)/python benchmarks/durable.py
