@@ -116,6 +116,7 @@ def _evaluate(args: argparse.Namespace, suite: Suite, source: str, spec: TeamSpe
     from mcp_team.cli.interrupt import until_signalled
     from mcp_team.evals.report import OFFLINE_NOTICE
     from mcp_team.evals.runner import EvalPlan
+    from mcp_team.server.children import kill_child_groups
 
     err, out = console(stderr=True), console()
     backend = settings.backend()
@@ -156,13 +157,14 @@ def _evaluate(args: argparse.Namespace, suite: Suite, source: str, spec: TeamSpe
     sigterm = signal.getsignal(signal.SIGTERM)
     try:
         try:
-            interrupted = anyio.run(until_signalled, run_suite)
-        except KeyboardInterrupt:
-            # A second Ctrl-C as the runs were cancelled: the teardown of the team's external MCP servers was cut
-            # short, so they are killed (as `run` does; only in the command's own process), and what finished is
-            # still reported: it is quick, and the runs that finished are the point of the eval.
+            # A second Ctrl-C as the runs are cancelled kills the team's external MCP servers, the slow part of
+            # winding down (only in the command's own process), and what finished is still reported: it is quick,
+            # and the runs that finished are the point of the eval.
+            at_once = kill_child_groups if getattr(args, "own_process", False) else None
+            interrupted = anyio.run(until_signalled, run_suite, None, at_once)
+        except KeyboardInterrupt:  # a second Ctrl-C in a process not the command's own, or one as the loop closed
             if getattr(args, "own_process", False):
-                from mcp_team.server.children import kill_child_groups, quiet_closed_loop
+                from mcp_team.server.children import quiet_closed_loop
 
                 quiet_closed_loop()
                 kill_child_groups()

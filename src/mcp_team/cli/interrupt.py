@@ -2,19 +2,44 @@
 returns, so that the command still says what finished (a run's record, an eval's report). While the work winds
 down, a `run` first records its run cancelled (in the runs database: nothing resumes it later); a second signal
 meanwhile is ignored (said once), so two quick Ctrl-C never leave a run half cancelled. Once the cancel is
-recorded (`hold` says so), a second Ctrl-C ends the command at once (a KeyboardInterrupt: say, an external MCP
-server slow to exit); a second SIGTERM is ignored."""
+recorded (`hold` says so), a second Ctrl-C does the caller's `at_once`: `run` ends its process at once
+(`exit_now`), `eval` kills the team's external MCP servers (the slow part of winding down: one that ignores its
+stdin closing and SIGTERM takes seconds) and reports what finished. A second SIGTERM is ignored.
+
+Not a KeyboardInterrupt raised wherever the second signal lands, as it was: under load one landed in a task of
+the MCP SDK's teardown and the tasks waiting on it never ended (the command hung), and one that landed in
+SQLAlchemy's pool was logged with a traceback. A caller's process that is not the command's own (`main` called by
+a test) gives no `at_once` and still gets the KeyboardInterrupt."""
 
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from collections.abc import Awaitable, Callable
+from typing import NoReturn
 
 
-async def until_signalled(work: Callable[[], Awaitable[None]], hold: Callable[[], bool] | None = None) -> bool:
+def exit_now() -> NoReturn:
+    """End the command's own process now, as a second Ctrl-C asks once the run's cancel is recorded: the team's
+    external MCP servers killed (nothing would stop them after it), one line said, exit 130. The run's trace may
+    miss its last spans; its record is whole."""
+    from mcp_team.cli.common import EXIT_CANCELLED
+    from mcp_team.server.children import kill_child_groups
+
+    kill_child_groups()
+    os.write(2, b"mcp-team: cancelled\n")  # not sys.stderr: the signal may have cut one of its writes short
+    os._exit(EXIT_CANCELLED)
+
+
+async def until_signalled(
+    work: Callable[[], Awaitable[None]],
+    hold: Callable[[], bool] | None = None,
+    at_once: Callable[[], None] | None = None,
+) -> bool:
     """`await work()`, cancelled by Ctrl-C or SIGTERM; True when a signal cut it short. `hold()`: whether a second
-    signal must wait (the work is recording its cancel).
+    signal must wait (the work is recording its cancel). `at_once()`: what a second Ctrl-C does then (None: raise
+    KeyboardInterrupt, for a process that is not the command's own).
 
     Returned, never raised: a second Ctrl-C stops the event loop while this task still unwinds, and asyncio's
     shutdown logs the exception such a task ends with, traceback and all. Both signals get plain handlers for the
@@ -40,7 +65,10 @@ async def until_signalled(work: Callable[[], Awaitable[None]], hold: Callable[[]
                 loop.call_soon_threadsafe(work_scope.cancel)
             return
         if signum == signal.SIGINT and not (hold is not None and hold()):
-            raise KeyboardInterrupt  # a second Ctrl-C, nothing left to record: end at once
+            if at_once is None:
+                raise KeyboardInterrupt  # a second Ctrl-C, nothing left to record: end at once
+            at_once()
+            return
         if not said:
             said.append(True)
             print("mcp-team: cancelling (recording the run's end); a moment", file=sys.stderr, flush=True)

@@ -183,11 +183,15 @@ def _run_traced(
         run = functools.partial(_team_run, spec, models, args.request, args.mode, budgets, on_event, record, run_id,
                                 args.durable, args.checkpoint)  # fmt: skip
         # Ctrl-C or SIGTERM cancels the run: what it had done is printed, as its result (None: it had none yet).
-        result = anyio.run(_interruptible, run)
+        result = anyio.run(_interruptible, run, getattr(args, "own_process", False))
+        if result is None:  # cancelled before the run started: as the team's external MCP servers started, say
+            raise KeyboardInterrupt
     except KeyboardInterrupt:
-        # A second Ctrl-C as the run was cancelled ends the command at once: the SDK's teardown of the team's
-        # external MCP servers was cut short, and one slow to exit would outlive the command. Only in the
-        # command's own process: `main` called in another (a test's) leaves that process's children alone.
+        # Cancelled before the run started (or, in a process not the command's own, a second Ctrl-C: see
+        # `interrupt.until_signalled`): the SDK's start or teardown of the team's external MCP servers was cut
+        # short, and a server left running would outlive the command (asyncio then said "Loop ... that handles pid
+        # ... is closed"). Only in the command's own process: `main` called in another (a test's) leaves that
+        # process's children alone.
         if getattr(args, "own_process", False):
             from mcp_team.server.children import kill_child_groups, quiet_closed_loop
 
@@ -201,8 +205,6 @@ def _run_traced(
     finally:
         if tracing is not None:
             tracing.shutdown()
-    if result is None:
-        raise KeyboardInterrupt
     if replay is not None and replay.divergence is not None:  # the run asked a call the recording does not have
         return error(str(replay.divergence), EXIT_FAILED)
     print(result.model_dump_json(indent=2) if args.json else result.answer, flush=True)  # the answer comes first
@@ -216,11 +218,11 @@ def _run_traced(
     return {"complete": EXIT_OK, "partial": EXIT_PARTIAL, "cancelled": EXIT_CANCELLED}.get(result.status, EXIT_FAILED)
 
 
-async def _interruptible(run: Callable[..., Awaitable[RunResult]]) -> RunResult | None:
+async def _interruptible(run: Callable[..., Awaitable[RunResult]], own_process: bool) -> RunResult | None:
     """`run(on_finish=..., recorded=...)`, cancelled by Ctrl-C or SIGTERM (then its cancelled result, what finished,
     or None when it had none yet): killed by SIGTERM the command left its run running (a durable one for the next
     process to resume), and Ctrl-C printed nothing of what the run had done. See `interrupt.until_signalled`."""
-    from mcp_team.cli.interrupt import until_signalled
+    from mcp_team.cli.interrupt import exit_now, until_signalled
 
     stopped: list[RunResult] = []  # the run's last result, as the engine or the run service ends it
     result: RunResult | None = None
@@ -230,7 +232,7 @@ async def _interruptible(run: Callable[..., Awaitable[RunResult]]) -> RunResult 
         nonlocal result
         result = await run(on_finish=stopped.append, recording=recording)
 
-    await until_signalled(work, hold=lambda: recording[0])
+    await until_signalled(work, hold=lambda: recording[0], at_once=exit_now if own_process else None)
     if result is None:
         return stopped[-1] if stopped else None
     return result
