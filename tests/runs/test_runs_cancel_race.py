@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from mcp_team.handoffs import RunResult, UsageReport
+from mcp_team.handoffs import HandoffRecord, RunResult, UsageReport
 from mcp_team.runs.records import Progress
 from mcp_team.runs.sql_store import SqlRunStore as RunStore
 from mcp_team.runs.types import RunRecord, now
@@ -59,3 +59,22 @@ async def test_a_cancel_read_before_the_run_finished_leaves_its_answer(store: Ru
     stored = store.get("r2")
     assert stored is not None and stored.status == "complete"
     assert stored.result is not None and stored.result.answer == "Bees make honey."
+
+
+def test_a_run_cancelled_before_its_engine_ended_says_so_and_keeps_what_finished() -> None:
+    """A run's record finished without the engine's result (cancelled by `mcp-team runs cancel` with no process
+    left to run it, or as the engine wound down under load) had the answer "": `mcp-team run` printed an empty
+    line as the cancelled run's answer. It says how the run ended, then the results that finished."""
+    read = running("r3")
+    done = HandoffRecord(id="h1", run_id="r3", target="researcher", call_id="c1", seq=1, task="Find facts about bees",
+                         status="completed", started_at=now(), ended_at=now(), output="Bees make honey.")  # fmt: skip
+    going = HandoffRecord(id="h2", run_id="r3", target="writer", call_id="c2", seq=2, task="Write it up",
+                         started_at=now())  # fmt: skip
+    progress = Progress(read)
+    progress.handoffs = {"h1": done, "h2": going}
+    for status, said in [("cancelled", "The run was cancelled."), ("failed", "The run failed.")]:
+        result = Progress(progress.snapshot()).finish(status, reason="cancelled with mcp-team runs cancel").result
+        assert result is not None and result.answer.startswith(said), result
+        assert "Bees make honey." in result.answer and "Write it up" not in result.answer, result.answer
+    empty = Progress(running("r4")).finish("cancelled").result
+    assert empty is not None and empty.answer.startswith("The run was cancelled. No specialist finished any work")

@@ -69,7 +69,7 @@ async def orchestrate(ctx: RunContext) -> None:
     # A supervisor's own answer cut off at its token limit is part of an answer, even with no handoff finished.
     cut = answer is not None and any(f.kind == "truncated" and f.specialist == "supervisor" for f in ctx.failures)
     ctx.status = "complete" if not missing else "partial" if ctx.completed() or cut else "failed"
-    answer = answer or fallback_answer(ctx)
+    answer = answer or fallback_answer(ctx.records)
     ctx.answer = f"{answer}\n\n---\n{missing}" if missing else answer
 
 

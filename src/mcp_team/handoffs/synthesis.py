@@ -6,7 +6,7 @@ shown to the synthesizer nor listed as missing.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from mcp_team.errors import BudgetExhausted
 from mcp_team.handoffs.context import RunContext
@@ -94,10 +94,10 @@ async def synthesize(ctx: RunContext, how: str = "", rulings: str = "") -> str:
             response = await ctx.supervisor_call(request, final=True)
         except ModelError as exc:
             ctx.fail(exc.kind, "supervisor", f"the closing synthesis failed: {exc.message}")
-            return fallback_answer(ctx)
+            return fallback_answer(ctx.records)
         except BudgetExhausted as exc:
             ctx.fail("budget_exhausted", "supervisor", f"the closing synthesis failed: {exc.budget}")
-            return fallback_answer(ctx)
+            return fallback_answer(ctx.records)
         answer = _answer_of(response)
         if (no := not_an_answer(answer, ctx.config.request, shapes, supervisor_tools(ctx))) is None:
             if not rulings:
@@ -111,7 +111,7 @@ async def synthesize(ctx: RunContext, how: str = "", rulings: str = "") -> str:
                 f"The closing synthesis gave no answer ({no.why}), also after being told why; the answer is the "
                 "finished results as they are.",
             )
-            return fallback_answer(ctx)
+            return fallback_answer(ctx.records)
         # Once more, told why: after its reply (a finalize call's answer goes back as that call's error result).
         finalizes = [u for u in response.tool_uses if u.name == "finalize"]
         if finalizes:
@@ -134,9 +134,9 @@ def _answer_of(response: ModelResponse) -> str:
     return response.text
 
 
-def fallback_answer(ctx: RunContext) -> str:
+def fallback_answer(records: Iterable[HandoffRecord]) -> str:
     """The best answer without a model: the completed results, as they are."""
-    done = [r for r in ctx.records if r.status == "completed"]
+    done = [r for r in records if r.status == "completed"]
     if not done:
         return "No specialist finished any work, so there is no answer."
     body = "\n\n".join(f"## {r.target}: {r.task[:120]}\n{r.output}" for r in done)

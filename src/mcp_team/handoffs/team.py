@@ -138,7 +138,7 @@ class Team:
                 await orchestrate(ctx)
             except anyio.get_cancelled_exc_class():
                 ctx.status, ctx.ended_at = "cancelled", now()
-                ctx.answer = ctx.answer or "The run was cancelled. " + fallback_answer(ctx)
+                ctx.answer = ctx.answer or "The run was cancelled. " + fallback_answer(ctx.records)
                 if on_finish is not None:
                     on_finish(ctx.result())
                 raise
@@ -148,7 +148,7 @@ class Team:
                 for record in ctx.records:
                     if record.status == "running":
                         record.status, record.ended_at, record.error = "failed", ctx.ended_at, what
-                ctx.answer = ctx.answer or f"The run stopped on {what}. " + fallback_answer(ctx)
+                ctx.answer = ctx.answer or f"The run stopped on {what}. " + fallback_answer(ctx.records)
                 if on_finish is not None:
                     on_finish(ctx.result())
                 raise

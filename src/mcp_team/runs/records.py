@@ -7,11 +7,21 @@ from collections.abc import Callable
 
 from mcp_team.handoffs import HandoffRecord, RunEvent, RunResult, UsageReport
 from mcp_team.handoffs.checkpoints import CheckpointRecord
+from mcp_team.handoffs.synthesis import fallback_answer
 from mcp_team.runs.types import RunRecord, RunState, now
 
 NOT_RESUMABLE = (
     "the process running it stopped; a run on the client's model (sampling) cannot resume. Finished handoffs are kept"
 )
+
+
+# What a run's answer says when it ended before the engine handed over its result (cancelled as it started, or
+# while the engine wound down under load; found running with no process left): then the finished results follow.
+_ENDED: dict[str, str] = {
+    "cancelled": "The run was cancelled.",
+    "failed": "The run failed.",
+    "interrupted": "The run was interrupted.",
+}
 
 
 class Progress:
@@ -107,6 +117,8 @@ class Progress:
             update: dict[str, object] = {"handoffs": handoffs, "ended_at": now()}
             if status in ("failed", "cancelled"):  # not left "running" in the result a client reads
                 update.update(status=status, stopped_by=result.stopped_by or reason)
+            if not result.answer and status in _ENDED:  # ended before the engine gave its result: said, not ""
+                update["answer"] = f"{_ENDED[status]} {fallback_answer(handoffs)}"
             result = result.model_copy(update=update)
         elif self._done:
             result = result.model_copy(update={"handoffs": [self._as_done(h) for h in result.handoffs]})
