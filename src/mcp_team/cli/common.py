@@ -9,8 +9,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    import logging
-
     from rich.console import Console
     from rich.table import Table
 
@@ -184,15 +182,7 @@ def log_to_stderr() -> None:
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="mcp-team: %(levelname)s %(message)s")
     logging.getLogger("mcp_team.server.watch").setLevel(logging.INFO)  # a team reloaded is news, not a warning
     for handler in logging.getLogger().handlers:
-        handler.addFilter(_not_a_ctrl_c)  # first: the redacting filter formats the traceback and drops exc_info
         handler.addFilter(RedactingFilter())
-
-
-def _not_a_ctrl_c(record: logging.LogRecord) -> bool:
-    """False for a record of the user's own Ctrl-C, caught and logged as an error by a library it interrupted: a
-    second Ctrl-C ends `run` at once (cli/interrupt.py), and one that landed in SQLAlchemy's pool closing a
-    connection came out as "ERROR Exception closing connection" and a traceback before "mcp-team: cancelled"."""
-    return not (record.exc_info and isinstance(record.exc_info[1], KeyboardInterrupt))
 
 
 def unwritable(target: str | Path, example: str) -> str | None:

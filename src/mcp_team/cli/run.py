@@ -187,11 +187,10 @@ def _run_traced(
         if result is None:  # cancelled before the run started: as the team's external MCP servers started, say
             raise KeyboardInterrupt
     except KeyboardInterrupt:
-        # Cancelled before the run started (or, in a process not the command's own, a second Ctrl-C: see
-        # `interrupt.until_signalled`): the SDK's start or teardown of the team's external MCP servers was cut
-        # short, and a server left running would outlive the command (asyncio then said "Loop ... that handles pid
-        # ... is closed"). Only in the command's own process: `main` called in another (a test's) leaves that
-        # process's children alone.
+        # Cancelled before the run started: the SDK's start of the team's external MCP servers was cut short, and a
+        # server left running would outlive the command (asyncio then said "Loop ... that handles pid ... is
+        # closed"). Only in the command's own process: `main` called in another (a test's) leaves its children
+        # alone, and gets a second Ctrl-C here too (`interrupt.until_signalled`).
         if getattr(args, "own_process", False):
             from mcp_team.server.children import kill_child_groups, quiet_closed_loop
 
