@@ -80,6 +80,9 @@ def test_every_format_is_read_as_the_calls_it_writes(style: TextFormat) -> None:
         '{"name": "finalize", "answer": "ok"}',  # flattened: the arguments beside the name
         '<tool_call>\n{"name": "finalize", "arguments": {"answer": "ok"}}',  # Qwen without its closing tag
         '{"answer": "ok"}',  # only the arguments, which fit one offered tool alone
+        # a list of calls after brackets of the reply's own (tried as JSON only where an object starts)
+        'As [1] says, [offline]:\n[\n  {"name": "finalize", "arguments": {"answer": "ok"}}\n]',
+        '["first", {"name": "finalize", "arguments": {"answer": "ok"}}]',  # an object in another kind of list
     ],
 )
 def test_the_other_shapes_of_a_call_are_read(text: str) -> None:

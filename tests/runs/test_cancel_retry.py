@@ -64,6 +64,10 @@ async def test_a_cancel_whose_workflow_the_database_refused_says_so_and_cancelli
     assert "run run-r is recorded cancelled, but the runs database refused to cancel its workflow" in refused.stderr
     assert "Run 'mcp-team runs cancel run-r' again" in refused.stderr
     assert [r["status"] for r in stored_runs(db)] == ["cancelled"]
+    # No process ran it to hand over its result: the record says how it ended, not "" (`runs show` printed that).
+    assert [r["result"]["answer"] for r in stored_runs(db)] == [
+        "The run was cancelled. No specialist finished any work, so there is no answer."
+    ]
     assert workflow_status(db, "run-r") == "PENDING"
 
     with sqlite3.connect(db) as conn:

@@ -65,15 +65,17 @@ def test_a_run_cancelled_before_its_engine_ended_says_so_and_keeps_what_finished
     """A run's record finished without the engine's result (cancelled by `mcp-team runs cancel` with no process
     left to run it, or as the engine wound down under load) had the answer "": `mcp-team run` printed an empty
     line as the cancelled run's answer. It says how the run ended, then the results that finished."""
-    read = running("r3")
     done = HandoffRecord(id="h1", run_id="r3", target="researcher", call_id="c1", seq=1, task="Find facts about bees",
                          status="completed", started_at=now(), ended_at=now(), output="Bees make honey.")  # fmt: skip
     going = HandoffRecord(id="h2", run_id="r3", target="writer", call_id="c2", seq=2, task="Write it up",
-                         started_at=now())  # fmt: skip
-    progress = Progress(read)
-    progress.handoffs = {"h1": done, "h2": going}
+                          started_at=now())  # fmt: skip
+    read = running("r3")
+    so_far = RunResult(answer="", status="running", handoffs=[done, going], failures=[], usage=_usage(),
+                       run_id="r3", trace_id=None, request=read.request, mode="adaptive",
+                       started_at=read.started_at)  # fmt: skip
+    read = read.model_copy(update={"result": so_far})
     for status, said in [("cancelled", "The run was cancelled."), ("failed", "The run failed.")]:
-        result = Progress(progress.snapshot()).finish(status, reason="cancelled with mcp-team runs cancel").result
+        result = Progress(read).finish(status, reason="cancelled with mcp-team runs cancel").result
         assert result is not None and result.answer.startswith(said), result
         assert "Bees make honey." in result.answer and "Write it up" not in result.answer, result.answer
     empty = Progress(running("r4")).finish("cancelled").result
